@@ -1,0 +1,239 @@
+//! The wire format for [`SampleBatch`]es and other messages: MessagePack
+//! (`rmp-serde`) compressed with LZ4 (`lz4_flex`).
+//!
+//! Layout: the 4-byte magic `RLX1`, the uncompressed length as a little-endian
+//! `u32`, then one LZ4 block. Batch columns travel as raw little-endian bytes,
+//! so encoding is a copy and LZ4 sees the repetitive structure of pixel
+//! observations. Decoding validates everything and never panics: corrupt or
+//! hostile bytes give a [`CodecError`].
+
+use crate::sample_batch::{BatchError, Column, SampleBatch};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+const MAGIC: &[u8; 4] = b"RLX1";
+
+/// Largest uncompressed message accepted by [`decode`] (1 GiB), so a forged
+/// length cannot make the receiver allocate without bound.
+pub const MAX_DECODED_BYTES: usize = 1 << 30;
+
+/// Why bytes could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    /// The bytes do not start with the rlx magic (wrong protocol or version).
+    #[error("not an rlx message: bad magic bytes")]
+    BadMagic,
+    /// The message is shorter than its header.
+    #[error("truncated message: {0} bytes")]
+    Truncated(usize),
+    /// The header claims more than [`MAX_DECODED_BYTES`].
+    #[error("message claims {0} bytes uncompressed, more than the {MAX_DECODED_BYTES}-byte limit")]
+    TooLarge(usize),
+    /// The LZ4 block is corrupt.
+    #[error("corrupt LZ4 block: {0}")]
+    Lz4(#[from] lz4_flex::block::DecompressError),
+    /// The MessagePack payload is malformed.
+    #[error("malformed MessagePack payload: {0}")]
+    Decode(#[from] rmp_serde::decode::Error),
+    /// Encoding failed (a value serde cannot represent).
+    #[error("cannot encode: {0}")]
+    Encode(#[from] rmp_serde::encode::Error),
+    /// The payload decoded but describes an inconsistent batch.
+    #[error("invalid batch: {0}")]
+    Batch(#[from] BatchError),
+}
+
+/// Serializes any serde value to the wire format.
+///
+/// # Errors
+/// If serde cannot represent the value.
+pub fn encode_value<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
+    let payload = rmp_serde::to_vec(value)?;
+    let len = u32::try_from(payload.len()).map_err(|_| CodecError::TooLarge(payload.len()))?;
+    let compressed = lz4_flex::block::compress(&payload);
+    let mut out = Vec::with_capacity(8 + compressed.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&compressed);
+    Ok(out)
+}
+
+/// Deserializes a value written by [`encode_value`].
+///
+/// # Errors
+/// A [`CodecError`] naming what is wrong with the bytes.
+pub fn decode_value<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    if bytes.len() < 8 {
+        return Err(CodecError::Truncated(bytes.len()));
+    }
+    if &bytes[..4] != MAGIC {
+        return Err(CodecError::BadMagic);
+    }
+    let len = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes")) as usize;
+    if len > MAX_DECODED_BYTES {
+        return Err(CodecError::TooLarge(len));
+    }
+    let payload = lz4_flex::block::decompress(&bytes[8..], len)?;
+    Ok(rmp_serde::from_slice(&payload)?)
+}
+
+#[derive(Serialize, Deserialize)]
+enum WireColumn {
+    F32 {
+        #[serde(with = "serde_bytes")]
+        le_bytes: Vec<u8>,
+        width: u32,
+    },
+    I64 {
+        #[serde(with = "serde_bytes")]
+        le_bytes: Vec<u8>,
+        width: u32,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireBatch {
+    columns: Vec<(String, WireColumn)>,
+}
+
+/// Encodes a batch.
+///
+/// # Examples
+/// ```
+/// use rlx::{codec, SampleBatch};
+/// let mut batch = SampleBatch::new();
+/// batch.insert_f32("obs", vec![0.5; 64], 4).unwrap();
+/// let bytes = codec::encode(&batch).unwrap();
+/// assert_eq!(codec::decode(&bytes).unwrap(), batch);
+/// assert!(codec::decode(&bytes[..bytes.len() / 2]).is_err());
+/// ```
+///
+/// # Errors
+/// Only if a column is larger than 4 GiB.
+pub fn encode(batch: &SampleBatch) -> Result<Vec<u8>, CodecError> {
+    let columns = batch
+        .columns()
+        .map(|(name, col)| {
+            let wire = match col {
+                Column::F32 { data, width } => WireColumn::F32 {
+                    le_bytes: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                    width: *width as u32,
+                },
+                Column::I64 { data, width } => WireColumn::I64 {
+                    le_bytes: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                    width: *width as u32,
+                },
+            };
+            (name.to_string(), wire)
+        })
+        .collect();
+    encode_value(&WireBatch { columns })
+}
+
+/// Decodes a batch written by [`encode`], checking that every column is a
+/// whole number of rows and that all columns have the same number of rows.
+///
+/// # Errors
+/// A [`CodecError`] naming what is wrong; never panics.
+pub fn decode(bytes: &[u8]) -> Result<SampleBatch, CodecError> {
+    let wire: WireBatch = decode_value(bytes)?;
+    let mut columns = Vec::with_capacity(wire.columns.len());
+    for (name, col) in wire.columns {
+        let column = match col {
+            WireColumn::F32 { le_bytes, width } => {
+                check_bytes(&name, le_bytes.len(), 4)?;
+                let data =
+                    le_bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+                Column::F32 { data, width: width as usize }
+            }
+            WireColumn::I64 { le_bytes, width } => {
+                check_bytes(&name, le_bytes.len(), 8)?;
+                let data =
+                    le_bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+                Column::I64 { data, width: width as usize }
+            }
+        };
+        columns.push((name, column));
+    }
+    Ok(SampleBatch::from_columns(columns)?)
+}
+
+fn check_bytes(field: &str, len: usize, elem: usize) -> Result<(), CodecError> {
+    if len % elem == 0 {
+        Ok(())
+    } else {
+        Err(BatchError::Ragged { field: field.to_string(), len, width: elem }.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> SampleBatch {
+        let mut b = SampleBatch::new();
+        b.insert_f32("obs", (0..400).map(|i| (i as f32).sin()).collect(), 4).unwrap();
+        b.insert_i64("actions", (0..100).map(|i| i % 3).collect(), 1).unwrap();
+        b.insert_f32("rewards", vec![1.0; 100], 1).unwrap();
+        b
+    }
+
+    #[test]
+    fn roundtrip_is_exact() {
+        let b = sample();
+        let bytes = encode(&b).unwrap();
+        assert_eq!(decode(&bytes).unwrap(), b);
+        let empty = SampleBatch::new();
+        assert_eq!(decode(&encode(&empty).unwrap()).unwrap(), empty);
+    }
+
+    #[test]
+    fn binary_pixel_batches_compress_well() {
+        // 10x10x4 binary frames, mostly zeros, as MinAtar produces.
+        let mut b = SampleBatch::new();
+        let obs: Vec<f32> = (0..1000 * 400).map(|i| if i % 37 == 0 { 1.0 } else { 0.0 }).collect();
+        b.insert_f32("obs", obs, 400).unwrap();
+        let bytes = encode(&b).unwrap();
+        assert!(bytes.len() * 10 < b.size_bytes(), "{} vs {}", bytes.len(), b.size_bytes());
+    }
+
+    #[test]
+    fn corrupt_bytes_are_errors() {
+        let bytes = encode(&sample()).unwrap();
+        assert!(matches!(decode(&bytes[..5]), Err(CodecError::Truncated(5))));
+        assert!(matches!(decode(b"XXXX\0\0\0\0"), Err(CodecError::BadMagic)));
+        let mut huge = bytes.clone();
+        huge[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(decode(&huge), Err(CodecError::TooLarge(_))));
+        let mut cut = bytes.clone();
+        cut.truncate(bytes.len() - 7);
+        assert!(decode(&cut).is_err());
+        // A well-formed message whose columns disagree on row count.
+        let wire = WireBatch {
+            columns: vec![
+                ("a".into(), WireColumn::F32 { le_bytes: vec![0; 8], width: 1 }),
+                ("b".into(), WireColumn::F32 { le_bytes: vec![0; 4], width: 1 }),
+            ],
+        };
+        let err = decode(&encode_value(&wire).unwrap()).unwrap_err();
+        assert!(matches!(err, CodecError::Batch(BatchError::RowMismatch { .. })), "{err}");
+        let zero_width = WireBatch { columns: vec![("a".into(), WireColumn::I64 { le_bytes: vec![0; 8], width: 0 })] };
+        assert!(decode(&encode_value(&zero_width).unwrap()).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode(&bytes);
+        }
+
+        #[test]
+        fn flipped_bytes_never_panic(pos in 0usize..1000, val in any::<u8>()) {
+            let mut bytes = encode(&sample()).unwrap();
+            let i = pos % bytes.len();
+            bytes[i] = val;
+            let _ = decode(&bytes);
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The [`Env`] trait users implement, and the [`TimeLimit`] wrapper.
+//!
+//! An env writes observations into buffers the caller owns, so stepping never
+//! allocates. Episode ends come in two kinds, as in Gymnasium: *terminated*
+//! (the MDP reached a terminal state: the value of what follows is zero) and
+//! *truncated* (the episode was cut, e.g. by a time limit: the value of the
+//! last observation is still worth bootstrapping from). Keeping them apart is
+//! what makes GAE correct at time limits.
+
+use crate::space::{Action, Space};
+
+/// What one step produced besides the observation.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Step {
+    /// The reward for the transition (f64, as Gymnasium returns Python floats).
+    pub reward: f64,
+    /// The episode reached a terminal state of the MDP.
+    pub terminated: bool,
+    /// The episode was cut short (time limit) before reaching a terminal state.
+    pub truncated: bool,
+}
+
+impl Step {
+    /// Whether the episode ended, for either reason.
+    pub fn done(&self) -> bool {
+        self.terminated || self.truncated
+    }
+}
+
+/// Errors an env reports instead of panicking.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum EnvError {
+    /// The action is not an element of the action space.
+    #[error("{env}: action {action} is outside the action space {space}")]
+    InvalidAction {
+        /// The env's name.
+        env: String,
+        /// The offending action.
+        action: String,
+        /// The action space.
+        space: String,
+    },
+    /// `step` was called on an episode that already ended, without `reset`.
+    #[error("{env}: step() called after the episode ended; call reset() first")]
+    NeedsReset {
+        /// The env's name.
+        env: String,
+    },
+    /// No env is registered under this name.
+    #[error("unknown env `{name}`{}", suggest(.closest))]
+    Unknown {
+        /// The requested name.
+        name: String,
+        /// Registered names close to it, best first.
+        closest: Vec<String>,
+    },
+    /// The env's construction arguments are wrong.
+    #[error("{env}: bad argument: {message}")]
+    BadArgument {
+        /// The env's name.
+        env: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Anything else the env wants to report.
+    #[error("{env}: {message}")]
+    Other {
+        /// The env's name.
+        env: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+fn suggest(closest: &[String]) -> String {
+    if closest.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", closest.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or "))
+    }
+}
+
+/// A reinforcement-learning environment.
+///
+/// Implement this for your own simulator. `reset` and `step` write the
+/// observation as a flat `f32` row of width `observation_space().flat_dim()`
+/// into `obs`.
+///
+/// # Examples
+/// ```
+/// use rlx::{Action, Env, EnvError, Space, Step};
+///
+/// /// Reach position 3 by stepping right (action 1) or left (action 0).
+/// struct Corridor { pos: i64, obs_space: Space, act_space: Space }
+///
+/// impl Env for Corridor {
+///     fn name(&self) -> &str { "Corridor" }
+///     fn observation_space(&self) -> &Space { &self.obs_space }
+///     fn action_space(&self) -> &Space { &self.act_space }
+///     fn reset(&mut self, _seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+///         self.pos = 0;
+///         obs[0] = 0.0;
+///         Ok(())
+///     }
+///     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+///         let Action::Discrete(a @ 0..=1) = action else {
+///             return Err(rlx::env::invalid_action(self, action));
+///         };
+///         self.pos = (self.pos + 2 * a - 1).max(0);
+///         obs[0] = self.pos as f32;
+///         let terminated = self.pos == 3;
+///         Ok(Step { reward: if terminated { 1.0 } else { -0.1 }, terminated, truncated: false })
+///     }
+/// }
+///
+/// let mut env = Corridor {
+///     pos: 0,
+///     obs_space: Space::uniform_box(0.0, 3.0, vec![1]).unwrap(),
+///     act_space: Space::discrete(2),
+/// };
+/// let mut obs = [0.0f32];
+/// env.reset(Some(0), &mut obs).unwrap();
+/// let step = env.step(Action::Discrete(1), &mut obs).unwrap();
+/// assert_eq!(obs[0], 1.0);
+/// assert!(!step.done());
+/// assert!(env.step(Action::Discrete(5), &mut obs).is_err());
+/// ```
+pub trait Env: Send {
+    /// A short name used in error messages (e.g. `"CartPole-v1"`).
+    fn name(&self) -> &str;
+
+    /// The space observations lie in.
+    fn observation_space(&self) -> &Space;
+
+    /// The space actions must lie in.
+    fn action_space(&self) -> &Space;
+
+    /// Starts a new episode. `Some(seed)` reseeds the env's random generator
+    /// (as Gymnasium's `reset(seed=...)`); `None` continues the current stream.
+    ///
+    /// # Errors
+    /// Whatever the env cannot recover from.
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError>;
+
+    /// Applies `action` and writes the next observation into `obs`.
+    ///
+    /// # Errors
+    /// [`EnvError::InvalidAction`] for an action outside the action space
+    /// (never a panic, never a silent clamp).
+    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError>;
+}
+
+impl<E: Env + ?Sized> Env for Box<E> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn observation_space(&self) -> &Space {
+        (**self).observation_space()
+    }
+    fn action_space(&self) -> &Space {
+        (**self).action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        (**self).reset(seed, obs)
+    }
+    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        (**self).step(action, obs)
+    }
+}
+
+/// The [`EnvError::InvalidAction`] for `action` on `env`.
+pub fn invalid_action<E: Env + ?Sized>(env: &E, action: Action<'_>) -> EnvError {
+    EnvError::InvalidAction {
+        env: env.name().to_string(),
+        action: action.to_string(),
+        space: env.action_space().to_string(),
+    }
+}
+
+/// Truncates episodes after `max_episode_steps` steps, as Gymnasium's
+/// `TimeLimit` wrapper: the last step reports `truncated = true` unless the
+/// env terminated on that very step.
+pub struct TimeLimit<E> {
+    env: E,
+    max_episode_steps: usize,
+    elapsed: usize,
+}
+
+impl<E: Env> TimeLimit<E> {
+    /// Wraps `env`.
+    pub fn new(env: E, max_episode_steps: usize) -> Self {
+        Self { env, max_episode_steps, elapsed: 0 }
+    }
+
+    /// The wrapped env.
+    pub fn inner(&self) -> &E {
+        &self.env
+    }
+
+    /// The wrapped env, mutably.
+    pub fn inner_mut(&mut self) -> &mut E {
+        &mut self.env
+    }
+
+    /// Steps taken in the current episode.
+    pub fn elapsed_steps(&self) -> usize {
+        self.elapsed
+    }
+}
+
+impl<E: Env> Env for TimeLimit<E> {
+    fn name(&self) -> &str {
+        self.env.name()
+    }
+    fn observation_space(&self) -> &Space {
+        self.env.observation_space()
+    }
+    fn action_space(&self) -> &Space {
+        self.env.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        self.elapsed = 0;
+        self.env.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        let mut step = self.env.step(action, obs)?;
+        self.elapsed += 1;
+        if self.elapsed >= self.max_episode_steps && !step.terminated {
+            step.truncated = true;
+        }
+        Ok(step)
+    }
+}

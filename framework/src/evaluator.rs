@@ -1,0 +1,220 @@
+//! [`PolicyEvaluator`]: a policy graph driving a vector env.
+//!
+//! `sample()` steps every env copy for a fixed number of steps, cuts each
+//! copy's steps into single-episode fragments, lets the policy postprocess
+//! each fragment (GAE...) and returns the concatenation together with the
+//! episodes that finished. This is the unit that runs in the driver, in a
+//! local actor, or on a remote node.
+
+use crate::env::EnvError;
+use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
+use crate::sample_batch::{fields, BatchError, SampleBatch};
+use crate::vector_env::{EpisodeSummary, VectorEnv, VectorStep};
+use std::sync::Arc;
+
+/// A postprocessed batch and the episodes that finished while sampling it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rollout {
+    /// At least `sample_size` postprocessed rows.
+    pub batch: SampleBatch,
+    /// Episodes that ended during this call.
+    pub episodes: Vec<EpisodeSummary>,
+}
+
+/// A gradient computed by an evaluator on its own fresh samples (A3C style).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GradientRollout {
+    /// The gradient, flat.
+    pub grads: FlatGradients,
+    /// Learner statistics from the gradient computation.
+    pub stats: LearnerStats,
+    /// Number of env steps the gradient was computed on.
+    pub steps: usize,
+    /// Episodes that ended while sampling.
+    pub episodes: Vec<EpisodeSummary>,
+}
+
+/// Why an evaluator could not do its job.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum EvaluatorError {
+    /// The env failed (e.g. an action outside its space).
+    #[error("env error: {0}")]
+    Env(#[from] EnvError),
+    /// The policy failed.
+    #[error("policy error: {0}")]
+    Policy(#[from] PolicyError),
+    /// A batch was malformed.
+    #[error("batch error: {0}")]
+    Batch(#[from] BatchError),
+    /// Policy and env disagree on spaces.
+    #[error("the policy's {which} space {policy} differs from the env's {env}")]
+    SpaceMismatch {
+        /// `"observation"` or `"action"`.
+        which: &'static str,
+        /// The policy's space.
+        policy: String,
+        /// The env's space.
+        env: String,
+    },
+    /// A configuration value is unusable.
+    #[error("{0}")]
+    Config(String),
+    /// The evaluator panicked (an env or policy bug); the message is the panic's.
+    #[error("panicked: {0}")]
+    Panicked(String),
+}
+
+/// A policy graph plus a vector env.
+pub struct PolicyEvaluator {
+    policy: Box<dyn PolicyGraph>,
+    env: VectorEnv,
+    sample_size: usize,
+    step_out: SampleBatch,
+    step: VectorStep,
+    fragment: SampleBatch,
+    steps_sampled: u64,
+}
+
+impl PolicyEvaluator {
+    /// Pairs `policy` with `env`, resets the env with `seed`, and returns an
+    /// evaluator whose [`sample`](Self::sample) yields at least `sample_size`
+    /// rows (rounded up to a whole number of steps of every env copy).
+    ///
+    /// # Errors
+    /// If the spaces differ, `sample_size` is zero, or the env fails to reset.
+    pub fn new(
+        policy: Box<dyn PolicyGraph>,
+        mut env: VectorEnv,
+        sample_size: usize,
+        seed: u64,
+    ) -> Result<Self, EvaluatorError> {
+        if policy.observation_space() != env.observation_space() {
+            return Err(EvaluatorError::SpaceMismatch {
+                which: "observation",
+                policy: policy.observation_space().to_string(),
+                env: env.observation_space().to_string(),
+            });
+        }
+        if policy.action_space() != env.action_space() {
+            return Err(EvaluatorError::SpaceMismatch {
+                which: "action",
+                policy: policy.action_space().to_string(),
+                env: env.action_space().to_string(),
+            });
+        }
+        if sample_size == 0 {
+            return Err(EvaluatorError::Config("sample_size must be at least 1".into()));
+        }
+        env.reset(seed)?;
+        Ok(Self {
+            policy,
+            env,
+            sample_size,
+            step_out: SampleBatch::new(),
+            step: VectorStep::default(),
+            fragment: SampleBatch::new(),
+            steps_sampled: 0,
+        })
+    }
+
+    /// The policy graph.
+    pub fn policy(&self) -> &dyn PolicyGraph {
+        self.policy.as_ref()
+    }
+
+    /// The policy graph, mutably (the driver learns through this).
+    pub fn policy_mut(&mut self) -> &mut dyn PolicyGraph {
+        self.policy.as_mut()
+    }
+
+    /// The vector env.
+    pub fn env(&self) -> &VectorEnv {
+        &self.env
+    }
+
+    /// Env steps sampled by this evaluator so far.
+    pub fn steps_sampled(&self) -> u64 {
+        self.steps_sampled
+    }
+
+    /// Steps every env copy `ceil(sample_size / num_envs)` times and returns
+    /// the postprocessed batch.
+    ///
+    /// # Errors
+    /// Env, policy or batch errors; the evaluator stays usable after an env
+    /// error only if the env does.
+    pub fn sample(&mut self) -> Result<Rollout, EvaluatorError> {
+        let n = self.env.num_envs();
+        let d = self.env.obs_dim();
+        let horizon = self.sample_size.div_ceil(n);
+        self.fragment.clear();
+        for _ in 0..horizon {
+            let obs = self.env.observations().to_vec();
+            self.policy.compute_actions(&obs, true, &mut self.step_out)?;
+            let actions = self
+                .step_out
+                .get(fields::ACTIONS)
+                .ok_or_else(|| PolicyError::Other("compute_actions did not write an `actions` column".into()))?;
+            self.env.step(actions, &mut self.step)?;
+            let flag = |v: &[bool]| v.iter().map(|&b| if b { 1.0 } else { 0.0 }).collect::<Vec<f32>>();
+            self.step_out.insert_f32(fields::OBS, obs, d)?;
+            self.step_out.insert_f32(fields::NEW_OBS, self.step.new_obs.clone(), d)?;
+            self.step_out.insert_f32(fields::REWARDS, self.step.rewards.clone(), 1)?;
+            self.step_out.insert_f32(fields::TERMINATEDS, flag(&self.step.terminated), 1)?;
+            self.step_out.insert_f32(fields::TRUNCATEDS, flag(&self.step.truncated), 1)?;
+            self.fragment.append(&self.step_out)?;
+        }
+        self.steps_sampled += (horizon * n) as u64;
+
+        // Rows are time-major: row t * n + i is copy i at step t. Cut each
+        // copy's steps into single-episode trajectories and postprocess them.
+        let terminated = self.fragment.f32(fields::TERMINATEDS)?.to_vec();
+        let truncated = self.fragment.f32(fields::TRUNCATEDS)?.to_vec();
+        let mut trajectories = Vec::new();
+        let mut rows = Vec::with_capacity(horizon);
+        for i in 0..n {
+            rows.clear();
+            for t in 0..horizon {
+                let r = t * n + i;
+                rows.push(r);
+                if terminated[r] != 0.0 || truncated[r] != 0.0 || t + 1 == horizon {
+                    let mut traj = self.fragment.gather(&rows);
+                    self.policy.postprocess_trajectory(&mut traj)?;
+                    trajectories.push(traj);
+                    rows.clear();
+                }
+            }
+        }
+        Ok(Rollout { batch: SampleBatch::concat(&trajectories)?, episodes: self.env.drain_finished() })
+    }
+
+    /// Samples a batch and computes the policy's gradient on it.
+    ///
+    /// # Errors
+    /// As [`sample`](Self::sample) and [`PolicyGraph::compute_gradients`].
+    pub fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, EvaluatorError> {
+        let rollout = self.sample()?;
+        let (grads, stats) = self.policy.compute_gradients(&rollout.batch)?;
+        Ok(GradientRollout { grads, stats, steps: rollout.batch.len(), episodes: rollout.episodes })
+    }
+
+    /// Overwrites the policy's weights.
+    ///
+    /// # Errors
+    /// If the weights have the wrong length.
+    pub fn set_weights(&mut self, weights: &[f32]) -> Result<(), EvaluatorError> {
+        Ok(self.policy.set_weights(weights)?)
+    }
+}
+
+/// Builds evaluator number `index` (0 is the driver's local evaluator,
+/// workers count from 1) for its `generation`-th start (0 first, then one
+/// more per restart). Seeds should depend on both so a restarted evaluator
+/// does not replay the episodes of the one it replaces.
+pub type EvaluatorFactory = Arc<dyn Fn(usize, u64) -> Result<PolicyEvaluator, EvaluatorError> + Send + Sync>;
+
+/// The seed for evaluator `index`'s `generation`-th start, derived from the
+/// run's seed.
+pub fn evaluator_seed(base: u64, index: usize, generation: u64) -> u64 {
+    base.wrapping_add(10_007 * index as u64).wrapping_add(1_000_003 * generation)
+}

@@ -1,0 +1,168 @@
+//! Evaluator handles: one async interface over evaluators wherever they live.
+//!
+//! Which home do I want?
+//! - [`LocalEvaluator`]: the evaluator runs inside the caller's task. No
+//!   messaging cost, no parallelism, no isolation: a panic in the env is
+//!   caught and reported, but nothing restarts it.
+//! - [`ActorEvaluator`](crate::actor::ActorEvaluator): the evaluator is a
+//!   ractor actor under a supervisor. Evaluators sample in parallel, and one
+//!   that crashes is restarted with the current weights within a restart
+//!   budget. This is the default for `num_workers > 0`.
+//! - Remote evaluators on other machines come with `rlx-cluster`.
+//!
+//! Optimizers only ever see `dyn EvaluatorHandle`.
+
+use crate::evaluator::{EvaluatorError, GradientRollout, PolicyEvaluator, Rollout};
+use crate::policy::FlatWeights;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Why a call through a handle failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum HandleError {
+    /// The evaluator reported an error.
+    #[error("evaluator {index} failed: {source}")]
+    Failed {
+        /// The evaluator's index (workers count from 1).
+        index: usize,
+        /// What went wrong.
+        source: EvaluatorError,
+    },
+    /// The evaluator crashed more often than its supervisor's restart budget allows.
+    #[error(
+        "evaluator {index} failed {failures} times within {window_s} s (at most {max_restarts} restarts allowed); last failure: {last_failure}"
+    )]
+    RestartBudgetExceeded {
+        /// The evaluator's index.
+        index: usize,
+        /// Failures counted inside the window.
+        failures: usize,
+        /// The supervisor's `max_restarts`.
+        max_restarts: usize,
+        /// The supervisor's window in seconds.
+        window_s: f64,
+        /// The last failure's reason (e.g. the panic message).
+        last_failure: String,
+    },
+    /// The evaluator could not be (re)started.
+    #[error("evaluator {index} could not be started: {reason}")]
+    Spawn {
+        /// The evaluator's index.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
+    /// The evaluator's actor or its supervisor is gone.
+    #[error("evaluator {index} is unreachable: {reason}")]
+    Unreachable {
+        /// The evaluator's index.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Counters an evaluator handle reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandleStats {
+    /// Env steps returned through this handle.
+    pub steps_sampled: u64,
+    /// Times the evaluator behind this handle was restarted after a failure.
+    pub restarts: u64,
+}
+
+/// The async interface to one evaluator, wherever it runs.
+#[async_trait]
+pub trait EvaluatorHandle: Send {
+    /// This evaluator's index (0 is the driver's local evaluator).
+    fn index(&self) -> usize;
+
+    /// Samples a postprocessed batch ([`PolicyEvaluator::sample`]).
+    async fn sample(&mut self) -> Result<Rollout, HandleError>;
+
+    /// Replaces the policy's weights. Handles keep the latest weights so a
+    /// restarted evaluator can be brought up to date.
+    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError>;
+
+    /// Samples and computes a gradient on the samples, without applying it.
+    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError>;
+
+    /// Counters for metrics.
+    fn stats(&self) -> HandleStats;
+}
+
+/// An evaluator living in the caller's task.
+pub struct LocalEvaluator {
+    index: usize,
+    evaluator: PolicyEvaluator,
+    stats: HandleStats,
+}
+
+impl LocalEvaluator {
+    /// Wraps an evaluator.
+    pub fn new(index: usize, evaluator: PolicyEvaluator) -> Self {
+        Self { index, evaluator, stats: HandleStats::default() }
+    }
+
+    /// The evaluator (e.g. for the learner to reach its policy).
+    pub fn evaluator(&self) -> &PolicyEvaluator {
+        &self.evaluator
+    }
+
+    /// The evaluator, mutably.
+    pub fn evaluator_mut(&mut self) -> &mut PolicyEvaluator {
+        &mut self.evaluator
+    }
+
+    /// Runs `f` on the evaluator, turning a panic into [`EvaluatorError::Panicked`].
+    fn guarded<T>(
+        &mut self,
+        f: impl FnOnce(&mut PolicyEvaluator) -> Result<T, EvaluatorError>,
+    ) -> Result<T, HandleError> {
+        let index = self.index;
+        match catch_unwind(AssertUnwindSafe(|| f(&mut self.evaluator))) {
+            Ok(r) => r.map_err(|source| HandleError::Failed { index, source }),
+            Err(panic) => Err(HandleError::Failed { index, source: EvaluatorError::Panicked(panic_message(&*panic)) }),
+        }
+    }
+}
+
+/// The message of a caught panic payload.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+#[async_trait]
+impl EvaluatorHandle for LocalEvaluator {
+    fn index(&self) -> usize {
+        self.index
+    }
+
+    async fn sample(&mut self) -> Result<Rollout, HandleError> {
+        let rollout = self.guarded(PolicyEvaluator::sample)?;
+        self.stats.steps_sampled += rollout.batch.len() as u64;
+        Ok(rollout)
+    }
+
+    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
+        self.guarded(|e| e.set_weights(&weights))
+    }
+
+    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
+        let out = self.guarded(PolicyEvaluator::sample_and_compute_gradients)?;
+        self.stats.steps_sampled += out.steps as u64;
+        Ok(out)
+    }
+
+    fn stats(&self) -> HandleStats {
+        self.stats
+    }
+}

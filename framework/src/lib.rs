@@ -1,0 +1,55 @@
+//! # rlx: abstractions for distributed reinforcement learning
+//!
+//! rlx splits an RL algorithm the way RLlib (Liang et al., ICML 2018) does:
+//! the **policy graph** ([`PolicyGraph`]) holds the math — acting,
+//! trajectory postprocessing, the loss — and the **policy optimizer**
+//! ([`PolicyOptimizer`]) decides how sampling, learning and weight
+//! synchronization are distributed over evaluators. Environments implement
+//! [`Env`]. Evaluators ([`PolicyEvaluator`]) pair a policy with a vector env
+//! and live in the driver or in supervised ractor actors, behind one async
+//! [`EvaluatorHandle`] interface.
+//!
+//! This crate holds the abstractions and the runtime only; built-in
+//! algorithms live in `rlx-algorithms`, environments in `rlx-envs`.
+//!
+//! ```
+//! use rlx::{SampleBatch, postprocessing::gae};
+//!
+//! // Advantages for a 3-step trajectory cut by a time limit, bootstrapping
+//! // from the value of the last observation.
+//! let (adv, targets) = gae(&[1.0, 1.0, 1.0], &[0.5, 0.4, 0.3], 0.2, 0.99, 0.95);
+//! assert_eq!(adv.len(), 3);
+//! assert!((targets[2] - (1.0 + 0.99 * 0.2)).abs() < 1e-6);
+//! ```
+#![warn(missing_docs)]
+
+pub mod actor;
+pub mod codec;
+pub mod config;
+pub mod env;
+pub mod evaluator;
+pub mod evaluators;
+pub mod handle;
+pub mod metrics;
+pub mod operators;
+pub mod optimizer;
+pub mod policy;
+pub mod postprocessing;
+pub mod results;
+pub mod sample_batch;
+pub mod space;
+pub mod trainer;
+pub mod vector_env;
+
+pub use actor::{RestartPolicy, RestartStrategy};
+pub use env::{Env, EnvError, Step, TimeLimit};
+pub use evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator, Rollout};
+pub use evaluators::Evaluators;
+pub use handle::{EvaluatorHandle, HandleError, LocalEvaluator};
+pub use metrics::TrainResult;
+pub use optimizer::{OptimizerError, PolicyOptimizer, StepStats, SyncSamplesOptimizer};
+pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph};
+pub use sample_batch::{fields, Column, SampleBatch};
+pub use space::{Action, Space};
+pub use trainer::{StopCriteria, Trainer};
+pub use vector_env::{EpisodeSummary, VectorEnv};

@@ -1,0 +1,54 @@
+//! Dataflow operators (after RLlib Flow, NeurIPS 2021) that optimizers'
+//! `step()` functions are written in: plain async functions, so a new
+//! optimizer is a few lines of ordinary code.
+
+use crate::evaluator::Rollout;
+use crate::evaluators::Evaluators;
+use crate::handle::HandleError;
+use crate::sample_batch::{BatchError, SampleBatch};
+use crate::vector_env::EpisodeSummary;
+use futures::future::join_all;
+use std::sync::Arc;
+
+/// Bulk-synchronous parallel rollouts: every sampler samples once,
+/// concurrently; returns when all have answered.
+///
+/// # Errors
+/// The first evaluator that failed for good.
+pub async fn parallel_rollouts(evaluators: &mut Evaluators) -> Result<Vec<Rollout>, HandleError> {
+    join_all(evaluators.samplers().into_iter().map(|h| h.sample())).await.into_iter().collect()
+}
+
+/// Concatenates the rollouts' batches and collects their episodes.
+///
+/// # Errors
+/// If the batches have different fields.
+pub fn concat_rollouts(rollouts: Vec<Rollout>) -> Result<(SampleBatch, Vec<EpisodeSummary>), BatchError> {
+    let mut episodes = Vec::new();
+    let mut batches = Vec::with_capacity(rollouts.len());
+    for r in rollouts {
+        episodes.extend(r.episodes);
+        batches.push(r.batch);
+    }
+    Ok((SampleBatch::concat(&batches)?, episodes))
+}
+
+/// Standardizes each named field of `batch` to mean 0, std 1.
+///
+/// # Errors
+/// If a field is missing or not `f32`.
+pub fn standardize_fields(batch: &mut SampleBatch, fields: &[String]) -> Result<(), BatchError> {
+    fields.iter().try_for_each(|f| batch.standardize(f))
+}
+
+/// Sends the local policy's weights to every worker, concurrently.
+///
+/// # Errors
+/// The first worker that failed for good.
+pub async fn broadcast_weights(evaluators: &mut Evaluators) -> Result<(), HandleError> {
+    if evaluators.num_workers() == 0 {
+        return Ok(());
+    }
+    let weights = Arc::new(evaluators.local().policy().get_weights());
+    join_all(evaluators.workers().iter_mut().map(|w| w.set_weights(weights.clone()))).await.into_iter().collect()
+}

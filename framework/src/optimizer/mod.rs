@@ -1,0 +1,63 @@
+//! Policy optimizers: *how* sampling, learning and weight sync are
+//! distributed, independent of the algorithm's math.
+//!
+//! An optimizer's [`step`](PolicyOptimizer::step) is short imperative async
+//! code over the shared [`operators`](crate::operators). Swapping the
+//! optimizer changes the execution strategy without touching the policy
+//! graph.
+
+mod sync_samples;
+
+pub use sync_samples::{SyncSamplesConfig, SyncSamplesOptimizer};
+
+use crate::evaluator::EvaluatorError;
+use crate::evaluators::Evaluators;
+use crate::handle::HandleError;
+use crate::policy::LearnerStats;
+use crate::sample_batch::BatchError;
+use crate::vector_env::EpisodeSummary;
+use async_trait::async_trait;
+
+/// What one optimizer step did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepStats {
+    /// Env steps sampled by all evaluators.
+    pub steps_sampled: u64,
+    /// Env steps the learner trained on.
+    pub steps_trained: u64,
+    /// Episodes that finished while sampling.
+    pub episodes: Vec<EpisodeSummary>,
+    /// The learner's statistics.
+    pub learner: LearnerStats,
+}
+
+/// Why an optimizer step failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum OptimizerError {
+    /// An evaluator failed for good (e.g. past its restart budget).
+    #[error(transparent)]
+    Evaluator(#[from] HandleError),
+    /// The learner failed.
+    #[error("learner failed: {0}")]
+    Learner(#[from] EvaluatorError),
+    /// Batches from different evaluators could not be combined.
+    #[error("cannot combine sample batches: {0}")]
+    Batch(#[from] BatchError),
+}
+
+/// Decides how an algorithm samples, learns and syncs weights.
+#[async_trait]
+pub trait PolicyOptimizer: Send {
+    /// One round of sampling and learning.
+    ///
+    /// # Errors
+    /// An evaluator that failed for good, or a learner error.
+    async fn step(&mut self) -> Result<StepStats, OptimizerError>;
+
+    /// The evaluators this optimizer drives (for weights, checkpoints and
+    /// metrics).
+    fn evaluators(&self) -> &Evaluators;
+
+    /// The evaluators, mutably.
+    fn evaluators_mut(&mut self) -> &mut Evaluators;
+}

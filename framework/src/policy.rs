@@ -1,0 +1,152 @@
+//! The [`PolicyGraph`] trait: an algorithm's math, apart from how it is
+//! distributed.
+//!
+//! A policy graph acts (batched), postprocesses its own trajectories (e.g.
+//! GAE), and learns, either in one call ([`learn_on_batch`]) or split into
+//! [`compute_gradients`] / [`apply_gradients`] so gradients can be computed on
+//! one evaluator and applied on another (A3C, parameter servers). Weights and
+//! gradients cross that boundary as flat `f32` vectors: serializable, cheap
+//! to average, and independent of the tensor library inside.
+//!
+//! [`learn_on_batch`]: PolicyGraph::learn_on_batch
+//! [`compute_gradients`]: PolicyGraph::compute_gradients
+//! [`apply_gradients`]: PolicyGraph::apply_gradients
+
+use crate::sample_batch::{fields, BatchError, SampleBatch};
+use crate::space::Space;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// All trainable parameters of a policy, flattened in a fixed order.
+pub type FlatWeights = Vec<f32>;
+
+/// A gradient for every entry of [`FlatWeights`], in the same order.
+pub type FlatGradients = Vec<f32>;
+
+/// Named scalar statistics from one learning step (losses, entropy, KL...),
+/// namespaced like `"policy_loss"` or `"vf_explained_var"`. The names each
+/// built-in algorithm reports are listed on its book page.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LearnerStats(pub BTreeMap<String, f64>);
+
+impl LearnerStats {
+    /// Sets `name` to `value`.
+    pub fn set(&mut self, name: &str, value: f64) {
+        self.0.insert(name.to_string(), value);
+    }
+
+    /// The value of `name`, if reported.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.0.get(name).copied()
+    }
+
+    /// Averages several steps' stats key by key (e.g. over minibatches).
+    pub fn mean(all: &[LearnerStats]) -> LearnerStats {
+        let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+        for s in all {
+            for (k, v) in &s.0 {
+                let e = sums.entry(k.clone()).or_default();
+                e.0 += v;
+                e.1 += 1;
+            }
+        }
+        LearnerStats(sums.into_iter().map(|(k, (s, n))| (k, s / n as f64)).collect())
+    }
+}
+
+/// Errors from a policy graph.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum PolicyError {
+    /// The batch lacks a field or has the wrong shape.
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    /// A weight or gradient vector has the wrong length.
+    #[error("expected {expected} {what} but got {got}")]
+    WrongLength {
+        /// `"weights"` or `"gradients"`.
+        what: &'static str,
+        /// The policy's parameter count.
+        expected: usize,
+        /// The vector's length.
+        got: usize,
+    },
+    /// A loss or gradient became NaN or infinite.
+    #[error("non-finite {0}; lower the learning rate or check the rewards")]
+    NonFinite(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// An algorithm's policy: acting, postprocessing and learning.
+///
+/// Implement this in your own crate to run a new algorithm on rlx's
+/// evaluators and optimizers. `downstream` in the book's examples shows a
+/// complete linear-softmax REINFORCE policy without any tensor library.
+pub trait PolicyGraph: Send + 'static {
+    /// The observations this policy accepts.
+    fn observation_space(&self) -> &Space;
+
+    /// The actions this policy produces.
+    fn action_space(&self) -> &Space;
+
+    /// Acts on a batch of observations, `obs` being `[n, obs_dim]` row-major.
+    ///
+    /// Clears `out`, then fills `actions` (`i64` for discrete spaces, `f32`
+    /// for boxes) and whatever per-row fields postprocessing and the loss need
+    /// later (for PPO: `action_logp`, `vf_preds`). `explore` false asks for
+    /// the greedy action. `out` is reused across calls to avoid allocation.
+    ///
+    /// # Errors
+    /// If `obs` is not a whole number of rows, or the policy fails.
+    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError>;
+
+    /// Completes one env copy's trajectory fragment in place (e.g. adds
+    /// `advantages` and `value_targets`). The fragment holds at most one
+    /// episode; its last row's `terminateds`/`truncateds` say how it ended
+    /// (see [`bootstrap_needed`]).
+    ///
+    /// # Errors
+    /// If the fragment lacks a field the policy needs.
+    fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError>;
+
+    /// Learns from a postprocessed batch (e.g. several epochs of minibatch
+    /// SGD) and returns statistics.
+    ///
+    /// # Errors
+    /// Missing fields, or a non-finite loss.
+    fn learn_on_batch(&mut self, batch: &SampleBatch) -> Result<LearnerStats, PolicyError>;
+
+    /// The gradient of the loss on `batch`, without applying it.
+    ///
+    /// # Errors
+    /// Missing fields, or a non-finite loss.
+    fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError>;
+
+    /// Applies a gradient (from this or another copy of the policy) with the
+    /// policy's optimizer.
+    ///
+    /// # Errors
+    /// [`PolicyError::WrongLength`] if `grads` does not match the parameters.
+    fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError>;
+
+    /// All trainable parameters, flattened.
+    fn get_weights(&self) -> FlatWeights;
+
+    /// Overwrites all trainable parameters.
+    ///
+    /// # Errors
+    /// [`PolicyError::WrongLength`] if `weights` does not match the parameters.
+    fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError>;
+}
+
+/// Whether a trajectory fragment needs a bootstrap value `V(s_T)`: true
+/// unless its last step terminated the episode (truncation and mid-episode
+/// cuts both bootstrap).
+///
+/// # Errors
+/// If the fragment has no `terminateds` column.
+pub fn bootstrap_needed(traj: &SampleBatch) -> Result<bool, BatchError> {
+    Ok(traj.f32(fields::TERMINATEDS)?.last().is_none_or(|&t| t == 0.0))
+}

@@ -1,0 +1,582 @@
+//! [`SampleBatch`]: the columnar table of experience that flows from
+//! evaluators to learners.
+//!
+//! Each field is one contiguous column of `f32` or `i64` values with a fixed
+//! row width (an observation row of CartPole is 4 wide, a reward 1 wide), so
+//! concatenating, slicing and gathering minibatches are plain `memcpy`s and a
+//! column can be handed to a tensor library without reshaping. Flags
+//! (`terminateds`, `truncateds`) are stored as `f32` 0.0 / 1.0 so losses can
+//! use them directly.
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// Standard field names, shared by evaluators, postprocessing and losses.
+pub mod fields {
+    /// Observation the action was taken on, `f32 [obs_dim]`.
+    pub const OBS: &str = "obs";
+    /// Observation reached by the step, `f32 [obs_dim]` (the final one when the episode ended).
+    pub const NEW_OBS: &str = "new_obs";
+    /// Action taken: `i64 [1]` for discrete spaces, `f32 [act_dim]` for boxes.
+    pub const ACTIONS: &str = "actions";
+    /// Reward received, `f32 [1]`.
+    pub const REWARDS: &str = "rewards";
+    /// 1.0 where the step ended the episode in a terminal state.
+    pub const TERMINATEDS: &str = "terminateds";
+    /// 1.0 where the step ended the episode by truncation (time limit).
+    pub const TRUNCATEDS: &str = "truncateds";
+    /// Log-probability of the action under the behaviour policy.
+    pub const ACTION_LOGP: &str = "action_logp";
+    /// Value estimate of `obs` by the behaviour policy.
+    pub const VF_PREDS: &str = "vf_preds";
+    /// Advantage estimates (GAE).
+    pub const ADVANTAGES: &str = "advantages";
+    /// Targets for the value function (returns).
+    pub const VALUE_TARGETS: &str = "value_targets";
+}
+
+/// Errors from building or combining batches.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum BatchError {
+    /// A column's row count differs from the batch's.
+    #[error("column `{field}` has {got} rows but the batch has {expected}")]
+    RowMismatch {
+        /// The column.
+        field: String,
+        /// Rows in the batch.
+        expected: usize,
+        /// Rows in the column.
+        got: usize,
+    },
+    /// A column's data length is not a multiple of its width.
+    #[error("column `{field}` has {len} values, not a multiple of its width {width}")]
+    Ragged {
+        /// The column.
+        field: String,
+        /// Number of values.
+        len: usize,
+        /// Row width.
+        width: usize,
+    },
+    /// Batches being combined have different columns, kinds or widths.
+    #[error("cannot combine batches: {0}")]
+    Incompatible(String),
+    /// A field the caller needs is absent.
+    #[error("batch has no field `{field}` (fields: {available})")]
+    MissingField {
+        /// The missing field.
+        field: String,
+        /// Fields present.
+        available: String,
+    },
+    /// A field has the wrong element type.
+    #[error("field `{field}` holds {got} values, expected {expected}")]
+    WrongKind {
+        /// The field.
+        field: String,
+        /// What the caller asked for.
+        expected: &'static str,
+        /// What the column holds.
+        got: &'static str,
+    },
+}
+
+/// One contiguous column of a [`SampleBatch`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    /// `f32` values, `width` per row.
+    F32 {
+        /// Row-major values.
+        data: Vec<f32>,
+        /// Values per row.
+        width: usize,
+    },
+    /// `i64` values, `width` per row.
+    I64 {
+        /// Row-major values.
+        data: Vec<i64>,
+        /// Values per row.
+        width: usize,
+    },
+}
+
+impl Column {
+    /// An empty `f32` column of the given row width.
+    pub fn f32(width: usize) -> Self {
+        Column::F32 { data: Vec::new(), width }
+    }
+
+    /// An empty `i64` column of the given row width.
+    pub fn i64(width: usize) -> Self {
+        Column::I64 { data: Vec::new(), width }
+    }
+
+    /// Values per row.
+    pub fn width(&self) -> usize {
+        match self {
+            Column::F32 { width, .. } | Column::I64 { width, .. } => *width,
+        }
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        let w = self.width().max(1);
+        match self {
+            Column::F32 { data, .. } => data.len() / w,
+            Column::I64 { data, .. } => data.len() / w,
+        }
+    }
+
+    /// `"f32"` or `"i64"`.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Column::F32 { .. } => "f32",
+            Column::I64 { .. } => "i64",
+        }
+    }
+
+    /// Removes all rows, keeping the allocation.
+    pub fn clear(&mut self) {
+        match self {
+            Column::F32 { data, .. } => data.clear(),
+            Column::I64 { data, .. } => data.clear(),
+        }
+    }
+
+    fn same_layout(&self, other: &Column) -> bool {
+        self.kind_name() == other.kind_name() && self.width() == other.width()
+    }
+
+    fn empty_like(&self) -> Column {
+        match self {
+            Column::F32 { width, .. } => Column::f32(*width),
+            Column::I64 { width, .. } => Column::i64(*width),
+        }
+    }
+
+    fn extend_from(&mut self, other: &Column) {
+        match (self, other) {
+            (Column::F32 { data, .. }, Column::F32 { data: o, .. }) => data.extend_from_slice(o),
+            (Column::I64 { data, .. }, Column::I64 { data: o, .. }) => data.extend_from_slice(o),
+            _ => unreachable!("layouts are checked before extending"),
+        }
+    }
+
+    fn extend_rows(&mut self, other: &Column, rows: Range<usize>) {
+        let w = other.width();
+        match (self, other) {
+            (Column::F32 { data, .. }, Column::F32 { data: o, .. }) => {
+                data.extend_from_slice(&o[rows.start * w..rows.end * w])
+            }
+            (Column::I64 { data, .. }, Column::I64 { data: o, .. }) => {
+                data.extend_from_slice(&o[rows.start * w..rows.end * w])
+            }
+            _ => unreachable!("layouts are checked before extending"),
+        }
+    }
+
+    fn push_row(&mut self, other: &Column, row: usize) {
+        self.extend_rows(other, row..row + 1)
+    }
+}
+
+/// A columnar batch of experience: named columns with equal row counts.
+///
+/// # Examples
+/// ```
+/// use rlx::{Column, SampleBatch};
+///
+/// let mut a = SampleBatch::new();
+/// a.insert_f32("rewards", vec![1.0, 0.0, 1.0], 1).unwrap();
+/// a.insert_i64("actions", vec![0, 1, 1], 1).unwrap();
+/// let b = a.slice(1..3);
+/// let c = SampleBatch::concat(&[a, b]).unwrap();
+/// assert_eq!(c.len(), 5);
+/// assert_eq!(c.f32("rewards").unwrap(), &[1.0, 0.0, 1.0, 0.0, 1.0]);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SampleBatch {
+    columns: BTreeMap<String, Column>,
+    len: usize,
+}
+
+impl SampleBatch {
+    /// An empty batch with no columns.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the batch has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds or replaces a column.
+    ///
+    /// # Errors
+    /// If the column's row count differs from the batch's (the first column
+    /// sets the row count), or its data is not a whole number of rows.
+    pub fn insert(&mut self, field: impl Into<String>, column: Column) -> Result<(), BatchError> {
+        let field = field.into();
+        let len = match &column {
+            Column::F32 { data, .. } => data.len(),
+            Column::I64 { data, .. } => data.len(),
+        };
+        let width = column.width();
+        if width == 0 || len % width != 0 {
+            return Err(BatchError::Ragged { field, len, width });
+        }
+        let rows = column.rows();
+        let others = self.columns.keys().any(|k| *k != field);
+        if others && rows != self.len {
+            return Err(BatchError::RowMismatch { field, expected: self.len, got: rows });
+        }
+        self.len = rows;
+        self.columns.insert(field, column);
+        Ok(())
+    }
+
+    /// Adds or replaces an `f32` column.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub fn insert_f32(&mut self, field: impl Into<String>, data: Vec<f32>, width: usize) -> Result<(), BatchError> {
+        self.insert(field, Column::F32 { data, width })
+    }
+
+    /// Adds or replaces an `i64` column.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub fn insert_i64(&mut self, field: impl Into<String>, data: Vec<i64>, width: usize) -> Result<(), BatchError> {
+        self.insert(field, Column::I64 { data, width })
+    }
+
+    /// Removes a column and returns it.
+    pub fn remove(&mut self, field: &str) -> Option<Column> {
+        let col = self.columns.remove(field);
+        if self.columns.is_empty() {
+            self.len = 0;
+        }
+        col
+    }
+
+    /// The column called `field`, if any.
+    pub fn get(&self, field: &str) -> Option<&Column> {
+        self.columns.get(field)
+    }
+
+    /// Whether the batch has a column called `field`.
+    pub fn contains(&self, field: &str) -> bool {
+        self.columns.contains_key(field)
+    }
+
+    /// Column names in sorted order.
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.columns.keys().map(String::as_str)
+    }
+
+    /// Columns with their names, in sorted order.
+    pub fn columns(&self) -> impl Iterator<Item = (&str, &Column)> {
+        self.columns.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    fn column(&self, field: &str) -> Result<&Column, BatchError> {
+        self.columns.get(field).ok_or_else(|| BatchError::MissingField {
+            field: field.to_string(),
+            available: self.columns.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// The `f32` values of `field`, row-major.
+    ///
+    /// # Errors
+    /// If the field is absent or holds `i64` values.
+    pub fn f32(&self, field: &str) -> Result<&[f32], BatchError> {
+        match self.column(field)? {
+            Column::F32 { data, .. } => Ok(data),
+            other => Err(BatchError::WrongKind { field: field.into(), expected: "f32", got: other.kind_name() }),
+        }
+    }
+
+    /// The `i64` values of `field`, row-major.
+    ///
+    /// # Errors
+    /// If the field is absent or holds `f32` values.
+    pub fn i64(&self, field: &str) -> Result<&[i64], BatchError> {
+        match self.column(field)? {
+            Column::I64 { data, .. } => Ok(data),
+            other => Err(BatchError::WrongKind { field: field.into(), expected: "i64", got: other.kind_name() }),
+        }
+    }
+
+    /// Mutable `f32` values of `field`.
+    ///
+    /// # Errors
+    /// If the field is absent or holds `i64` values.
+    pub fn f32_mut(&mut self, field: &str) -> Result<&mut [f32], BatchError> {
+        let available = self.columns.keys().cloned().collect::<Vec<_>>().join(", ");
+        match self.columns.get_mut(field) {
+            Some(Column::F32 { data, .. }) => Ok(data),
+            Some(other) => Err(BatchError::WrongKind { field: field.into(), expected: "f32", got: other.kind_name() }),
+            None => Err(BatchError::MissingField { field: field.into(), available }),
+        }
+    }
+
+    fn check_compatible(&self, other: &SampleBatch) -> Result<(), BatchError> {
+        if self.columns.len() != other.columns.len() || self.columns.keys().ne(other.columns.keys()) {
+            return Err(BatchError::Incompatible(format!(
+                "fields [{}] vs [{}]",
+                self.fields().collect::<Vec<_>>().join(", "),
+                other.fields().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        for ((name, a), b) in self.columns.iter().zip(other.columns.values()) {
+            if !a.same_layout(b) {
+                return Err(BatchError::Incompatible(format!(
+                    "field `{name}` is {}x{} in one batch and {}x{} in the other",
+                    a.kind_name(),
+                    a.width(),
+                    b.kind_name(),
+                    b.width()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the rows of `other`. An empty batch with no columns takes on
+    /// `other`'s columns.
+    ///
+    /// # Errors
+    /// If the batches have different fields, kinds or widths.
+    pub fn append(&mut self, other: &SampleBatch) -> Result<(), BatchError> {
+        if self.columns.is_empty() {
+            *self = other.clone();
+            return Ok(());
+        }
+        self.check_compatible(other)?;
+        for (a, b) in self.columns.values_mut().zip(other.columns.values()) {
+            a.extend_from(b);
+        }
+        self.len += other.len;
+        Ok(())
+    }
+
+    /// Concatenates batches row-wise.
+    ///
+    /// # Errors
+    /// If the batches have different fields, kinds or widths.
+    pub fn concat(batches: &[SampleBatch]) -> Result<SampleBatch, BatchError> {
+        let Some(first) = batches.first() else {
+            return Ok(SampleBatch::new());
+        };
+        let total: usize = batches.iter().map(SampleBatch::len).sum();
+        let mut out = SampleBatch { columns: BTreeMap::new(), len: 0 };
+        for (name, col) in &first.columns {
+            let mut c = col.empty_like();
+            match &mut c {
+                Column::F32 { data, width } => data.reserve(total * *width),
+                Column::I64 { data, width } => data.reserve(total * *width),
+            }
+            out.columns.insert(name.clone(), c);
+        }
+        for b in batches {
+            out.append(b)?;
+        }
+        Ok(out)
+    }
+
+    /// Copies rows `range` into a new batch.
+    ///
+    /// # Panics
+    /// If `range` goes past the end of the batch.
+    pub fn slice(&self, range: Range<usize>) -> SampleBatch {
+        assert!(range.start <= range.end && range.end <= self.len, "slice {range:?} of a batch of {} rows", self.len);
+        let columns = self
+            .columns
+            .iter()
+            .map(|(k, c)| {
+                let mut out = c.empty_like();
+                out.extend_rows(c, range.clone());
+                (k.clone(), out)
+            })
+            .collect();
+        SampleBatch { columns, len: range.len() }
+    }
+
+    /// Copies the given rows, in order, into a new batch.
+    ///
+    /// # Panics
+    /// If an index is out of range.
+    pub fn gather(&self, rows: &[usize]) -> SampleBatch {
+        let columns = self
+            .columns
+            .iter()
+            .map(|(k, c)| {
+                let mut out = c.empty_like();
+                for &r in rows {
+                    assert!(r < self.len, "row {r} of a batch of {} rows", self.len);
+                    out.push_row(c, r);
+                }
+                (k.clone(), out)
+            })
+            .collect();
+        SampleBatch { columns, len: rows.len() }
+    }
+
+    /// Removes all rows, keeping columns and allocations.
+    pub fn clear(&mut self) {
+        self.columns.values_mut().for_each(Column::clear);
+        self.len = 0;
+    }
+
+    /// Shuffled minibatches of `size` rows (the last one may be smaller),
+    /// in an order fixed by `seed`.
+    ///
+    /// # Panics
+    /// If `size` is zero.
+    pub fn minibatches(&self, size: usize, seed: u64) -> impl Iterator<Item = SampleBatch> + '_ {
+        assert!(size > 0, "minibatch size must be positive");
+        let mut order: Vec<usize> = (0..self.len).collect();
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+        let chunks: Vec<Vec<usize>> = order.chunks(size).map(<[usize]>::to_vec).collect();
+        chunks.into_iter().map(move |rows| self.gather(&rows))
+    }
+
+    /// Shifts and scales an `f32` field to mean 0 and standard deviation 1
+    /// (advantage standardization). A constant field becomes all zeros.
+    ///
+    /// # Errors
+    /// If the field is absent or not `f32`.
+    pub fn standardize(&mut self, field: &str) -> Result<(), BatchError> {
+        standardize(self.f32_mut(field)?);
+        Ok(())
+    }
+
+    /// Size in bytes of the column data (for metrics).
+    pub fn size_bytes(&self) -> usize {
+        self.columns
+            .values()
+            .map(|c| match c {
+                Column::F32 { data, .. } => data.len() * 4,
+                Column::I64 { data, .. } => data.len() * 8,
+            })
+            .sum()
+    }
+
+    /// Builds a batch from decoded columns, checking every invariant.
+    pub(crate) fn from_columns(columns: Vec<(String, Column)>) -> Result<SampleBatch, BatchError> {
+        let mut batch = SampleBatch::new();
+        for (field, column) in columns {
+            if batch.columns.contains_key(&field) {
+                return Err(BatchError::Incompatible(format!("field `{field}` appears twice")));
+            }
+            batch.insert(field, column)?;
+        }
+        Ok(batch)
+    }
+}
+
+/// Shifts and scales `values` to mean 0 and standard deviation 1 in place
+/// (statistics in f64). Constant input becomes zeros.
+pub fn standardize(values: &mut [f32]) {
+    if values.is_empty() {
+        return;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().map(|&v| v as f64).sum::<f64>() / n;
+    let var = values.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+    let std = var.sqrt();
+    for v in values.iter_mut() {
+        *v = ((*v as f64 - mean) / (std + 1e-8)) as f32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(start: i64, n: usize) -> SampleBatch {
+        let mut b = SampleBatch::new();
+        b.insert_i64("actions", (start..start + n as i64).collect(), 1).unwrap();
+        b.insert_f32("obs", (0..2 * n).map(|i| (start as f32) + i as f32 / 2.0).collect(), 2).unwrap();
+        b
+    }
+
+    #[test]
+    fn insert_checks_rows_and_width() {
+        let mut b = batch(0, 3);
+        assert!(matches!(b.insert_f32("x", vec![0.0; 4], 1), Err(BatchError::RowMismatch { .. })));
+        assert!(matches!(b.insert_f32("x", vec![0.0; 5], 2), Err(BatchError::Ragged { .. })));
+        // Replacing the only column may change the row count.
+        let mut c = SampleBatch::new();
+        c.insert_f32("x", vec![1.0; 4], 1).unwrap();
+        c.insert_f32("x", vec![1.0; 2], 1).unwrap();
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn concat_slice_gather_roundtrip() {
+        let a = batch(0, 3);
+        let b = batch(10, 2);
+        let c = SampleBatch::concat(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(c.len(), 5);
+        assert_eq!(c.i64("actions").unwrap(), &[0, 1, 2, 10, 11]);
+        assert_eq!(c.slice(0..3), a);
+        assert_eq!(c.slice(3..5), b);
+        let g = c.gather(&[4, 0]);
+        assert_eq!(g.i64("actions").unwrap(), &[11, 0]);
+        assert_eq!(g.f32("obs").unwrap(), &[11.0, 11.5, 0.0, 0.5]);
+    }
+
+    #[test]
+    fn concat_rejects_different_fields() {
+        let a = batch(0, 1);
+        let mut b = batch(0, 1);
+        b.insert_f32("extra", vec![0.0], 1).unwrap();
+        assert!(matches!(SampleBatch::concat(&[a, b]), Err(BatchError::Incompatible(_))));
+    }
+
+    #[test]
+    fn minibatches_cover_each_row_once_and_are_seeded() {
+        let b = batch(0, 10);
+        let collect = |seed| b.minibatches(4, seed).map(|m| m.i64("actions").unwrap().to_vec()).collect::<Vec<_>>();
+        let mbs = collect(3);
+        assert_eq!(mbs.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 4, 2]);
+        let mut all: Vec<i64> = mbs.concat();
+        all.sort();
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+        assert_eq!(collect(3), mbs);
+        assert_ne!(collect(4), mbs);
+    }
+
+    #[test]
+    fn standardize_gives_zero_mean_unit_std() {
+        let mut b = SampleBatch::new();
+        b.insert_f32("adv", vec![1.0, 2.0, 3.0, 4.0], 1).unwrap();
+        b.standardize("adv").unwrap();
+        let v = b.f32("adv").unwrap();
+        let mean: f32 = v.iter().sum::<f32>() / 4.0;
+        let var: f32 = v.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / 4.0;
+        assert!(mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-5, "{v:?}");
+        assert!(b.standardize("missing").is_err());
+    }
+
+    #[test]
+    fn typed_accessors_name_the_problem() {
+        let b = batch(0, 1);
+        let err = b.f32("actions").unwrap_err().to_string();
+        assert!(err.contains("actions") && err.contains("i64"), "{err}");
+        let err = b.f32("rewards").unwrap_err().to_string();
+        assert!(err.contains("rewards") && err.contains("obs"), "{err}");
+    }
+}

@@ -1,0 +1,271 @@
+//! Observation and action spaces.
+//!
+//! A [`Space`] says what an env accepts and produces, with the same meaning as
+//! Gymnasium's `Discrete`, `Box` and `MultiDiscrete`. Observations are always
+//! handed around as flat `f32` rows; [`Space::flat_dim`] is the width of that
+//! row. Actions are `i64` for discrete spaces and `f32` for boxes (see
+//! [`Action`]).
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A set of valid observations or actions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Space {
+    /// The integers `0..n`.
+    Discrete {
+        /// Number of choices.
+        n: i64,
+    },
+    /// A box in `f32^shape`, bounded per element by `low` and `high` (which may
+    /// be infinite). `low` and `high` are flat, in row-major order.
+    Box {
+        /// Lower bounds, one per element.
+        low: Vec<f32>,
+        /// Upper bounds, one per element.
+        high: Vec<f32>,
+        /// The shape; the product of its entries is `low.len()`.
+        shape: Vec<usize>,
+    },
+    /// Several discrete choices at once: element `i` lies in `0..nvec[i]`.
+    MultiDiscrete {
+        /// Number of choices per element.
+        nvec: Vec<i64>,
+    },
+}
+
+/// One action handed to [`Env::step`](crate::Env::step), borrowed from the
+/// caller's buffers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Action<'a> {
+    /// An element of a [`Space::Discrete`].
+    Discrete(i64),
+    /// An element of a [`Space::Box`].
+    Continuous(&'a [f32]),
+    /// An element of a [`Space::MultiDiscrete`].
+    MultiDiscrete(&'a [i64]),
+}
+
+impl fmt::Display for Action<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Discrete(a) => write!(f, "{a}"),
+            Action::Continuous(a) => write!(f, "{a:?}"),
+            Action::MultiDiscrete(a) => write!(f, "{a:?}"),
+        }
+    }
+}
+
+/// The bounds of a [`Space::Box`] are inconsistent.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("invalid Box space: {0}")]
+pub struct SpaceError(String);
+
+impl Space {
+    /// `Discrete(n)`.
+    pub fn discrete(n: i64) -> Self {
+        Space::Discrete { n }
+    }
+
+    /// A box with per-element bounds.
+    ///
+    /// # Errors
+    /// If `low`, `high` and `shape` disagree in size, or some `low > high`.
+    pub fn bounded(low: Vec<f32>, high: Vec<f32>, shape: Vec<usize>) -> Result<Self, SpaceError> {
+        let size: usize = shape.iter().product();
+        if low.len() != size || high.len() != size {
+            return Err(SpaceError(format!(
+                "shape {shape:?} has {size} elements but low has {} and high {}",
+                low.len(),
+                high.len()
+            )));
+        }
+        if let Some(i) = (0..size).find(|&i| low[i] > high[i] || low[i].is_nan() || high[i].is_nan()) {
+            return Err(SpaceError(format!("element {i}: low {} > high {}", low[i], high[i])));
+        }
+        Ok(Space::Box { low, high, shape })
+    }
+
+    /// A box with the same bounds for every element.
+    pub fn uniform_box(low: f32, high: f32, shape: Vec<usize>) -> Result<Self, SpaceError> {
+        let size = shape.iter().product();
+        Self::bounded(vec![low; size], vec![high; size], shape)
+    }
+
+    /// Width of one element as a flat row: 1 for `Discrete`, the number of
+    /// elements otherwise.
+    pub fn flat_dim(&self) -> usize {
+        match self {
+            Space::Discrete { .. } => 1,
+            Space::Box { low, .. } => low.len(),
+            Space::MultiDiscrete { nvec } => nvec.len(),
+        }
+    }
+
+    /// Whether `action` is an element of this space.
+    pub fn contains(&self, action: Action<'_>) -> bool {
+        match (self, action) {
+            (Space::Discrete { n }, Action::Discrete(a)) => (0..*n).contains(&a),
+            (Space::Box { low, high, .. }, Action::Continuous(x)) => {
+                x.len() == low.len() && x.iter().zip(low.iter().zip(high)).all(|(v, (l, h))| *l <= *v && *v <= *h)
+            }
+            (Space::MultiDiscrete { nvec }, Action::MultiDiscrete(x)) => {
+                x.len() == nvec.len() && x.iter().zip(nvec).all(|(v, n)| (0..*n).contains(v))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a flat observation row lies in this space (bounds checked
+    /// per element; discrete values must be whole numbers in range).
+    pub fn contains_row(&self, row: &[f32]) -> bool {
+        match self {
+            Space::Box { .. } => self.contains(Action::Continuous(row)),
+            Space::Discrete { n } => row.len() == 1 && row[0].fract() == 0.0 && row[0] >= 0.0 && (row[0] as i64) < *n,
+            Space::MultiDiscrete { nvec } => {
+                row.len() == nvec.len()
+                    && row.iter().zip(nvec).all(|(v, n)| v.fract() == 0.0 && *v >= 0.0 && (*v as i64) < *n)
+            }
+        }
+    }
+
+    /// Draws a uniformly random element, written as a flat `f32` row into
+    /// `out` (length [`flat_dim`](Self::flat_dim)). Unbounded box dimensions are
+    /// drawn from a standard normal, bounded-on-one-side ones from a shifted
+    /// exponential, as Gymnasium does.
+    pub fn sample_into<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut [f32]) {
+        assert_eq!(out.len(), self.flat_dim(), "output row has the wrong width");
+        match self {
+            Space::Discrete { n } => out[0] = rng.gen_range(0..*n) as f32,
+            Space::MultiDiscrete { nvec } => {
+                for (o, n) in out.iter_mut().zip(nvec) {
+                    *o = rng.gen_range(0..*n) as f32;
+                }
+            }
+            Space::Box { low, high, .. } => {
+                for ((o, &l), &h) in out.iter_mut().zip(low).zip(high) {
+                    *o = match (l.is_finite(), h.is_finite()) {
+                        (true, true) if l == h => l,
+                        (true, true) => rng.gen_range(l..=h),
+                        (false, false) => standard_normal(rng),
+                        (true, false) => l + exponential(rng),
+                        (false, true) => h - exponential(rng),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Draws a uniformly random element as a fresh vector.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<f32> {
+        let mut out = vec![0.0; self.flat_dim()];
+        self.sample_into(rng, &mut out);
+        out
+    }
+
+    /// The number of discrete choices, if this is a `Discrete` space.
+    pub fn n(&self) -> Option<i64> {
+        match self {
+            Space::Discrete { n } => Some(*n),
+            _ => None,
+        }
+    }
+}
+
+fn standard_normal<R: Rng + ?Sized>(rng: &mut R) -> f32 {
+    // Box–Muller; keeps rand_distr out of the core crate.
+    let u1: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+    let u2: f64 = rng.gen();
+    ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+}
+
+fn exponential<R: Rng + ?Sized>(rng: &mut R) -> f32 {
+    let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+    (-u.ln()) as f32
+}
+
+impl fmt::Display for Space {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Space::Discrete { n } => write!(f, "Discrete({n})"),
+            Space::MultiDiscrete { nvec } => write!(f, "MultiDiscrete({nvec:?})"),
+            Space::Box { low, high, shape } => {
+                let same = |v: &[f32]| v.windows(2).all(|w| w[0] == w[1]);
+                if !low.is_empty() && same(low) && same(high) {
+                    write!(f, "Box({}, {}, {shape:?})", low[0], high[0])
+                } else {
+                    write!(f, "Box(low={low:?}, high={high:?}, shape={shape:?})")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn discrete_contains_and_samples_in_range() {
+        let s = Space::discrete(3);
+        assert!(s.contains(Action::Discrete(0)));
+        assert!(s.contains(Action::Discrete(2)));
+        assert!(!s.contains(Action::Discrete(3)));
+        assert!(!s.contains(Action::Discrete(-1)));
+        assert!(!s.contains(Action::Continuous(&[0.0])));
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut seen = [0usize; 3];
+        for _ in 0..3000 {
+            let a = s.sample(&mut rng)[0];
+            assert!(s.contains_row(&[a]));
+            seen[a as usize] += 1;
+        }
+        assert!(seen.iter().all(|&c| c > 900), "{seen:?}");
+    }
+
+    #[test]
+    fn box_bounds_and_shape() {
+        let s = Space::bounded(vec![-1.0, 0.0], vec![1.0, 2.0], vec![2]).unwrap();
+        assert_eq!(s.flat_dim(), 2);
+        assert!(s.contains(Action::Continuous(&[0.5, 2.0])));
+        assert!(!s.contains(Action::Continuous(&[0.5, 2.1])));
+        assert!(!s.contains(Action::Continuous(&[0.5])));
+        assert!(!s.contains(Action::Continuous(&[f32::NAN, 1.0])));
+        assert!(Space::bounded(vec![1.0], vec![0.0], vec![1]).is_err());
+        assert!(Space::bounded(vec![0.0], vec![1.0], vec![2]).is_err());
+    }
+
+    #[test]
+    fn sampling_is_seeded_and_respects_bounds() {
+        let s = Space::bounded(
+            vec![-2.0, f32::NEG_INFINITY, 0.0, f32::NEG_INFINITY],
+            vec![2.0, f32::INFINITY, f32::INFINITY, 5.0],
+            vec![2, 2],
+        )
+        .unwrap();
+        let draw = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..100).map(|_| s.sample(&mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(7), draw(7));
+        assert_ne!(draw(7), draw(8));
+        for x in draw(7) {
+            assert!(s.contains_row(&x), "{x:?}");
+        }
+    }
+
+    #[test]
+    fn multi_discrete() {
+        let s = Space::MultiDiscrete { nvec: vec![2, 3] };
+        assert!(s.contains(Action::MultiDiscrete(&[1, 2])));
+        assert!(!s.contains(Action::MultiDiscrete(&[2, 0])));
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for _ in 0..100 {
+            assert!(s.contains_row(&s.sample(&mut rng)));
+        }
+        assert_eq!(s.to_string(), "MultiDiscrete([2, 3])");
+    }
+}
