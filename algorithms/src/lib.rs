@@ -1,1 +1,114 @@
+//! # rlx-algorithms: built-in algorithms and the `rlx` command line
+//!
+//! One file per algorithm, reading top to bottom: module docs (paper,
+//! details that matter, metrics), config with defaults, network, policy
+//! graph with the loss, execution plan. Start with [`ppo`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use rlx_algorithms::{build_trainer, env_maker};
+//! let (mut trainer, _config) = build_trainer("PPO", "CartPole-v1", &serde_json::json!({"num_workers": 2})).await?;
+//! for _ in 0..10 {
+//!     let result = trainer.train().await?;
+//!     println!("{:?}", result.episode_reward_mean);
+//! }
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
 
+pub mod cli;
+pub mod nn;
+pub mod ppo;
+
+use rlx::config::{closest_n, merge_json, ConfigError};
+use rlx::{Env, EnvError, HandleError, Trainer};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Builds one copy of an env; evaluators call it once per env copy, and
+/// again when they restart.
+pub type EnvMaker = Arc<dyn Fn() -> Result<Box<dyn Env>, EnvError> + Send + Sync>;
+
+/// An [`EnvMaker`] for a registered env name.
+///
+/// # Errors
+/// [`EnvError::Unknown`] with the closest names.
+pub fn env_maker(name: &str) -> Result<EnvMaker, EnvError> {
+    rlx_envs::make(name)?;
+    let name = name.to_string();
+    Ok(Arc::new(move || rlx_envs::make(&name)))
+}
+
+/// Why a trainer could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No algorithm by that name.
+    #[error("unknown algorithm `{name}`{}; available: {}", closest.first().map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default(), ALGORITHMS.iter().map(|a| a.0).collect::<Vec<_>>().join(", "))]
+    UnknownAlgorithm {
+        /// The requested name.
+        name: String,
+        /// Close names.
+        closest: Vec<String>,
+    },
+    /// The config is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The env is unknown or failed to build.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The algorithm cannot handle this env.
+    #[error("{0}")]
+    Unsupported(String),
+    /// An evaluator failed to start.
+    #[error(transparent)]
+    Evaluator(#[from] HandleError),
+}
+
+/// Built-in algorithms with a one-line description each.
+pub const ALGORITHMS: &[(&str, &str)] =
+    &[("PPO", "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, discrete actions")];
+
+/// The default config of `algorithm` as JSON.
+///
+/// # Errors
+/// [`BuildError::UnknownAlgorithm`].
+pub fn default_config(algorithm: &str) -> Result<Value, BuildError> {
+    match algorithm {
+        "PPO" => Ok(serde_json::to_value(ppo::PpoConfig::default()).expect("configs serialize")),
+        other => Err(unknown_algorithm(other)),
+    }
+}
+
+fn unknown_algorithm(name: &str) -> BuildError {
+    BuildError::UnknownAlgorithm { name: name.to_string(), closest: closest_n(name, ALGORITHMS.iter().map(|a| a.0), 1) }
+}
+
+/// Builds a trainer for `algorithm` on the registered env `env`, with the
+/// JSON `overrides` merged over the algorithm's defaults. Returns the trainer
+/// and the full resolved config.
+///
+/// # Errors
+/// Unknown algorithm or env, a bad config key or value, or an evaluator that
+/// fails to start.
+pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Result<(Trainer, Value), BuildError> {
+    build_trainer_with_env(algorithm, env_maker(env)?, overrides).await
+}
+
+/// [`build_trainer`] for an env supplied by the caller.
+///
+/// # Errors
+/// As [`build_trainer`].
+pub async fn build_trainer_with_env(
+    algorithm: &str,
+    make_env: EnvMaker,
+    overrides: &Value,
+) -> Result<(Trainer, Value), BuildError> {
+    match algorithm {
+        "PPO" => {
+            let cfg: ppo::PpoConfig = merge_json(&ppo::PpoConfig::default(), overrides)?;
+            let resolved = serde_json::to_value(&cfg).expect("configs serialize");
+            Ok((ppo::build(make_env, cfg).await?, resolved))
+        }
+        other => Err(unknown_algorithm(other)),
+    }
+}

@@ -18,4 +18,4 @@ pub mod cartpole;
 mod registry;
 
 pub use cartpole::{cartpole_v1, CartPole};
-pub use registry::{make, names};
+pub use registry::{make, spec, specs, EnvSpec};

@@ -1,0 +1,265 @@
+//! dfdx plumbing shared by the built-in policies: the MLP type, flat views of
+//! parameters and gradients (rlx moves weights and gradients as flat `f32`
+//! vectors), gradient-norm clipping, and the table of network sizes.
+//!
+//! dfdx networks are statically typed: a layer's input and output widths are
+//! const generics, so a policy for CartPole (4 observations, 2 actions) is a
+//! different type from one for Acrobot (6, 3). [`dispatch_dims!`] maps an
+//! env's runtime sizes to the compiled network types.
+
+use dfdx::prelude::*;
+use rlx::PolicyError;
+
+/// Hidden width of the built-in MLPs.
+pub const HIDDEN: usize = 64;
+
+/// A 2×64 tanh MLP: `I → 64 → 64 → O`, the standard policy and value network
+/// for vector observations (as in the PPO paper and CleanRL).
+pub type Mlp<const I: usize, const O: usize> =
+    (Linear<I, HIDDEN>, Tanh, Linear<HIDDEN, HIDDEN>, Tanh, Linear<HIDDEN, O>);
+
+/// Calls `$body` with `$obs` and `$act` bound as consts for each supported
+/// `(observation width, number of actions)` pair; otherwise evaluates
+/// `$otherwise`. Add a line here to support a new env shape.
+#[macro_export]
+macro_rules! dispatch_dims {
+    ($obs_dim:expr, $n_actions:expr, |$obs:ident, $act:ident| $body:expr, $otherwise:expr) => {
+        match ($obs_dim, $n_actions) {
+            (4, 2) => {
+                const $obs: usize = 4;
+                const $act: usize = 2;
+                $body
+            }
+            (2, 3) => {
+                const $obs: usize = 2;
+                const $act: usize = 3;
+                $body
+            }
+            (6, 3) => {
+                const $obs: usize = 6;
+                const $act: usize = 3;
+                $body
+            }
+            (8, 4) => {
+                const $obs: usize = 8;
+                const $act: usize = 4;
+                $body
+            }
+            _ => $otherwise,
+        }
+    };
+}
+
+/// The `(observation width, number of actions)` pairs [`dispatch_dims!`] covers.
+pub const SUPPORTED_DIMS: &[(usize, usize)] = &[(4, 2), (2, 3), (6, 3), (8, 4)];
+
+/// dfdx's `Adam`, movable to another thread.
+///
+/// dfdx 0.13 marks its optimizers `!Send` only through a
+/// `PhantomData<*const M>` naming the model type; the optimizer's real
+/// contents (its config, step count and two `Gradients` of moments on the
+/// CPU) are all `Send`. Evaluators move between threads inside actors, so
+/// the policy must be `Send`.
+pub struct SendAdam<M>(pub dfdx::optim::Adam<M, f32, Cpu>);
+
+// SAFETY: see the type's docs: the only non-`Send` part is a zero-sized
+// marker type; no pointer to `M` is ever stored.
+unsafe impl<M> Send for SendAdam<M> {}
+
+struct CollectParams<'a>(&'a mut Vec<f32>);
+
+impl TensorVisitor<f32, Cpu> for CollectParams<'_> {
+    type Viewer = ViewTensorRef;
+    type Err = <Cpu as HasErr>::Err;
+    type E2 = f32;
+    type D2 = Cpu;
+
+    fn visit<S: Shape>(
+        &mut self,
+        opts: TensorOptions<S, f32, Cpu>,
+        t: &Tensor<S, f32, Cpu>,
+    ) -> Result<Option<Tensor<S, f32, Cpu>>, Self::Err> {
+        if opts.do_gradient_update {
+            self.0.extend_from_slice(&t.as_vec());
+        }
+        Ok(None)
+    }
+}
+
+struct LoadParams<'a> {
+    src: &'a [f32],
+    pos: usize,
+}
+
+impl TensorVisitor<f32, Cpu> for LoadParams<'_> {
+    type Viewer = ViewTensorMut;
+    type Err = <Cpu as HasErr>::Err;
+    type E2 = f32;
+    type D2 = Cpu;
+
+    fn visit<S: Shape>(
+        &mut self,
+        opts: TensorOptions<S, f32, Cpu>,
+        t: &mut Tensor<S, f32, Cpu>,
+    ) -> Result<Option<Tensor<S, f32, Cpu>>, Self::Err> {
+        if opts.do_gradient_update {
+            let n = t.shape().num_elements();
+            t.copy_from(&self.src[self.pos..self.pos + n]);
+            self.pos += n;
+        }
+        Ok(None)
+    }
+}
+
+struct ForEachGrad<'a, F> {
+    grads: &'a mut Gradients<f32, Cpu>,
+    f: F,
+}
+
+impl<F: FnMut(&mut [f32])> TensorVisitor<f32, Cpu> for ForEachGrad<'_, F> {
+    type Viewer = ViewTensorRef;
+    type Err = <Cpu as HasErr>::Err;
+    type E2 = f32;
+    type D2 = Cpu;
+
+    fn visit<S: Shape>(
+        &mut self,
+        opts: TensorOptions<S, f32, Cpu>,
+        t: &Tensor<S, f32, Cpu>,
+    ) -> Result<Option<Tensor<S, f32, Cpu>>, Self::Err> {
+        if opts.do_gradient_update {
+            (self.f)(self.grads.get_or_alloc_mut(t)?.as_mut_slice());
+        }
+        Ok(None)
+    }
+}
+
+/// All trainable parameters of `model`, flattened in visiting order.
+pub fn flat_params<M: TensorCollection<f32, Cpu>>(model: &M) -> Vec<f32> {
+    let mut out = Vec::new();
+    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut CollectParams(&mut out) })
+        .expect("reading CPU tensors cannot fail");
+    out
+}
+
+/// Overwrites all trainable parameters of `model` from a flat vector.
+///
+/// # Errors
+/// [`PolicyError::WrongLength`] if `src` has the wrong length.
+pub fn load_params<M: TensorCollection<f32, Cpu> + NumParams<f32, Cpu>>(
+    model: &mut M,
+    src: &[f32],
+) -> Result<(), PolicyError> {
+    let expected = model.num_trainable_params();
+    if src.len() != expected {
+        return Err(PolicyError::WrongLength { what: "weights", expected, got: src.len() });
+    }
+    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut LoadParams { src, pos: 0 } })
+        .expect("writing CPU tensors cannot fail");
+    Ok(())
+}
+
+/// Calls `f` on the gradient of every trainable parameter, in the order of
+/// [`flat_params`].
+pub fn for_each_grad<M: TensorCollection<f32, Cpu>>(
+    model: &M,
+    grads: &mut Gradients<f32, Cpu>,
+    f: impl FnMut(&mut [f32]),
+) {
+    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut ForEachGrad { grads, f } })
+        .expect("CPU gradients cannot fail to allocate");
+}
+
+/// The gradient of every trainable parameter, flattened like [`flat_params`].
+pub fn flat_grads<M: TensorCollection<f32, Cpu>>(model: &M, grads: &mut Gradients<f32, Cpu>) -> Vec<f32> {
+    let mut out = Vec::new();
+    for_each_grad(model, grads, |g| out.extend_from_slice(g));
+    out
+}
+
+/// Writes a flat gradient into `grads`.
+///
+/// # Errors
+/// [`PolicyError::WrongLength`] if `src` has the wrong length.
+pub fn load_grads<M: TensorCollection<f32, Cpu> + NumParams<f32, Cpu>>(
+    model: &M,
+    grads: &mut Gradients<f32, Cpu>,
+    src: &[f32],
+) -> Result<(), PolicyError> {
+    let expected = model.num_trainable_params();
+    if src.len() != expected {
+        return Err(PolicyError::WrongLength { what: "gradients", expected, got: src.len() });
+    }
+    let mut pos = 0;
+    for_each_grad(model, grads, |g| {
+        g.copy_from_slice(&src[pos..pos + g.len()]);
+        pos += g.len();
+    });
+    Ok(())
+}
+
+/// Scales the gradient so its global L2 norm is at most `max_norm`
+/// (as `torch.nn.utils.clip_grad_norm_`). Returns the norm before clipping.
+///
+/// # Errors
+/// [`PolicyError::NonFinite`] if the gradient has a NaN or infinite entry.
+pub fn clip_grad_norm<M: TensorCollection<f32, Cpu>>(
+    model: &M,
+    grads: &mut Gradients<f32, Cpu>,
+    max_norm: Option<f32>,
+) -> Result<f32, PolicyError> {
+    let mut sq = 0.0f64;
+    for_each_grad(model, grads, |g| sq += g.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>());
+    let norm = sq.sqrt() as f32;
+    if !norm.is_finite() {
+        return Err(PolicyError::NonFinite("gradient".into()));
+    }
+    if let Some(max) = max_norm {
+        if norm > max {
+            let scale = max / (norm + 1e-6);
+            for_each_grad(model, grads, |g| g.iter_mut().for_each(|x| *x *= scale));
+        }
+    }
+    Ok(norm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flat_params_roundtrip() {
+        let dev = Cpu::seed_from_u64(0);
+        let a = dev.build_module::<Mlp<4, 2>, f32>();
+        let mut b = Cpu::seed_from_u64(1).build_module::<Mlp<4, 2>, f32>();
+        let pa = flat_params(&a);
+        assert_eq!(pa.len(), 4 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2);
+        assert_ne!(pa, flat_params(&b));
+        load_params(&mut b, &pa).unwrap();
+        assert_eq!(flat_params(&b), pa);
+        assert!(matches!(load_params(&mut b, &pa[1..]), Err(PolicyError::WrongLength { .. })));
+        let x = dev.tensor([[0.1f32, -0.2, 0.3, 0.0]]);
+        assert_eq!(a.forward(x.clone()).as_vec(), b.forward(x).as_vec());
+    }
+
+    #[test]
+    fn grads_flatten_load_and_clip() {
+        let dev = Cpu::seed_from_u64(0);
+        let model = dev.build_module::<Mlp<4, 2>, f32>();
+        let mut grads = model.alloc_grads();
+        let x = dev.tensor([[1.0f32, 2.0, 3.0, 4.0]]);
+        let loss = model.forward(x.traced(grads)).square().sum();
+        grads = loss.backward();
+        let flat = flat_grads(&model, &mut grads);
+        assert_eq!(flat.len(), flat_params(&model).len());
+        let norm = flat.iter().map(|g| g * g).sum::<f32>().sqrt();
+        assert!(norm > 0.0);
+        let before = clip_grad_norm(&model, &mut grads, Some(norm / 2.0)).unwrap();
+        assert!((before - norm).abs() < 1e-3 * norm);
+        let after: f32 = flat_grads(&model, &mut grads).iter().map(|g| g * g).sum::<f32>().sqrt();
+        assert!((after - norm / 2.0).abs() < 1e-3 * norm, "{after} vs {}", norm / 2.0);
+        let ones = vec![1.0; flat.len()];
+        load_grads(&model, &mut grads, &ones).unwrap();
+        assert_eq!(flat_grads(&model, &mut grads), ones);
+    }
+}

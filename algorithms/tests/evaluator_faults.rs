@@ -1,0 +1,86 @@
+//! PPO keeps training when an evaluator's env panics (the evaluator is
+//! restarted with the current weights and the restart is reported), and
+//! fails with a clear error once the restart budget is spent.
+
+use rlx::{Action, Env, EnvError, Space, Step};
+use rlx_algorithms::{build_trainer_with_env, EnvMaker};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// CartPole that panics when the shared step counter hits one of `panic_at`.
+struct Faulty {
+    inner: Box<dyn Env>,
+    steps: Arc<AtomicUsize>,
+    panic_at: Arc<dyn Fn(usize) -> bool + Send + Sync>,
+}
+
+impl Env for Faulty {
+    fn name(&self) -> &str {
+        "FaultyCartPole"
+    }
+    fn observation_space(&self) -> &Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> &Space {
+        self.inner.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        let n = self.steps.fetch_add(1, Ordering::SeqCst) + 1;
+        if (self.panic_at)(n) {
+            panic!("simulator crashed at global step {n}");
+        }
+        self.inner.step(action, obs)
+    }
+}
+
+fn faulty(panic_at: impl Fn(usize) -> bool + Send + Sync + 'static) -> EnvMaker {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let panic_at: Arc<dyn Fn(usize) -> bool + Send + Sync> = Arc::new(panic_at);
+    Arc::new(move || {
+        Ok(Box::new(Faulty { inner: rlx_envs::make("CartPole-v1")?, steps: steps.clone(), panic_at: panic_at.clone() })
+            as Box<dyn Env>)
+    })
+}
+
+fn config() -> serde_json::Value {
+    json!({"num_workers": 2, "num_envs_per_worker": 4, "train_batch_size": 512, "seed": 3,
+           "restart": {"max_restarts": 2, "window_s": 60.0}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_panic_restarts_the_evaluator_and_training_continues() {
+    // One crash, a few iterations in.
+    let (mut trainer, _) = build_trainer_with_env("PPO", faulty(|n| n == 3000), &config()).await.unwrap();
+    let mut last = None;
+    for _ in 0..12 {
+        last = Some(trainer.train().await.expect("a single crash is within the restart budget"));
+    }
+    let last = last.unwrap();
+    assert_eq!(last.num_evaluator_restarts, 1);
+    assert_eq!(last.training_iteration, 12);
+    // No iteration came up short: every one trained on a full batch.
+    assert_eq!(last.num_env_steps_trained, 12 * 512);
+    // And the policy kept improving across the crash.
+    assert!(last.episode_reward_mean.unwrap() > 25.0, "{:?}", last.episode_reward_mean);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_restart_budget_training_fails_with_a_clear_error() {
+    // Crashes every 700 global steps: the third failure exceeds max_restarts = 2.
+    let (mut trainer, _) = build_trainer_with_env("PPO", faulty(|n| n % 700 == 0), &config()).await.unwrap();
+    let mut err = None;
+    for _ in 0..20 {
+        if let Err(e) = trainer.train().await {
+            err = Some(e);
+            break;
+        }
+    }
+    let msg = err.expect("the run must fail once the budget is spent").to_string();
+    assert!(msg.contains("evaluator"), "{msg}");
+    assert!(msg.contains("at most 2 restarts"), "{msg}");
+    assert!(msg.contains("simulator crashed"), "{msg}");
+}

@@ -1,0 +1,35 @@
+//! PPO learns CartPole-v1: with a fixed seed and a fixed budget of env steps
+//! the 100-episode mean return must pass 400.
+
+use rlx_algorithms::build_trainer;
+use serde_json::json;
+
+/// Env steps PPO may use. With the default config it typically passes 400
+/// well before this.
+const STEP_BUDGET: u64 = 300_000;
+const THRESHOLD: f64 = 400.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ppo_learns_cartpole_within_budget() {
+    let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &json!({"seed": 1, "num_workers": 1})).await.unwrap();
+    let mut best = f64::NEG_INFINITY;
+    loop {
+        let r = trainer.train().await.unwrap();
+        let mean = r.episode_reward_mean.unwrap_or(0.0);
+        best = best.max(mean);
+        eprintln!(
+            "iter {} steps {} mean {:.1} t {:.1}s",
+            r.training_iteration, r.timesteps_total, mean, r.time_total_s
+        );
+        if mean >= THRESHOLD {
+            // Sanity of the metrics that came with it.
+            assert!(r.learner.get("policy_loss").is_some() && r.learner.get("kl").is_some());
+            assert!(r.episodes_total >= 100);
+            return;
+        }
+        assert!(
+            r.timesteps_total < STEP_BUDGET,
+            "PPO did not reach a mean return of {THRESHOLD} within {STEP_BUDGET} steps (best {best:.1})"
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! Evaluators in both homes, with a tiny env and policy declared here:
+//! sampling sizes and episode accounting, weight broadcast, and supervision
+//! (restart with current weights; a clear error past the budget).
+
+use rlx::actor::ActorEvaluatorSet;
+use rlx::env::invalid_action;
+use rlx::policy::bootstrap_needed;
+use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
+use rlx::{
+    fields, Action, Env, EnvError, EvaluatorFactory, EvaluatorHandle, FlatGradients, HandleError, LearnerStats,
+    LocalEvaluator, PolicyError, PolicyEvaluator, PolicyGraph, RestartPolicy, SampleBatch, Space, Step, TimeLimit,
+    VectorEnv,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Walk from 0 to +3 (terminated, reward 1) on a line; -0.1 per step.
+/// Panics on the step when the shared counter reaches `panic_at`.
+struct Corridor {
+    pos: i64,
+    obs_space: Space,
+    act_space: Space,
+    steps: Arc<AtomicUsize>,
+    panic_at: usize,
+}
+
+impl Corridor {
+    fn boxed(steps: Arc<AtomicUsize>, panic_at: usize) -> Box<dyn Env> {
+        let env = Corridor {
+            pos: 0,
+            obs_space: Space::uniform_box(-100.0, 100.0, vec![1]).unwrap(),
+            act_space: Space::discrete(2),
+            steps,
+            panic_at,
+        };
+        Box::new(TimeLimit::new(env, 7))
+    }
+}
+
+impl Env for Corridor {
+    fn name(&self) -> &str {
+        "Corridor"
+    }
+    fn observation_space(&self) -> &Space {
+        &self.obs_space
+    }
+    fn action_space(&self) -> &Space {
+        &self.act_space
+    }
+    fn reset(&mut self, _seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        self.pos = 0;
+        obs[0] = 0.0;
+        Ok(())
+    }
+    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        let Action::Discrete(a @ 0..=1) = action else { return Err(invalid_action(self, action)) };
+        if self.steps.fetch_add(1, Ordering::SeqCst) + 1 == self.panic_at {
+            panic!("injected env failure");
+        }
+        self.pos += 2 * a - 1;
+        obs[0] = self.pos as f32;
+        let terminated = self.pos >= 3;
+        Ok(Step { reward: if terminated { 1.0 } else { -0.1 }, terminated, truncated: false })
+    }
+}
+
+/// Always steps right with probability `weights[0]` (deterministically by a
+/// counter), and writes its first weight into every row so tests can see
+/// which weights sampled.
+struct CounterPolicy {
+    weights: Vec<f32>,
+    t: u64,
+    obs_space: Space,
+    act_space: Space,
+}
+
+impl PolicyGraph for CounterPolicy {
+    fn observation_space(&self) -> &Space {
+        &self.obs_space
+    }
+    fn action_space(&self) -> &Space {
+        &self.act_space
+    }
+    fn compute_actions(&mut self, obs: &[f32], _explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
+        let n = obs.len();
+        let actions = (0..n)
+            .map(|_| {
+                self.t += 1;
+                // Right 3 times out of 4.
+                i64::from(self.t % 4 != 0)
+            })
+            .collect();
+        *out = SampleBatch::new();
+        out.insert_i64(fields::ACTIONS, actions, 1)?;
+        out.insert_f32("w0", vec![self.weights[0]; n], 1)?;
+        out.insert_f32(fields::VF_PREDS, vec![0.0; n], 1)?;
+        Ok(())
+    }
+    fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
+        let bootstrap = if bootstrap_needed(traj)? { 0.5 } else { 0.0 };
+        Ok(compute_advantages(traj, bootstrap, AdvantageEstimator::Gae { gamma: 0.9, lambda: 1.0 })?)
+    }
+    fn learn_on_batch(&mut self, _batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
+        self.weights[0] += 1.0;
+        Ok(LearnerStats::default())
+    }
+    fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
+        Ok((vec![batch.len() as f32], LearnerStats::default()))
+    }
+    fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
+        self.weights[0] += grads[0];
+        Ok(())
+    }
+    fn get_weights(&self) -> Vec<f32> {
+        self.weights.clone()
+    }
+    fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
+        if weights.len() != 1 {
+            return Err(PolicyError::WrongLength { what: "weights", expected: 1, got: weights.len() });
+        }
+        self.weights = weights.to_vec();
+        Ok(())
+    }
+}
+
+fn factory(steps: Arc<AtomicUsize>, panic_at: usize, num_envs: usize, sample_size: usize) -> EvaluatorFactory {
+    Arc::new(move |_index, _generation| {
+        let envs = (0..num_envs).map(|_| Corridor::boxed(steps.clone(), panic_at)).collect();
+        let env = VectorEnv::new(envs)?;
+        let policy = CounterPolicy {
+            weights: vec![0.0],
+            t: 0,
+            obs_space: env.observation_space().clone(),
+            act_space: env.action_space().clone(),
+        };
+        PolicyEvaluator::new(Box::new(policy), env, sample_size, 0)
+    })
+}
+
+#[test]
+fn sample_returns_postprocessed_single_episode_trajectories() {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let mut ev = factory(steps, usize::MAX, 3, 50)(0, 0).unwrap();
+    let rollout = ev.sample().unwrap();
+    // 50 rows over 3 copies rounds up to 17 steps each.
+    assert_eq!(rollout.batch.len(), 51);
+    let b = &rollout.batch;
+    for f in [fields::OBS, fields::NEW_OBS, fields::REWARDS, fields::ADVANTAGES, fields::VALUE_TARGETS, "w0"] {
+        assert!(b.contains(f), "missing {f}");
+    }
+    // Every finished episode either terminated at +3 or was truncated at 7 steps.
+    assert!(!rollout.episodes.is_empty());
+    for e in &rollout.episodes {
+        assert!(e.length <= 7);
+        assert_eq!(e.truncated, e.length == 7 && e.episode_return < 0.0);
+    }
+    // Within a trajectory, obs[t+1] == new_obs[t] unless step t ended the episode.
+    let (obs, new_obs) = (b.f32(fields::OBS).unwrap(), b.f32(fields::NEW_OBS).unwrap());
+    let (term, trunc) = (b.f32(fields::TERMINATEDS).unwrap(), b.f32(fields::TRUNCATEDS).unwrap());
+    let mut boundaries = 0;
+    for t in 0..b.len() - 1 {
+        if term[t] == 0.0 && trunc[t] == 0.0 && obs[t + 1] == new_obs[t] {
+            continue;
+        }
+        boundaries += 1;
+    }
+    assert!(boundaries >= rollout.episodes.len());
+    // Advantages of a terminated trajectory's last step: r - V = reward (V = 0).
+    for t in 0..b.len() {
+        if term[t] == 1.0 {
+            assert_eq!(b.f32(fields::ADVANTAGES).unwrap()[t], 1.0);
+        }
+    }
+    assert_eq!(ev.steps_sampled(), 51);
+}
+
+#[test]
+fn env_errors_are_reported_not_panicked() {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let env = VectorEnv::new(vec![Corridor::boxed(steps, usize::MAX)]).unwrap();
+    let mut out = rlx::vector_env::VectorStep::default();
+    let mut env = env;
+    env.reset(0).unwrap();
+    let err = env.step(&rlx::Column::I64 { data: vec![5], width: 1 }, &mut out).unwrap_err().to_string();
+    assert!(err.contains("Corridor") && err.contains('5') && err.contains("Discrete(2)"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_handle_reports_a_panic_as_an_error() {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let ev = factory(steps, 5, 1, 10)(0, 0).unwrap();
+    let mut local = LocalEvaluator::new(0, ev);
+    let err = local.sample().await.unwrap_err();
+    assert!(err.to_string().contains("injected env failure"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_restarts_with_current_weights_and_keeps_sampling() {
+    // The 30th env step anywhere panics, once.
+    let steps = Arc::new(AtomicUsize::new(0));
+    let policy = RestartPolicy { max_restarts: 2, window_s: 60.0, ..Default::default() };
+    let (_set, mut handles) =
+        ActorEvaluatorSet::spawn(factory(steps.clone(), 30, 2, 20), vec![1, 2], policy).await.unwrap();
+    for round in 1..=4 {
+        let w = Arc::new(vec![round as f32]);
+        for h in handles.iter_mut() {
+            h.set_weights(w.clone()).await.unwrap();
+        }
+        for h in handles.iter_mut() {
+            let rollout = h.sample().await.unwrap();
+            assert_eq!(rollout.batch.len(), 20);
+            // Every row was sampled with the weights sent this round, even
+            // by an evaluator that was restarted in the middle of the round.
+            assert!(rollout.batch.f32("w0").unwrap().iter().all(|&w| w == round as f32), "round {round}");
+        }
+    }
+    let restarts: u64 = handles.iter().map(|h| h.stats().restarts).sum();
+    assert_eq!(restarts, 1);
+    assert!(steps.load(Ordering::SeqCst) >= 160);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_restart_budget_the_error_names_evaluator_and_cause() {
+    // Every evaluator's env panics on its 3rd step: each restart fails again.
+    let steps = Arc::new(AtomicUsize::new(0));
+    let panicky: EvaluatorFactory = Arc::new(move |i, g| {
+        let at = steps.load(Ordering::SeqCst) + 3;
+        factory(steps.clone(), at, 1, 10)(i, g)
+    });
+    let policy = RestartPolicy { max_restarts: 2, window_s: 60.0, ..Default::default() };
+    let (_set, mut handles) = ActorEvaluatorSet::spawn(panicky, vec![1], policy).await.unwrap();
+    let err = handles[0].sample().await.unwrap_err();
+    match &err {
+        HandleError::RestartBudgetExceeded { index, failures, max_restarts, last_failure, .. } => {
+            assert_eq!((*index, *failures, *max_restarts), (1, 3, 2));
+            assert!(last_failure.contains("injected env failure"), "{last_failure}");
+        }
+        other => panic!("expected RestartBudgetExceeded, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("evaluator 1") && msg.contains("injected env failure"), "{msg}");
+    // The handle stays failed rather than hanging.
+    assert!(handles[0].sample().await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_spawn_is_an_error_naming_the_evaluator() {
+    let bad: EvaluatorFactory =
+        Arc::new(|i, _| Err(rlx::EvaluatorError::Config(format!("cannot build evaluator {i}: no such env"))));
+    let err = ActorEvaluatorSet::spawn(bad, vec![1, 2], RestartPolicy::default()).await.err().unwrap().to_string();
+    assert!(err.contains("evaluator 1") && err.contains("no such env"), "{err}");
+}
