@@ -113,9 +113,11 @@ pub async fn train(algorithm: &str, args: &TrainArgs) -> Result<(TrainResult, Pa
         }
         v => from_value(v).map_err(|source| CliError::Arg { flag: "--stop", source })?,
     };
-    let (mut trainer, config) = build_trainer(algorithm, &args.env, &overrides).await?;
-    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
-    let dir = args.results_dir.join(format!("{algorithm}_{}_{stamp}", args.env));
+    let (mut trainer, config) = build_trainer(algorithm, &args.env, &overrides).await.map_err(|e| match e {
+        BuildError::Config(source) => CliError::Arg { flag: "--config", source },
+        other => CliError::Build(other),
+    })?;
+    let dir = new_run_dir(&args.results_dir, &format!("{algorithm}_{}", args.env.replace('/', "-")))?;
     let mut writer =
         ResultsWriter::create(&dir, &json!({"run": algorithm, "env": args.env, "config": config, "stop": stop}))?;
     if stop.is_empty() {
@@ -132,6 +134,22 @@ pub async fn train(algorithm: &str, args: &TrainArgs) -> Result<(TrainResult, Pa
             return Ok((result, dir));
         }
     }
+}
+
+/// Creates and returns `parent/<name>_<UTC time>`, with `_2`, `_3`...
+/// appended if a run started in the same second already took the name.
+fn new_run_dir(parent: &std::path::Path, name: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(parent)?;
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
+    for i in 1.. {
+        let dir = parent.join(if i == 1 { format!("{name}_{stamp}") } else { format!("{name}_{stamp}_{i}") });
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+        }
+    }
+    unreachable!("an unbounded range always yields a free name")
 }
 
 /// A spinner with the latest metrics on a terminal, one line per iteration otherwise.
@@ -172,8 +190,8 @@ impl Progress {
     fn finish(&mut self, r: &TrainResult) {
         if let Some(bar) = self.0.take() {
             bar.finish_and_clear();
+            println!("{}", Self::line(r));
         }
-        println!("{}", Self::line(r));
         println!(
             "done: mean return {} after {} env steps in {:.1} s",
             r.episode_reward_mean.map_or("-".into(), |v| format!("{v:.1}")),

@@ -20,9 +20,10 @@
 //!
 //! Learner metrics (`learner.*` in `result.json`): `policy_loss`, `vf_loss`,
 //! `entropy`, `kl` (the approximate KL `E[(r − 1) − log r]` between the
-//! behaviour and the updated policy), `clip_frac` (share of samples whose
+//! behaviour policy and the policy just before each minibatch step, averaged
+//! over the iteration's minibatches), `clip_frac` (share of samples whose
 //! ratio was clipped), `grad_norm` (before clipping), `total_loss`,
-//! `vf_explained_var`.
+//! `vf_explained_var` (of the behaviour policy's value predictions).
 
 use crate::nn::{self, Mlp};
 use crate::{dispatch_dims, BuildError, EnvMaker};
@@ -129,7 +130,6 @@ impl Validate for PpoConfig {
         if let Some(c) = self.grad_clip {
             check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
         }
-        check("restart.max_restarts", self.restart.max_restarts, true, "")?;
         check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
     }
 }

@@ -1,1 +1,51 @@
-fn main() {}
+//! Time for PPO with the default config to reach a 100-episode mean return
+//! of 475 on CartPole-v1 (the "solved" bar), in wall seconds; the env steps
+//! it took are printed after each run.
+
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use rlx_algorithms::build_trainer;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn solve(rt: &tokio::runtime::Runtime, seed: u64) -> (Duration, u64) {
+    rt.block_on(async {
+        let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &json!({"seed": seed})).await.expect("build");
+        let t0 = Instant::now();
+        loop {
+            let r = trainer.train().await.expect("train");
+            if r.episode_reward_mean.is_some_and(|m| m >= 475.0) {
+                return (t0.elapsed(), r.timesteps_total);
+            }
+            assert!(r.timesteps_total < 2_000_000, "seed {seed} did not solve CartPole in 2M steps");
+        }
+    })
+}
+
+fn ppo_to_475(c: &mut Criterion) {
+    let rt = rlx_benches::runtime();
+    let mut group = c.benchmark_group("ppo_cartpole");
+    let quick = rlx_benches::quick();
+    // Flat sampling: one solve per sample, ten samples.
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(if quick { 1 } else { 60 }));
+    let mut seed = 0;
+    group.bench_function("time_to_475", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let (t, steps) = solve(&rt, seed);
+                eprintln!("seed {seed}: solved in {:.2} s, {steps} env steps", t.as_secs_f64());
+                seed += 1;
+                total += t;
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, ppo_to_475);
+criterion_main!(benches);

@@ -49,7 +49,10 @@ pub enum CodecError {
 /// If serde cannot represent the value.
 pub fn encode_value<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
     let payload = rmp_serde::to_vec(value)?;
-    let len = u32::try_from(payload.len()).map_err(|_| CodecError::TooLarge(payload.len()))?;
+    if payload.len() > MAX_DECODED_BYTES {
+        return Err(CodecError::TooLarge(payload.len()));
+    }
+    let len = payload.len() as u32;
     let compressed = lz4_flex::block::compress(&payload);
     let mut out = Vec::with_capacity(8 + compressed.len());
     out.extend_from_slice(MAGIC);
@@ -109,7 +112,8 @@ struct WireBatch {
 /// ```
 ///
 /// # Errors
-/// Only if a column is larger than 4 GiB.
+/// [`CodecError::TooLarge`] past [`MAX_DECODED_BYTES`], so nothing is sent
+/// that the receiver would refuse.
 pub fn encode(batch: &SampleBatch) -> Result<Vec<u8>, CodecError> {
     let columns = batch
         .columns()

@@ -96,7 +96,12 @@ where
         if !valid.is_empty() && !valid.iter().any(|v| v == key) {
             return Err(unknown_key(key, &valid));
         }
-        obj.insert(key.clone(), value.clone());
+        match obj.get_mut(key) {
+            Some(default) => deep_merge(default, value),
+            None => {
+                obj.insert(key.clone(), value.clone());
+            }
+        }
     }
     let cfg: T = serde_path_to_error::deserialize(merged).map_err(path_error)?;
     cfg.validate()?;
@@ -109,6 +114,25 @@ where
 /// A [`ConfigError`] naming the first bad key.
 pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ConfigError> {
     serde_path_to_error::deserialize(value).map_err(path_error)
+}
+
+/// Overlays `value` on `base`: objects merge key by key (so
+/// `{"restart": {"max_restarts": 1}}` keeps the other restart defaults),
+/// anything else replaces.
+fn deep_merge(base: &mut Value, value: &Value) {
+    match (base, value) {
+        (Value::Object(b), Value::Object(v)) => {
+            for (k, x) in v {
+                match b.get_mut(k) {
+                    Some(slot) => deep_merge(slot, x),
+                    None => {
+                        b.insert(k.clone(), x.clone());
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v.clone(),
+    }
 }
 
 fn reparse<T: Serialize + DeserializeOwned + Validate>(t: &T) -> Result<T, ConfigError> {
@@ -210,6 +234,7 @@ mod tests {
     #[serde(deny_unknown_fields)]
     struct Inner {
         max_restarts: usize,
+        window_s: f64,
     }
 
     #[derive(Serialize, Deserialize, Debug, PartialEq)]
@@ -227,13 +252,13 @@ mod tests {
     }
 
     fn defaults() -> Cfg {
-        Cfg { num_workers: 0, lr: 0.1, restart: Inner { max_restarts: 3 } }
+        Cfg { num_workers: 0, lr: 0.1, restart: Inner { max_restarts: 3, window_s: 60.0 } }
     }
 
     #[test]
     fn overrides_merge_over_defaults() {
         let cfg = merge_json(&defaults(), &json!({"lr": 0.5, "restart": {"max_restarts": 1}})).unwrap();
-        assert_eq!(cfg, Cfg { num_workers: 0, lr: 0.5, restart: Inner { max_restarts: 1 } });
+        assert_eq!(cfg, Cfg { num_workers: 0, lr: 0.5, restart: Inner { max_restarts: 1, window_s: 60.0 } });
         assert_eq!(merge_json(&defaults(), &Value::Null).unwrap(), defaults());
     }
 

@@ -83,8 +83,7 @@ impl Evaluators {
         self.workers.iter().map(|w| w.stats().restarts).sum()
     }
 
-    /// Learns on `batch` with the local policy (a panic in user code is
-    /// reported, not propagated).
+    /// Learns on `batch` with the local policy.
     ///
     /// # Errors
     /// The policy's error.

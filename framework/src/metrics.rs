@@ -18,8 +18,8 @@ pub struct EpisodeWindow {
 }
 
 impl EpisodeWindow {
-    /// A window over the last `capacity` episodes (RLlib and the issue
-    /// tracker's "solved" criteria use 100).
+    /// A window over the last `capacity` episodes (100 in RLlib's metrics
+    /// and in Gymnasium's "solved" thresholds).
     pub fn new(capacity: usize) -> Self {
         Self { capacity: capacity.max(1), episodes: VecDeque::with_capacity(capacity) }
     }

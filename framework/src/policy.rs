@@ -82,8 +82,7 @@ pub enum PolicyError {
 /// An algorithm's policy: acting, postprocessing and learning.
 ///
 /// Implement this in your own crate to run a new algorithm on rlx's
-/// evaluators and optimizers. `downstream` in the book's examples shows a
-/// complete linear-softmax REINFORCE policy without any tensor library.
+/// evaluators and optimizers; `rlx_algorithms::ppo` is a complete example.
 pub trait PolicyGraph: Send + 'static {
     /// The observations this policy accepts.
     fn observation_space(&self) -> &Space;

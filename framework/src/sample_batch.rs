@@ -439,8 +439,10 @@ impl SampleBatch {
         self.len = 0;
     }
 
-    /// Shuffled minibatches of `size` rows (the last one may be smaller),
-    /// in an order fixed by `seed`.
+    /// Shuffled minibatches of about `size` rows covering every row once, in
+    /// an order fixed by `seed`. The batch is split into `max(1, len / size)`
+    /// minibatches whose sizes differ by at most one, so no tiny trailing
+    /// minibatch gets a full optimizer step.
     ///
     /// # Panics
     /// If `size` is zero.
@@ -448,8 +450,8 @@ impl SampleBatch {
         assert!(size > 0, "minibatch size must be positive");
         let mut order: Vec<usize> = (0..self.len).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-        let chunks: Vec<Vec<usize>> = order.chunks(size).map(<[usize]>::to_vec).collect();
-        chunks.into_iter().map(move |rows| self.gather(&rows))
+        let count = (self.len / size).max(1);
+        (0..count).map(move |i| self.gather(&order[i * self.len / count..(i + 1) * self.len / count]))
     }
 
     /// Shifts and scales an `f32` field to mean 0 and standard deviation 1
@@ -551,12 +553,15 @@ mod tests {
         let b = batch(0, 10);
         let collect = |seed| b.minibatches(4, seed).map(|m| m.i64("actions").unwrap().to_vec()).collect::<Vec<_>>();
         let mbs = collect(3);
-        assert_eq!(mbs.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 4, 2]);
+        // 10 rows at size 4: two minibatches of 5, not 4 + 4 + 2.
+        assert_eq!(mbs.iter().map(Vec::len).collect::<Vec<_>>(), vec![5, 5]);
         let mut all: Vec<i64> = mbs.concat();
         all.sort();
         assert_eq!(all, (0..10).collect::<Vec<_>>());
         assert_eq!(collect(3), mbs);
         assert_ne!(collect(4), mbs);
+        assert_eq!(b.minibatches(100, 0).map(|m| m.len()).collect::<Vec<_>>(), vec![10]);
+        assert_eq!(b.minibatches(3, 0).map(|m| m.len()).collect::<Vec<_>>(), vec![3, 3, 4]);
     }
 
     #[test]
