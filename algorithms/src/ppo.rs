@@ -33,6 +33,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::evaluator::evaluator_seed;
+use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncSamplesConfig;
 use rlx::policy::bootstrap_needed;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
@@ -79,6 +80,9 @@ pub struct PpoConfig {
     pub entropy_coeff: f64,
     /// Maximum global gradient norm; `null` disables clipping.
     pub grad_clip: Option<f64>,
+    /// `"NoFilter"` or `"MeanStdFilter"` (running observation normalization,
+    /// synchronized across evaluators each iteration).
+    pub observation_filter: ObservationFilter,
     /// Seed for network initialization, exploration and env resets.
     pub seed: u64,
     /// How evaluator actors are restarted after a failure.
@@ -101,6 +105,7 @@ impl Default for PpoConfig {
             vf_loss_coeff: 0.5,
             entropy_coeff: 0.0,
             grad_clip: Some(0.5),
+            observation_filter: ObservationFilter::NoFilter,
             seed: 0,
             restart: RestartPolicy::default(),
         }
@@ -452,7 +457,12 @@ pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildE
         let env = VectorEnv::new(envs)?;
         let policy = make_policy(cfg, env.observation_space(), env.action_space(), seed)
             .map_err(|e| rlx::EvaluatorError::Config(e.to_string()))?;
-        PolicyEvaluator::new(policy, env, sample_size, seed)
+        let dim = env.obs_dim();
+        let evaluator = PolicyEvaluator::new(policy, env, sample_size, seed)?;
+        Ok(match cfg.observation_filter.build(dim) {
+            Some(filter) => evaluator.with_observation_filter(filter),
+            None => evaluator,
+        })
     });
     let evaluators = Evaluators::spawn(factory, cfg.num_workers, cfg.restart).await?;
     let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()] };

@@ -84,3 +84,18 @@ async fn past_the_restart_budget_training_fails_with_a_clear_error() {
     assert!(msg.contains("at most 2 restarts"), "{msg}");
     assert!(msg.contains("simulator crashed"), "{msg}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mean_std_filter_statistics_are_merged_across_evaluators() {
+    let cfg = json!({"num_workers": 2, "num_envs_per_worker": 2, "train_batch_size": 256,
+                     "observation_filter": "MeanStdFilter"});
+    let (mut trainer, _) = rlx_algorithms::build_trainer("PPO", "CartPole-v1", &cfg).await.unwrap();
+    let mut last = None;
+    for _ in 0..3 {
+        last = Some(trainer.train().await.unwrap());
+    }
+    // The driver's filter has seen every step every worker sampled, once.
+    let local = trainer.optimizer().evaluators().local();
+    let seen = local.observation_filter().expect("filter configured").global().count();
+    assert_eq!(seen, last.unwrap().timesteps_total);
+}

@@ -20,6 +20,7 @@
 //! evaluator whose failure exhausted the budget and why it failed.
 
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, GradientRollout, PolicyEvaluator, Rollout};
+use crate::filter::RunningStat;
 use crate::handle::{EvaluatorHandle, HandleError, HandleStats};
 use crate::policy::FlatWeights;
 use async_trait::async_trait;
@@ -69,6 +70,8 @@ pub enum EvaluatorMsg {
     SetWeights(Arc<FlatWeights>, RpcReplyPort<Result<(), EvaluatorError>>),
     /// [`PolicyEvaluator::sample_and_compute_gradients`].
     SampleAndComputeGradients(RpcReplyPort<Result<GradientRollout, EvaluatorError>>),
+    /// [`PolicyEvaluator::set_filter_statistics`].
+    SetFilterStatistics(Arc<RunningStat>, RpcReplyPort<Result<(), EvaluatorError>>),
 }
 
 /// An actor owning one [`PolicyEvaluator`].
@@ -114,6 +117,10 @@ impl Actor for EvaluatorActor {
             }
             EvaluatorMsg::SampleAndComputeGradients(reply) => {
                 let _ = reply.send(state.sample_and_compute_gradients());
+            }
+            EvaluatorMsg::SetFilterStatistics(s, reply) => {
+                state.set_filter_statistics(&s);
+                let _ = reply.send(Ok(()));
             }
         }
         Ok(())
@@ -344,6 +351,7 @@ pub struct ActorEvaluator {
     actor: ActorRef<EvaluatorMsg>,
     supervisor: ActorRef<SupervisorMsg>,
     latest_weights: Option<Arc<FlatWeights>>,
+    latest_filter: Option<Arc<RunningStat>>,
     stats: HandleStats,
 }
 
@@ -381,10 +389,13 @@ impl ActorEvaluator {
         let (actor, restarts) = Self::lookup(&self.supervisor, self.index, Some(self.actor.get_id())).await?;
         self.actor = actor;
         self.stats.restarts = restarts;
+        // If these calls fail too, the caller's loop recovers again (each
+        // failure counts against the supervisor's budget, so this ends).
         if let Some(w) = self.latest_weights.clone() {
-            // If this call fails too, the caller's loop recovers again (each
-            // failure counts against the supervisor's budget, so this ends).
             let _ = self.actor.call(|reply| EvaluatorMsg::SetWeights(w.clone(), reply), None).await;
+        }
+        if let Some(s) = self.latest_filter.clone() {
+            let _ = self.actor.call(|reply| EvaluatorMsg::SetFilterStatistics(s.clone(), reply), None).await;
         }
         Ok(())
     }
@@ -411,6 +422,11 @@ impl EvaluatorHandle for ActorEvaluator {
         let out = self.call(EvaluatorMsg::SampleAndComputeGradients).await?;
         self.stats.steps_sampled += out.steps as u64;
         Ok(out)
+    }
+
+    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
+        self.latest_filter = Some(statistics.clone());
+        self.call(move |reply| EvaluatorMsg::SetFilterStatistics(statistics.clone(), reply)).await
     }
 
     fn stats(&self) -> HandleStats {
@@ -450,6 +466,7 @@ impl ActorEvaluatorSet {
                 actor,
                 supervisor: supervisor.clone(),
                 latest_weights: None,
+                latest_filter: None,
                 stats: HandleStats { steps_sampled: 0, restarts },
             });
         }

@@ -9,6 +9,8 @@
 
 use crate::space::{Action, Space};
 
+pub use crate::wrappers::TimeLimit;
+
 /// What one step produced besides the observation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Step {
@@ -174,60 +176,5 @@ pub fn invalid_action<E: Env + ?Sized>(env: &E, action: Action<'_>) -> EnvError 
         env: env.name().to_string(),
         action: action.to_string(),
         space: env.action_space().to_string(),
-    }
-}
-
-/// Truncates episodes after `max_episode_steps` steps, as Gymnasium's
-/// `TimeLimit` wrapper: the last step reports `truncated = true` unless the
-/// env terminated on that very step.
-pub struct TimeLimit<E> {
-    env: E,
-    max_episode_steps: usize,
-    elapsed: usize,
-}
-
-impl<E: Env> TimeLimit<E> {
-    /// Wraps `env`.
-    pub fn new(env: E, max_episode_steps: usize) -> Self {
-        Self { env, max_episode_steps, elapsed: 0 }
-    }
-
-    /// The wrapped env.
-    pub fn inner(&self) -> &E {
-        &self.env
-    }
-
-    /// The wrapped env, mutably.
-    pub fn inner_mut(&mut self) -> &mut E {
-        &mut self.env
-    }
-
-    /// Steps taken in the current episode.
-    pub fn elapsed_steps(&self) -> usize {
-        self.elapsed
-    }
-}
-
-impl<E: Env> Env for TimeLimit<E> {
-    fn name(&self) -> &str {
-        self.env.name()
-    }
-    fn observation_space(&self) -> &Space {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.env.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        self.elapsed = 0;
-        self.env.reset(seed, obs)
-    }
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let mut step = self.env.step(action, obs)?;
-        self.elapsed += 1;
-        if self.elapsed >= self.max_episode_steps && !step.terminated {
-            step.truncated = true;
-        }
-        Ok(step)
     }
 }

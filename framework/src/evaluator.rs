@@ -7,6 +7,7 @@
 //! local actor, or on a remote node.
 
 use crate::env::EnvError;
+use crate::filter::{MeanStdFilter, RunningStat};
 use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
 use crate::sample_batch::{fields, BatchError, SampleBatch};
 use crate::vector_env::{EpisodeSummary, VectorEnv, VectorStep};
@@ -19,6 +20,9 @@ pub struct Rollout {
     pub batch: SampleBatch,
     /// Episodes that ended during this call.
     pub episodes: Vec<EpisodeSummary>,
+    /// What the evaluator's observation filter saw during this call, for
+    /// the driver to merge (`None` without a filter).
+    pub filter_delta: Option<RunningStat>,
 }
 
 /// A gradient computed by an evaluator on its own fresh samples (A3C style).
@@ -73,6 +77,7 @@ pub struct PolicyEvaluator {
     step: VectorStep,
     fragment: SampleBatch,
     steps_sampled: u64,
+    filter: Option<MeanStdFilter>,
 }
 
 impl PolicyEvaluator {
@@ -114,7 +119,32 @@ impl PolicyEvaluator {
             step: VectorStep::default(),
             fragment: SampleBatch::new(),
             steps_sampled: 0,
+            filter: None,
         })
+    }
+
+    /// Normalizes observations with `filter` before the policy sees them
+    /// (and in the batches it returns).
+    pub fn with_observation_filter(mut self, filter: MeanStdFilter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// The observation filter, if any.
+    pub fn observation_filter(&self) -> Option<&MeanStdFilter> {
+        self.filter.as_ref()
+    }
+
+    /// The observation filter, mutably (the driver merges deltas into it).
+    pub fn observation_filter_mut(&mut self) -> Option<&mut MeanStdFilter> {
+        self.filter.as_mut()
+    }
+
+    /// Adopts the driver's synchronized filter statistics.
+    pub fn set_filter_statistics(&mut self, global: &RunningStat) {
+        if let Some(f) = &mut self.filter {
+            f.set_global(global);
+        }
     }
 
     /// The policy graph.
@@ -149,7 +179,10 @@ impl PolicyEvaluator {
         let horizon = self.sample_size.div_ceil(n);
         self.fragment.clear();
         for _ in 0..horizon {
-            let obs = self.env.observations().to_vec();
+            let mut obs = self.env.observations().to_vec();
+            if let Some(f) = &mut self.filter {
+                f.apply(&mut obs);
+            }
             self.policy.compute_actions(&obs, true, &mut self.step_out)?;
             let actions = self
                 .step_out
@@ -158,7 +191,12 @@ impl PolicyEvaluator {
             self.env.step(actions, &mut self.step)?;
             let flag = |v: &[bool]| v.iter().map(|&b| if b { 1.0 } else { 0.0 }).collect::<Vec<f32>>();
             self.step_out.insert_f32(fields::OBS, obs, d)?;
-            self.step_out.insert_f32(fields::NEW_OBS, self.step.new_obs.clone(), d)?;
+            let mut new_obs = self.step.new_obs.clone();
+            if let Some(f) = &self.filter {
+                // Recorded when it becomes the next step's observation, not twice.
+                f.normalize(&mut new_obs);
+            }
+            self.step_out.insert_f32(fields::NEW_OBS, new_obs, d)?;
             self.step_out.insert_f32(fields::REWARDS, self.step.rewards.clone(), 1)?;
             self.step_out.insert_f32(fields::TERMINATEDS, flag(&self.step.terminated), 1)?;
             self.step_out.insert_f32(fields::TRUNCATEDS, flag(&self.step.truncated), 1)?;
@@ -185,7 +223,11 @@ impl PolicyEvaluator {
                 }
             }
         }
-        Ok(Rollout { batch: SampleBatch::concat(&trajectories)?, episodes: self.env.drain_finished() })
+        Ok(Rollout {
+            batch: SampleBatch::concat(&trajectories)?,
+            episodes: self.env.drain_finished(),
+            filter_delta: self.filter.as_mut().map(MeanStdFilter::take_delta),
+        })
     }
 
     /// Samples a batch and computes the policy's gradient on it.

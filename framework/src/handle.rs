@@ -13,6 +13,7 @@
 //! Optimizers only ever see `dyn EvaluatorHandle`.
 
 use crate::evaluator::{EvaluatorError, GradientRollout, PolicyEvaluator, Rollout};
+use crate::filter::RunningStat;
 use crate::policy::FlatWeights;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -89,6 +90,11 @@ pub trait EvaluatorHandle: Send {
     /// Samples and computes a gradient on the samples, without applying it.
     async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError>;
 
+    /// Replaces the observation filter's statistics with the driver's
+    /// merged ones (no-op for an evaluator without a filter). Handles keep
+    /// the latest statistics for a restarted evaluator, like weights.
+    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError>;
+
     /// Counters for metrics.
     fn stats(&self) -> HandleStats;
 }
@@ -160,6 +166,11 @@ impl EvaluatorHandle for LocalEvaluator {
         let out = self.guarded(PolicyEvaluator::sample_and_compute_gradients)?;
         self.stats.steps_sampled += out.steps as u64;
         Ok(out)
+    }
+
+    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
+        self.evaluator.set_filter_statistics(&statistics);
+        Ok(())
     }
 
     fn stats(&self) -> HandleStats {

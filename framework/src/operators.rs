@@ -19,6 +19,31 @@ pub async fn parallel_rollouts(evaluators: &mut Evaluators) -> Result<Vec<Rollou
     join_all(evaluators.samplers().into_iter().map(|h| h.sample())).await.into_iter().collect()
 }
 
+/// Merges the workers' observation-filter deltas into the driver's filter
+/// and sends every worker the merged statistics (RLlib's filter
+/// synchronization). Does nothing without a filter or without workers (the
+/// driver's own filter then updated itself while sampling).
+///
+/// # Errors
+/// The first worker that failed for good.
+pub async fn sync_observation_filters(
+    evaluators: &mut Evaluators,
+    rollouts: &mut [Rollout],
+) -> Result<(), HandleError> {
+    if evaluators.num_workers() == 0 {
+        return Ok(());
+    }
+    let Some(filter) = evaluators.local_mut().observation_filter_mut() else { return Ok(()) };
+    for delta in rollouts.iter_mut().filter_map(|r| r.filter_delta.take()) {
+        filter.merge_delta(&delta);
+    }
+    let statistics = Arc::new(filter.global().clone());
+    join_all(evaluators.workers().iter_mut().map(|w| w.set_filter_statistics(statistics.clone())))
+        .await
+        .into_iter()
+        .collect()
+}
+
 /// Concatenates the rollouts' batches and collects their episodes.
 ///
 /// # Errors

@@ -119,7 +119,10 @@ impl VectorEnv {
     }
 
     /// Steps every copy with its row of `actions` (`[num_envs, width]`, `i64`
-    /// for discrete spaces, `f32` for boxes). A copy whose episode ends is
+    /// for discrete spaces, `f32` for boxes). Discrete actions are checked
+    /// against the space here; box actions only for their width, since
+    /// whether an out-of-bounds box action is clipped or rejected is the
+    /// env's decision (as in its reference). A copy whose episode ends is
     /// reset at once; its final observation is in `out.new_obs` and its reset
     /// observation in [`observations`](Self::observations).
     ///
@@ -154,7 +157,14 @@ impl VectorEnv {
                     })
                 }
             };
-            if !env.action_space().contains(action) {
+            // Discrete actions out of range are always invalid. Box bounds are
+            // the env's to enforce: some references clip (Pendulum's torque),
+            // others reject, and the env knows which.
+            let invalid = match action {
+                Action::Continuous(x) => x.len() != env.action_space().flat_dim(),
+                _ => !env.action_space().contains(action),
+            };
+            if invalid {
                 return Err(invalid_action(env.as_ref(), action));
             }
             let new_obs = &mut out.new_obs[i * d..(i + 1) * d];

@@ -1,8 +1,9 @@
 //! [`SyncSamplesOptimizer`]: bulk-synchronous sampling (A2C, PPO).
 //!
-//! Every step: all evaluators sample in parallel, the batches are
-//! concatenated, the local policy learns on the result, and the new weights
-//! are broadcast so the next round samples on-policy.
+//! Every step: all evaluators sample in parallel, their observation filters
+//! are synchronized, the batches are concatenated, the local policy learns
+//! on the result, and the new weights are broadcast so the next round
+//! samples on-policy.
 
 use super::{OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluators::Evaluators;
@@ -33,7 +34,8 @@ impl SyncSamplesOptimizer {
 #[async_trait]
 impl PolicyOptimizer for SyncSamplesOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let rollouts = operators::parallel_rollouts(&mut self.evaluators).await?;
+        let mut rollouts = operators::parallel_rollouts(&mut self.evaluators).await?;
+        operators::sync_observation_filters(&mut self.evaluators, &mut rollouts).await?;
         let (mut batch, episodes) = operators::concat_rollouts(rollouts)?;
         operators::standardize_fields(&mut batch, &self.config.standardize_fields)?;
         let learner = self.evaluators.learn_on_batch(&batch)?;
