@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use rlx_algorithms::{build_trainer, env_maker};
+//! use rlx_algorithms::build_trainer;
 //! let (mut trainer, _config) = build_trainer("PPO", "CartPole-v1", &serde_json::json!({"num_workers": 2})).await?;
 //! for _ in 0..10 {
 //!     let result = trainer.train().await?;
@@ -29,14 +29,15 @@ use std::sync::Arc;
 /// again when they restart.
 pub type EnvMaker = Arc<dyn Fn() -> Result<Box<dyn Env>, EnvError> + Send + Sync>;
 
-/// An [`EnvMaker`] for a registered env name.
+/// An [`EnvMaker`] for a registered env name with keyword arguments
+/// (`null` for none).
 ///
 /// # Errors
-/// [`EnvError::Unknown`] with the closest names.
-pub fn env_maker(name: &str) -> Result<EnvMaker, EnvError> {
-    rlx_envs::make(name)?;
-    let name = name.to_string();
-    Ok(Arc::new(move || rlx_envs::make(&name)))
+/// [`EnvError::Unknown`] with the closest names, or a bad keyword argument.
+pub fn env_maker(name: &str, kwargs: &Value) -> Result<EnvMaker, EnvError> {
+    rlx_envs::make_with(name, kwargs)?;
+    let (name, kwargs) = (name.to_string(), kwargs.clone());
+    Ok(Arc::new(move || rlx_envs::make_with(&name, &kwargs)))
 }
 
 /// Why a trainer could not be built.
@@ -91,10 +92,12 @@ fn unknown_algorithm(name: &str) -> BuildError {
 /// Unknown algorithm or env, a bad config key or value, or an evaluator that
 /// fails to start.
 pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Result<(Trainer, Value), BuildError> {
-    build_trainer_with_env(algorithm, env_maker(env)?, overrides).await
+    let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
+    build_trainer_with_env(algorithm, env_maker(env, &kwargs)?, overrides).await
 }
 
-/// [`build_trainer`] for an env supplied by the caller.
+/// [`build_trainer`] for an env supplied by the caller (the config's
+/// `env_config` is then the caller's business).
 ///
 /// # Errors
 /// As [`build_trainer`].

@@ -83,6 +83,9 @@ pub struct PpoConfig {
     /// `"NoFilter"` or `"MeanStdFilter"` (running observation normalization,
     /// synchronized across evaluators each iteration).
     pub observation_filter: ObservationFilter,
+    /// Keyword arguments for the env, e.g. `{"max_episode_steps": 1000}`
+    /// (see `rlx list` for each env's).
+    pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
     pub seed: u64,
     /// How evaluator actors are restarted after a failure.
@@ -106,6 +109,7 @@ impl Default for PpoConfig {
             entropy_coeff: 0.0,
             grad_clip: Some(0.5),
             observation_filter: ObservationFilter::NoFilter,
+            env_config: serde_json::Value::Null,
             seed: 0,
             restart: RestartPolicy::default(),
         }

@@ -14,8 +14,18 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod acrobot;
 pub mod cartpole;
+pub mod minatar;
+pub mod mountain_car;
+pub mod multi_cartpole;
+pub mod pendulum;
 mod registry;
 
+pub use acrobot::{acrobot_v1, Acrobot};
 pub use cartpole::{cartpole_v1, CartPole};
-pub use registry::{make, spec, specs, EnvSpec};
+pub use minatar::{breakout_v1, space_invaders_v1, Breakout, SpaceInvaders};
+pub use mountain_car::{mountain_car_continuous_v0, mountain_car_v0, MountainCar, MountainCarContinuous};
+pub use multi_cartpole::{multi_agent_cartpole, MultiAgentCartPole};
+pub use pendulum::{pendulum_v1, Pendulum};
+pub use registry::{make, make_with, spec, specs, EnvSpec};

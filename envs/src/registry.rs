@@ -1,7 +1,11 @@
 //! Envs by name, with the metadata Gymnasium's registry keeps.
 
-use rlx::config::closest_n;
-use rlx::{Env, EnvError};
+use crate::{Acrobot, Breakout, CartPole, MountainCar, MountainCarContinuous, Pendulum, SpaceInvaders};
+use rlx::config::{closest_n, from_value};
+use rlx::{Env, EnvError, TimeLimit};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::Value;
 
 /// A registered env.
 #[derive(Clone, Copy)]
@@ -13,22 +17,161 @@ pub struct EnvSpec {
     /// The mean return at which the env counts as solved (Gymnasium's
     /// `reward_threshold`), if it has one.
     pub reward_threshold: Option<f64>,
-    make: fn() -> Box<dyn Env>,
+    /// The keyword arguments `env_config` may set, besides `max_episode_steps`.
+    pub kwargs: &'static [&'static str],
+    make: fn(&Value) -> Result<Box<dyn Env>, EnvError>,
 }
 
-const REGISTRY: &[EnvSpec] = &[EnvSpec {
-    name: "CartPole-v1",
-    description: "balance a pole on a cart; Box(4) obs, Discrete(2) actions, 500-step limit (Gymnasium 1.0)",
-    reward_threshold: Some(475.0),
-    make: || Box::new(crate::cartpole_v1()),
-}];
+/// Keyword arguments every env accepts.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Common {
+    /// Replaces the registered time limit (or adds one where there is none).
+    max_episode_steps: Option<usize>,
+}
 
-/// Creates the env registered as `name`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct GoalVelocity {
+    max_episode_steps: Option<usize>,
+    goal_velocity: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TorqueNoise {
+    max_episode_steps: Option<usize>,
+    torque_noise_max: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Gravity {
+    max_episode_steps: Option<usize>,
+    g: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct MinAtarOptions {
+    max_episode_steps: Option<usize>,
+    sticky_action_prob: Option<f64>,
+    difficulty_ramping: Option<bool>,
+}
+
+/// Parses `kwargs` (a JSON object, or null for none) into `T`, naming the
+/// env and the bad key on error.
+fn parse<T: DeserializeOwned + Default>(env: &str, kwargs: &Value) -> Result<T, EnvError> {
+    if kwargs.is_null() {
+        return Ok(T::default());
+    }
+    from_value(kwargs.clone()).map_err(|e| EnvError::BadArgument { env: env.to_string(), message: e.to_string() })
+}
+
+/// `env` under a time limit of `steps`, if any.
+fn limited<E: Env + 'static>(env: E, steps: Option<usize>) -> Box<dyn Env> {
+    match steps {
+        Some(n) => Box::new(TimeLimit::new(env, n)),
+        None => Box::new(env),
+    }
+}
+
+const REGISTRY: &[EnvSpec] = &[
+    EnvSpec {
+        name: "CartPole-v1",
+        description: "balance a pole on a cart; Box(4) obs, Discrete(2) actions, 500-step limit (Gymnasium 1.0)",
+        reward_threshold: Some(475.0),
+        kwargs: &[],
+        make: |kw| {
+            let k: Common = parse("CartPole-v1", kw)?;
+            Ok(limited(CartPole::new(), Some(k.max_episode_steps.unwrap_or(500))))
+        },
+    },
+    EnvSpec {
+        name: "MountainCar-v0",
+        description: "drive an underpowered car up a hill; Box(2) obs, Discrete(3) actions, 200-step limit (Gymnasium 1.0)",
+        reward_threshold: Some(-110.0),
+        kwargs: &["goal_velocity"],
+        make: |kw| {
+            let k: GoalVelocity = parse("MountainCar-v0", kw)?;
+            let env = MountainCar::with_goal_velocity(k.goal_velocity.unwrap_or(0.0))?;
+            Ok(limited(env, Some(k.max_episode_steps.unwrap_or(200))))
+        },
+    },
+    EnvSpec {
+        name: "MountainCarContinuous-v0",
+        description: "drive an underpowered car up a hill; Box(2) obs, Box(-1, 1, [1]) force (clipped), 999-step limit (Gymnasium 1.0)",
+        reward_threshold: Some(90.0),
+        kwargs: &["goal_velocity"],
+        make: |kw| {
+            let k: GoalVelocity = parse("MountainCarContinuous-v0", kw)?;
+            let env = MountainCarContinuous::with_goal_velocity(k.goal_velocity.unwrap_or(0.0))?;
+            Ok(limited(env, Some(k.max_episode_steps.unwrap_or(999))))
+        },
+    },
+    EnvSpec {
+        name: "Acrobot-v1",
+        description: "swing up a two-link chain; Box(6) obs, Discrete(3) torques, 500-step limit (Gymnasium 1.0)",
+        reward_threshold: Some(-100.0),
+        kwargs: &["torque_noise_max"],
+        make: |kw| {
+            let k: TorqueNoise = parse("Acrobot-v1", kw)?;
+            let env = Acrobot::with_torque_noise(k.torque_noise_max.unwrap_or(0.0))?;
+            Ok(limited(env, Some(k.max_episode_steps.unwrap_or(500))))
+        },
+    },
+    EnvSpec {
+        name: "Pendulum-v1",
+        description: "swing up and balance a pendulum; Box(3) obs, Box(-2, 2, [1]) torque (clipped), 200-step limit (Gymnasium 1.0)",
+        reward_threshold: None,
+        kwargs: &["g"],
+        make: |kw| {
+            let k: Gravity = parse("Pendulum-v1", kw)?;
+            let env = Pendulum::with_gravity(k.g.unwrap_or(10.0))?;
+            Ok(limited(env, Some(k.max_episode_steps.unwrap_or(200))))
+        },
+    },
+    EnvSpec {
+        name: "MinAtar/Breakout-v1",
+        description: "MinAtar Breakout; Box(0, 1, [10, 10, 4]) binary obs, Discrete(3) actions, sticky actions, no time limit (minatar 1.0.15)",
+        reward_threshold: None,
+        kwargs: &["sticky_action_prob", "difficulty_ramping"],
+        make: |kw| {
+            let k: MinAtarOptions = parse("MinAtar/Breakout-v1", kw)?;
+            let env = Breakout::with_options(k.sticky_action_prob.unwrap_or(0.1), k.difficulty_ramping.unwrap_or(true))?;
+            Ok(limited(env, k.max_episode_steps))
+        },
+    },
+    EnvSpec {
+        name: "MinAtar/SpaceInvaders-v1",
+        description: "MinAtar Space Invaders; Box(0, 1, [10, 10, 6]) binary obs, Discrete(4) actions, sticky actions, no time limit (minatar 1.0.15)",
+        reward_threshold: None,
+        kwargs: &["sticky_action_prob", "difficulty_ramping"],
+        make: |kw| {
+            let k: MinAtarOptions = parse("MinAtar/SpaceInvaders-v1", kw)?;
+            let env = SpaceInvaders::with_options(k.sticky_action_prob.unwrap_or(0.1), k.difficulty_ramping.unwrap_or(true))?;
+            Ok(limited(env, k.max_episode_steps))
+        },
+    },
+];
+
+/// Creates the env registered as `name` with its default arguments.
 ///
 /// # Errors
 /// [`EnvError::Unknown`] listing the closest registered names.
 pub fn make(name: &str) -> Result<Box<dyn Env>, EnvError> {
-    Ok((spec(name)?.make)())
+    make_with(name, &Value::Null)
+}
+
+/// Creates the env registered as `name` with keyword arguments `kwargs` (a
+/// JSON object such as `{"max_episode_steps": 1000}`; `null` for none), as
+/// Gymnasium's `make(name, **kwargs)`.
+///
+/// # Errors
+/// [`EnvError::Unknown`] for an unknown name, [`EnvError::BadArgument`]
+/// naming an unknown or invalid keyword argument.
+pub fn make_with(name: &str, kwargs: &Value) -> Result<Box<dyn Env>, EnvError> {
+    (spec(name)?.make)(kwargs)
 }
 
 /// The registration of `name`.
@@ -49,11 +192,52 @@ pub fn specs() -> &'static [EnvSpec] {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
     #[test]
     fn unknown_names_suggest_close_ones() {
         let err = super::make("CartPole-v0").err().unwrap().to_string();
         assert!(err.contains("CartPole-v0") && err.contains("CartPole-v1"), "{err}");
         assert!(super::make("CartPole-v1").is_ok());
         assert_eq!(super::spec("CartPole-v1").unwrap().reward_threshold, Some(475.0));
+        let err = super::make("breakout").err().unwrap().to_string();
+        assert!(err.contains("MinAtar/Breakout-v1"), "{err}");
+    }
+
+    #[test]
+    fn kwargs_are_typed_and_checked() {
+        use rlx::Action;
+        let mut env = super::make_with("CartPole-v1", &json!({"max_episode_steps": 3})).unwrap();
+        let mut obs = [0.0f32; 4];
+        env.reset(Some(0), &mut obs).unwrap();
+        let steps: Vec<_> = (0..3).map(|i| env.step(Action::Discrete(i % 2), &mut obs).unwrap()).collect();
+        assert!(steps[2].truncated && !steps[1].truncated);
+
+        let err = super::make_with("Pendulum-v1", &json!({"gravity": 9.8})).err().unwrap().to_string();
+        assert!(err.contains("Pendulum-v1") && err.contains("gravity") && err.contains('g'), "{err}");
+        let err =
+            super::make_with("MinAtar/Breakout-v1", &json!({"sticky_action_prob": 2.0})).err().unwrap().to_string();
+        assert!(err.contains("sticky_action_prob"), "{err}");
+        let err = super::make_with("Acrobot-v1", &json!({"torque_noise_max": "lots"})).err().unwrap().to_string();
+        assert!(err.contains("torque_noise_max"), "{err}");
+        assert!(super::make_with("MountainCar-v0", &json!({"goal_velocity": 0.01})).is_ok());
+    }
+
+    #[test]
+    fn every_registered_env_builds_steps_and_rejects_bad_actions() {
+        use rlx::{Action, Space};
+        for spec in super::specs() {
+            let mut env = super::make(spec.name).unwrap();
+            assert_eq!(env.name(), spec.name);
+            let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
+            env.reset(Some(1), &mut obs).unwrap();
+            assert!(env.observation_space().contains_row(&obs), "{}: {obs:?}", spec.name);
+            let bad = match env.action_space().clone() {
+                Space::Discrete { n } => env.step(Action::Discrete(n), &mut obs),
+                Space::Box { low, .. } => env.step(Action::Continuous(&vec![f32::NAN; low.len()]), &mut obs),
+                Space::MultiDiscrete { .. } => unreachable!("no MultiDiscrete env is registered"),
+            };
+            let err = bad.expect_err(spec.name).to_string();
+            assert!(err.contains(spec.name), "{err}");
+        }
     }
 }

@@ -148,7 +148,9 @@ pub trait Env: Send {
     ///
     /// # Errors
     /// [`EnvError::InvalidAction`] for an action outside the action space
-    /// (never a panic, never a silent clamp).
+    /// (never a panic). An env clips an out-of-bounds `Box` action only
+    /// where its reference implementation does (Pendulum's torque), and
+    /// says so in its docs.
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError>;
 }
 

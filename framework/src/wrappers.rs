@@ -6,8 +6,9 @@ use crate::env::{Env, EnvError, Step};
 use crate::space::{Action, Space};
 
 /// Truncates episodes after `max_episode_steps` steps, as Gymnasium's
-/// `TimeLimit` wrapper: the last step reports `truncated = true` unless the
-/// env terminated on that very step.
+/// `TimeLimit` wrapper: the last allowed step reports `truncated = true`,
+/// even if the env also terminated on it (then both flags are set, and
+/// `terminated` wins: no bootstrapping).
 pub struct TimeLimit<E> {
     env: E,
     max_episode_steps: usize,
@@ -53,7 +54,7 @@ impl<E: Env> Env for TimeLimit<E> {
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
         let mut step = self.env.step(action, obs)?;
         self.elapsed += 1;
-        if self.elapsed >= self.max_episode_steps && !step.terminated {
+        if self.elapsed >= self.max_episode_steps {
             step.truncated = true;
         }
         Ok(step)
@@ -263,7 +264,7 @@ mod tests {
     }
 
     #[test]
-    fn time_limit_truncates_but_not_on_termination() {
+    fn time_limit_truncates_like_gymnasium() {
         let mut env = TimeLimit::new(count(100), 3);
         let mut obs = [0.0];
         env.reset(None, &mut obs).unwrap();
@@ -272,7 +273,7 @@ mod tests {
         let mut env = TimeLimit::new(count(3), 3);
         env.reset(None, &mut obs).unwrap();
         let last = (0..3).map(|_| env.step(Action::Discrete(0), &mut obs).unwrap()).last().unwrap();
-        assert!(last.terminated && !last.truncated);
+        assert!(last.terminated && last.truncated);
     }
 
     #[test]
