@@ -16,12 +16,19 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod a2c;
+pub mod a3c;
+pub mod actor_critic;
 pub mod cli;
+pub mod execution;
 pub mod nn;
+pub mod pg;
 pub mod ppo;
 
-use rlx::config::{closest_n, merge_json, ConfigError};
+use rlx::config::{closest_n, merge_json, ConfigError, Validate};
 use rlx::{Env, EnvError, HandleError, Trainer};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -66,18 +73,26 @@ pub enum BuildError {
 }
 
 /// Built-in algorithms with a one-line description each.
-pub const ALGORITHMS: &[(&str, &str)] =
-    &[("PPO", "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, discrete actions")];
+pub const ALGORITHMS: &[(&str, &str)] = &[
+    ("A2C", "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch"),
+    ("A3C", "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients"),
+    ("PG", "REINFORCE with a learned baseline (Williams 1992), synchronous sampling"),
+    ("PPO", "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs"),
+];
 
 /// The default config of `algorithm` as JSON.
 ///
 /// # Errors
 /// [`BuildError::UnknownAlgorithm`].
 pub fn default_config(algorithm: &str) -> Result<Value, BuildError> {
-    match algorithm {
-        "PPO" => Ok(serde_json::to_value(ppo::PpoConfig::default()).expect("configs serialize")),
-        other => Err(unknown_algorithm(other)),
-    }
+    let value = match algorithm {
+        "A2C" => serde_json::to_value(a2c::A2cConfig::default()),
+        "A3C" => serde_json::to_value(a3c::A3cConfig::default()),
+        "PG" => serde_json::to_value(pg::PgConfig::default()),
+        "PPO" => serde_json::to_value(ppo::PpoConfig::default()),
+        other => return Err(unknown_algorithm(other)),
+    };
+    Ok(value.expect("configs serialize"))
 }
 
 fn unknown_algorithm(name: &str) -> BuildError {
@@ -96,6 +111,15 @@ pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Res
     build_trainer_with_env(algorithm, env_maker(env, &kwargs)?, overrides).await
 }
 
+/// `overrides` merged over `C`'s defaults, and the resolved config as JSON.
+fn configure<C: Default + Serialize + DeserializeOwned + Validate>(
+    overrides: &Value,
+) -> Result<(C, Value), BuildError> {
+    let cfg: C = merge_json(&C::default(), overrides)?;
+    let resolved = serde_json::to_value(&cfg).expect("configs serialize");
+    Ok((cfg, resolved))
+}
+
 /// [`build_trainer`] for an env supplied by the caller (the config's
 /// `env_config` is then the caller's business).
 ///
@@ -107,9 +131,20 @@ pub async fn build_trainer_with_env(
     overrides: &Value,
 ) -> Result<(Trainer, Value), BuildError> {
     match algorithm {
+        "A2C" => {
+            let (cfg, resolved) = configure::<a2c::A2cConfig>(overrides)?;
+            Ok((a2c::build(make_env, cfg).await?, resolved))
+        }
+        "A3C" => {
+            let (cfg, resolved) = configure::<a3c::A3cConfig>(overrides)?;
+            Ok((a3c::build(make_env, cfg).await?, resolved))
+        }
+        "PG" => {
+            let (cfg, resolved) = configure::<pg::PgConfig>(overrides)?;
+            Ok((pg::build(make_env, cfg).await?, resolved))
+        }
         "PPO" => {
-            let cfg: ppo::PpoConfig = merge_json(&ppo::PpoConfig::default(), overrides)?;
-            let resolved = serde_json::to_value(&cfg).expect("configs serialize");
+            let (cfg, resolved) = configure::<ppo::PpoConfig>(overrides)?;
             Ok((ppo::build(make_env, cfg).await?, resolved))
         }
         other => Err(unknown_algorithm(other)),

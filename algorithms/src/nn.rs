@@ -20,7 +20,9 @@ pub type Mlp<const I: usize, const O: usize> =
 
 /// Calls `$body` with `$obs` and `$act` bound as consts for each supported
 /// `(observation width, number of actions)` pair; otherwise evaluates
-/// `$otherwise`. Add a line here to support a new env shape.
+/// `$otherwise`. The pairs cover CartPole (4, 2), MountainCar (2, 3),
+/// Acrobot (6, 3), MinAtar Breakout (400, 3) and Space Invaders (600, 4).
+/// Add a line here to support a new env shape.
 #[macro_export]
 macro_rules! dispatch_dims {
     ($obs_dim:expr, $n_actions:expr, |$obs:ident, $act:ident| $body:expr, $otherwise:expr) => {
@@ -40,8 +42,13 @@ macro_rules! dispatch_dims {
                 const $act: usize = 3;
                 $body
             }
-            (8, 4) => {
-                const $obs: usize = 8;
+            (400, 3) => {
+                const $obs: usize = 400;
+                const $act: usize = 3;
+                $body
+            }
+            (600, 4) => {
+                const $obs: usize = 600;
                 const $act: usize = 4;
                 $body
             }
@@ -51,7 +58,7 @@ macro_rules! dispatch_dims {
 }
 
 /// The `(observation width, number of actions)` pairs [`dispatch_dims!`] covers.
-pub const SUPPORTED_DIMS: &[(usize, usize)] = &[(4, 2), (2, 3), (6, 3), (8, 4)];
+pub const SUPPORTED_DIMS: &[(usize, usize)] = &[(4, 2), (2, 3), (6, 3), (400, 3), (600, 4)];
 
 /// dfdx's `Adam`, movable to another thread.
 ///

@@ -6,12 +6,15 @@
 
 use crate::actor::{ActorEvaluatorSet, RestartPolicy};
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator};
-use crate::handle::{EvaluatorHandle, HandleError, LocalEvaluator};
+use crate::handle::{EvaluatorHandle, HandleError, HandleStats, LocalEvaluator};
+use std::collections::BTreeMap;
 
 /// The local evaluator and the worker handles an optimizer drives.
 pub struct Evaluators {
     local: LocalEvaluator,
     workers: Vec<Box<dyn EvaluatorHandle>>,
+    /// Counters of workers lent out to in-flight requests, as last seen.
+    lent: BTreeMap<usize, HandleStats>,
     // Keeps the worker actors alive; dropping it stops them.
     _actors: Option<ActorEvaluatorSet>,
 }
@@ -34,13 +37,13 @@ impl Evaluators {
             let (set, handles) = ActorEvaluatorSet::spawn(factory, (1..=num_workers).collect(), restart).await?;
             (Some(set), handles.into_iter().map(|h| Box::new(h) as Box<dyn EvaluatorHandle>).collect())
         };
-        Ok(Self { local: LocalEvaluator::new(0, local), workers, _actors: actors })
+        Ok(Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), _actors: actors })
     }
 
     /// Wraps evaluators built elsewhere (e.g. remote ones). Whoever owns the
     /// workers' actors must keep them alive.
     pub fn from_parts(local: PolicyEvaluator, workers: Vec<Box<dyn EvaluatorHandle>>) -> Self {
-        Self { local: LocalEvaluator::new(0, local), workers, _actors: None }
+        Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), _actors: None }
     }
 
     /// The driver's evaluator, whose policy the learner trains.
@@ -73,14 +76,38 @@ impl Evaluators {
         }
     }
 
-    /// Number of worker evaluators (0 when the driver samples itself).
+    /// Number of worker evaluators (0 when the driver samples itself),
+    /// including those lent out.
     pub fn num_workers(&self) -> usize {
-        self.workers.len()
+        self.workers.len() + self.lent.len()
     }
 
-    /// Restarts of worker evaluators so far.
+    /// Restarts of worker evaluators so far (for lent workers, as of when
+    /// they were lent).
     pub fn num_restarts(&self) -> u64 {
-        self.workers.iter().map(|w| w.stats().restarts).sum()
+        self.workers.iter().map(|w| w.stats().restarts).chain(self.lent.values().map(|s| s.restarts)).sum()
+    }
+
+    /// Lends every worker handle out, for asynchronous optimizers that keep
+    /// requests in flight across steps (each request owns its handle).
+    /// Return them with [`give_back`](Self::give_back).
+    pub fn lend_workers(&mut self) -> Vec<Box<dyn EvaluatorHandle>> {
+        for w in &self.workers {
+            self.lent.insert(w.index(), w.stats());
+        }
+        std::mem::take(&mut self.workers)
+    }
+
+    /// Takes back a lent worker handle.
+    pub fn give_back(&mut self, worker: Box<dyn EvaluatorHandle>) {
+        self.lent.remove(&worker.index());
+        self.workers.push(worker);
+        self.workers.sort_by_key(|w| w.index());
+    }
+
+    /// Updates the counters of a worker that is still lent out.
+    pub fn note_lent_stats(&mut self, index: usize, stats: HandleStats) {
+        self.lent.insert(index, stats);
     }
 
     /// Learns on `batch` with the local policy.

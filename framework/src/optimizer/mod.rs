@@ -6,8 +6,10 @@
 //! optimizer changes the execution strategy without touching the policy
 //! graph.
 
+mod async_gradients;
 mod sync_samples;
 
+pub use async_gradients::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 pub use sync_samples::{SyncSamplesConfig, SyncSamplesOptimizer};
 
 use crate::evaluator::EvaluatorError;

@@ -1,0 +1,148 @@
+//! # Advantage actor-critic (A2C)
+//!
+//! The synchronous variant of Mnih et al., "Asynchronous Methods for Deep
+//! Reinforcement Learning", ICML 2016, as OpenAI Baselines popularized it:
+//! all evaluators sample short fragments with the same weights, the driver
+//! takes one gradient step on the concatenation, and the new weights are
+//! broadcast. Advantages are GAE(γ, λ) (λ = 1 gives the paper's n-step
+//! returns), standardized over the batch; the loss is the vanilla
+//! actor-critic loss with an entropy bonus ([`policy_gradient_loss`]).
+//! Execution: [`SyncSamplesOptimizer`].
+//!
+//! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
+//! `total_loss`, `vf_explained_var`.
+
+use crate::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::execution::{spawn_evaluators, SamplingSettings};
+use crate::{BuildError, EnvMaker};
+use dfdx::prelude::*;
+use rlx::config::{check, ConfigError, Validate};
+use rlx::filter::ObservationFilter;
+use rlx::optimizer::SyncSamplesConfig;
+use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
+use rlx::{fields, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space, SyncSamplesOptimizer, Trainer};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A2C's configuration (A3C uses the same keys plus its own).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct A2cConfig {
+    /// Evaluator actors sampling in parallel; 0 samples in the driver.
+    pub num_workers: usize,
+    /// Env copies stepped together by each evaluator.
+    pub num_envs_per_worker: usize,
+    /// Env steps per gradient step, split evenly across evaluators.
+    pub train_batch_size: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Discount γ.
+    pub gamma: f64,
+    /// GAE λ (1.0: n-step returns as in the paper).
+    pub lambda: f64,
+    /// Weight of the value loss.
+    pub vf_loss_coeff: f64,
+    /// Weight of the entropy bonus.
+    pub entropy_coeff: f64,
+    /// Maximum global gradient norm; `null` disables clipping.
+    pub grad_clip: Option<f64>,
+    /// `"NoFilter"` or `"MeanStdFilter"`.
+    pub observation_filter: ObservationFilter,
+    /// Keyword arguments for the env.
+    pub env_config: serde_json::Value,
+    /// Seed for network initialization, exploration and env resets.
+    pub seed: u64,
+    /// How evaluator actors are restarted after a failure.
+    pub restart: RestartPolicy,
+}
+
+impl Default for A2cConfig {
+    fn default() -> Self {
+        Self {
+            num_workers: 1,
+            num_envs_per_worker: 16,
+            train_batch_size: 256,
+            lr: 1e-3,
+            gamma: 0.99,
+            lambda: 0.95,
+            vf_loss_coeff: 0.5,
+            entropy_coeff: 0.0,
+            grad_clip: Some(0.5),
+            observation_filter: ObservationFilter::NoFilter,
+            env_config: serde_json::Value::Null,
+            seed: 0,
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+impl Validate for A2cConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        check("num_envs_per_worker", self.num_envs_per_worker, self.num_envs_per_worker >= 1, "must be >= 1")?;
+        check("train_batch_size", self.train_batch_size, self.train_batch_size >= 1, "must be >= 1")?;
+        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
+        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
+        check("lambda", self.lambda, (0.0..=1.0).contains(&self.lambda), "must be in [0, 1]")?;
+        check("vf_loss_coeff", self.vf_loss_coeff, self.vf_loss_coeff >= 0.0, "must be >= 0")?;
+        check("entropy_coeff", self.entropy_coeff, self.entropy_coeff >= 0.0, "must be >= 0")?;
+        if let Some(c) = self.grad_clip {
+            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
+        }
+        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
+    }
+}
+
+impl ActorCriticLoss for A2cConfig {
+    fn learner(&self) -> LearnerSettings {
+        LearnerSettings {
+            lr: self.lr,
+            num_sgd_iter: 1,
+            sgd_minibatch_size: None,
+            grad_clip: self.grad_clip,
+            seed: self.seed,
+        }
+    }
+
+    /// GAE(γ, λ) advantages and value targets.
+    fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
+        let estimator = AdvantageEstimator::Gae { gamma: self.gamma as f32, lambda: self.lambda as f32 };
+        Ok(compute_advantages(traj, bootstrap, estimator)?)
+    }
+
+    fn loss<const A: usize>(
+        &self,
+        fwd: Forward<A>,
+        mb: &SampleBatch,
+        dev: &Cpu,
+    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        policy_gradient_loss(fwd, mb, dev, self.vf_loss_coeff, self.entropy_coeff)
+    }
+}
+
+impl A2cConfig {
+    /// How this config's evaluators sample.
+    pub fn sampling(&self) -> SamplingSettings {
+        SamplingSettings {
+            num_workers: self.num_workers,
+            num_envs_per_worker: self.num_envs_per_worker,
+            sample_size: self.train_batch_size.div_ceil(self.num_workers.max(1)),
+            observation_filter: self.observation_filter,
+            seed: self.seed,
+            restart: self.restart,
+        }
+    }
+}
+
+/// The execution plan: synchronous sampling, one gradient step per batch.
+///
+/// # Errors
+/// If the env cannot be built or has unsupported spaces, or an evaluator
+/// fails to start.
+pub async fn build(make_env: EnvMaker, cfg: A2cConfig) -> Result<Trainer, BuildError> {
+    let policy_cfg = cfg.clone();
+    let make_policy =
+        Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy("A2C", &policy_cfg, o, a, seed));
+    let evaluators = spawn_evaluators(make_env, make_policy, cfg.sampling()).await?;
+    let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()], ..Default::default() };
+    Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
+}

@@ -1,0 +1,79 @@
+//! # Asynchronous advantage actor-critic (A3C)
+//!
+//! Mnih et al., "Asynchronous Methods for Deep Reinforcement Learning", ICML
+//! 2016. The math is A2C's ([`crate::a2c`]: GAE advantages, the vanilla
+//! actor-critic loss); only the execution differs: each worker computes a
+//! gradient on its own fresh samples, the driver applies gradients as they
+//! arrive and refreshes only the sender's weights
+//! ([`AsyncGradientsOptimizer`]). Gradients can be computed on weights a few
+//! updates old; the lag is reported as `policy_lag_mean` / `policy_lag_max`.
+//!
+//! The config has A2C's keys, with A3C's defaults, plus nothing else: each
+//! iteration applies `10 × max(num_workers, 1)` gradients. Advantages are
+//! standardized per gradient (per worker batch), since no batch is ever
+//! gathered in one place.
+
+use crate::a2c::A2cConfig;
+use crate::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::execution::spawn_evaluators;
+use crate::{BuildError, EnvMaker};
+use dfdx::prelude::*;
+use rlx::config::{ConfigError, Validate};
+use rlx::optimizer::{AsyncGradientsConfig, AsyncGradientsOptimizer};
+use rlx::sample_batch::standardize;
+use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Space, Trainer};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A3C's configuration: A2C's keys with A3C's defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct A3cConfig(pub A2cConfig);
+
+impl Default for A3cConfig {
+    fn default() -> Self {
+        Self(A2cConfig { num_workers: 2, num_envs_per_worker: 8, train_batch_size: 256, ..A2cConfig::default() })
+    }
+}
+
+impl Validate for A3cConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.0.validate()
+    }
+}
+
+impl ActorCriticLoss for A3cConfig {
+    fn learner(&self) -> LearnerSettings {
+        self.0.learner()
+    }
+
+    fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
+        self.0.postprocess(traj, bootstrap)
+    }
+
+    /// A2C's loss, with advantages standardized over this worker's batch.
+    fn loss<const A: usize>(
+        &self,
+        fwd: Forward<A>,
+        mb: &SampleBatch,
+        dev: &Cpu,
+    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        let mut mb = mb.clone();
+        standardize(mb.f32_mut(fields::ADVANTAGES)?);
+        policy_gradient_loss(fwd, &mb, dev, self.0.vf_loss_coeff, self.0.entropy_coeff)
+    }
+}
+
+/// The execution plan: asynchronous gradients.
+///
+/// # Errors
+/// If the env cannot be built or has unsupported spaces, or an evaluator
+/// fails to start.
+pub async fn build(make_env: EnvMaker, cfg: A3cConfig) -> Result<Trainer, BuildError> {
+    let policy_cfg = cfg.clone();
+    let make_policy =
+        Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy("A3C", &policy_cfg, o, a, seed));
+    let evaluators = spawn_evaluators(make_env, make_policy, cfg.0.sampling()).await?;
+    let plan = AsyncGradientsConfig { grads_per_step: 10 * cfg.0.num_workers.max(1) };
+    Ok(Trainer::new(Box::new(AsyncGradientsOptimizer::new(evaluators, plan))))
+}

@@ -1,0 +1,391 @@
+//! The actor-critic policy graph shared by the policy-gradient family (PG,
+//! A2C, A3C, PPO, IMPALA, APPO).
+//!
+//! Everything these algorithms have in common lives here: separate 2×64 tanh
+//! MLPs for the policy (logits) and the value function, batched categorical
+//! sampling, bootstrapping a cut trajectory from `V(s_T)`, Adam, gradient-norm
+//! clipping, minibatch epochs, and flat weights and gradients. What differs —
+//! how a trajectory is postprocessed and the loss — is the algorithm's
+//! [`ActorCriticLoss`], which each algorithm's file implements in a few
+//! lines.
+
+use crate::nn::{self, Mlp};
+use crate::{dispatch_dims, BuildError};
+use dfdx::optim::{Adam, AdamConfig};
+use dfdx::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rlx::policy::bootstrap_needed;
+use rlx::{fields, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space};
+
+/// Policy head (logits over `A` actions) and value head, each a 2×64 tanh MLP.
+pub type ActorCritic<const O: usize, const A: usize> = SplitInto<(Mlp<O, A>, Mlp<O, 1>)>;
+type Model<const O: usize, const A: usize> = <ActorCritic<O, A> as BuildOnDevice<Cpu, f32>>::Built;
+
+/// A taped scalar loss.
+pub type Loss = Tensor<Rank0, f32, Cpu, OwnedTape<f32, Cpu>>;
+
+/// Marks the last row of every trajectory fragment (1.0), so losses that need
+/// sequences (V-trace) can find the boundaries in a concatenated batch.
+pub const TRAJ_ENDS: &str = "traj_ends";
+
+/// What a loss sees of one forward pass over a minibatch.
+pub struct Forward<const A: usize> {
+    /// `log π(·|s)` for every row, on the tape.
+    pub log_probs: Tensor<(usize, Const<A>), f32, Cpu, OwnedTape<f32, Cpu>>,
+    /// `V(s)` for every row, on the tape.
+    pub values: Tensor<(usize,), f32, Cpu, OwnedTape<f32, Cpu>>,
+    /// `V(s')` of every row's next observation with the current weights (no
+    /// gradient), when the loss asks for it ([`ActorCriticLoss::NEEDS_NEXT_VALUES`]).
+    pub next_values: Option<Vec<f32>>,
+    /// The taken actions.
+    pub actions: Tensor<(usize,), usize, Cpu>,
+}
+
+impl<const A: usize> Forward<A> {
+    /// `(log π(a|s) of the taken actions, mean entropy, V(s))`, each on the
+    /// tape (read [`next_values`](Self::next_values) before splitting).
+    pub fn split(
+        self,
+    ) -> (Tensor<(usize,), f32, Cpu, OwnedTape<f32, Cpu>>, Loss, Tensor<(usize,), f32, Cpu, OwnedTape<f32, Cpu>>) {
+        let entropy = entropy(&self.log_probs);
+        let logp = self.log_probs.select(self.actions);
+        (logp, entropy, self.values)
+    }
+}
+
+/// Mean entropy `−Σ_a π(a|s) log π(a|s)` of a batch of log-probabilities.
+pub fn entropy<const A: usize>(log_probs: &Tensor<(usize, Const<A>), f32, Cpu, OwnedTape<f32, Cpu>>) -> Loss {
+    (log_probs.with_empty_tape().exp() * log_probs.with_empty_tape()).sum::<_, Axis<1>>().mean().negate()
+}
+
+/// How the learner steps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LearnerSettings {
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Epochs over each train batch.
+    pub num_sgd_iter: usize,
+    /// Shuffled minibatches of about this many rows; `None` takes the whole
+    /// batch in order (needed by losses over sequences).
+    pub sgd_minibatch_size: Option<usize>,
+    /// Maximum global gradient norm.
+    pub grad_clip: Option<f64>,
+    /// Seeds the initial weights (identical on every evaluator).
+    pub seed: u64,
+}
+
+/// An algorithm's part of an actor-critic policy.
+pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
+    /// Whether [`Forward::next_values`] must be computed.
+    const NEEDS_NEXT_VALUES: bool = false;
+
+    /// Learning rate, epochs, minibatches, clipping, seed.
+    fn learner(&self) -> LearnerSettings;
+
+    /// Adds the fields the loss needs (advantages, value targets...) to one
+    /// trajectory fragment. `bootstrap` is `V(s_T)` of the observation after
+    /// the last row, or 0 if the last row terminated the episode.
+    ///
+    /// # Errors
+    /// A missing field.
+    fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError>;
+
+    /// The loss on one minibatch, and statistics to report.
+    ///
+    /// # Errors
+    /// A missing field.
+    fn loss<const A: usize>(
+        &self,
+        fwd: Forward<A>,
+        mb: &SampleBatch,
+        dev: &Cpu,
+    ) -> Result<(Loss, LearnerStats), PolicyError>;
+}
+
+/// A column of `batch` as a tensor.
+///
+/// # Errors
+/// If the field is missing or not `f32`.
+pub fn column(dev: &Cpu, batch: &SampleBatch, field: &str) -> Result<Tensor<(usize,), f32, Cpu>, PolicyError> {
+    Ok(dev.tensor_from_vec(batch.f32(field)?.to_vec(), (batch.len(),)))
+}
+
+/// The vanilla actor-critic loss shared by PG, A2C and A3C:
+///
+/// ```text
+/// L = −E[log π(a|s)·Â]  +  c_v·½E[(V(s) − V_target)²]  −  c_e·H[π(·|s)]
+/// ```
+///
+/// with `Â` = `advantages` and `V_target` = `value_targets` from
+/// postprocessing.
+///
+/// # Errors
+/// A missing field.
+pub fn policy_gradient_loss<const A: usize>(
+    fwd: Forward<A>,
+    mb: &SampleBatch,
+    dev: &Cpu,
+    vf_loss_coeff: f64,
+    entropy_coeff: f64,
+) -> Result<(Loss, LearnerStats), PolicyError> {
+    let (advantages, value_targets) = (column(dev, mb, fields::ADVANTAGES)?, column(dev, mb, fields::VALUE_TARGETS)?);
+    let (logp, entropy, values) = fwd.split();
+    let policy_loss = (logp * advantages).mean().negate();
+    let vf_loss = (values - value_targets).square().mean() * 0.5;
+    let mut stats = LearnerStats::default();
+    stats.set("policy_loss", policy_loss.array() as f64);
+    stats.set("vf_loss", vf_loss.array() as f64);
+    stats.set("entropy", entropy.array() as f64);
+    Ok((policy_loss + vf_loss * vf_loss_coeff as f32 - entropy * entropy_coeff as f32, stats))
+}
+
+/// An actor-critic policy for `O`-dimensional observations and `A` actions,
+/// learning with the loss `L`.
+pub struct ActorCriticPolicy<const O: usize, const A: usize, L> {
+    loss_fn: L,
+    dev: Cpu,
+    model: Model<O, A>,
+    adam: nn::SendAdam<Model<O, A>>,
+    grads: Option<Gradients<f32, Cpu>>,
+    rng: ChaCha8Rng,
+    observation_space: Space,
+    action_space: Space,
+}
+
+impl<const O: usize, const A: usize, L: ActorCriticLoss> ActorCriticPolicy<O, A, L> {
+    /// Initial weights depend only on the loss's `seed` (every evaluator
+    /// starts identical); action sampling and shuffling use `rng_seed`.
+    pub fn new(loss_fn: L, observation_space: Space, action_space: Space, rng_seed: u64) -> Self {
+        let settings = loss_fn.learner();
+        let dev = Cpu::seed_from_u64(settings.seed);
+        let model = dev.build_module::<ActorCritic<O, A>, f32>();
+        let adam = nn::SendAdam(Adam::new(
+            &model,
+            AdamConfig { lr: settings.lr, betas: [0.9, 0.999], eps: 1e-5, weight_decay: None },
+        ));
+        Self {
+            loss_fn,
+            dev,
+            model,
+            adam,
+            grads: None,
+            rng: ChaCha8Rng::seed_from_u64(rng_seed),
+            observation_space,
+            action_space,
+        }
+    }
+
+    /// The algorithm's loss (and its config).
+    pub fn loss_fn(&self) -> &L {
+        &self.loss_fn
+    }
+
+    fn obs_tensor(&self, obs: &[f32]) -> Result<Tensor<(usize, Const<O>), f32, Cpu>, PolicyError> {
+        if obs.len() % O != 0 {
+            return Err(PolicyError::Other(format!(
+                "{} observation values is not a whole number of rows of {O}",
+                obs.len()
+            )));
+        }
+        Ok(self.dev.tensor_from_vec(obs.to_vec(), (obs.len() / O, Const::<O>)))
+    }
+
+    /// `V(s)` for each row of `obs`, without gradient.
+    fn values(&self, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        Ok(self.model.0 .1.forward(self.obs_tensor(obs)?).as_vec())
+    }
+
+    /// Forward pass with the tape, loss, backward and gradient clipping; the
+    /// gradient is left in `self.grads`.
+    fn backward(&mut self, mb: &SampleBatch) -> Result<LearnerStats, PolicyError> {
+        let n = mb.len();
+        let obs = self.obs_tensor(mb.f32(fields::OBS)?)?;
+        let next_values = if L::NEEDS_NEXT_VALUES { Some(self.values(mb.f32(fields::NEW_OBS)?)?) } else { None };
+        let actions: Vec<usize> = mb.i64(fields::ACTIONS)?.iter().map(|&a| a as usize).collect();
+        let grads = self.grads.take().unwrap_or_else(|| self.model.alloc_grads());
+        let (logits, values) = self.model.forward(obs.traced(grads));
+        let fwd = Forward {
+            log_probs: logits.log_softmax::<Axis<1>>(),
+            values: values.reshape_like(&(n,)),
+            next_values,
+            actions: self.dev.tensor_from_vec(actions, (n,)),
+        };
+        let (loss, mut stats) = self.loss_fn.loss(fwd, mb, &self.dev)?;
+        let total = loss.array();
+        if !total.is_finite() {
+            return Err(PolicyError::NonFinite("loss".into()));
+        }
+        stats.set("total_loss", total as f64);
+        let mut grads = loss.backward();
+        let clip = self.loss_fn.learner().grad_clip.map(|c| c as f32);
+        stats.set("grad_norm", nn::clip_grad_norm(&self.model, &mut grads, clip)? as f64);
+        self.grads = Some(grads);
+        Ok(stats)
+    }
+
+    /// One Adam step with the gradient in `self.grads`, then zeroes it.
+    fn step_adam(&mut self) -> Result<(), PolicyError> {
+        let mut grads = self.grads.take().expect("backward() fills the gradient first");
+        self.adam.0.update(&mut self.model, &grads).map_err(|e| PolicyError::Other(format!("Adam update: {e:?}")))?;
+        self.model.zero_grads(&mut grads);
+        self.grads = Some(grads);
+        Ok(())
+    }
+}
+
+impl<const O: usize, const A: usize, L: ActorCriticLoss> PolicyGraph for ActorCriticPolicy<O, A, L> {
+    fn observation_space(&self) -> &Space {
+        &self.observation_space
+    }
+
+    fn action_space(&self) -> &Space {
+        &self.action_space
+    }
+
+    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
+        let (logits, values) = self.model.forward(self.obs_tensor(obs)?);
+        let logits = logits.as_vec();
+        let n = logits.len() / A;
+        let (mut actions, mut logp) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for row in logits.chunks_exact(A) {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let sum_exp: f32 = row.iter().map(|&l| (l - max).exp()).sum();
+            let log_z = max + sum_exp.ln();
+            let a = if explore {
+                // Inverse-CDF sampling from softmax(row).
+                let u: f32 = self.rng.gen::<f32>() * sum_exp;
+                let mut acc = 0.0;
+                row.iter()
+                    .position(|&l| {
+                        acc += (l - max).exp();
+                        u < acc
+                    })
+                    .unwrap_or(A - 1)
+            } else {
+                (0..A).fold(0, |best, i| if row[i] > row[best] { i } else { best })
+            };
+            actions.push(a as i64);
+            logp.push(row[a] - log_z);
+        }
+        *out = SampleBatch::new();
+        out.insert_i64(fields::ACTIONS, actions, 1)?;
+        out.insert_f32(fields::ACTION_LOGP, logp, 1)?;
+        out.insert_f32(fields::VF_PREDS, values.as_vec(), 1)?;
+        Ok(())
+    }
+
+    fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
+        let bootstrap = if bootstrap_needed(traj)? {
+            let new_obs = traj.f32(fields::NEW_OBS)?;
+            self.values(&new_obs[new_obs.len() - O..])?[0]
+        } else {
+            0.0
+        };
+        let mut ends = vec![0.0; traj.len()];
+        if let Some(last) = ends.last_mut() {
+            *last = 1.0;
+        }
+        traj.insert_f32(TRAJ_ENDS, ends, 1)?;
+        self.loss_fn.postprocess(traj, bootstrap)
+    }
+
+    fn learn_on_batch(&mut self, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
+        let settings = self.loss_fn.learner();
+        let mut all = Vec::new();
+        for _epoch in 0..settings.num_sgd_iter {
+            match settings.sgd_minibatch_size {
+                Some(size) => {
+                    let shuffle_seed = self.rng.gen();
+                    for mb in batch.minibatches(size, shuffle_seed) {
+                        all.push(self.backward(&mb)?);
+                        self.step_adam()?;
+                    }
+                }
+                None => {
+                    all.push(self.backward(batch)?);
+                    self.step_adam()?;
+                }
+            }
+        }
+        let mut stats = LearnerStats::mean(&all);
+        if let (Ok(pred), Ok(target)) = (batch.f32(fields::VF_PREDS), batch.f32(fields::VALUE_TARGETS)) {
+            stats.set("vf_explained_var", explained_variance(pred, target));
+        }
+        Ok(stats)
+    }
+
+    fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
+        let stats = self.backward(batch)?;
+        let mut grads = self.grads.take().expect("backward() fills the gradient");
+        let flat = nn::flat_grads(&self.model, &mut grads);
+        self.model.zero_grads(&mut grads);
+        self.grads = Some(grads);
+        Ok((flat, stats))
+    }
+
+    fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
+        let mut g = self.grads.take().unwrap_or_else(|| self.model.alloc_grads());
+        let loaded = nn::load_grads(&self.model, &mut g, grads);
+        self.grads = Some(g);
+        loaded?;
+        self.step_adam()
+    }
+
+    fn get_weights(&self) -> FlatWeights {
+        nn::flat_params(&self.model)
+    }
+
+    fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
+        nn::load_params(&mut self.model, weights)
+    }
+}
+
+/// `1 − Var(target − pred) / Var(target)`: 1 is a perfect value function, 0
+/// no better than a constant.
+pub fn explained_variance(pred: &[f32], target: &[f32]) -> f64 {
+    let var = |xs: &[f64]| {
+        let m = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+        xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / xs.len().max(1) as f64
+    };
+    let t: Vec<f64> = target.iter().map(|&t| t as f64).collect();
+    let d: Vec<f64> = pred.iter().zip(target).map(|(&p, &t)| (t - p) as f64).collect();
+    let var_t = var(&t);
+    if var_t == 0.0 {
+        0.0
+    } else {
+        1.0 - var(&d) / var_t
+    }
+}
+
+/// An actor-critic policy with loss `loss` for the given spaces.
+///
+/// # Errors
+/// [`BuildError::Unsupported`] unless the observation space is a `Box` and
+/// the action space `Discrete`, with a compiled network size.
+pub fn make_policy<L: ActorCriticLoss>(
+    algorithm: &str,
+    loss: &L,
+    observation_space: &Space,
+    action_space: &Space,
+    rng_seed: u64,
+) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    let (obs_dim, n_actions) = match (observation_space, action_space) {
+        (Space::Box { .. }, Space::Discrete { n }) => (observation_space.flat_dim(), *n as usize),
+        _ => {
+            return Err(BuildError::Unsupported(format!(
+                "{algorithm} supports a Box observation space with Discrete actions; got {observation_space} and {action_space}"
+            )))
+        }
+    };
+    let (o, a) = (observation_space.clone(), action_space.clone());
+    dispatch_dims!(
+        obs_dim,
+        n_actions,
+        |OBS, ACT| Ok(Box::new(ActorCriticPolicy::<OBS, ACT, L>::new(loss.clone(), o, a, rng_seed)) as Box<dyn PolicyGraph>),
+        Err(BuildError::Unsupported(format!(
+            "no compiled {algorithm} network for {obs_dim} observations and {n_actions} actions; supported (obs, actions): {:?}",
+            nn::SUPPORTED_DIMS
+        )))
+    )
+}

@@ -1,0 +1,144 @@
+//! # Policy gradient (REINFORCE with a learned baseline)
+//!
+//! Williams, "Simple statistical gradient-following algorithms for
+//! connectionist reinforcement learning", Machine Learning 1992; the
+//! baseline as in Sutton & Barto (2018) §13.4.
+//!
+//! Each iteration samples a batch with the current policy, computes the
+//! discounted return `G_t` of every step (bootstrapping from `V(s_T)` only
+//! where an episode was cut, never at termination), subtracts the value
+//! estimate as a baseline, `Â_t = G_t − V(s_t)`, standardizes `Â` over the
+//! batch, and takes one gradient step on the vanilla actor-critic loss
+//! ([`policy_gradient_loss`]). Execution: [`SyncSamplesOptimizer`].
+//!
+//! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
+//! `total_loss`, `vf_explained_var`.
+
+use crate::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::execution::{spawn_evaluators, SamplingSettings};
+use crate::{BuildError, EnvMaker};
+use dfdx::prelude::*;
+use rlx::config::{check, ConfigError, Validate};
+use rlx::filter::ObservationFilter;
+use rlx::optimizer::SyncSamplesConfig;
+use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
+use rlx::{fields, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space, SyncSamplesOptimizer, Trainer};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// PG's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PgConfig {
+    /// Evaluator actors sampling in parallel; 0 samples in the driver.
+    pub num_workers: usize,
+    /// Env copies stepped together by each evaluator.
+    pub num_envs_per_worker: usize,
+    /// Env steps per training iteration (one gradient step each).
+    pub train_batch_size: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Discount γ.
+    pub gamma: f64,
+    /// Weight of the baseline's value loss.
+    pub vf_loss_coeff: f64,
+    /// Weight of the entropy bonus.
+    pub entropy_coeff: f64,
+    /// Maximum global gradient norm; `null` disables clipping.
+    pub grad_clip: Option<f64>,
+    /// `"NoFilter"` or `"MeanStdFilter"`.
+    pub observation_filter: ObservationFilter,
+    /// Keyword arguments for the env.
+    pub env_config: serde_json::Value,
+    /// Seed for network initialization, exploration and env resets.
+    pub seed: u64,
+    /// How evaluator actors are restarted after a failure.
+    pub restart: RestartPolicy,
+}
+
+impl Default for PgConfig {
+    fn default() -> Self {
+        Self {
+            num_workers: 0,
+            num_envs_per_worker: 8,
+            train_batch_size: 2048,
+            lr: 4e-3,
+            gamma: 0.99,
+            vf_loss_coeff: 0.5,
+            entropy_coeff: 0.0,
+            grad_clip: Some(1.0),
+            observation_filter: ObservationFilter::NoFilter,
+            env_config: serde_json::Value::Null,
+            seed: 0,
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+impl Validate for PgConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        check("num_envs_per_worker", self.num_envs_per_worker, self.num_envs_per_worker >= 1, "must be >= 1")?;
+        check("train_batch_size", self.train_batch_size, self.train_batch_size >= 1, "must be >= 1")?;
+        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
+        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
+        check("vf_loss_coeff", self.vf_loss_coeff, self.vf_loss_coeff >= 0.0, "must be >= 0")?;
+        check("entropy_coeff", self.entropy_coeff, self.entropy_coeff >= 0.0, "must be >= 0")?;
+        if let Some(c) = self.grad_clip {
+            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
+        }
+        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
+    }
+}
+
+impl ActorCriticLoss for PgConfig {
+    fn learner(&self) -> LearnerSettings {
+        LearnerSettings {
+            lr: self.lr,
+            num_sgd_iter: 1,
+            sgd_minibatch_size: None,
+            grad_clip: self.grad_clip,
+            seed: self.seed,
+        }
+    }
+
+    /// Discounted returns `G_t`; advantages `G_t − V(s_t)`.
+    fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
+        compute_advantages(traj, bootstrap, AdvantageEstimator::DiscountedReturns { gamma: self.gamma as f32 })?;
+        let baseline = traj.f32(fields::VF_PREDS)?.to_vec();
+        for (a, v) in traj.f32_mut(fields::ADVANTAGES)?.iter_mut().zip(baseline) {
+            *a -= v;
+        }
+        Ok(())
+    }
+
+    fn loss<const A: usize>(
+        &self,
+        fwd: Forward<A>,
+        mb: &SampleBatch,
+        dev: &Cpu,
+    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        policy_gradient_loss(fwd, mb, dev, self.vf_loss_coeff, self.entropy_coeff)
+    }
+}
+
+/// The execution plan: synchronous sampling, one gradient step per batch.
+///
+/// # Errors
+/// If the env cannot be built or has unsupported spaces, or an evaluator
+/// fails to start.
+pub async fn build(make_env: EnvMaker, cfg: PgConfig) -> Result<Trainer, BuildError> {
+    let sampling = SamplingSettings {
+        num_workers: cfg.num_workers,
+        num_envs_per_worker: cfg.num_envs_per_worker,
+        sample_size: cfg.train_batch_size.div_ceil(cfg.num_workers.max(1)),
+        observation_filter: cfg.observation_filter,
+        seed: cfg.seed,
+        restart: cfg.restart,
+    };
+    let policy_cfg = cfg.clone();
+    let make_policy =
+        Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy("PG", &policy_cfg, o, a, seed));
+    let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
+    let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()], ..Default::default() };
+    Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
+}

@@ -1,0 +1,128 @@
+//! [`AsyncGradientsOptimizer`]: asynchronous gradient optimization (A3C,
+//! Mnih et al. 2016).
+//!
+//! Each worker samples with the weights it last received and computes a
+//! gradient on its own samples. The driver applies gradients in the order
+//! they arrive and sends fresh weights back to that worker only, which then
+//! starts on its next gradient. Requests stay in flight across `step()`
+//! calls, so no worker ever waits for another. A gradient computed with
+//! weights `k` updates older than the learner's is reported as a policy lag
+//! of `k` (`policy_lag_mean`, `policy_lag_max` among the learner metrics).
+
+use super::{OptimizerError, PolicyOptimizer, StepStats};
+use crate::evaluator::GradientRollout;
+use crate::evaluators::Evaluators;
+use crate::handle::{EvaluatorHandle, HandleError};
+use crate::policy::{FlatWeights, LearnerStats};
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::sync::Arc;
+
+/// Settings of [`AsyncGradientsOptimizer`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct AsyncGradientsConfig {
+    /// Gradients applied per `step()` (one training iteration).
+    pub grads_per_step: usize,
+}
+
+type Reply = (Box<dyn EvaluatorHandle>, u64, Result<GradientRollout, HandleError>);
+
+/// Apply gradients as they arrive; refresh only the worker that sent one.
+pub struct AsyncGradientsOptimizer {
+    evaluators: Evaluators,
+    config: AsyncGradientsConfig,
+    in_flight: FuturesUnordered<BoxFuture<'static, Reply>>,
+    /// Number of gradients applied so far: the learner's weights version.
+    version: u64,
+}
+
+impl AsyncGradientsOptimizer {
+    /// Drives `evaluators` asynchronously.
+    pub fn new(evaluators: Evaluators, config: AsyncGradientsConfig) -> Self {
+        Self { evaluators, config, in_flight: FuturesUnordered::new(), version: 0 }
+    }
+
+    /// Sends `weights` (version `version`) to `worker`, then asks it for a gradient.
+    fn launch(
+        mut worker: Box<dyn EvaluatorHandle>,
+        weights: Arc<FlatWeights>,
+        version: u64,
+    ) -> BoxFuture<'static, Reply> {
+        Box::pin(async move {
+            if let Err(e) = worker.set_weights(weights).await {
+                return (worker, version, Err(e));
+            }
+            let result = worker.sample_and_compute_gradients().await;
+            (worker, version, result)
+        })
+    }
+
+    fn weights(&self) -> Arc<FlatWeights> {
+        Arc::new(self.evaluators.local().policy().get_weights())
+    }
+}
+
+#[async_trait]
+impl PolicyOptimizer for AsyncGradientsOptimizer {
+    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+        let mut out = StepStats::default();
+        let mut all_stats = Vec::new();
+        let mut lags = Vec::new();
+        if self.evaluators.num_workers() == 0 {
+            // No workers: the driver computes and applies its own gradients.
+            for _ in 0..self.config.grads_per_step {
+                let g = self.evaluators.local_mut().sample_and_compute_gradients()?;
+                self.evaluators.local_mut().policy_mut().apply_gradients(&g.grads).map_err(rlx_err)?;
+                out.steps_sampled += g.steps as u64;
+                out.steps_trained += g.steps as u64;
+                out.episodes.extend(g.episodes);
+                all_stats.push(g.stats);
+            }
+            out.learner = LearnerStats::mean(&all_stats);
+            return Ok(out);
+        }
+        if self.in_flight.is_empty() {
+            let weights = self.weights();
+            for w in self.evaluators.lend_workers() {
+                self.in_flight.push(Self::launch(w, weights.clone(), self.version));
+            }
+        }
+        for _ in 0..self.config.grads_per_step {
+            let (worker, version, result) =
+                self.in_flight.next().await.expect("every lent worker has a request in flight");
+            self.evaluators.note_lent_stats(worker.index(), worker.stats());
+            let g = match result {
+                Ok(g) => g,
+                Err(e) => {
+                    self.evaluators.give_back(worker);
+                    return Err(e.into());
+                }
+            };
+            lags.push(self.version - version);
+            self.evaluators.local_mut().policy_mut().apply_gradients(&g.grads).map_err(rlx_err)?;
+            self.version += 1;
+            out.steps_sampled += g.steps as u64;
+            out.steps_trained += g.steps as u64;
+            out.episodes.extend(g.episodes);
+            all_stats.push(g.stats);
+            self.in_flight.push(Self::launch(worker, self.weights(), self.version));
+        }
+        out.learner = LearnerStats::mean(&all_stats);
+        out.learner.set("policy_lag_mean", lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64);
+        out.learner.set("policy_lag_max", lags.iter().copied().max().unwrap_or(0) as f64);
+        Ok(out)
+    }
+
+    fn evaluators(&self) -> &Evaluators {
+        &self.evaluators
+    }
+
+    fn evaluators_mut(&mut self) -> &mut Evaluators {
+        &mut self.evaluators
+    }
+}
+
+fn rlx_err(e: crate::policy::PolicyError) -> OptimizerError {
+    OptimizerError::Learner(e.into())
+}
