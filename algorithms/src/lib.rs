@@ -19,8 +19,10 @@
 pub mod a2c;
 pub mod a3c;
 pub mod actor_critic;
+pub mod appo;
 pub mod cli;
 pub mod execution;
+pub mod impala;
 pub mod nn;
 pub mod pg;
 pub mod ppo;
@@ -76,6 +78,8 @@ pub enum BuildError {
 pub const ALGORITHMS: &[(&str, &str)] = &[
     ("A2C", "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch"),
     ("A3C", "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients"),
+    ("APPO", "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective"),
+    ("IMPALA", "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace"),
     ("PG", "REINFORCE with a learned baseline (Williams 1992), synchronous sampling"),
     ("PPO", "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs"),
 ];
@@ -88,6 +92,8 @@ pub fn default_config(algorithm: &str) -> Result<Value, BuildError> {
     let value = match algorithm {
         "A2C" => serde_json::to_value(a2c::A2cConfig::default()),
         "A3C" => serde_json::to_value(a3c::A3cConfig::default()),
+        "APPO" => serde_json::to_value(appo::AppoConfig::default()),
+        "IMPALA" => serde_json::to_value(impala::ImpalaConfig::default()),
         "PG" => serde_json::to_value(pg::PgConfig::default()),
         "PPO" => serde_json::to_value(ppo::PpoConfig::default()),
         other => return Err(unknown_algorithm(other)),
@@ -138,6 +144,14 @@ pub async fn build_trainer_with_env(
         "A3C" => {
             let (cfg, resolved) = configure::<a3c::A3cConfig>(overrides)?;
             Ok((a3c::build(make_env, cfg).await?, resolved))
+        }
+        "APPO" => {
+            let (cfg, resolved) = configure::<appo::AppoConfig>(overrides)?;
+            Ok((appo::build(make_env, cfg).await?, resolved))
+        }
+        "IMPALA" => {
+            let (cfg, resolved) = configure::<impala::ImpalaConfig>(overrides)?;
+            Ok((impala::build(make_env, cfg).await?, resolved))
         }
         "PG" => {
             let (cfg, resolved) = configure::<pg::PgConfig>(overrides)?;

@@ -7,9 +7,11 @@
 //! graph.
 
 mod async_gradients;
+mod async_samples;
 mod sync_samples;
 
 pub use async_gradients::{AsyncGradientsConfig, AsyncGradientsOptimizer};
+pub use async_samples::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 pub use sync_samples::{SyncSamplesConfig, SyncSamplesOptimizer};
 
 use crate::evaluator::EvaluatorError;

@@ -1,0 +1,279 @@
+//! # IMPALA: importance-weighted actor-learner architecture
+//!
+//! Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance
+//! Weighted Actor-Learner Architectures", ICML 2018. Workers sample
+//! continuously with weights that may lag the learner's by a few updates
+//! ([`AsyncSamplesOptimizer`]: learner thread, bounded queue, weights every
+//! `broadcast_interval` batches, optional aggregation actors). The loss
+//! corrects for the lag with V-trace ([`rlx::postprocessing::vtrace`]),
+//! computed in the learner with the current weights, over each trajectory
+//! fragment in order (so batches are never shuffled):
+//!
+//! ```text
+//! policy loss  −E[ρ_t · (r_t + γ v_{t+1} − V(x_t)) · log π(a_t|x_t)]
+//! value loss   ½·E[(V(x_t) − v_t)²]
+//! entropy      −c_e·H[π(·|x_t)]
+//! ```
+//!
+//! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `mean_rho` (mean
+//! importance ratio π/μ before clipping), `grad_norm`, `total_loss`,
+//! `policy_lag_mean`, `policy_lag_max`.
+
+use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, Loss, TRAJ_ENDS};
+use crate::execution::{spawn_evaluators, SamplingSettings};
+use crate::{BuildError, EnvMaker};
+use dfdx::prelude::*;
+use rlx::config::{check, ConfigError, Validate};
+use rlx::filter::ObservationFilter;
+use rlx::optimizer::{AsyncSamplesConfig, AsyncSamplesOptimizer};
+use rlx::postprocessing::vtrace;
+use rlx::{fields, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space, Trainer};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// IMPALA's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImpalaConfig {
+    /// Evaluator actors sampling asynchronously; 0 samples in the driver.
+    pub num_workers: usize,
+    /// Env copies stepped together by each evaluator.
+    pub num_envs_per_worker: usize,
+    /// Steps of every env copy per batch a worker sends.
+    pub rollout_fragment_length: usize,
+    /// Rows per learner update.
+    pub train_batch_size: usize,
+    /// Env steps sampled per training iteration (reporting granularity).
+    pub timesteps_per_iteration: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Discount γ.
+    pub gamma: f64,
+    /// ρ̄: clip of the importance ratio in the V-trace targets and advantages.
+    pub vtrace_clip_rho_threshold: f64,
+    /// c̄: clip of the trace-cutting coefficients.
+    pub vtrace_clip_c_threshold: f64,
+    /// Weight of the value loss.
+    pub vf_loss_coeff: f64,
+    /// Weight of the entropy bonus.
+    pub entropy_coeff: f64,
+    /// Maximum global gradient norm; `null` disables clipping.
+    pub grad_clip: Option<f64>,
+    /// Batches that may queue for the learner before sampling waits.
+    pub learner_queue_size: usize,
+    /// A worker gets the learner's weights every this many of its batches.
+    pub broadcast_interval: usize,
+    /// Aggregation actors concatenating batches before the learner.
+    pub num_aggregation_workers: usize,
+    /// Keyword arguments for the env.
+    pub env_config: serde_json::Value,
+    /// Seed for network initialization, exploration and env resets.
+    pub seed: u64,
+    /// How evaluator actors are restarted after a failure.
+    pub restart: RestartPolicy,
+}
+
+impl Default for ImpalaConfig {
+    fn default() -> Self {
+        Self {
+            num_workers: 2,
+            num_envs_per_worker: 8,
+            rollout_fragment_length: 32,
+            train_batch_size: 512,
+            timesteps_per_iteration: 4096,
+            lr: 1e-3,
+            gamma: 0.99,
+            vtrace_clip_rho_threshold: 1.0,
+            vtrace_clip_c_threshold: 1.0,
+            vf_loss_coeff: 0.5,
+            entropy_coeff: 0.01,
+            grad_clip: Some(1.0),
+            learner_queue_size: 4,
+            broadcast_interval: 1,
+            num_aggregation_workers: 0,
+            env_config: serde_json::Value::Null,
+            seed: 0,
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+impl Validate for ImpalaConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        for (key, v) in [
+            ("num_envs_per_worker", self.num_envs_per_worker),
+            ("rollout_fragment_length", self.rollout_fragment_length),
+            ("train_batch_size", self.train_batch_size),
+            ("timesteps_per_iteration", self.timesteps_per_iteration),
+            ("learner_queue_size", self.learner_queue_size),
+            ("broadcast_interval", self.broadcast_interval),
+        ] {
+            check(key, v, v >= 1, "must be >= 1")?;
+        }
+        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
+        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
+        check(
+            "vtrace_clip_rho_threshold",
+            self.vtrace_clip_rho_threshold,
+            self.vtrace_clip_rho_threshold > 0.0,
+            "must be > 0",
+        )?;
+        check(
+            "vtrace_clip_c_threshold",
+            self.vtrace_clip_c_threshold,
+            self.vtrace_clip_c_threshold > 0.0,
+            "must be > 0",
+        )?;
+        check("vf_loss_coeff", self.vf_loss_coeff, self.vf_loss_coeff >= 0.0, "must be >= 0")?;
+        check("entropy_coeff", self.entropy_coeff, self.entropy_coeff >= 0.0, "must be >= 0")?;
+        if let Some(c) = self.grad_clip {
+            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
+        }
+        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
+    }
+}
+
+/// V-trace targets `v_t` and policy-gradient advantages over a batch of
+/// concatenated trajectory fragments (boundaries from `traj_ends`), given the
+/// current policy's `target_logp` and `values` and `next_values = V(x_{t+1})`.
+///
+/// # Errors
+/// A missing field.
+pub fn vtrace_batch(
+    mb: &SampleBatch,
+    target_logp: &[f32],
+    values: &[f32],
+    next_values: &[f32],
+    gamma: f64,
+    clip_rho: f64,
+    clip_c: f64,
+) -> Result<(Vec<f32>, Vec<f32>), PolicyError> {
+    let (behaviour, rewards) = (mb.f32(fields::ACTION_LOGP)?, mb.f32(fields::REWARDS)?);
+    let (terminated, ends) = (mb.f32(fields::TERMINATEDS)?, mb.f32(TRAJ_ENDS)?);
+    let n = mb.len();
+    let log_rhos: Vec<f32> = target_logp.iter().zip(behaviour).map(|(t, b)| t - b).collect();
+    let discounts: Vec<f32> = terminated.iter().map(|&d| gamma as f32 * (1.0 - d)).collect();
+    let (mut vs, mut adv) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut start = 0;
+    for t in 0..n {
+        if ends[t] == 0.0 && t + 1 < n {
+            continue;
+        }
+        let r = start..t + 1;
+        let (v, a) = vtrace(
+            &log_rhos[r.clone()],
+            &rewards[r.clone()],
+            &discounts[r.clone()],
+            &values[r],
+            next_values[t],
+            clip_rho as f32,
+            clip_c as f32,
+        );
+        vs.extend(v);
+        adv.extend(a);
+        start = t + 1;
+    }
+    Ok((vs, adv))
+}
+
+impl ActorCriticLoss for ImpalaConfig {
+    const NEEDS_NEXT_VALUES: bool = true;
+
+    fn learner(&self) -> LearnerSettings {
+        LearnerSettings {
+            lr: self.lr,
+            num_sgd_iter: 1,
+            sgd_minibatch_size: None,
+            grad_clip: self.grad_clip,
+            seed: self.seed,
+        }
+    }
+
+    /// Nothing: V-trace needs the learner's current weights.
+    fn postprocess(&self, _traj: &mut SampleBatch, _bootstrap: f32) -> Result<(), PolicyError> {
+        Ok(())
+    }
+
+    fn loss<const A: usize>(
+        &self,
+        fwd: Forward<A>,
+        mb: &SampleBatch,
+        dev: &Cpu,
+    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        let n = mb.len();
+        let next_values = fwd.next_values.clone().expect("NEEDS_NEXT_VALUES is set");
+        let (logp, entropy, values) = fwd.split();
+        let target_logp = logp.as_vec();
+        let (vs, pg_adv) = vtrace_batch(
+            mb,
+            &target_logp,
+            &values.as_vec(),
+            &next_values,
+            self.gamma,
+            self.vtrace_clip_rho_threshold,
+            self.vtrace_clip_c_threshold,
+        )?;
+        let policy_loss = (logp * dev.tensor_from_vec(pg_adv, (n,))).mean().negate();
+        let vf_loss = (values - dev.tensor_from_vec(vs, (n,))).square().mean() * 0.5;
+        let mut stats = LearnerStats::default();
+        stats.set("policy_loss", policy_loss.array() as f64);
+        stats.set("vf_loss", vf_loss.array() as f64);
+        stats.set("entropy", entropy.array() as f64);
+        let behaviour = mb.f32(fields::ACTION_LOGP)?;
+        let mean_rho = target_logp.iter().zip(behaviour).map(|(t, b)| ((t - b) as f64).exp()).sum::<f64>() / n as f64;
+        stats.set("mean_rho", mean_rho);
+        Ok((policy_loss + vf_loss * self.vf_loss_coeff as f32 - entropy * self.entropy_coeff as f32, stats))
+    }
+}
+
+/// How IMPALA-style configs sample and feed the learner.
+pub(crate) fn plan(
+    num_workers: usize,
+    num_envs_per_worker: usize,
+    rollout_fragment_length: usize,
+    seed: u64,
+    restart: RestartPolicy,
+) -> SamplingSettings {
+    SamplingSettings {
+        num_workers,
+        num_envs_per_worker,
+        sample_size: rollout_fragment_length * num_envs_per_worker,
+        observation_filter: ObservationFilter::NoFilter,
+        seed,
+        restart,
+    }
+}
+
+/// Starts evaluators and a learner for an asynchronous-samples algorithm.
+pub(crate) async fn build_async<L: ActorCriticLoss>(
+    name: &'static str,
+    make_env: EnvMaker,
+    loss: L,
+    sampling: SamplingSettings,
+    optimizer: AsyncSamplesConfig,
+) -> Result<Trainer, BuildError> {
+    let probe = make_env()?;
+    let learner =
+        actor_critic::make_policy(name, &loss, probe.observation_space(), probe.action_space(), sampling.seed)?;
+    drop(probe);
+    let make_policy = Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy(name, &loss, o, a, seed));
+    let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
+    Ok(Trainer::new(Box::new(AsyncSamplesOptimizer::new(evaluators, learner, optimizer).await?)))
+}
+
+/// The execution plan: asynchronous sampling into a learner thread.
+///
+/// # Errors
+/// If the env cannot be built or has unsupported spaces, or an evaluator
+/// or aggregation actor fails to start.
+pub async fn build(make_env: EnvMaker, cfg: ImpalaConfig) -> Result<Trainer, BuildError> {
+    let sampling = plan(cfg.num_workers, cfg.num_envs_per_worker, cfg.rollout_fragment_length, cfg.seed, cfg.restart);
+    let optimizer = AsyncSamplesConfig {
+        train_batch_size: cfg.train_batch_size,
+        learner_queue_size: cfg.learner_queue_size,
+        broadcast_interval: cfg.broadcast_interval,
+        steps_per_iteration: cfg.timesteps_per_iteration,
+        num_aggregation_workers: cfg.num_aggregation_workers,
+    };
+    build_async("IMPALA", make_env, cfg, sampling, optimizer).await
+}

@@ -1,0 +1,361 @@
+//! [`AsyncSamplesOptimizer`]: asynchronous sampling with a learner thread
+//! (IMPALA, Espeholt et al. 2018).
+//!
+//! ```text
+//! workers ──batches──▶ [aggregators] ──▶ bounded queue ──▶ learner thread
+//!    ▲                                                        │
+//!    └──── weights, every `broadcast_interval` batches ◀──────┘
+//! ```
+//!
+//! Workers sample continuously with the weights they last received, which
+//! may be a few learner updates old: the loss must correct for it (V-trace).
+//! The driver forwards each batch towards the learner and immediately asks
+//! that worker for its next one; every `broadcast_interval` batches of a
+//! worker it first sends the learner's latest weights. The learner runs on
+//! its own OS thread, concatenating batches to `train_batch_size` rows and
+//! learning; the queue in front of it is bounded, so a slow learner slows
+//! sampling instead of growing memory. With `num_aggregation_workers > 0`,
+//! that many aggregation actors (nested under the optimizer) do the
+//! concatenation in parallel and hand the learner whole train batches.
+//!
+//! Staleness is measured, not hidden: every batch carries the version of the
+//! weights that sampled it, and the learner reports `policy_lag_mean` and
+//! `policy_lag_max` (learner updates between sampling and training).
+
+use super::{OptimizerError, PolicyOptimizer, StepStats};
+use crate::evaluator::{EvaluatorError, Rollout};
+use crate::evaluators::Evaluators;
+use crate::handle::{EvaluatorHandle, HandleError};
+use crate::policy::{FlatWeights, LearnerStats, PolicyGraph};
+use crate::sample_batch::SampleBatch;
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+/// Settings of [`AsyncSamplesOptimizer`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct AsyncSamplesConfig {
+    /// Rows per learner update.
+    pub train_batch_size: usize,
+    /// Batches that may wait for the learner before sampling is held back.
+    pub learner_queue_size: usize,
+    /// A worker receives fresh weights every this many of its batches.
+    pub broadcast_interval: usize,
+    /// Env steps sampled per `step()` (one reporting iteration).
+    pub steps_per_iteration: usize,
+    /// Aggregation actors concatenating batches for the learner (0: the
+    /// learner thread concatenates).
+    pub num_aggregation_workers: usize,
+}
+
+/// A batch on its way to the learner, with the weights version that sampled it.
+struct Item {
+    batch: SampleBatch,
+    version: u64,
+    /// Versions of the batches concatenated into this one (lag accounting).
+    versions: Vec<(u64, usize)>,
+}
+
+/// What the learner thread reports after each update.
+struct LearnerReport {
+    stats: LearnerStats,
+    steps_trained: u64,
+}
+
+/// The learner's latest weights and their version, shared with the driver.
+type Published = Arc<Mutex<(Arc<FlatWeights>, u64)>>;
+
+type Reply = (Box<dyn EvaluatorHandle>, u64, Result<Rollout, HandleError>);
+
+/// Asynchronous sampling, a learner thread, weights every k batches.
+pub struct AsyncSamplesOptimizer {
+    evaluators: Evaluators,
+    config: AsyncSamplesConfig,
+    in_flight: FuturesUnordered<BoxFuture<'static, Reply>>,
+    batches_since_weights: Vec<usize>,
+    to_learner: Option<mpsc::Sender<Item>>,
+    aggregators: Vec<ActorRef<AggregatorMsg>>,
+    next_aggregator: usize,
+    reports: std::sync::mpsc::Receiver<Result<LearnerReport, EvaluatorError>>,
+    published: Published,
+    learner: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AsyncSamplesOptimizer {
+    /// Starts the learner thread with `learner` (a policy with the same
+    /// initial weights as the evaluators') and, if configured, the
+    /// aggregation actors.
+    ///
+    /// # Errors
+    /// If an aggregation actor fails to start.
+    pub async fn new(
+        evaluators: Evaluators,
+        mut learner: Box<dyn PolicyGraph>,
+        config: AsyncSamplesConfig,
+    ) -> Result<Self, HandleError> {
+        let (tx, mut rx) = mpsc::channel::<Item>(config.learner_queue_size.max(1));
+        let (report_tx, reports) = std::sync::mpsc::channel();
+        let published: Published = Arc::new(Mutex::new((Arc::new(learner.get_weights()), 0)));
+        let shared = published.clone();
+        let batch_size = config.train_batch_size;
+        let learner = std::thread::Builder::new()
+            .name("rlx-learner".into())
+            .spawn(move || {
+                let mut pending: Vec<Item> = Vec::new();
+                let mut rows = 0;
+                while let Some(item) = rx.blocking_recv() {
+                    rows += item.batch.len();
+                    pending.push(item);
+                    if rows < batch_size {
+                        continue;
+                    }
+                    let version = shared.lock().expect("learner lock").1;
+                    let lags: Vec<(u64, usize)> = pending
+                        .iter()
+                        .flat_map(|i| {
+                            if i.versions.is_empty() {
+                                vec![(i.version, i.batch.len())]
+                            } else {
+                                i.versions.clone()
+                            }
+                        })
+                        .map(|(v, n)| (version - v.min(version), n))
+                        .collect();
+                    let batches: Vec<SampleBatch> = pending.drain(..).map(|i| i.batch).collect();
+                    rows = 0;
+                    let report = SampleBatch::concat(&batches)
+                        .map_err(EvaluatorError::from)
+                        .and_then(|batch| Ok((learner.learn_on_batch(&batch)?, batch.len())))
+                        .map(|(mut stats, n)| {
+                            let total: usize = lags.iter().map(|l| l.1).sum();
+                            let mean =
+                                lags.iter().map(|&(l, k)| l as f64 * k as f64).sum::<f64>() / total.max(1) as f64;
+                            stats.set("policy_lag_mean", mean);
+                            stats.set("policy_lag_max", lags.iter().map(|l| l.0).max().unwrap_or(0) as f64);
+                            *shared.lock().expect("learner lock") = (Arc::new(learner.get_weights()), version + 1);
+                            LearnerReport { stats, steps_trained: n as u64 }
+                        });
+                    let failed = report.is_err();
+                    if report_tx.send(report).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .expect("spawning the learner thread");
+        let mut aggregators = Vec::new();
+        for _ in 0..config.num_aggregation_workers {
+            let args = AggregatorArgs { to_learner: tx.clone(), batch_size };
+            let (actor, _) = Actor::spawn(None, Aggregator, args)
+                .await
+                .map_err(|e| HandleError::Spawn { index: 0, reason: format!("aggregation actor: {e}") })?;
+            aggregators.push(actor);
+        }
+        let n = evaluators.num_workers() + 1;
+        Ok(Self {
+            evaluators,
+            config,
+            in_flight: FuturesUnordered::new(),
+            batches_since_weights: vec![0; n],
+            to_learner: Some(tx),
+            aggregators,
+            next_aggregator: 0,
+            reports,
+            published,
+            learner: Some(learner),
+        })
+    }
+
+    fn launch(
+        mut worker: Box<dyn EvaluatorHandle>,
+        weights: Option<(Arc<FlatWeights>, u64)>,
+        version: u64,
+    ) -> BoxFuture<'static, Reply> {
+        Box::pin(async move {
+            let version = match weights {
+                Some((w, v)) => match worker.set_weights(w).await {
+                    Ok(()) => v,
+                    Err(e) => return (worker, version, Err(e)),
+                },
+                None => version,
+            };
+            let result = worker.sample().await;
+            (worker, version, result)
+        })
+    }
+
+    fn latest(&self) -> (Arc<FlatWeights>, u64) {
+        let guard = self.published.lock().expect("learner lock");
+        (guard.0.clone(), guard.1)
+    }
+
+    /// Hands a batch to an aggregator (round-robin) or straight to the learner.
+    async fn forward(&mut self, batch: SampleBatch, version: u64) -> Result<(), OptimizerError> {
+        let gone = || OptimizerError::Learner(EvaluatorError::Config("the learner thread stopped".into()));
+        if self.aggregators.is_empty() {
+            let tx = self.to_learner.as_ref().ok_or_else(gone)?;
+            tx.send(Item { batch, version, versions: Vec::new() }).await.map_err(|_| gone())
+        } else {
+            let i = self.next_aggregator % self.aggregators.len();
+            self.next_aggregator += 1;
+            ractor::call!(self.aggregators[i], AggregatorMsg::Add, batch, version).map_err(|e| {
+                OptimizerError::Evaluator(HandleError::Unreachable {
+                    index: 0,
+                    reason: format!("aggregation actor {i}: {e}"),
+                })
+            })
+        }
+    }
+
+    /// Collects the learner's reports so far.
+    fn drain_reports(&mut self, out: &mut StepStats, all: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
+        while let Ok(report) = self.reports.try_recv() {
+            let report = report?;
+            out.steps_trained += report.steps_trained;
+            all.push(report.stats);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl PolicyOptimizer for AsyncSamplesOptimizer {
+    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+        let mut out = StepStats::default();
+        let mut all = Vec::new();
+        if self.evaluators.num_workers() == 0 {
+            // The driver samples itself, with the learner's latest weights.
+            while (out.steps_sampled as usize) < self.config.steps_per_iteration {
+                let (weights, version) = self.latest();
+                self.evaluators.local_mut().set_weights(&weights)?;
+                let rollout = self.evaluators.local_mut().sample()?;
+                out.steps_sampled += rollout.batch.len() as u64;
+                out.episodes.extend(rollout.episodes);
+                self.forward(rollout.batch, version).await?;
+                self.drain_reports(&mut out, &mut all)?;
+            }
+        } else {
+            if self.in_flight.is_empty() {
+                let latest = self.latest();
+                for w in self.evaluators.lend_workers() {
+                    self.in_flight.push(Self::launch(w, Some(latest.clone()), latest.1));
+                }
+            }
+            while (out.steps_sampled as usize) < self.config.steps_per_iteration {
+                let (worker, version, result) =
+                    self.in_flight.next().await.expect("every lent worker has a request in flight");
+                self.evaluators.note_lent_stats(worker.index(), worker.stats());
+                let rollout = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.evaluators.give_back(worker);
+                        return Err(e.into());
+                    }
+                };
+                out.steps_sampled += rollout.batch.len() as u64;
+                out.episodes.extend(rollout.episodes);
+                self.forward(rollout.batch, version).await?;
+                let i = worker.index();
+                self.batches_since_weights[i] += 1;
+                let weights = if self.batches_since_weights[i] >= self.config.broadcast_interval {
+                    self.batches_since_weights[i] = 0;
+                    Some(self.latest())
+                } else {
+                    None
+                };
+                self.in_flight.push(Self::launch(worker, weights, version));
+                self.drain_reports(&mut out, &mut all)?;
+            }
+            // Keep the driver's copy current for checkpoints and evaluation.
+            let (weights, _) = self.latest();
+            self.evaluators.local_mut().set_weights(&weights)?;
+        }
+        out.learner = LearnerStats::mean(&all);
+        Ok(out)
+    }
+
+    fn evaluators(&self) -> &Evaluators {
+        &self.evaluators
+    }
+
+    fn evaluators_mut(&mut self) -> &mut Evaluators {
+        &mut self.evaluators
+    }
+}
+
+impl Drop for AsyncSamplesOptimizer {
+    fn drop(&mut self) {
+        for a in &self.aggregators {
+            a.stop(None);
+        }
+        // Closing the queue ends the learner thread after its current update
+        // (the thread is detached, not joined, so dropping never blocks).
+        self.to_learner = None;
+        self.learner.take();
+    }
+}
+
+/// Messages of an aggregation actor.
+pub enum AggregatorMsg {
+    /// A batch sampled with weights `version`; the reply says it was queued.
+    Add(SampleBatch, u64, ractor::RpcReplyPort<()>),
+}
+
+/// Concatenates batches into train batches for the learner.
+pub struct Aggregator;
+
+/// Arguments of an [`Aggregator`].
+pub struct AggregatorArgs {
+    to_learner: mpsc::Sender<Item>,
+    batch_size: usize,
+}
+
+/// An aggregator's pending batches.
+pub struct AggregatorState {
+    args: AggregatorArgs,
+    pending: Vec<SampleBatch>,
+    versions: Vec<(u64, usize)>,
+    rows: usize,
+}
+
+impl Actor for Aggregator {
+    type Msg = AggregatorMsg;
+    type State = AggregatorState;
+    type Arguments = AggregatorArgs;
+
+    async fn pre_start(
+        &self,
+        _: ActorRef<AggregatorMsg>,
+        args: AggregatorArgs,
+    ) -> Result<AggregatorState, ActorProcessingErr> {
+        Ok(AggregatorState { args, pending: Vec::new(), versions: Vec::new(), rows: 0 })
+    }
+
+    async fn handle(
+        &self,
+        _: ActorRef<AggregatorMsg>,
+        msg: AggregatorMsg,
+        s: &mut AggregatorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let AggregatorMsg::Add(batch, version, reply) = msg;
+        s.rows += batch.len();
+        s.versions.push((version, batch.len()));
+        s.pending.push(batch);
+        if s.rows >= s.args.batch_size {
+            let batch = SampleBatch::concat(&s.pending)?;
+            s.pending.clear();
+            s.rows = 0;
+            let versions = std::mem::take(&mut s.versions);
+            // Waits while the learner's queue is full: backpressure.
+            s.args
+                .to_learner
+                .send(Item { batch, version: 0, versions })
+                .await
+                .map_err(|_| "the learner thread stopped")?;
+        }
+        let _ = reply.send(());
+        Ok(())
+    }
+}
