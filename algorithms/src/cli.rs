@@ -207,6 +207,23 @@ pub fn fail(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Entry point of a per-algorithm binary such as `rlx-ppo`: the arguments of
+/// `rlx train` without `--run`.
+pub async fn algorithm_main(algorithm: &'static str) -> ExitCode {
+    use clap::{Args as _, FromArgMatches as _};
+    let command = clap::Command::new(format!("rlx-{}", algorithm.to_lowercase())).version(env!("CARGO_PKG_VERSION"));
+    let about = format!("Train {algorithm} on an env (the same as `rlx train --run {algorithm}`)");
+    let matches = TrainArgs::augment_args(command).about(about).get_matches();
+    let args = match TrainArgs::from_arg_matches(&matches) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
+    match train(algorithm, &args).await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
 /// Entry point of the `rlx` binary.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -218,11 +235,14 @@ pub async fn main() -> ExitCode {
         Command::List => {
             println!("algorithms:");
             for (name, about) in ALGORITHMS {
-                println!("  {name:<14} {about}");
+                println!("  {name:<26} {about}");
             }
-            println!("envs:");
+            println!("envs (keyword arguments go in the config's \"env_config\"):");
             for spec in rlx_envs::specs() {
-                println!("  {:<14} {}", spec.name, spec.description);
+                println!("  {:<26} {}", spec.name, spec.description);
+                let kwargs: Vec<&str> =
+                    std::iter::once("max_episode_steps").chain(spec.kwargs.iter().copied()).collect();
+                println!("  {:<26} env_config: {}", "", kwargs.join(", "));
             }
             ExitCode::SUCCESS
         }

@@ -82,6 +82,10 @@ pub struct PpoConfig {
     pub seed: u64,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Straggler mitigation: learn once this fraction of the evaluators has
+    /// returned (the late batches are dropped and counted as
+    /// `straggler_batches_dropped`); 1.0 waits for all.
+    pub min_sample_fraction: f64,
 }
 
 impl Default for PpoConfig {
@@ -104,6 +108,7 @@ impl Default for PpoConfig {
             env_config: serde_json::Value::Null,
             seed: 0,
             restart: RestartPolicy::default(),
+            min_sample_fraction: 1.0,
         }
     }
 }
@@ -131,7 +136,9 @@ impl Validate for PpoConfig {
         if let Some(c) = self.grad_clip {
             check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
         }
-        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
+        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")?;
+        let f = self.min_sample_fraction;
+        check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")
     }
 }
 
@@ -232,7 +239,10 @@ pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildE
     let policy_cfg = cfg.clone();
     let make_policy = Arc::new(move |o: &Space, a: &Space, seed| make_policy(&policy_cfg, o, a, seed));
     let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
-    let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()], ..Default::default() };
+    let plan = SyncSamplesConfig {
+        standardize_fields: vec![fields::ADVANTAGES.to_string()],
+        min_sample_fraction: cfg.min_sample_fraction,
+    };
     Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
 }
 

@@ -99,3 +99,23 @@ async fn mean_std_filter_statistics_are_merged_across_evaluators() {
     let seen = local.observation_filter().expect("filter configured").global().count();
     assert_eq!(seen, last.unwrap().timesteps_total);
 }
+
+/// A3C and IMPALA keep requests in flight across iterations; a worker that
+/// crashes mid-request is restarted and the run goes on, with the lag of
+/// stale gradients or batches reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asynchronous_algorithms_survive_an_evaluator_crash() {
+    for algorithm in ["A3C", "IMPALA"] {
+        let cfg = json!({"num_workers": 2, "num_envs_per_worker": 4, "seed": 3,
+                         "restart": {"max_restarts": 2, "window_s": 60.0}});
+        let (mut trainer, _) = build_trainer_with_env(algorithm, faulty(|n| n == 5000), &cfg).await.unwrap();
+        let mut last = None;
+        for _ in 0..8 {
+            last = Some(trainer.train().await.unwrap_or_else(|e| panic!("{algorithm}: {e}")));
+        }
+        let last = last.unwrap();
+        assert_eq!(last.num_evaluator_restarts, 1, "{algorithm}");
+        assert!(last.timesteps_total > 5000, "{algorithm}");
+        assert!(last.learner.get("policy_lag_mean").is_some(), "{algorithm}: {:?}", last.learner);
+    }
+}

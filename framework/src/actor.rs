@@ -68,6 +68,8 @@ pub enum EvaluatorMsg {
     Sample(RpcReplyPort<Result<Rollout, EvaluatorError>>),
     /// [`PolicyEvaluator::set_weights`].
     SetWeights(Arc<FlatWeights>, RpcReplyPort<Result<(), EvaluatorError>>),
+    /// [`PolicyEvaluator::set_weights`] without a reply.
+    PushWeights(Arc<FlatWeights>),
     /// [`PolicyEvaluator::sample_and_compute_gradients`].
     SampleAndComputeGradients(RpcReplyPort<Result<GradientRollout, EvaluatorError>>),
     /// [`PolicyEvaluator::set_filter_statistics`].
@@ -114,6 +116,11 @@ impl Actor for EvaluatorActor {
             }
             EvaluatorMsg::SetWeights(w, reply) => {
                 let _ = reply.send(state.set_weights(&w));
+            }
+            EvaluatorMsg::PushWeights(w) => {
+                // Weights of the wrong length are a bug in the driver: fail the
+                // actor so the supervisor reports it.
+                state.set_weights(&w)?;
             }
             EvaluatorMsg::SampleAndComputeGradients(reply) => {
                 let _ = reply.send(state.sample_and_compute_gradients());
@@ -416,6 +423,13 @@ impl EvaluatorHandle for ActorEvaluator {
     async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
         self.latest_weights = Some(weights.clone());
         self.call(move |reply| EvaluatorMsg::SetWeights(weights.clone(), reply)).await
+    }
+
+    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
+        self.latest_weights = Some(weights.clone());
+        // If the actor is gone, the next call recovers it and sends these
+        // weights to the replacement.
+        let _ = self.actor.cast(EvaluatorMsg::PushWeights(weights));
     }
 
     async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {

@@ -87,6 +87,11 @@ pub trait EvaluatorHandle: Send {
     /// restarted evaluator can be brought up to date.
     async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError>;
 
+    /// Sends new weights without waiting for the evaluator to apply them
+    /// (it applies them before its next request). Used where waiting would
+    /// wait for a straggler still busy with an abandoned request.
+    fn push_weights(&mut self, weights: Arc<FlatWeights>);
+
     /// Samples and computes a gradient on the samples, without applying it.
     async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError>;
 
@@ -160,6 +165,12 @@ impl EvaluatorHandle for LocalEvaluator {
 
     async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
         self.guarded(|e| e.set_weights(&weights))
+    }
+
+    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
+        // Applied at once; a length error surfaces as the policy's error on
+        // the next set_weights, as the actor home would.
+        let _ = self.evaluator.set_weights(&weights);
     }
 
     async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {

@@ -8,6 +8,7 @@ use crate::handle::HandleError;
 use crate::sample_batch::{BatchError, SampleBatch};
 use crate::vector_env::EpisodeSummary;
 use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 
 /// Bulk-synchronous parallel rollouts: every sampler samples once,
@@ -44,6 +45,30 @@ pub async fn sync_observation_filters(
         .collect()
 }
 
+/// Parallel rollouts that return once `min_count` samplers have answered
+/// (straggler mitigation). The other requests are abandoned: their batches,
+/// when they arrive, are dropped. Returns the rollouts and how many were
+/// dropped.
+///
+/// # Errors
+/// The first evaluator that failed for good.
+pub async fn parallel_rollouts_first(
+    evaluators: &mut Evaluators,
+    min_count: usize,
+) -> Result<(Vec<Rollout>, usize), HandleError> {
+    let mut pending: FuturesUnordered<_> = evaluators.samplers().into_iter().map(|h| h.sample()).collect();
+    let total = pending.len();
+    let mut rollouts = Vec::with_capacity(total);
+    while rollouts.len() < min_count.clamp(1, total) {
+        match pending.next().await {
+            Some(r) => rollouts.push(r?),
+            None => break,
+        }
+    }
+    let dropped = total - rollouts.len();
+    Ok((rollouts, dropped))
+}
+
 /// Concatenates the rollouts' batches and collects their episodes.
 ///
 /// # Errors
@@ -64,6 +89,18 @@ pub fn concat_rollouts(rollouts: Vec<Rollout>) -> Result<(SampleBatch, Vec<Episo
 /// If a field is missing or not `f32`.
 pub fn standardize_fields(batch: &mut SampleBatch, fields: &[String]) -> Result<(), BatchError> {
     fields.iter().try_for_each(|f| batch.standardize(f))
+}
+
+/// Sends the local policy's weights to every worker without waiting for
+/// them to be applied (see [`EvaluatorHandle::push_weights`](crate::EvaluatorHandle::push_weights)).
+pub fn push_weights(evaluators: &mut Evaluators) {
+    if evaluators.num_workers() == 0 {
+        return;
+    }
+    let weights = Arc::new(evaluators.local().policy().get_weights());
+    for w in evaluators.workers() {
+        w.push_weights(weights.clone());
+    }
 }
 
 /// Sends the local policy's weights to every worker, concurrently.

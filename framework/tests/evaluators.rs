@@ -22,6 +22,7 @@ struct Corridor {
     act_space: Space,
     steps: Arc<AtomicUsize>,
     panic_at: usize,
+    delay: std::time::Duration,
 }
 
 impl Corridor {
@@ -32,6 +33,7 @@ impl Corridor {
             act_space: Space::discrete(2),
             steps,
             panic_at,
+            delay: std::time::Duration::ZERO,
         };
         Box::new(TimeLimit::new(env, 7))
     }
@@ -57,6 +59,7 @@ impl Env for Corridor {
         if self.steps.fetch_add(1, Ordering::SeqCst) + 1 == self.panic_at {
             panic!("injected env failure");
         }
+        std::thread::sleep(self.delay);
         self.pos += 2 * a - 1;
         obs[0] = self.pos as f32;
         let terminated = self.pos >= 3;
@@ -135,6 +138,54 @@ fn factory(steps: Arc<AtomicUsize>, panic_at: usize, num_envs: usize, sample_siz
         };
         PolicyEvaluator::new(Box::new(policy), env, sample_size, 0)
     })
+}
+
+/// Like [`factory`], but evaluator `slow` takes `delay` per env step.
+fn factory_with_straggler(slow: usize, delay: std::time::Duration) -> EvaluatorFactory {
+    let steps = Arc::new(AtomicUsize::new(0));
+    Arc::new(move |index, _generation| {
+        let mut env = Corridor::boxed(steps.clone(), usize::MAX);
+        if index == slow {
+            env = Box::new(TimeLimit::new(
+                Corridor {
+                    pos: 0,
+                    obs_space: Space::uniform_box(-100.0, 100.0, vec![1]).unwrap(),
+                    act_space: Space::discrete(2),
+                    steps: steps.clone(),
+                    panic_at: usize::MAX,
+                    delay,
+                },
+                7,
+            ));
+        }
+        let env = VectorEnv::new(vec![env])?;
+        let policy = CounterPolicy {
+            weights: vec![0.0],
+            t: 0,
+            obs_space: env.observation_space().clone(),
+            act_space: env.action_space().clone(),
+        };
+        PolicyEvaluator::new(Box::new(policy), env, 20, 0)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn straggler_mitigation_learns_without_the_slow_evaluator() {
+    use rlx::optimizer::{SyncSamplesConfig, SyncSamplesOptimizer};
+    use rlx::{Evaluators, PolicyOptimizer};
+    // Evaluator 2 needs 20 steps x 50 ms = 1 s per batch; evaluator 1 microseconds.
+    let factory = factory_with_straggler(2, std::time::Duration::from_millis(50));
+    let evaluators = Evaluators::spawn(factory, 2, RestartPolicy::default()).await.unwrap();
+    let config = SyncSamplesConfig { min_sample_fraction: 0.5, ..Default::default() };
+    let mut optimizer = SyncSamplesOptimizer::new(evaluators, config);
+    for _ in 0..3 {
+        let step = optimizer.step().await.unwrap();
+        // One batch of 20 rows was learned on; the straggler's was dropped and counted.
+        assert_eq!(step.steps_trained, 20);
+        assert_eq!(step.learner.get("straggler_batches_dropped"), Some(1.0));
+    }
+    // The learner's weights advanced once per step (CounterPolicy adds 1 per learn).
+    assert_eq!(optimizer.evaluators().local().policy().get_weights(), vec![3.0]);
 }
 
 #[test]

@@ -1,0 +1,7 @@
+//! `rlx-appo --env ENV [--config JSON] [--stop JSON]`: APPO alone, the
+//! same as `rlx train --run APPO`.
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::algorithm_main("APPO").await
+}

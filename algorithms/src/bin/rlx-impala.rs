@@ -1,0 +1,7 @@
+//! `rlx-impala --env ENV [--config JSON] [--stop JSON]`: IMPALA alone, the
+//! same as `rlx train --run IMPALA`.
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::algorithm_main("IMPALA").await
+}

@@ -1,0 +1,7 @@
+//! `rlx-pg --env ENV [--config JSON] [--stop JSON]`: PG alone, the
+//! same as `rlx train --run PG`.
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::algorithm_main("PG").await
+}

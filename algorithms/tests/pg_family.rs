@@ -1,0 +1,81 @@
+//! Each algorithm of the policy-gradient family learns CartPole-v1 with a
+//! fixed seed within a fixed budget of env steps. Thresholds are the
+//! 100-episode mean return; they are modest because the point is that each
+//! learns, not how well (the benchmarks measure that). A3C, IMPALA and APPO
+//! are asynchronous, so their runs depend on thread timing as well as on
+//! the seed; their budgets leave room for that.
+
+use rlx_algorithms::build_trainer;
+use serde_json::{json, Value};
+
+async fn learns(algorithm: &str, config: Value, threshold: f64, budget: u64) {
+    let (mut trainer, _) = build_trainer(algorithm, "CartPole-v1", &config).await.unwrap();
+    let mut best = f64::NEG_INFINITY;
+    loop {
+        let r = trainer.train().await.unwrap();
+        let mean = r.episode_reward_mean.unwrap_or(0.0);
+        best = best.max(mean);
+        if mean >= threshold {
+            assert!(r.learner.get("policy_loss").is_some_and(f64::is_finite), "{:?}", r.learner);
+            return;
+        }
+        assert!(
+            r.timesteps_total < budget,
+            "{algorithm}: mean return {threshold} not reached within {budget} steps (best {best:.1})"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_learns_cartpole() {
+    learns("PG", json!({"seed": 1}), 150.0, 150_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2c_learns_cartpole() {
+    learns("A2C", json!({"seed": 1}), 150.0, 150_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3c_learns_cartpole() {
+    learns("A3C", json!({"seed": 1}), 150.0, 250_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impala_learns_cartpole() {
+    learns("IMPALA", json!({"seed": 1}), 150.0, 250_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appo_learns_cartpole() {
+    learns("APPO", json!({"seed": 1}), 150.0, 300_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impala_with_aggregation_actors_trains() {
+    let cfg = json!({"num_aggregation_workers": 2, "timesteps_per_iteration": 2048});
+    let (mut trainer, _) = build_trainer("IMPALA", "CartPole-v1", &cfg).await.unwrap();
+    let mut trained = 0;
+    for _ in 0..5 {
+        trained = trainer.train().await.unwrap().num_env_steps_trained;
+    }
+    assert!(trained >= 4 * 512, "the learner trained on {trained} steps");
+}
+
+/// IMPALA and APPO on a MinAtar pixel env: a few iterations run end to end
+/// with finite losses (10×10×4 binary frames through the MLP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impala_and_appo_run_on_minatar_breakout() {
+    for algorithm in ["IMPALA", "APPO"] {
+        let cfg = json!({"timesteps_per_iteration": 1024, "num_envs_per_worker": 4});
+        let (mut trainer, _) = build_trainer(algorithm, "MinAtar/Breakout-v1", &cfg).await.unwrap();
+        let mut last = None;
+        for _ in 0..4 {
+            last = Some(trainer.train().await.unwrap());
+        }
+        let r = last.unwrap();
+        assert!(r.timesteps_total >= 4096, "{algorithm}: {}", r.timesteps_total);
+        assert!(r.episodes_total > 0, "{algorithm}: no episode finished");
+        assert!(r.learner.get("vf_loss").is_some_and(f64::is_finite), "{algorithm}: {:?}", r.learner);
+    }
+}
