@@ -95,7 +95,11 @@ impl Validate for A2cConfig {
         }
         check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")?;
         let f = self.min_sample_fraction;
-        check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")
+        check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")?;
+        // Filter statistics are synchronized with every worker each step,
+        // which would wait for the straggler after all.
+        let filtered = self.observation_filter != ObservationFilter::NoFilter;
+        check("min_sample_fraction", f, f == 1.0 || !filtered, "must be 1.0 when an observation_filter is set")
     }
 }
 

@@ -18,7 +18,8 @@ use crate::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, 
 use crate::execution::spawn_evaluators;
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
-use rlx::config::{ConfigError, Validate};
+use rlx::config::{check, ConfigError, Validate};
+use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 use rlx::sample_batch::standardize;
 use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Space, Trainer};
@@ -37,8 +38,19 @@ impl Default for A3cConfig {
 }
 
 impl Validate for A3cConfig {
+    /// A2C's checks, and A2C keys that the asynchronous optimizer cannot
+    /// honour are rejected rather than ignored.
     fn validate(&self) -> Result<(), ConfigError> {
-        self.0.validate()
+        self.0.validate()?;
+        let f = self.0.min_sample_fraction;
+        check("min_sample_fraction", f, f == 1.0, "must be 1.0 for A3C (no worker is ever waited for)")?;
+        let filter = self.0.observation_filter;
+        check(
+            "observation_filter",
+            format!("{filter:?}"),
+            filter == ObservationFilter::NoFilter,
+            "must be NoFilter for A3C (filters are not synchronized asynchronously yet)",
+        )
     }
 }
 

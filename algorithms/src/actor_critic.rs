@@ -35,8 +35,10 @@ pub struct Forward<const A: usize> {
     pub log_probs: Tensor<(usize, Const<A>), f32, Cpu, OwnedTape<f32, Cpu>>,
     /// `V(s)` for every row, on the tape.
     pub values: Tensor<(usize,), f32, Cpu, OwnedTape<f32, Cpu>>,
-    /// `V(s')` of every row's next observation with the current weights (no
-    /// gradient), when the loss asks for it ([`ActorCriticLoss::NEEDS_NEXT_VALUES`]).
+    /// `V(s')` of the next observation with the current weights (no
+    /// gradient) at the last row of every trajectory fragment (`traj_ends`),
+    /// 0 elsewhere — where the next row's value is `values` itself — when the
+    /// loss asks for it ([`ActorCriticLoss::NEEDS_NEXT_VALUES`]).
     pub next_values: Option<Vec<f32>>,
     /// The taken actions.
     pub actions: Tensor<(usize,), usize, Cpu>,
@@ -196,12 +198,26 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> ActorCriticPolicy<O, A,
         Ok(self.model.0 .1.forward(self.obs_tensor(obs)?).as_vec())
     }
 
+    /// `V(s')` of `new_obs` at the rows that end a fragment, 0 elsewhere.
+    fn values_at_ends(&self, mb: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+        let (ends, new_obs) = (mb.f32(TRAJ_ENDS)?, mb.f32(fields::NEW_OBS)?);
+        let rows: Vec<usize> = (0..mb.len()).filter(|&t| ends[t] != 0.0).collect();
+        let obs: Vec<f32> = rows.iter().flat_map(|&t| new_obs[t * O..(t + 1) * O].iter().copied()).collect();
+        let mut out = vec![0.0; mb.len()];
+        if !rows.is_empty() {
+            for (&t, v) in rows.iter().zip(self.values(&obs)?) {
+                out[t] = v;
+            }
+        }
+        Ok(out)
+    }
+
     /// Forward pass with the tape, loss, backward and gradient clipping; the
     /// gradient is left in `self.grads`.
     fn backward(&mut self, mb: &SampleBatch) -> Result<LearnerStats, PolicyError> {
         let n = mb.len();
         let obs = self.obs_tensor(mb.f32(fields::OBS)?)?;
-        let next_values = if L::NEEDS_NEXT_VALUES { Some(self.values(mb.f32(fields::NEW_OBS)?)?) } else { None };
+        let next_values = if L::NEEDS_NEXT_VALUES { Some(self.values_at_ends(mb)?) } else { None };
         let actions: Vec<usize> = mb.i64(fields::ACTIONS)?.iter().map(|&a| a as usize).collect();
         let grads = self.grads.take().unwrap_or_else(|| self.model.alloc_grads());
         let (logits, values) = self.model.forward(obs.traced(grads));

@@ -4,10 +4,11 @@
 
 use crate::evaluator::Rollout;
 use crate::evaluators::Evaluators;
-use crate::handle::HandleError;
+use crate::handle::{EvaluatorHandle, HandleError};
+use crate::policy::FlatWeights;
 use crate::sample_batch::{BatchError, SampleBatch};
 use crate::vector_env::EpisodeSummary;
-use futures::future::join_all;
+use futures::future::{join_all, BoxFuture};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 
@@ -113,4 +114,121 @@ pub async fn broadcast_weights(evaluators: &mut Evaluators) -> Result<(), Handle
     }
     let weights = Arc::new(evaluators.local().policy().get_weights());
     join_all(evaluators.workers().iter_mut().map(|w| w.set_weights(weights.clone()))).await.into_iter().collect()
+}
+
+/// A request finished by [`InFlight`]: the worker handle it owned, the
+/// weights version the worker used, and the result.
+pub struct Completed<T> {
+    /// The worker, ready for its next request.
+    pub worker: Box<dyn EvaluatorHandle>,
+    /// Version of the weights the worker had when it served the request.
+    pub version: u64,
+    /// What the worker returned.
+    pub result: Result<T, HandleError>,
+}
+
+/// Asynchronous requests to workers, completing as they are ready (RLlib
+/// Flow's as-ready concurrency). Each request owns its worker's handle, so
+/// requests stay in flight across optimizer steps; a completed request hands
+/// the handle back for the next one.
+pub struct InFlight<T> {
+    requests: FuturesUnordered<BoxFuture<'static, Completed<T>>>,
+}
+
+impl<T: Send + 'static> Default for InFlight<T> {
+    fn default() -> Self {
+        Self { requests: FuturesUnordered::new() }
+    }
+}
+
+impl<T: Send + 'static> InFlight<T> {
+    /// Sends `worker` the weights (if any, with their version) and then the
+    /// request `call`, e.g. `|w| w.sample()`.
+    pub fn send<F>(
+        &mut self,
+        mut worker: Box<dyn EvaluatorHandle>,
+        weights: Option<(Arc<FlatWeights>, u64)>,
+        version: u64,
+        call: F,
+    ) where
+        F: for<'a> FnOnce(&'a mut dyn EvaluatorHandle) -> BoxFuture<'a, Result<T, HandleError>> + Send + 'static,
+    {
+        self.requests.push(Box::pin(async move {
+            let version = match weights {
+                Some((w, v)) => match worker.set_weights(w).await {
+                    Ok(()) => v,
+                    Err(e) => return Completed { worker, version, result: Err(e) },
+                },
+                None => version,
+            };
+            let result = call(worker.as_mut()).await;
+            Completed { worker, version, result }
+        }));
+    }
+
+    /// The next request to finish; `None` if none is in flight.
+    pub async fn next(&mut self) -> Option<Completed<T>> {
+        self.requests.next().await
+    }
+
+    /// Whether no request is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+}
+
+/// Concatenates incoming batches until they hold at least `min_size` rows
+/// (RLlib Flow's `ConcatBatches`), remembering a tag per batch (e.g. the
+/// weights version that sampled it) with its row count.
+pub struct ConcatBatches<T> {
+    min_size: usize,
+    pending: Vec<SampleBatch>,
+    tags: Vec<(T, usize)>,
+    rows: usize,
+}
+
+impl<T> ConcatBatches<T> {
+    /// Emits batches of at least `min_size` rows.
+    pub fn new(min_size: usize) -> Self {
+        Self { min_size, pending: Vec::new(), tags: Vec::new(), rows: 0 }
+    }
+
+    /// Adds a batch; once `min_size` rows are pending, returns their
+    /// concatenation and the tags of its parts.
+    ///
+    /// # Errors
+    /// If the batches have different fields.
+    pub fn push(&mut self, batch: SampleBatch, tag: T) -> Result<Option<(SampleBatch, Vec<(T, usize)>)>, BatchError> {
+        self.rows += batch.len();
+        self.tags.push((tag, batch.len()));
+        self.pending.push(batch);
+        if self.rows < self.min_size {
+            return Ok(None);
+        }
+        let batch = SampleBatch::concat(&self.pending)?;
+        self.pending.clear();
+        self.rows = 0;
+        Ok(Some((batch, std::mem::take(&mut self.tags))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concat_batches_emits_at_the_minimum_size_with_tags() {
+        let batch = |n: usize| {
+            let mut b = SampleBatch::new();
+            b.insert_f32("x", vec![1.0; n], 1).unwrap();
+            b
+        };
+        let mut c = ConcatBatches::new(5);
+        assert!(c.push(batch(2), 'a').unwrap().is_none());
+        assert!(c.push(batch(2), 'b').unwrap().is_none());
+        let (out, tags) = c.push(batch(3), 'c').unwrap().unwrap();
+        assert_eq!(out.len(), 7);
+        assert_eq!(tags, vec![('a', 2), ('b', 2), ('c', 3)]);
+        assert!(c.push(batch(1), 'd').unwrap().is_none());
+    }
 }

@@ -12,11 +12,9 @@
 use super::{OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluator::GradientRollout;
 use crate::evaluators::Evaluators;
-use crate::handle::{EvaluatorHandle, HandleError};
+use crate::operators::{Completed, InFlight};
 use crate::policy::{FlatWeights, LearnerStats};
 use async_trait::async_trait;
-use futures::future::BoxFuture;
-use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 
 /// Settings of [`AsyncGradientsOptimizer`].
@@ -26,13 +24,11 @@ pub struct AsyncGradientsConfig {
     pub grads_per_step: usize,
 }
 
-type Reply = (Box<dyn EvaluatorHandle>, u64, Result<GradientRollout, HandleError>);
-
 /// Apply gradients as they arrive; refresh only the worker that sent one.
 pub struct AsyncGradientsOptimizer {
     evaluators: Evaluators,
     config: AsyncGradientsConfig,
-    in_flight: FuturesUnordered<BoxFuture<'static, Reply>>,
+    in_flight: InFlight<GradientRollout>,
     /// Number of gradients applied so far: the learner's weights version.
     version: u64,
 }
@@ -40,22 +36,7 @@ pub struct AsyncGradientsOptimizer {
 impl AsyncGradientsOptimizer {
     /// Drives `evaluators` asynchronously.
     pub fn new(evaluators: Evaluators, config: AsyncGradientsConfig) -> Self {
-        Self { evaluators, config, in_flight: FuturesUnordered::new(), version: 0 }
-    }
-
-    /// Sends `weights` (version `version`) to `worker`, then asks it for a gradient.
-    fn launch(
-        mut worker: Box<dyn EvaluatorHandle>,
-        weights: Arc<FlatWeights>,
-        version: u64,
-    ) -> BoxFuture<'static, Reply> {
-        Box::pin(async move {
-            if let Err(e) = worker.set_weights(weights).await {
-                return (worker, version, Err(e));
-            }
-            let result = worker.sample_and_compute_gradients().await;
-            (worker, version, result)
-        })
+        Self { evaluators, config, in_flight: InFlight::default(), version: 0 }
     }
 
     fn weights(&self) -> Arc<FlatWeights> {
@@ -85,11 +66,12 @@ impl PolicyOptimizer for AsyncGradientsOptimizer {
         if self.in_flight.is_empty() {
             let weights = self.weights();
             for w in self.evaluators.lend_workers() {
-                self.in_flight.push(Self::launch(w, weights.clone(), self.version));
+                self.in_flight
+                    .send(w, Some((weights.clone(), self.version)), self.version, |w| w.sample_and_compute_gradients());
             }
         }
         for _ in 0..self.config.grads_per_step {
-            let (worker, version, result) =
+            let Completed { worker, version, result } =
                 self.in_flight.next().await.expect("every lent worker has a request in flight");
             self.evaluators.note_lent_stats(worker.index(), worker.stats());
             let g = match result {
@@ -106,7 +88,10 @@ impl PolicyOptimizer for AsyncGradientsOptimizer {
             out.steps_trained += g.steps as u64;
             out.episodes.extend(g.episodes);
             all_stats.push(g.stats);
-            self.in_flight.push(Self::launch(worker, self.weights(), self.version));
+            // Fresh weights to this worker only, then its next gradient.
+            let weights = self.weights();
+            self.in_flight
+                .send(worker, Some((weights, self.version)), self.version, |w| w.sample_and_compute_gradients());
         }
         out.learner = LearnerStats::mean(&all_stats);
         out.learner.set("policy_lag_mean", lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64);

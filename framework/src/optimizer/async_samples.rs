@@ -25,12 +25,11 @@
 use super::{OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluator::{EvaluatorError, Rollout};
 use crate::evaluators::Evaluators;
-use crate::handle::{EvaluatorHandle, HandleError};
+use crate::handle::HandleError;
+use crate::operators::{Completed, ConcatBatches, InFlight};
 use crate::policy::{FlatWeights, LearnerStats, PolicyGraph};
 use crate::sample_batch::SampleBatch;
 use async_trait::async_trait;
-use futures::future::BoxFuture;
-use futures::stream::{FuturesUnordered, StreamExt};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -51,11 +50,10 @@ pub struct AsyncSamplesConfig {
     pub num_aggregation_workers: usize,
 }
 
-/// A batch on its way to the learner, with the weights version that sampled it.
+/// A batch on its way to the learner, with the weights versions that
+/// sampled its parts and their row counts (lag accounting).
 struct Item {
     batch: SampleBatch,
-    version: u64,
-    /// Versions of the batches concatenated into this one (lag accounting).
     versions: Vec<(u64, usize)>,
 }
 
@@ -68,20 +66,58 @@ struct LearnerReport {
 /// The learner's latest weights and their version, shared with the driver.
 type Published = Arc<Mutex<(Arc<FlatWeights>, u64)>>;
 
-type Reply = (Box<dyn EvaluatorHandle>, u64, Result<Rollout, HandleError>);
-
 /// Asynchronous sampling, a learner thread, weights every k batches.
 pub struct AsyncSamplesOptimizer {
     evaluators: Evaluators,
     config: AsyncSamplesConfig,
-    in_flight: FuturesUnordered<BoxFuture<'static, Reply>>,
+    in_flight: InFlight<Rollout>,
     batches_since_weights: Vec<usize>,
     to_learner: Option<mpsc::Sender<Item>>,
     aggregators: Vec<ActorRef<AggregatorMsg>>,
     next_aggregator: usize,
     reports: std::sync::mpsc::Receiver<Result<LearnerReport, EvaluatorError>>,
     published: Published,
-    learner: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The learner thread: concatenates queued batches to `batch_size` rows,
+/// learns, publishes the new weights, reports. Ends when the queue closes
+/// or learning fails (after reporting the error).
+fn run_learner(
+    mut learner: Box<dyn PolicyGraph>,
+    mut queue: mpsc::Receiver<Item>,
+    batch_size: usize,
+    published: Published,
+    reports: std::sync::mpsc::Sender<Result<LearnerReport, EvaluatorError>>,
+) {
+    let mut concat = ConcatBatches::new(batch_size);
+    while let Some(item) = queue.blocking_recv() {
+        let (batch, tags) = match concat.push(item.batch, item.versions) {
+            Ok(None) => continue,
+            Ok(Some(ready)) => ready,
+            Err(e) => {
+                let _ = reports.send(Err(e.into()));
+                return;
+            }
+        };
+        let version = published.lock().expect("learner lock").1;
+        let lags: Vec<(u64, usize)> =
+            tags.into_iter().flat_map(|(v, _)| v).map(|(v, n)| (version - v.min(version), n)).collect();
+        let mut stats = match learner.learn_on_batch(&batch) {
+            Ok(stats) => stats,
+            Err(e) => {
+                let _ = reports.send(Err(e.into()));
+                return;
+            }
+        };
+        *published.lock().expect("learner lock") = (Arc::new(learner.get_weights()), version + 1);
+        let rows: usize = lags.iter().map(|l| l.1).sum();
+        let mean = lags.iter().map(|&(l, n)| l as f64 * n as f64).sum::<f64>() / rows.max(1) as f64;
+        stats.set("policy_lag_mean", mean);
+        stats.set("policy_lag_max", lags.iter().map(|l| l.0).max().unwrap_or(0) as f64);
+        if reports.send(Ok(LearnerReport { stats, steps_trained: batch.len() as u64 })).is_err() {
+            return;
+        }
+    }
 }
 
 impl AsyncSamplesOptimizer {
@@ -93,58 +129,18 @@ impl AsyncSamplesOptimizer {
     /// If an aggregation actor fails to start.
     pub async fn new(
         evaluators: Evaluators,
-        mut learner: Box<dyn PolicyGraph>,
+        learner: Box<dyn PolicyGraph>,
         config: AsyncSamplesConfig,
     ) -> Result<Self, HandleError> {
-        let (tx, mut rx) = mpsc::channel::<Item>(config.learner_queue_size.max(1));
+        let (tx, rx) = mpsc::channel::<Item>(config.learner_queue_size.max(1));
         let (report_tx, reports) = std::sync::mpsc::channel();
         let published: Published = Arc::new(Mutex::new((Arc::new(learner.get_weights()), 0)));
-        let shared = published.clone();
-        let batch_size = config.train_batch_size;
-        let learner = std::thread::Builder::new()
+        let (shared, batch_size) = (published.clone(), config.train_batch_size);
+        // Detached: it ends when the queue closes (the optimizer is dropped).
+        std::thread::Builder::new()
             .name("rlx-learner".into())
-            .spawn(move || {
-                let mut pending: Vec<Item> = Vec::new();
-                let mut rows = 0;
-                while let Some(item) = rx.blocking_recv() {
-                    rows += item.batch.len();
-                    pending.push(item);
-                    if rows < batch_size {
-                        continue;
-                    }
-                    let version = shared.lock().expect("learner lock").1;
-                    let lags: Vec<(u64, usize)> = pending
-                        .iter()
-                        .flat_map(|i| {
-                            if i.versions.is_empty() {
-                                vec![(i.version, i.batch.len())]
-                            } else {
-                                i.versions.clone()
-                            }
-                        })
-                        .map(|(v, n)| (version - v.min(version), n))
-                        .collect();
-                    let batches: Vec<SampleBatch> = pending.drain(..).map(|i| i.batch).collect();
-                    rows = 0;
-                    let report = SampleBatch::concat(&batches)
-                        .map_err(EvaluatorError::from)
-                        .and_then(|batch| Ok((learner.learn_on_batch(&batch)?, batch.len())))
-                        .map(|(mut stats, n)| {
-                            let total: usize = lags.iter().map(|l| l.1).sum();
-                            let mean =
-                                lags.iter().map(|&(l, k)| l as f64 * k as f64).sum::<f64>() / total.max(1) as f64;
-                            stats.set("policy_lag_mean", mean);
-                            stats.set("policy_lag_max", lags.iter().map(|l| l.0).max().unwrap_or(0) as f64);
-                            *shared.lock().expect("learner lock") = (Arc::new(learner.get_weights()), version + 1);
-                            LearnerReport { stats, steps_trained: n as u64 }
-                        });
-                    let failed = report.is_err();
-                    if report_tx.send(report).is_err() || failed {
-                        return;
-                    }
-                }
-            })
-            .expect("spawning the learner thread");
+            .spawn(move || run_learner(learner, rx, batch_size, shared, report_tx))
+            .map_err(|e| HandleError::Spawn { index: 0, reason: format!("learner thread: {e}") })?;
         let mut aggregators = Vec::new();
         for _ in 0..config.num_aggregation_workers {
             let args = AggregatorArgs { to_learner: tx.clone(), batch_size };
@@ -157,32 +153,13 @@ impl AsyncSamplesOptimizer {
         Ok(Self {
             evaluators,
             config,
-            in_flight: FuturesUnordered::new(),
+            in_flight: InFlight::default(),
             batches_since_weights: vec![0; n],
             to_learner: Some(tx),
             aggregators,
             next_aggregator: 0,
             reports,
             published,
-            learner: Some(learner),
-        })
-    }
-
-    fn launch(
-        mut worker: Box<dyn EvaluatorHandle>,
-        weights: Option<(Arc<FlatWeights>, u64)>,
-        version: u64,
-    ) -> BoxFuture<'static, Reply> {
-        Box::pin(async move {
-            let version = match weights {
-                Some((w, v)) => match worker.set_weights(w).await {
-                    Ok(()) => v,
-                    Err(e) => return (worker, version, Err(e)),
-                },
-                None => version,
-            };
-            let result = worker.sample().await;
-            (worker, version, result)
         })
     }
 
@@ -193,10 +170,22 @@ impl AsyncSamplesOptimizer {
 
     /// Hands a batch to an aggregator (round-robin) or straight to the learner.
     async fn forward(&mut self, batch: SampleBatch, version: u64) -> Result<(), OptimizerError> {
+        let result = self.send_to_learner(batch, version).await;
+        if result.is_err() {
+            // The learner thread ended: report why, if it said.
+            if let Ok(Err(cause)) = self.reports.try_recv() {
+                return Err(cause.into());
+            }
+        }
+        result
+    }
+
+    async fn send_to_learner(&mut self, batch: SampleBatch, version: u64) -> Result<(), OptimizerError> {
         let gone = || OptimizerError::Learner(EvaluatorError::Config("the learner thread stopped".into()));
         if self.aggregators.is_empty() {
             let tx = self.to_learner.as_ref().ok_or_else(gone)?;
-            tx.send(Item { batch, version, versions: Vec::new() }).await.map_err(|_| gone())
+            let versions = vec![(version, batch.len())];
+            tx.send(Item { batch, versions }).await.map_err(|_| gone())
         } else {
             let i = self.next_aggregator % self.aggregators.len();
             self.next_aggregator += 1;
@@ -240,11 +229,11 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
             if self.in_flight.is_empty() {
                 let latest = self.latest();
                 for w in self.evaluators.lend_workers() {
-                    self.in_flight.push(Self::launch(w, Some(latest.clone()), latest.1));
+                    self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
                 }
             }
             while (out.steps_sampled as usize) < self.config.steps_per_iteration {
-                let (worker, version, result) =
+                let Completed { worker, version, result } =
                     self.in_flight.next().await.expect("every lent worker has a request in flight");
                 self.evaluators.note_lent_stats(worker.index(), worker.stats());
                 let rollout = match result {
@@ -265,7 +254,7 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
                 } else {
                     None
                 };
-                self.in_flight.push(Self::launch(worker, weights, version));
+                self.in_flight.send(worker, weights, version, |w| w.sample());
                 self.drain_reports(&mut out, &mut all)?;
             }
             // Keep the driver's copy current for checkpoints and evaluation.
@@ -287,13 +276,11 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
 
 impl Drop for AsyncSamplesOptimizer {
     fn drop(&mut self) {
+        // Stopping the aggregators and dropping our sender closes the queue;
+        // the learner thread ends after its current update.
         for a in &self.aggregators {
             a.stop(None);
         }
-        // Closing the queue ends the learner thread after its current update
-        // (the thread is detached, not joined, so dropping never blocks).
-        self.to_learner = None;
-        self.learner.take();
     }
 }
 
@@ -314,10 +301,8 @@ pub struct AggregatorArgs {
 
 /// An aggregator's pending batches.
 pub struct AggregatorState {
-    args: AggregatorArgs,
-    pending: Vec<SampleBatch>,
-    versions: Vec<(u64, usize)>,
-    rows: usize,
+    to_learner: mpsc::Sender<Item>,
+    concat: ConcatBatches<u64>,
 }
 
 impl Actor for Aggregator {
@@ -330,7 +315,7 @@ impl Actor for Aggregator {
         _: ActorRef<AggregatorMsg>,
         args: AggregatorArgs,
     ) -> Result<AggregatorState, ActorProcessingErr> {
-        Ok(AggregatorState { args, pending: Vec::new(), versions: Vec::new(), rows: 0 })
+        Ok(AggregatorState { to_learner: args.to_learner, concat: ConcatBatches::new(args.batch_size) })
     }
 
     async fn handle(
@@ -340,20 +325,9 @@ impl Actor for Aggregator {
         s: &mut AggregatorState,
     ) -> Result<(), ActorProcessingErr> {
         let AggregatorMsg::Add(batch, version, reply) = msg;
-        s.rows += batch.len();
-        s.versions.push((version, batch.len()));
-        s.pending.push(batch);
-        if s.rows >= s.args.batch_size {
-            let batch = SampleBatch::concat(&s.pending)?;
-            s.pending.clear();
-            s.rows = 0;
-            let versions = std::mem::take(&mut s.versions);
+        if let Some((batch, versions)) = s.concat.push(batch, version)? {
             // Waits while the learner's queue is full: backpressure.
-            s.args
-                .to_learner
-                .send(Item { batch, version: 0, versions })
-                .await
-                .map_err(|_| "the learner thread stopped")?;
+            s.to_learner.send(Item { batch, versions }).await.map_err(|_| "the learner thread stopped")?;
         }
         let _ = reply.send(());
         Ok(())
