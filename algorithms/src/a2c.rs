@@ -12,17 +12,15 @@
 //! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
 //! `total_loss`, `vf_explained_var`.
 
-use crate::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
-use crate::execution::{spawn_evaluators, SamplingSettings};
+use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
-use rlx::optimizer::SyncSamplesConfig;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{fields, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space, SyncSamplesOptimizer, Trainer};
+use rlx::{LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// A2C's configuration (A3C uses the same keys plus its own).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,23 +81,14 @@ impl Default for A2cConfig {
 
 impl Validate for A2cConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        check("num_envs_per_worker", self.num_envs_per_worker, self.num_envs_per_worker >= 1, "must be >= 1")?;
-        check("train_batch_size", self.train_batch_size, self.train_batch_size >= 1, "must be >= 1")?;
-        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
-        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
+        check_sync_sampling(
+            self.num_envs_per_worker,
+            self.train_batch_size,
+            self.min_sample_fraction,
+            self.observation_filter,
+        )?;
         check("lambda", self.lambda, (0.0..=1.0).contains(&self.lambda), "must be in [0, 1]")?;
-        check("vf_loss_coeff", self.vf_loss_coeff, self.vf_loss_coeff >= 0.0, "must be >= 0")?;
-        check("entropy_coeff", self.entropy_coeff, self.entropy_coeff >= 0.0, "must be >= 0")?;
-        if let Some(c) = self.grad_clip {
-            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
-        }
-        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")?;
-        let f = self.min_sample_fraction;
-        check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")?;
-        // Filter statistics are synchronized with every worker each step,
-        // which would wait for the straggler after all.
-        let filtered = self.observation_filter != ObservationFilter::NoFilter;
-        check("min_sample_fraction", f, f == 1.0 || !filtered, "must be 1.0 when an observation_filter is set")
+        check_learning(self.lr, self.gamma, self.vf_loss_coeff, self.entropy_coeff, self.grad_clip, &self.restart)
     }
 }
 
@@ -133,14 +122,14 @@ impl ActorCriticLoss for A2cConfig {
 impl A2cConfig {
     /// How this config's evaluators sample.
     pub fn sampling(&self) -> SamplingSettings {
-        SamplingSettings {
-            num_workers: self.num_workers,
-            num_envs_per_worker: self.num_envs_per_worker,
-            sample_size: self.train_batch_size.div_ceil(self.num_workers.max(1)),
-            observation_filter: self.observation_filter,
-            seed: self.seed,
-            restart: self.restart,
-        }
+        SamplingSettings::synchronous(
+            self.num_workers,
+            self.num_envs_per_worker,
+            self.train_batch_size,
+            self.observation_filter,
+            self.seed,
+            self.restart,
+        )
     }
 }
 
@@ -150,13 +139,6 @@ impl A2cConfig {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: A2cConfig) -> Result<Trainer, BuildError> {
-    let policy_cfg = cfg.clone();
-    let make_policy =
-        Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy("A2C", &policy_cfg, o, a, seed));
-    let evaluators = spawn_evaluators(make_env, make_policy, cfg.sampling()).await?;
-    let plan = SyncSamplesConfig {
-        standardize_fields: vec![fields::ADVANTAGES.to_string()],
-        min_sample_fraction: cfg.min_sample_fraction,
-    };
-    Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
+    let (sampling, min_sample_fraction) = (cfg.sampling(), cfg.min_sample_fraction);
+    sync_trainer("A2C", make_env, cfg, sampling, min_sample_fraction).await
 }

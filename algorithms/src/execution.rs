@@ -2,11 +2,15 @@
 //! that is the same (envs from the maker, one policy per evaluator, seeds,
 //! observation filter, supervised actors).
 
+use crate::actor_critic::{self, ActorCriticLoss};
 use crate::{BuildError, EnvMaker};
+use rlx::config::{check, ConfigError};
 use rlx::evaluator::evaluator_seed;
 use rlx::filter::ObservationFilter;
+use rlx::optimizer::SyncSamplesConfig;
 use rlx::{
-    EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, PolicyGraph, RestartPolicy, Space, VectorEnv,
+    fields, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, PolicyGraph, RestartPolicy, Space,
+    SyncSamplesOptimizer, Trainer, VectorEnv,
 };
 use std::sync::Arc;
 
@@ -61,4 +65,82 @@ pub async fn spawn_evaluators(
         })
     });
     Ok(Evaluators::spawn(factory, s.num_workers, s.restart).await?)
+}
+
+impl SamplingSettings {
+    /// Synchronous sampling: each round gathers `train_batch_size` rows
+    /// split evenly over the samplers.
+    pub fn synchronous(
+        num_workers: usize,
+        num_envs_per_worker: usize,
+        train_batch_size: usize,
+        observation_filter: ObservationFilter,
+        seed: u64,
+        restart: RestartPolicy,
+    ) -> Self {
+        let sample_size = train_batch_size.div_ceil(num_workers.max(1));
+        Self { num_workers, num_envs_per_worker, sample_size, observation_filter, seed, restart }
+    }
+}
+
+/// The execution plan of the synchronous actor-critic algorithms (PG, A2C,
+/// PPO): evaluators with `loss`'s policy, [`SyncSamplesOptimizer`] with
+/// advantages standardized over each train batch.
+///
+/// # Errors
+/// If the env cannot be built or has unsupported spaces, or an evaluator
+/// fails to start.
+pub async fn sync_trainer<L: ActorCriticLoss>(
+    name: &'static str,
+    make_env: EnvMaker,
+    loss: L,
+    sampling: SamplingSettings,
+    min_sample_fraction: f64,
+) -> Result<Trainer, BuildError> {
+    let make_policy = Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy(name, &loss, o, a, seed));
+    let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
+    let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()], min_sample_fraction };
+    Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
+}
+
+/// Range checks every actor-critic config shares.
+///
+/// # Errors
+/// The first out-of-range key.
+pub fn check_learning(
+    lr: f64,
+    gamma: f64,
+    vf_loss_coeff: f64,
+    entropy_coeff: f64,
+    grad_clip: Option<f64>,
+    restart: &RestartPolicy,
+) -> Result<(), ConfigError> {
+    check("lr", lr, lr > 0.0 && lr.is_finite(), "must be > 0")?;
+    check("gamma", gamma, (0.0..=1.0).contains(&gamma), "must be in [0, 1]")?;
+    check("vf_loss_coeff", vf_loss_coeff, vf_loss_coeff >= 0.0, "must be >= 0")?;
+    check("entropy_coeff", entropy_coeff, entropy_coeff >= 0.0, "must be >= 0")?;
+    if let Some(c) = grad_clip {
+        check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
+    }
+    check("restart.window_s", restart.window_s, restart.window_s > 0.0, "must be > 0")
+}
+
+/// Range checks of synchronous sampling.
+///
+/// # Errors
+/// The first out-of-range key.
+pub fn check_sync_sampling(
+    num_envs_per_worker: usize,
+    train_batch_size: usize,
+    min_sample_fraction: f64,
+    observation_filter: ObservationFilter,
+) -> Result<(), ConfigError> {
+    check("num_envs_per_worker", num_envs_per_worker, num_envs_per_worker >= 1, "must be >= 1")?;
+    check("train_batch_size", train_batch_size, train_batch_size >= 1, "must be >= 1")?;
+    let f = min_sample_fraction;
+    check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")?;
+    // Filter statistics are synchronized with every worker each step, which
+    // would wait for the straggler after all.
+    let filtered = observation_filter != ObservationFilter::NoFilter;
+    check("min_sample_fraction", f, f == 1.0 || !filtered, "must be 1.0 when an observation_filter is set")
 }

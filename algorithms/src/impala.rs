@@ -20,7 +20,7 @@
 //! `policy_lag_mean`, `policy_lag_max`.
 
 use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, Loss, TRAJ_ENDS};
-use crate::execution::{spawn_evaluators, SamplingSettings};
+use crate::execution::{check_learning, spawn_evaluators, SamplingSettings};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
@@ -110,26 +110,10 @@ impl Validate for ImpalaConfig {
         ] {
             check(key, v, v >= 1, "must be >= 1")?;
         }
-        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
-        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
-        check(
-            "vtrace_clip_rho_threshold",
-            self.vtrace_clip_rho_threshold,
-            self.vtrace_clip_rho_threshold > 0.0,
-            "must be > 0",
-        )?;
-        check(
-            "vtrace_clip_c_threshold",
-            self.vtrace_clip_c_threshold,
-            self.vtrace_clip_c_threshold > 0.0,
-            "must be > 0",
-        )?;
-        check("vf_loss_coeff", self.vf_loss_coeff, self.vf_loss_coeff >= 0.0, "must be >= 0")?;
-        check("entropy_coeff", self.entropy_coeff, self.entropy_coeff >= 0.0, "must be >= 0")?;
-        if let Some(c) = self.grad_clip {
-            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
-        }
-        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
+        let (rho, c) = (self.vtrace_clip_rho_threshold, self.vtrace_clip_c_threshold);
+        check("vtrace_clip_rho_threshold", rho, rho > 0.0, "must be > 0")?;
+        check("vtrace_clip_c_threshold", c, c > 0.0, "must be > 0")?;
+        check_learning(self.lr, self.gamma, self.vf_loss_coeff, self.entropy_coeff, self.grad_clip, &self.restart)
     }
 }
 

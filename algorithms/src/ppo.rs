@@ -27,18 +27,14 @@
 //! `vf_explained_var` (of the behaviour policy's value predictions).
 
 use crate::actor_critic::{self, column, ActorCriticLoss, Forward, LearnerSettings, Loss};
-use crate::execution::{spawn_evaluators, SamplingSettings};
+use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
-use rlx::optimizer::SyncSamplesConfig;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{
-    fields, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, SyncSamplesOptimizer, Trainer,
-};
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// PPO's configuration. Every key is optional in `--config`; unknown keys are
 /// errors.
@@ -115,34 +111,26 @@ impl Default for PpoConfig {
 
 impl Validate for PpoConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        check("num_envs_per_worker", self.num_envs_per_worker, self.num_envs_per_worker >= 1, "must be >= 1")?;
-        check("train_batch_size", self.train_batch_size, self.train_batch_size >= 1, "must be >= 1")?;
+        check_sync_sampling(
+            self.num_envs_per_worker,
+            self.train_batch_size,
+            self.min_sample_fraction,
+            self.observation_filter,
+        )?;
+        let size = self.sgd_minibatch_size;
         check(
             "sgd_minibatch_size",
-            self.sgd_minibatch_size,
-            (1..=self.train_batch_size).contains(&self.sgd_minibatch_size),
+            size,
+            (1..=self.train_batch_size).contains(&size),
             "must be in [1, train_batch_size]",
         )?;
         check("num_sgd_iter", self.num_sgd_iter, self.num_sgd_iter >= 1, "must be >= 1")?;
-        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
-        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
         check("lambda", self.lambda, (0.0..=1.0).contains(&self.lambda), "must be in [0, 1]")?;
         check("clip_param", self.clip_param, self.clip_param > 0.0, "must be > 0")?;
         if let Some(c) = self.vf_clip_param {
             check("vf_clip_param", c, c > 0.0, "must be > 0 or null")?;
         }
-        check("vf_loss_coeff", self.vf_loss_coeff, self.vf_loss_coeff >= 0.0, "must be >= 0")?;
-        check("entropy_coeff", self.entropy_coeff, self.entropy_coeff >= 0.0, "must be >= 0")?;
-        if let Some(c) = self.grad_clip {
-            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
-        }
-        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")?;
-        let f = self.min_sample_fraction;
-        check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")?;
-        // Filter statistics are synchronized with every worker each step,
-        // which would wait for the straggler after all.
-        let filtered = self.observation_filter != ObservationFilter::NoFilter;
-        check("min_sample_fraction", f, f == 1.0 || !filtered, "must be 1.0 when an observation_filter is set")
+        check_learning(self.lr, self.gamma, self.vf_loss_coeff, self.entropy_coeff, self.grad_clip, &self.restart)
     }
 }
 
@@ -232,22 +220,16 @@ pub fn make_policy(
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildError> {
-    let sampling = SamplingSettings {
-        num_workers: cfg.num_workers,
-        num_envs_per_worker: cfg.num_envs_per_worker,
-        sample_size: cfg.train_batch_size.div_ceil(cfg.num_workers.max(1)),
-        observation_filter: cfg.observation_filter,
-        seed: cfg.seed,
-        restart: cfg.restart,
-    };
-    let policy_cfg = cfg.clone();
-    let make_policy = Arc::new(move |o: &Space, a: &Space, seed| make_policy(&policy_cfg, o, a, seed));
-    let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
-    let plan = SyncSamplesConfig {
-        standardize_fields: vec![fields::ADVANTAGES.to_string()],
-        min_sample_fraction: cfg.min_sample_fraction,
-    };
-    Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
+    let sampling = SamplingSettings::synchronous(
+        cfg.num_workers,
+        cfg.num_envs_per_worker,
+        cfg.train_batch_size,
+        cfg.observation_filter,
+        cfg.seed,
+        cfg.restart,
+    );
+    let min_sample_fraction = cfg.min_sample_fraction;
+    sync_trainer("PPO", make_env, cfg, sampling, min_sample_fraction).await
 }
 
 #[cfg(test)]
