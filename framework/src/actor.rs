@@ -27,6 +27,7 @@ use async_trait::async_trait;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -159,6 +160,8 @@ pub struct SupervisorArgs {
     pub indices: Vec<usize>,
     /// Restart strategy and budget.
     pub policy: RestartPolicy,
+    /// Incremented on every restart, for metrics that must not lag.
+    pub restarts: Arc<AtomicU64>,
 }
 
 struct Slot {
@@ -176,6 +179,7 @@ pub struct SupervisorState {
     slots: Vec<Slot>,
     failures: VecDeque<Instant>,
     gave_up: Option<HandleError>,
+    restarts: Arc<AtomicU64>,
 }
 
 async fn spawn_slot(
@@ -231,6 +235,7 @@ impl EvaluatorSupervisor {
             }
             state.slots[i].generation += 1;
             state.slots[i].restarts += 1;
+            state.restarts.fetch_add(1, Ordering::Relaxed);
         }
         for i in to_restart {
             if let Err(e) = spawn_slot(myself, state, i).await {
@@ -275,6 +280,7 @@ impl Actor for EvaluatorSupervisor {
             slots,
             failures: VecDeque::new(),
             gave_up: None,
+            restarts: args.restarts,
         };
         for i in 0..state.slots.len() {
             spawn_slot(&myself, &mut state, i).await?;
@@ -452,6 +458,7 @@ impl EvaluatorHandle for ActorEvaluator {
 /// and, with it, every evaluator.
 pub struct ActorEvaluatorSet {
     supervisor: ActorRef<SupervisorMsg>,
+    restarts: Arc<AtomicU64>,
 }
 
 impl ActorEvaluatorSet {
@@ -467,11 +474,12 @@ impl ActorEvaluatorSet {
         policy: RestartPolicy,
     ) -> Result<(Self, Vec<ActorEvaluator>), HandleError> {
         let first = indices.first().copied().unwrap_or(0);
-        let args = SupervisorArgs { factory, indices: indices.clone(), policy };
+        let restarts = Arc::new(AtomicU64::new(0));
+        let args = SupervisorArgs { factory, indices: indices.clone(), policy, restarts: restarts.clone() };
         let (supervisor, _) = Actor::spawn(None, EvaluatorSupervisor, args)
             .await
             .map_err(|e| HandleError::Spawn { index: first, reason: ractor_spawn_reason(&e) })?;
-        let set = Self { supervisor: supervisor.clone() };
+        let set = Self { supervisor: supervisor.clone(), restarts };
         let mut handles = Vec::with_capacity(indices.len());
         for index in indices {
             let (actor, restarts) = ActorEvaluator::lookup(&supervisor, index, None).await?;
@@ -485,6 +493,14 @@ impl ActorEvaluatorSet {
             });
         }
         Ok((set, handles))
+    }
+}
+
+impl ActorEvaluatorSet {
+    /// Evaluator restarts so far, counted by the supervisor as they happen
+    /// (a handle learns of a restart only on its next call).
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
     }
 }
 

@@ -15,8 +15,8 @@ pub struct Evaluators {
     workers: Vec<Box<dyn EvaluatorHandle>>,
     /// Counters of workers lent out to in-flight requests, as last seen.
     lent: BTreeMap<usize, HandleStats>,
-    // Keeps the worker actors alive; dropping it stops them.
-    _actors: Option<ActorEvaluatorSet>,
+    /// Keeps the worker actors alive (dropping it stops them) and counts restarts.
+    actors: Option<ActorEvaluatorSet>,
 }
 
 impl Evaluators {
@@ -37,13 +37,13 @@ impl Evaluators {
             let (set, handles) = ActorEvaluatorSet::spawn(factory, (1..=num_workers).collect(), restart).await?;
             (Some(set), handles.into_iter().map(|h| Box::new(h) as Box<dyn EvaluatorHandle>).collect())
         };
-        Ok(Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), _actors: actors })
+        Ok(Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), actors: actors })
     }
 
     /// Wraps evaluators built elsewhere (e.g. remote ones). Whoever owns the
     /// workers' actors must keep them alive.
     pub fn from_parts(local: PolicyEvaluator, workers: Vec<Box<dyn EvaluatorHandle>>) -> Self {
-        Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), _actors: None }
+        Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), actors: None }
     }
 
     /// The driver's evaluator, whose policy the learner trains.
@@ -82,10 +82,13 @@ impl Evaluators {
         self.workers.len() + self.lent.len()
     }
 
-    /// Restarts of worker evaluators so far (for lent workers, as of when
-    /// they were lent).
+    /// Restarts of worker evaluators so far: the supervisor's count for
+    /// actor workers; otherwise what the handles last reported.
     pub fn num_restarts(&self) -> u64 {
-        self.workers.iter().map(|w| w.stats().restarts).chain(self.lent.values().map(|s| s.restarts)).sum()
+        match &self.actors {
+            Some(set) => set.restarts(),
+            None => self.workers.iter().map(|w| w.stats().restarts).chain(self.lent.values().map(|s| s.restarts)).sum(),
+        }
     }
 
     /// Lends every worker handle out, for asynchronous optimizers that keep
