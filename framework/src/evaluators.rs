@@ -37,7 +37,7 @@ impl Evaluators {
             let (set, handles) = ActorEvaluatorSet::spawn(factory, (1..=num_workers).collect(), restart).await?;
             (Some(set), handles.into_iter().map(|h| Box::new(h) as Box<dyn EvaluatorHandle>).collect())
         };
-        Ok(Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), actors: actors })
+        Ok(Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), actors })
     }
 
     /// Wraps evaluators built elsewhere (e.g. remote ones). Whoever owns the
