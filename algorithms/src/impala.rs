@@ -236,12 +236,14 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
     sampling: SamplingSettings,
     optimizer: AsyncSamplesConfig,
 ) -> Result<Trainer, BuildError> {
-    let probe = make_env()?;
-    let learner =
-        actor_critic::make_policy(name, &loss, probe.observation_space(), probe.action_space(), sampling.seed)?;
-    drop(probe);
+    let seed = sampling.seed;
+    let learner_loss = loss.clone();
     let make_policy = Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy(name, &loss, o, a, seed));
     let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
+    // The learner's copy, for the spaces the evaluators were built with.
+    let local = evaluators.local().policy();
+    let learner =
+        actor_critic::make_policy(name, &learner_loss, local.observation_space(), local.action_space(), seed)?;
     Ok(Trainer::new(Box::new(AsyncSamplesOptimizer::new(evaluators, learner, optimizer).await?)))
 }
 

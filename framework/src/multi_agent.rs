@@ -12,7 +12,7 @@
 //! computes actions for all of its agents in one batched call, and returns
 //! one postprocessed [`SampleBatch`] per policy (RLlib's `MultiAgentBatch`).
 
-use crate::env::{invalid_action, EnvError, Step};
+use crate::env::{EnvError, Step};
 use crate::evaluator::EvaluatorError;
 use crate::policy::{LearnerStats, PolicyError, PolicyGraph};
 use crate::sample_batch::{fields, Column, SampleBatch};
@@ -352,12 +352,9 @@ impl<E: crate::env::Env> MultiAgentEnv for IndependentAgents<E> {
         let mut all_done = true;
         for (i, env) in self.envs.iter_mut().enumerate() {
             match actions[i] {
+                // Each copy checks its own action (`Env::step` returns
+                // `InvalidAction`), as in a `VectorEnv`.
                 Some(a) => {
-                    if let Action::Discrete(_) = a {
-                        if !env.action_space().contains(a) {
-                            return Err(invalid_action(env, a));
-                        }
-                    }
                     steps[i] = env.step(a, &mut obs[i])?;
                     all_done &= steps[i].done();
                 }
