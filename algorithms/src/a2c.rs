@@ -23,7 +23,7 @@ use rlx::{LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// A2C's configuration (A3C uses the same keys plus its own).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
 #[serde(deny_unknown_fields, default)]
 pub struct A2cConfig {
     /// Evaluator actors sampling in parallel; 0 samples in the driver.

@@ -11,7 +11,6 @@
 
 use crate::nn::{self, Mlp};
 use crate::{dispatch_dims, BuildError};
-use dfdx::optim::{Adam, AdamConfig};
 use dfdx::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -148,7 +147,7 @@ pub struct ActorCriticPolicy<const O: usize, const A: usize, L> {
     loss_fn: L,
     dev: Cpu,
     model: Model<O, A>,
-    adam: nn::SendAdam<Model<O, A>>,
+    adam: nn::Adam,
     grads: Option<Gradients<f32, Cpu>>,
     rng: ChaCha8Rng,
     observation_space: Space,
@@ -162,10 +161,7 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> ActorCriticPolicy<O, A,
         let settings = loss_fn.learner();
         let dev = Cpu::seed_from_u64(settings.seed);
         let model = dev.build_module::<ActorCritic<O, A>, f32>();
-        let adam = nn::SendAdam(Adam::new(
-            &model,
-            AdamConfig { lr: settings.lr, betas: [0.9, 0.999], eps: 1e-5, weight_decay: None },
-        ));
+        let adam = nn::Adam::new(model.num_trainable_params(), settings.lr as f32, 1e-5);
         Self {
             loss_fn,
             dev,
@@ -243,11 +239,21 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> ActorCriticPolicy<O, A,
     /// One Adam step with the gradient in `self.grads`, then zeroes it.
     fn step_adam(&mut self) -> Result<(), PolicyError> {
         let mut grads = self.grads.take().expect("backward() fills the gradient first");
-        self.adam.0.update(&mut self.model, &grads).map_err(|e| PolicyError::Other(format!("Adam update: {e:?}")))?;
+        let flat = nn::flat_grads(&self.model, &mut grads);
+        let mut params = nn::flat_params(&self.model);
+        self.adam.update(&mut params, &flat)?;
+        nn::load_params(&mut self.model, &params)?;
         self.model.zero_grads(&mut grads);
         self.grads = Some(grads);
         Ok(())
     }
+}
+
+/// What [`ActorCriticPolicy`] saves besides its weights.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedState {
+    adam: nn::Adam,
+    rng: ChaCha8Rng,
 }
 
 impl<const O: usize, const A: usize, L: ActorCriticLoss> PolicyGraph for ActorCriticPolicy<O, A, L> {
@@ -354,6 +360,40 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> PolicyGraph for ActorCr
 
     fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
         nn::load_params(&mut self.model, weights)
+    }
+
+    fn save_state(&self) -> Option<Vec<u8>> {
+        rlx::codec::encode_value(&SavedState { adam: self.adam.clone(), rng: self.rng.clone() }).ok()
+    }
+
+    fn load_state(&mut self, state: &[u8]) -> Result<(), PolicyError> {
+        let saved: SavedState = rlx::codec::decode_value(state)
+            .map_err(|e| PolicyError::Other(format!("not a saved state of this policy: {e}")))?;
+        let expected = self.model.num_trainable_params();
+        if saved.adam.num_params() != expected {
+            return Err(PolicyError::Other(format!(
+                "the saved optimizer state is for another network size (this one has {expected} parameters)"
+            )));
+        }
+        self.adam = saved.adam;
+        self.rng = saved.rng;
+        Ok(())
+    }
+
+    /// dfdx's safetensors layout: one tensor per layer, named by its path
+    /// in the network (`0.0.0.weight` is the policy net's first layer).
+    fn save_weights(&self, path: &std::path::Path) -> Result<(), PolicyError> {
+        self.model.save_safetensors(path).map_err(|e| PolicyError::Other(format!("{}: {e:?}", path.display())))
+    }
+
+    fn load_weights(&mut self, path: &std::path::Path) -> Result<(), PolicyError> {
+        // Load into a copy, so a bad file leaves the policy as it was.
+        let mut model = self.model.clone();
+        model
+            .load_safetensors(path)
+            .map_err(|e| PolicyError::Other(format!("{}: not weights of this network: {e:?}", path.display())))?;
+        self.model = model;
+        Ok(())
     }
 }
 

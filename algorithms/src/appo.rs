@@ -26,7 +26,7 @@ use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// APPO's configuration: IMPALA's keys plus the clip and the epochs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
 #[serde(deny_unknown_fields, default)]
 pub struct AppoConfig {
     /// Evaluator actors sampling asynchronously; 0 samples in the driver.

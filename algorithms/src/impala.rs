@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// IMPALA's configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
 #[serde(deny_unknown_fields, default)]
 pub struct ImpalaConfig {
     /// Evaluator actors sampling asynchronously; 0 samples in the driver.

@@ -101,6 +101,51 @@ pub fn default_config(algorithm: &str) -> Result<Value, BuildError> {
     Ok(value.expect("configs serialize"))
 }
 
+/// Each key of `algorithm`'s config with its documentation, in
+/// declaration order (what `rlx config` prints).
+///
+/// # Errors
+/// [`BuildError::UnknownAlgorithm`].
+pub fn config_docs(algorithm: &str) -> Result<Vec<(&'static str, &'static str)>, BuildError> {
+    use documented::DocumentedFields;
+    fn zip<C: DocumentedFields>() -> Vec<(&'static str, &'static str)> {
+        C::FIELD_NAMES.iter().copied().zip(C::FIELD_DOCS.iter().copied()).collect()
+    }
+    Ok(match algorithm {
+        // A3C's config is A2C's.
+        "A2C" | "A3C" => zip::<a2c::A2cConfig>(),
+        "APPO" => zip::<appo::AppoConfig>(),
+        "IMPALA" => zip::<impala::ImpalaConfig>(),
+        "PG" => zip::<pg::PgConfig>(),
+        "PPO" => zip::<ppo::PpoConfig>(),
+        other => return Err(unknown_algorithm(other)),
+    })
+}
+
+/// A fresh policy of `algorithm` with its resolved `config`, for the given
+/// spaces: what `rlx rollout` loads a checkpoint's weights into.
+///
+/// # Errors
+/// Unknown algorithm, a bad config, or spaces without a compiled network.
+pub fn make_policy(
+    algorithm: &str,
+    config: &Value,
+    observation_space: &rlx::Space,
+    action_space: &rlx::Space,
+    seed: u64,
+) -> Result<Box<dyn rlx::PolicyGraph>, BuildError> {
+    use actor_critic::make_policy as ac;
+    let (o, a) = (observation_space, action_space);
+    match algorithm {
+        "A2C" | "A3C" => ac(algorithm, &configure::<a2c::A2cConfig>(config)?.0, o, a, seed),
+        "APPO" => ac(algorithm, &configure::<appo::AppoConfig>(config)?.0, o, a, seed),
+        "IMPALA" => ac(algorithm, &configure::<impala::ImpalaConfig>(config)?.0, o, a, seed),
+        "PG" => ac(algorithm, &configure::<pg::PgConfig>(config)?.0, o, a, seed),
+        "PPO" => ac(algorithm, &configure::<ppo::PpoConfig>(config)?.0, o, a, seed),
+        other => Err(unknown_algorithm(other)),
+    }
+}
+
 fn unknown_algorithm(name: &str) -> BuildError {
     BuildError::UnknownAlgorithm { name: name.to_string(), closest: closest_n(name, ALGORITHMS.iter().map(|a| a.0), 1) }
 }

@@ -60,18 +60,66 @@ macro_rules! dispatch_dims {
 /// The `(observation width, number of actions)` pairs [`dispatch_dims!`] covers.
 pub const SUPPORTED_DIMS: &[(usize, usize)] = &[(4, 2), (2, 3), (6, 3), (400, 3), (600, 4)];
 
-/// dfdx's `Adam`, movable to another thread.
+/// Adam (Kingma & Ba 2015) over flat parameter and gradient vectors.
 ///
-/// dfdx 0.13 marks its optimizers `!Send` only through a
-/// `PhantomData<*const M>` naming the model type; the optimizer's real
-/// contents (its config, step count and two `Gradients` of moments on the
-/// CPU) are all `Send`. Evaluators move between threads inside actors, so
-/// the policy must be `Send`.
-pub struct SendAdam<M>(pub dfdx::optim::Adam<M, f32, Cpu>);
+/// The same update as dfdx's `Adam` and `torch.optim.Adam`, kept here
+/// rather than in dfdx because checkpoints must save the moments and the
+/// step count (dfdx 0.13 keeps them private), so that a restored run
+/// continues exactly.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Adam {
+    /// Learning rate.
+    pub lr: f32,
+    /// Decay of the first moment.
+    pub beta1: f32,
+    /// Decay of the second moment.
+    pub beta2: f32,
+    /// Added to the denominator for stability.
+    pub eps: f32,
+    m: Vec<f32>,
+    v: Vec<f32>,
+    t: i32,
+}
 
-// SAFETY: see the type's docs: the only non-`Send` part is a zero-sized
-// marker type; no pointer to `M` is ever stored.
-unsafe impl<M> Send for SendAdam<M> {}
+impl Adam {
+    /// Adam for `n` parameters, with betas (0.9, 0.999).
+    pub fn new(n: usize, lr: f32, eps: f32) -> Self {
+        Self { lr, beta1: 0.9, beta2: 0.999, eps, m: vec![0.0; n], v: vec![0.0; n], t: 0 }
+    }
+
+    /// Number of parameters it updates.
+    pub fn num_params(&self) -> usize {
+        self.m.len()
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> i32 {
+        self.t
+    }
+
+    /// One step: `params -= lr · m̂ / (√v̂ + eps)` with bias-corrected moments.
+    ///
+    /// # Errors
+    /// [`PolicyError::WrongLength`] if a vector's length differs from the
+    /// parameter count.
+    pub fn update(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), PolicyError> {
+        let expected = self.m.len();
+        for (what, got) in [("weights", params.len()), ("gradients", grads.len())] {
+            if got != expected {
+                return Err(PolicyError::WrongLength { what, expected, got });
+            }
+        }
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let (r1, r2) = ((1.0 - b1.powi(self.t)).recip(), (1.0 - b2.powi(self.t)).recip());
+        for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(&mut self.m).zip(&mut self.v) {
+            *m = *m * b1 + g * (1.0 - b1);
+            *v = *v * b2 + g * g * (1.0 - b2);
+            *p -= self.lr * (*m * r1) / ((*v * r2).sqrt() + self.eps);
+        }
+        Ok(())
+    }
+}
 
 struct CollectParams<'a>(&'a mut Vec<f32>);
 

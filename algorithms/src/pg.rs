@@ -25,7 +25,7 @@ use rlx::{fields, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer
 use serde::{Deserialize, Serialize};
 
 /// PG's configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
 #[serde(deny_unknown_fields, default)]
 pub struct PgConfig {
     /// Evaluator actors sampling in parallel; 0 samples in the driver.

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 
 /// PPO's configuration. Every key is optional in `--config`; unknown keys are
 /// errors.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
 #[serde(deny_unknown_fields, default)]
 pub struct PpoConfig {
     /// Evaluator actors sampling in parallel; 0 samples in the driver.

@@ -19,7 +19,7 @@
 //! every call returns [`HandleError::RestartBudgetExceeded`], naming the
 //! evaluator whose failure exhausted the budget and why it failed.
 
-use crate::evaluator::{EvaluatorError, EvaluatorFactory, GradientRollout, PolicyEvaluator, Rollout};
+use crate::evaluator::{EvaluatorError, EvaluatorFactory, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
 use crate::filter::RunningStat;
 use crate::handle::{EvaluatorHandle, HandleError, HandleStats};
 use crate::policy::FlatWeights;
@@ -75,6 +75,10 @@ pub enum EvaluatorMsg {
     SampleAndComputeGradients(RpcReplyPort<Result<GradientRollout, EvaluatorError>>),
     /// [`PolicyEvaluator::set_filter_statistics`].
     SetFilterStatistics(Arc<RunningStat>, RpcReplyPort<Result<(), EvaluatorError>>),
+    /// Snapshot the evaluator for a checkpoint.
+    SaveState(RpcReplyPort<Result<EvaluatorState, EvaluatorError>>),
+    /// Restore a checkpoint's snapshot.
+    LoadState(Arc<EvaluatorState>, RpcReplyPort<Result<(), EvaluatorError>>),
 }
 
 /// An actor owning one [`PolicyEvaluator`].
@@ -129,6 +133,13 @@ impl Actor for EvaluatorActor {
             EvaluatorMsg::SetFilterStatistics(s, reply) => {
                 state.set_filter_statistics(&s);
                 let _ = reply.send(Ok(()));
+            }
+            EvaluatorMsg::SaveState(reply) => {
+                // The handle knows the evaluator's index and fills it in.
+                let _ = reply.send(Ok(state.save_state(0)));
+            }
+            EvaluatorMsg::LoadState(s, reply) => {
+                let _ = reply.send(state.load_state(&s));
             }
         }
         Ok(())
@@ -451,6 +462,16 @@ impl EvaluatorHandle for ActorEvaluator {
 
     fn stats(&self) -> HandleStats {
         self.stats
+    }
+
+    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
+        let mut state = self.call(EvaluatorMsg::SaveState).await?;
+        state.index = self.index;
+        Ok(state)
+    }
+
+    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
+        self.call(move |reply| EvaluatorMsg::LoadState(state.clone(), reply)).await
     }
 }
 

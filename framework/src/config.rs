@@ -119,7 +119,7 @@ pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ConfigError> {
 /// Overlays `value` on `base`: objects merge key by key (so
 /// `{"restart": {"max_restarts": 1}}` keeps the other restart defaults),
 /// anything else replaces.
-fn deep_merge(base: &mut Value, value: &Value) {
+pub fn deep_merge(base: &mut Value, value: &Value) {
     match (base, value) {
         (Value::Object(b), Value::Object(v)) => {
             for (k, x) in v {
@@ -148,7 +148,14 @@ fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> ConfigError {
     if let Some(rest) = message.strip_prefix("unknown field `") {
         if let Some((key, tail)) = rest.split_once('`') {
             let valid: Vec<String> = tail.split('`').skip(1).step_by(2).map(str::to_string).collect();
-            let full = if path == "." || path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+            // serde_path_to_error's path may or may not end with the key already.
+            let full = if path == "." || path.is_empty() {
+                key.to_string()
+            } else if path == key || path.ends_with(&format!(".{key}")) {
+                path.clone()
+            } else {
+                format!("{path}.{key}")
+            };
             let mut err = unknown_key(key, &valid);
             if let ConfigError::UnknownKey { key, .. } = &mut err {
                 *key = full;

@@ -152,6 +152,49 @@ pub trait Env: Send {
     /// where its reference implementation does (Pendulum's torque), and
     /// says so in its docs.
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError>;
+
+    /// A snapshot of everything that decides this env's future: its state,
+    /// step counters and random generator, encoded with [`encode_state`].
+    /// Checkpoints store it so that a restored run continues the episodes in
+    /// progress exactly. `None` (the default) means the env cannot snapshot
+    /// itself; a restored run then starts fresh episodes and says so.
+    fn save_state(&self) -> Option<EnvState> {
+        None
+    }
+
+    /// Restores a snapshot taken by [`save_state`](Env::save_state) on an env
+    /// built the same way.
+    ///
+    /// # Errors
+    /// If the env cannot restore state (the default) or the bytes are not a
+    /// snapshot of this env.
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let _ = state;
+        Err(EnvError::Other { env: self.name().to_string(), message: "this env cannot restore a saved state".into() })
+    }
+
+    /// The current frame as text (e.g. for `rlx rollout --render`), or
+    /// `None` (the default) if the env has no text rendering.
+    fn render(&self) -> Option<String> {
+        None
+    }
+}
+
+/// An env's snapshot: opaque bytes (see [`Env::save_state`]).
+pub type EnvState = Vec<u8>;
+
+/// Encodes `state` as an [`EnvState`] (MessagePack).
+pub fn encode_state<T: serde::Serialize>(state: &T) -> EnvState {
+    rmp_serde::to_vec(state).expect("MessagePack encoding of plain data cannot fail")
+}
+
+/// Decodes an [`EnvState`] written by [`encode_state`] for the env `env`.
+///
+/// # Errors
+/// [`EnvError::Other`] naming the env if the bytes do not decode as `T`.
+pub fn decode_state<T: serde::de::DeserializeOwned>(env: &str, state: &EnvState) -> Result<T, EnvError> {
+    rmp_serde::from_slice(state)
+        .map_err(|e| EnvError::Other { env: env.to_string(), message: format!("not a saved state of this env: {e}") })
 }
 
 impl<E: Env + ?Sized> Env for Box<E> {
@@ -169,6 +212,15 @@ impl<E: Env + ?Sized> Env for Box<E> {
     }
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
         (**self).step(action, obs)
+    }
+    fn save_state(&self) -> Option<EnvState> {
+        (**self).save_state()
+    }
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        (**self).load_state(state)
+    }
+    fn render(&self) -> Option<String> {
+        (**self).render()
     }
 }
 

@@ -10,7 +10,8 @@ use crate::env::EnvError;
 use crate::filter::{MeanStdFilter, RunningStat};
 use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
 use crate::sample_batch::{fields, BatchError, SampleBatch};
-use crate::vector_env::{EpisodeSummary, VectorEnv, VectorStep};
+use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// A postprocessed batch and the episodes that finished while sampling it.
@@ -66,6 +67,40 @@ pub enum EvaluatorError {
     /// The evaluator panicked (an env or policy bug); the message is the panic's.
     #[error("panicked: {0}")]
     Panicked(String),
+}
+
+/// An evaluator's snapshot for checkpoints: everything but the weights
+/// (which the checkpoint stores once, from the learner).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvaluatorState {
+    /// The evaluator's index.
+    pub index: usize,
+    /// [`PolicyGraph::save_state`]: optimizer moments, random generators.
+    pub policy: Option<serde_bytes::ByteBuf>,
+    /// [`VectorEnv::save_state`]: the episodes in progress.
+    pub env: Option<VectorEnvState>,
+    /// The observation filter with its statistics.
+    pub filter: Option<MeanStdFilter>,
+    /// Env steps sampled so far.
+    pub steps_sampled: u64,
+}
+
+impl EvaluatorState {
+    /// What this snapshot lacks for an exact resume, in words (empty if
+    /// nothing).
+    pub fn gaps(&self) -> Vec<String> {
+        let mut gaps = Vec::new();
+        if self.policy.is_none() {
+            gaps.push(format!("evaluator {}: the policy cannot save its optimizer and RNG state", self.index));
+        }
+        if self.env.is_none() {
+            gaps.push(format!(
+                "evaluator {}: the env cannot save its state; episodes in progress restart on restore",
+                self.index
+            ));
+        }
+        gaps
+    }
 }
 
 /// A policy graph plus a vector env.
@@ -246,6 +281,48 @@ impl PolicyEvaluator {
     /// If the weights have the wrong length.
     pub fn set_weights(&mut self, weights: &[f32]) -> Result<(), EvaluatorError> {
         Ok(self.policy.set_weights(weights)?)
+    }
+
+    /// A snapshot of this evaluator, except its weights (see
+    /// [`EvaluatorState`]).
+    pub fn save_state(&self, index: usize) -> EvaluatorState {
+        EvaluatorState {
+            index,
+            policy: self.policy.save_state().map(serde_bytes::ByteBuf::from),
+            env: self.env.save_state(),
+            filter: self.filter.clone(),
+            steps_sampled: self.steps_sampled,
+        }
+    }
+
+    /// Restores what [`save_state`](Self::save_state) saved. Parts the
+    /// snapshot lacks (an env that cannot save its state) are left as they
+    /// are.
+    ///
+    /// # Errors
+    /// If the policy or env rejects its part, or the filter's width differs.
+    pub fn load_state(&mut self, state: &EvaluatorState) -> Result<(), EvaluatorError> {
+        if let Some(p) = &state.policy {
+            self.policy.load_state(p)?;
+        }
+        if let Some(e) = &state.env {
+            self.env.load_state(e)?;
+        }
+        match (&mut self.filter, &state.filter) {
+            (Some(mine), Some(saved)) if mine.global().mean().len() == saved.global().mean().len() => {
+                *mine = saved.clone()
+            }
+            (None, None) => {}
+            (mine, saved) => {
+                return Err(EvaluatorError::Config(format!(
+                    "the saved observation filter ({}) does not fit this evaluator's ({})",
+                    saved.as_ref().map_or("none".into(), |f| format!("width {}", f.global().mean().len())),
+                    mine.as_ref().map_or("none".into(), |f| format!("width {}", f.global().mean().len())),
+                )))
+            }
+        }
+        self.steps_sampled = state.steps_sampled;
+        Ok(())
     }
 }
 

@@ -12,7 +12,7 @@
 //!
 //! Optimizers only ever see `dyn EvaluatorHandle`.
 
-use crate::evaluator::{EvaluatorError, GradientRollout, PolicyEvaluator, Rollout};
+use crate::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
 use crate::filter::RunningStat;
 use crate::policy::FlatWeights;
 use async_trait::async_trait;
@@ -102,6 +102,31 @@ pub trait EvaluatorHandle: Send {
 
     /// Counters for metrics.
     fn stats(&self) -> HandleStats;
+
+    /// A snapshot of the evaluator for a checkpoint
+    /// ([`PolicyEvaluator::save_state`]). The default says the handle
+    /// cannot take one.
+    ///
+    /// # Errors
+    /// If the evaluator is unreachable or the handle cannot save state.
+    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
+        Err(HandleError::Failed {
+            index: self.index(),
+            source: EvaluatorError::Config("this evaluator handle cannot save state".into()),
+        })
+    }
+
+    /// Restores a snapshot ([`PolicyEvaluator::load_state`]).
+    ///
+    /// # Errors
+    /// If the evaluator rejects it or the handle cannot restore state.
+    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
+        let _ = state;
+        Err(HandleError::Failed {
+            index: self.index(),
+            source: EvaluatorError::Config("this evaluator handle cannot restore state".into()),
+        })
+    }
 }
 
 /// An evaluator living in the caller's task.
@@ -186,5 +211,14 @@ impl EvaluatorHandle for LocalEvaluator {
 
     fn stats(&self) -> HandleStats {
         self.stats
+    }
+
+    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
+        let index = self.index;
+        self.guarded(|e| Ok(e.save_state(index)))
+    }
+
+    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
+        self.guarded(|e| e.load_state(&state))
     }
 }

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod actor;
+pub mod checkpoint;
 pub mod codec;
 pub mod config;
 pub mod env;
@@ -35,6 +36,7 @@ pub mod metrics;
 pub mod multi_agent;
 pub mod operators;
 pub mod optimizer;
+pub mod plot;
 pub mod policy;
 pub mod postprocessing;
 pub mod results;
@@ -55,6 +57,6 @@ pub use optimizer::{OptimizerError, PolicyOptimizer, StepStats, SyncSamplesOptim
 pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph};
 pub use sample_batch::{fields, Column, SampleBatch};
 pub use space::{Action, Space};
-pub use trainer::{StopCriteria, Trainer};
+pub use trainer::{RunState, StopCriteria, Trainer};
 pub use vector_env::{EpisodeSummary, VectorEnv};
 pub use wrappers::{ActionRepeat, ClipReward, FrameStack, TimeLimit};

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// The most recent finished episodes, for smoothed return statistics.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeWindow {
     capacity: usize,
     episodes: VecDeque<EpisodeSummary>,

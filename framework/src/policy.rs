@@ -138,6 +138,51 @@ pub trait PolicyGraph: Send + 'static {
     /// # Errors
     /// [`PolicyError::WrongLength`] if `weights` does not match the parameters.
     fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError>;
+
+    /// Everything but the weights that decides what the policy does next:
+    /// optimizer moments and step count, random generators, adaptive
+    /// coefficients. Checkpoints store it so a restored run continues
+    /// exactly. `None` (the default) means the policy cannot save it; a
+    /// restored run then keeps the weights but starts the optimizer afresh,
+    /// and says so.
+    fn save_state(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Restores what [`save_state`](PolicyGraph::save_state) saved, on a
+    /// policy built with the same config.
+    ///
+    /// # Errors
+    /// If the policy cannot restore state (the default) or the bytes are not
+    /// its state.
+    fn load_state(&mut self, state: &[u8]) -> Result<(), PolicyError> {
+        let _ = state;
+        Err(PolicyError::Other("this policy cannot restore a saved state".into()))
+    }
+
+    /// Writes the weights to `path` in the safetensors format. The default
+    /// writes one tensor, `"weights"`, holding [`get_weights`]; policies
+    /// built on a tensor library override it to write named layers (the
+    /// built-in dfdx policies write dfdx's own layout, loadable with
+    /// `load_safetensors` on the same network type).
+    ///
+    /// [`get_weights`]: PolicyGraph::get_weights
+    ///
+    /// # Errors
+    /// If the file cannot be written.
+    fn save_weights(&self, path: &std::path::Path) -> Result<(), PolicyError> {
+        crate::checkpoint::write_flat_safetensors(path, &self.get_weights())
+    }
+
+    /// Reads weights written by [`save_weights`](PolicyGraph::save_weights).
+    ///
+    /// # Errors
+    /// If the file is unreadable, not safetensors, or holds other shapes;
+    /// the error names the file.
+    fn load_weights(&mut self, path: &std::path::Path) -> Result<(), PolicyError> {
+        let weights = crate::checkpoint::read_flat_safetensors(path)?;
+        self.set_weights(&weights)
+    }
 }
 
 /// Whether a trajectory fragment needs a bootstrap value `V(s_T)`: true

@@ -1,21 +1,56 @@
-//! The results directory of a run: `params.json` and `result.json` (one JSON
-//! object per iteration, flushed as it is written, so a killed run keeps
-//! every finished iteration).
+//! The results directory of a run, written as it goes:
+//!
+//! - `params.json`: the run's configuration, written once, atomically.
+//! - `result.json`: one JSON object per iteration ([`TrainResult`]), flushed to
+//!   disk as it is written, so a killed run keeps every finished iteration.
+//! - `progress.csv`: the same results as a table, like Ray Tune's: a header
+//!   row, then one row per iteration, one column per scalar field. Nested
+//!   objects become `parent/child` columns (the learner's stats are
+//!   `learner/<name>`); a missing value (`null`) is an empty cell. The header
+//!   is fixed by the first row written: a later iteration's fields that are
+//!   not in it are left out of the CSV (a warning names them once) but are
+//!   always in `result.json`. Rows are flushed to disk like `result.json`'s.
+//! - `learning_curve.png`: `episode_reward_mean` against `timesteps_total`
+//!   (see [`crate::plot`]), redrawn after the first iteration, then at most
+//!   once every [`DEFAULT_PLOT_INTERVAL`] (see
+//!   [`ResultsWriter::with_plot_interval`]), and by [`ResultsWriter::finish`].
+//!   The plot is a convenience: failing to draw it logs a warning once and
+//!   never fails the run.
 
 use crate::metrics::TrainResult;
-use serde::Serialize;
+use crate::plot::{render_learning_curves, Series};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-/// Writes a run's results as it goes.
+/// How often [`ResultsWriter`] redraws `learning_curve.png` unless told otherwise.
+pub const DEFAULT_PLOT_INTERVAL: Duration = Duration::from_secs(5);
+/// Size of `learning_curve.png`, pixels.
+pub const LEARNING_CURVE_SIZE: (u32, u32) = (800, 500);
+
+/// Writes a run's results as it goes. See the [module docs](self) for the files.
+///
+/// Dropping the writer redraws the learning curve if iterations were added
+/// since it was last drawn; call [`finish`](Self::finish) to also learn of
+/// errors flushing the results.
 pub struct ResultsWriter {
     dir: PathBuf,
     results: File,
+    progress: ProgressCsv,
+    curve: LearningCurve,
 }
 
 impl ResultsWriter {
     /// Creates `dir` (and parents) and writes `params.json` atomically.
+    ///
+    /// If `dir` already holds a run's results, new iterations are appended:
+    /// `progress.csv` keeps its header and the learning curve starts from the
+    /// returns already in `result.json`.
     ///
     /// # Errors
     /// If the directory or files cannot be written; the error names the path.
@@ -25,7 +60,32 @@ impl ResultsWriter {
         write_atomic(&dir.join("params.json"), &params_json)?;
         let path = dir.join("result.json");
         let results = OpenOptions::new().create(true).append(true).open(&path).map_err(|e| with_path(e, &path))?;
-        Ok(Self { dir: dir.to_path_buf(), results })
+        let progress = ProgressCsv::open(&dir.join("progress.csv"))?;
+        let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let mut curve = LearningCurve {
+            path: dir.join("learning_curve.png"),
+            series: Series { label, points: Vec::new() },
+            interval: DEFAULT_PLOT_INTERVAL,
+            last_drawn: None,
+            dirty: false,
+            warned: false,
+        };
+        if results.metadata().is_ok_and(|m| m.len() > 0) {
+            match read_results(&path) {
+                Ok(earlier) => earlier.iter().for_each(|r| curve.push(r)),
+                Err(e) => tracing::warn!("learning curve starts empty: {e}"),
+            }
+        }
+        Ok(Self { dir: dir.to_path_buf(), results, progress, curve })
+    }
+
+    /// Redraws `learning_curve.png` at most once per `interval` (the first
+    /// iteration and [`finish`](Self::finish) always draw it);
+    /// [`DEFAULT_PLOT_INTERVAL`] by default. `Duration::MAX` draws it only
+    /// then.
+    pub fn with_plot_interval(mut self, interval: Duration) -> Self {
+        self.curve.interval = interval;
+        self
     }
 
     /// The directory.
@@ -33,15 +93,195 @@ impl ResultsWriter {
         &self.dir
     }
 
-    /// Appends one iteration's result as a line of JSON and flushes it to disk.
+    /// Appends one iteration's result as a line of `result.json` and a row
+    /// of `progress.csv`, flushes both to disk, and redraws the learning
+    /// curve if it is due.
     ///
     /// # Errors
-    /// If the write fails.
+    /// If writing `result.json` or `progress.csv` fails. A failure to draw
+    /// the learning curve is logged, not returned.
     pub fn append(&mut self, result: &TrainResult) -> io::Result<()> {
         let mut line = serde_json::to_vec(result).map_err(io::Error::other)?;
         line.push(b'\n');
         self.results.write_all(&line)?;
-        self.results.sync_data()
+        self.results.sync_data()?;
+        self.progress.append(&line)?;
+        self.curve.push(result);
+        if self.curve.last_drawn.is_none_or(|t| t.elapsed() >= self.curve.interval) {
+            self.curve.draw();
+        }
+        Ok(())
+    }
+
+    /// Flushes everything to disk and draws the learning curve's final state.
+    ///
+    /// # Errors
+    /// If flushing `result.json` or `progress.csv` fails. A failure to draw
+    /// the learning curve is logged, not returned.
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.curve.draw();
+        self.results.sync_all()?;
+        self.progress.sync_all()
+    }
+}
+
+impl Drop for ResultsWriter {
+    fn drop(&mut self) {
+        if self.curve.dirty {
+            self.curve.draw();
+        }
+    }
+}
+
+/// `progress.csv`: the header and the open file.
+struct ProgressCsv {
+    path: PathBuf,
+    csv: csv::Writer<File>,
+    /// `None` until the first row fixes it (or read from an existing file).
+    header: Option<Vec<String>>,
+    warned_dropped: bool,
+}
+
+impl ProgressCsv {
+    fn open(path: &Path) -> io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| with_path(e, path))?;
+        let header = if file.metadata().map_err(|e| with_path(e, path))?.len() > 0 {
+            let mut reader = csv::Reader::from_path(path).map_err(|e| with_path(e.into(), path))?;
+            Some(reader.headers().map_err(|e| with_path(e.into(), path))?.iter().map(String::from).collect())
+        } else {
+            None
+        };
+        Ok(Self { path: path.to_path_buf(), csv: csv::Writer::from_writer(file), header, warned_dropped: false })
+    }
+
+    /// Writes the row for one result, given as its JSON object.
+    fn append(&mut self, json: &[u8]) -> io::Result<()> {
+        let OrderedObject(fields) = serde_json::from_slice(json).map_err(io::Error::other)?;
+        let mut cells = Vec::new();
+        for (name, value) in fields {
+            flatten(name, value, &mut cells);
+        }
+        let header = match &self.header {
+            Some(header) => header,
+            None => {
+                let header: Vec<String> = cells.iter().map(|(name, _)| name.clone()).collect();
+                self.write(&header)?;
+                self.header.insert(header)
+            }
+        };
+        let mut row = vec![String::new(); header.len()];
+        let mut dropped = Vec::new();
+        for (name, cell) in cells {
+            match header.iter().position(|h| *h == name) {
+                Some(i) => row[i] = cell,
+                None => dropped.push(name),
+            }
+        }
+        if !dropped.is_empty() && !self.warned_dropped {
+            self.warned_dropped = true;
+            tracing::warn!(
+                path = %self.path.display(),
+                "columns not in the header are left out of progress.csv (they are in result.json): {}",
+                dropped.join(", ")
+            );
+        }
+        self.write(&row)?;
+        self.csv.flush().map_err(|e| with_path(e, &self.path))?;
+        self.csv.get_ref().sync_data().map_err(|e| with_path(e, &self.path))
+    }
+
+    fn write(&mut self, record: &[String]) -> io::Result<()> {
+        self.csv.write_record(record).map_err(|e| with_path(e.into(), &self.path))
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        self.csv.flush().map_err(|e| with_path(e, &self.path))?;
+        self.csv.get_ref().sync_all().map_err(|e| with_path(e, &self.path))
+    }
+}
+
+/// Appends the CSV cells of `value` under `name`: a scalar is one cell, an
+/// object one per leaf (`name/child`), anything else its JSON text.
+fn flatten(name: String, value: Value, cells: &mut Vec<(String, String)>) {
+    let cell = match value {
+        Value::Null => String::new(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s,
+        Value::Array(_) => value.to_string(),
+        Value::Object(map) => {
+            for (child, v) in map {
+                flatten(format!("{name}/{child}"), v, cells);
+            }
+            return;
+        }
+    };
+    cells.push((name, cell));
+}
+
+/// A JSON object's fields in the order they were written (serde_json's
+/// `Value` would sort them), so the CSV's columns follow [`TrainResult`]'s
+/// field order like `result.json` does.
+struct OrderedObject(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for OrderedObject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = OrderedObject;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OrderedObject, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(field) = map.next_entry()? {
+                    fields.push(field);
+                }
+                Ok(OrderedObject(fields))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+/// `learning_curve.png` and the points behind it.
+struct LearningCurve {
+    path: PathBuf,
+    series: Series,
+    interval: Duration,
+    last_drawn: Option<Instant>,
+    /// Points were added since it was last drawn.
+    dirty: bool,
+    warned: bool,
+}
+
+impl LearningCurve {
+    fn push(&mut self, result: &TrainResult) {
+        if let Some(mean) = result.episode_reward_mean {
+            self.series.points.push((result.timesteps_total as f64, mean));
+        }
+        self.dirty = true;
+    }
+
+    /// Draws the PNG; a failure (even a panic in the drawing library) is
+    /// logged once and otherwise ignored: the plot must never cost a run.
+    fn draw(&mut self) {
+        self.last_drawn = Some(Instant::now());
+        self.dirty = false;
+        let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            render_learning_curves(std::slice::from_ref(&self.series), &self.path, LEARNING_CURVE_SIZE)
+        }));
+        let error = match drawn {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("{}: the plotting library panicked", self.path.display()),
+        };
+        if !self.warned {
+            self.warned = true;
+            tracing::warn!(
+                "cannot draw the learning curve (training goes on; further failures are not logged): {error}"
+            );
+        }
     }
 }
 
@@ -53,8 +293,7 @@ impl ResultsWriter {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = File::create(&tmp).map_err(|e| with_path(e, &tmp))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(|e| with_path(e, &tmp))?;
     fs::rename(&tmp, path).map_err(|e| with_path(e, path))
 }
 
@@ -65,7 +304,7 @@ fn with_path(e: io::Error, path: &Path) -> io::Error {
 /// Reads every line of a `result.json`.
 ///
 /// # Errors
-/// If the file cannot be read or a line is not a result.
+/// If the file cannot be read or a line is not a result; the error names the path.
 pub fn read_results(path: &Path) -> io::Result<Vec<TrainResult>> {
     fs::read_to_string(path)
         .map_err(|e| with_path(e, path))?
@@ -76,4 +315,127 @@ pub fn read_results(path: &Path) -> io::Result<Vec<TrainResult>> {
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::tests::{decode_png, temp_dir};
+    use crate::policy::LearnerStats;
+
+    fn result(i: u64, reward: Option<f64>, learner: &[(&str, f64)]) -> TrainResult {
+        let mut stats = LearnerStats::default();
+        learner.iter().for_each(|(k, v)| stats.set(k, *v));
+        TrainResult {
+            training_iteration: i,
+            timesteps_total: 500 * i,
+            episode_reward_mean: reward,
+            time_this_iter_s: 0.25,
+            learner: stats,
+            ..Default::default()
+        }
+    }
+
+    fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+        let mut reader = csv::Reader::from_path(path).unwrap();
+        let header = reader.headers().unwrap().iter().map(String::from).collect();
+        let rows = reader.records().map(|r| r.unwrap().iter().map(String::from).collect()).collect();
+        (header, rows)
+    }
+
+    #[test]
+    fn writes_params_results_progress_and_curve() {
+        let dir = temp_dir("results-writer").join("ppo_CartPole-v1");
+        let mut w = ResultsWriter::create(&dir, &serde_json::json!({"lr": 3e-4})).unwrap();
+        let results = [
+            result(1, None, &[("policy_loss", 0.5), ("entropy", 0.69)]),
+            result(2, Some(21.5), &[("policy_loss", -0.25), ("entropy", 0.6)]),
+            // A stat that was not in the first row is left out of the CSV.
+            result(3, Some(40.0), &[("policy_loss", 0.125), ("entropy", 0.5), ("kl", 0.01)]),
+        ];
+        for r in &results {
+            w.append(r).unwrap();
+        }
+        // The first append drew the curve, with no point yet.
+        assert_eq!(decode_png(&dir.join("learning_curve.png")).0, LEARNING_CURVE_SIZE);
+
+        let params: Value = serde_json::from_slice(&fs::read(dir.join("params.json")).unwrap()).unwrap();
+        assert_eq!(params["lr"], 3e-4);
+        assert_eq!(read_results(&dir.join("result.json")).unwrap(), results);
+
+        let (header, rows) = read_csv(&dir.join("progress.csv"));
+        assert_eq!(&header[..3], ["training_iteration", "timesteps_total", "timesteps_this_iter"]);
+        assert_eq!(&header[header.len() - 2..], ["learner/entropy", "learner/policy_loss"]);
+        assert!(!header.iter().any(|h| h == "learner/kl"));
+        assert_eq!(header.len(), 16, "{header:?}");
+        assert_eq!(rows.len(), 3);
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let column = |name: &str| rows.iter().map(|r| r[col(name)].as_str()).collect::<Vec<_>>();
+        assert_eq!(column("training_iteration"), ["1", "2", "3"]);
+        assert_eq!(column("timesteps_total"), ["500", "1000", "1500"]);
+        assert_eq!(column("episode_reward_mean"), ["", "21.5", "40.0"]);
+        assert_eq!(column("time_this_iter_s"), ["0.25", "0.25", "0.25"]);
+        assert_eq!(column("learner/policy_loss"), ["0.5", "-0.25", "0.125"]);
+        assert!(rows.iter().all(|r| r.len() == header.len()));
+
+        w.finish().unwrap();
+        let (size, _, _) = decode_png(&dir.join("learning_curve.png"));
+        assert_eq!(size, LEARNING_CURVE_SIZE);
+        assert_eq!(w.curve.series.points, vec![(1000.0, 21.5), (1500.0, 40.0)]);
+        drop(w);
+
+        // Reopening appends under the existing header and keeps the curve's points.
+        let mut w = ResultsWriter::create(&dir, &serde_json::json!({"lr": 3e-4})).unwrap();
+        assert_eq!(w.curve.series.points.len(), 2);
+        w.append(&result(4, Some(60.0), &[("entropy", 0.4)])).unwrap();
+        let (header2, rows) = read_csv(&dir.join("progress.csv"));
+        assert_eq!(header2, header);
+        assert_eq!(rows.len(), 4);
+        assert_eq!(rows[3][col("learner/policy_loss")], "");
+        assert_eq!(rows[3][col("learner/entropy")], "0.4");
+        fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn redraws_the_curve_at_most_once_per_interval() {
+        let dir = temp_dir("results-interval");
+        let png = dir.join("learning_curve.png");
+        let mut w = ResultsWriter::create(&dir, &()).unwrap().with_plot_interval(Duration::from_secs(3600));
+        w.append(&result(1, Some(1.0), &[])).unwrap();
+        let first = fs::read(&png).unwrap();
+        w.append(&result(2, Some(50.0), &[])).unwrap();
+        assert_eq!(fs::read(&png).unwrap(), first, "not redrawn within the interval");
+        w.finish().unwrap();
+        assert_ne!(fs::read(&png).unwrap(), first, "finish draws the final state");
+        let w = ResultsWriter::create(&dir, &()).unwrap().with_plot_interval(Duration::ZERO);
+        drop(w);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_failing_plot_does_not_fail_append() {
+        let dir = temp_dir("results-plot-fails");
+        // A directory where the PNG should go makes every render fail.
+        fs::create_dir_all(dir.join("learning_curve.png")).unwrap();
+        let mut w = ResultsWriter::create(&dir, &()).unwrap().with_plot_interval(Duration::ZERO);
+        for i in 1..=3 {
+            w.append(&result(i, Some(i as f64), &[])).unwrap();
+        }
+        w.finish().unwrap();
+        assert!(w.curve.warned);
+        assert_eq!(read_results(&dir.join("result.json")).unwrap().len(), 3);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn flattens_nested_objects_and_quotes_cells() {
+        let dir = temp_dir("results-csv-quoting");
+        let path = dir.join("progress.csv");
+        let mut csv = ProgressCsv::open(&path).unwrap();
+        csv.append(br#"{"name":"a, \"b\"","n":null,"nested":{"x":{"y":1}},"list":[1,2],"ok":true}"#).unwrap();
+        let (header, rows) = read_csv(&path);
+        assert_eq!(header, ["name", "n", "nested/x/y", "list", "ok"]);
+        assert_eq!(rows, [["a, \"b\"", "", "1", "[1,2]", "true"]]);
+        fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -1,9 +1,11 @@
 //! [`Trainer`]: runs an optimizer iteration by iteration and turns what each
 //! step did into a [`TrainResult`]; [`StopCriteria`] says when to stop.
 
+use crate::evaluator::EvaluatorState;
 use crate::metrics::{EpisodeWindow, TrainResult};
 use crate::optimizer::{OptimizerError, PolicyOptimizer};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Stop when any given metric reaches its value (`>=`), as `rllib train --stop`.
@@ -46,12 +48,101 @@ pub struct Trainer {
     window: EpisodeWindow,
     last: TrainResult,
     started: Option<Instant>,
+    /// Seconds trained before a restore, added to `time_total_s`.
+    time_before_s: f64,
+}
+
+/// Everything about a run a checkpoint stores besides the learner's
+/// weights: the trainer's counters and episode window, and each
+/// evaluator's snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// The last iteration's result (the counters continue from it).
+    pub last: TrainResult,
+    /// The episodes behind the smoothed return statistics.
+    pub window: Option<EpisodeWindow>,
+    /// One snapshot per reachable evaluator, the local one (index 0) first.
+    pub evaluators: Vec<EvaluatorState>,
+    /// What this state lacks for an exact resume, in words (empty: nothing).
+    pub gaps: Vec<String>,
 }
 
 impl Trainer {
     /// A trainer over `optimizer`, with the 100-episode return window.
     pub fn new(optimizer: Box<dyn PolicyOptimizer>) -> Self {
-        Self { optimizer, window: EpisodeWindow::new(100), last: TrainResult::default(), started: None }
+        Self {
+            optimizer,
+            window: EpisodeWindow::new(100),
+            last: TrainResult::default(),
+            started: None,
+            time_before_s: 0.0,
+        }
+    }
+
+    /// The last iteration's result (all zeros before the first).
+    pub fn last_result(&self) -> &TrainResult {
+        &self.last
+    }
+
+    /// Snapshots the run for a checkpoint: counters, episode window and
+    /// every evaluator that is not busy with a request in flight. Call it
+    /// between iterations.
+    ///
+    /// # Errors
+    /// An evaluator that cannot be reached.
+    pub async fn save_state(&mut self) -> Result<RunState, OptimizerError> {
+        let evaluators = self.optimizer.evaluators_mut();
+        let mut states = vec![evaluators.local().save_state(0)];
+        for w in evaluators.workers() {
+            states.push(w.save_state().await?);
+        }
+        let mut gaps: Vec<String> = states.iter().flat_map(EvaluatorState::gaps).collect();
+        let in_flight = evaluators.num_workers() - evaluators.workers().len();
+        if in_flight > 0 {
+            gaps.push(format!(
+                "{in_flight} evaluators had requests in flight (asynchronous optimizer); their state and those requests are not saved"
+            ));
+        }
+        Ok(RunState { last: self.last.clone(), window: Some(self.window.clone()), evaluators: states, gaps })
+    }
+
+    /// Restores a [`RunState`] (the learner's weights are restored
+    /// separately, see [`crate::checkpoint`]): counters continue from the
+    /// saved iteration, and each saved evaluator present in this run gets
+    /// its snapshot back. Returns what could not be restored exactly, in
+    /// words.
+    ///
+    /// # Errors
+    /// An evaluator that rejects its snapshot or cannot be reached.
+    pub async fn load_state(&mut self, state: &RunState) -> Result<Vec<String>, OptimizerError> {
+        let mut gaps = state.gaps.clone();
+        let evaluators = self.optimizer.evaluators_mut();
+        for saved in &state.evaluators {
+            if saved.index == 0 {
+                evaluators
+                    .local_mut()
+                    .load_state(saved)
+                    .map_err(|source| crate::handle::HandleError::Failed { index: 0, source })?;
+            } else if let Some(w) = evaluators.workers().iter_mut().find(|w| w.index() == saved.index) {
+                w.load_state(Arc::new(saved.clone())).await?;
+            } else {
+                gaps.push(format!("evaluator {} of the checkpoint is not in this run; its state is dropped", saved.index));
+            }
+        }
+        let saved_workers = state.evaluators.iter().filter(|e| e.index > 0).count();
+        let now_workers = evaluators.workers().len();
+        if now_workers > saved_workers {
+            gaps.push(format!(
+                "this run has {now_workers} evaluators, the checkpoint {saved_workers}; the new ones start fresh"
+            ));
+        }
+        self.last = state.last.clone();
+        if let Some(w) = &state.window {
+            self.window = w.clone();
+        }
+        self.time_before_s = state.last.time_total_s;
+        self.started = None;
+        Ok(gaps)
     }
 
     /// Runs one iteration (one optimizer step) and reports it.
@@ -77,7 +168,7 @@ impl Trainer {
             episode_reward_max: self.window.max_return(),
             episode_len_mean: self.window.mean_length(),
             time_this_iter_s: dt,
-            time_total_s: started.elapsed().as_secs_f64(),
+            time_total_s: self.time_before_s + started.elapsed().as_secs_f64(),
             env_steps_per_s: step.steps_sampled as f64 / dt.max(1e-9),
             num_evaluator_restarts: self.optimizer.evaluators().num_restarts(),
             learner: step.learner,

@@ -6,7 +6,7 @@
 //! bootstrapping) and records each finished episode's return and length.
 //! After construction, stepping allocates nothing.
 
-use crate::env::{invalid_action, Env, EnvError};
+use crate::env::{invalid_action, Env, EnvError, EnvState};
 use crate::sample_batch::Column;
 use crate::space::{Action, Space};
 use serde::{Deserialize, Serialize};
@@ -34,6 +34,21 @@ pub struct VectorStep {
     /// The observation each copy reached, `[num_envs, obs_dim]`. For a copy
     /// whose episode ended this is the final observation, not the reset one.
     pub new_obs: Vec<f32>,
+}
+
+/// A [`VectorEnv`]'s snapshot, for checkpoints.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VectorEnvState {
+    /// Each copy's [`EnvState`].
+    pub envs: Vec<EnvState>,
+    /// The observations the policy acts on next.
+    pub obs: Vec<f32>,
+    /// Return so far of each copy's episode in progress.
+    pub returns: Vec<f64>,
+    /// Length so far of each copy's episode in progress.
+    pub lengths: Vec<u64>,
+    /// Finished episodes not yet reported.
+    pub finished: Vec<EpisodeSummary>,
 }
 
 /// `num_envs` copies of an env behind one flat observation buffer.
@@ -194,5 +209,48 @@ impl VectorEnv {
     /// Takes the summaries of the episodes that finished since the last call.
     pub fn drain_finished(&mut self) -> Vec<EpisodeSummary> {
         std::mem::take(&mut self.finished)
+    }
+
+    /// A snapshot of every copy (see [`Env::save_state`]) with the current
+    /// observations and the running returns and lengths of the episodes in
+    /// progress, or `None` if any copy cannot snapshot itself.
+    pub fn save_state(&self) -> Option<VectorEnvState> {
+        let envs = self.envs.iter().map(|e| e.save_state()).collect::<Option<Vec<_>>>()?;
+        Some(VectorEnvState {
+            envs,
+            obs: self.obs.clone(),
+            returns: self.returns.clone(),
+            lengths: self.lengths.clone(),
+            finished: self.finished.clone(),
+        })
+    }
+
+    /// Restores a snapshot taken by [`save_state`](Self::save_state) on a
+    /// vector env built the same way.
+    ///
+    /// # Errors
+    /// If the number of copies or the observation width differ, or a copy
+    /// rejects its snapshot.
+    pub fn load_state(&mut self, state: &VectorEnvState) -> Result<(), EnvError> {
+        let n = self.envs.len();
+        if state.envs.len() != n || state.obs.len() != n * self.obs_dim || state.returns.len() != n {
+            return Err(EnvError::BadArgument {
+                env: self.name().to_string(),
+                message: format!(
+                    "saved state is for {} env copies with {} observation values; this vector env has {n} copies of width {}",
+                    state.envs.len(),
+                    state.obs.len(),
+                    self.obs_dim
+                ),
+            });
+        }
+        for (env, s) in self.envs.iter_mut().zip(&state.envs) {
+            env.load_state(s)?;
+        }
+        self.obs.clone_from(&state.obs);
+        self.returns.clone_from(&state.returns);
+        self.lengths.clone_from(&state.lengths);
+        self.finished.clone_from(&state.finished);
+        Ok(())
     }
 }

@@ -1,0 +1,255 @@
+//! The `rlx` binary as a user runs it: bad input exits non-zero with an
+//! error naming the problem (never a panic or backtrace); a SIGKILLed run
+//! keeps every finished iteration and a loadable checkpoint; Ctrl-C stops
+//! cleanly with a final checkpoint; `--restore` continues the iteration
+//! count; the learning curve is a real PNG; `rollout` and `plot` work.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const RLX: &str = env!("CARGO_BIN_EXE_rlx");
+/// A small, fast PPO config for process tests.
+const FAST: &str = r#"{"num_workers": 0, "num_envs_per_worker": 4, "train_batch_size": 256, "sgd_minibatch_size": 128, "num_sgd_iter": 2, "seed": 1}"#;
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rlx-test-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn rlx(args: &[&str]) -> Output {
+    Command::new(RLX).args(args).output().expect("run rlx")
+}
+
+/// Runs `rlx args`, expects failure, and returns stderr.
+fn fails(args: &[&str]) -> String {
+    let out = rlx(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{args:?}: {stderr}");
+    stderr
+}
+
+/// The one run directory under `results`.
+fn run_dir(results: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(results).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+fn result_lines(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("result.json")).unwrap_or_default();
+    text.lines().map(|l| serde_json::from_str(l).expect("every line of result.json is complete JSON")).collect()
+}
+
+fn checkpoints(dir: &Path) -> Vec<PathBuf> {
+    let mut c: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("checkpoint_"))
+        .collect();
+    c.sort();
+    c
+}
+
+/// `(width, height)` from a PNG's IHDR chunk, or `None` if not a PNG.
+fn png_size(path: &Path) -> Option<(u32, u32)> {
+    let b = std::fs::read(path).ok()?;
+    if b.len() < 24 || &b[..8] != b"\x89PNG\r\n\x1a\n" || &b[12..16] != b"IHDR" {
+        return None;
+    }
+    Some((u32::from_be_bytes(b[16..20].try_into().unwrap()), u32::from_be_bytes(b[20..24].try_into().unwrap())))
+}
+
+/// Starts a long run and waits until `result.json` has `iterations` lines.
+fn start_long_run(results: &Path, extra: &[&str], iterations: usize) -> (Child, PathBuf) {
+    let mut child = Command::new(RLX)
+        .args(["train", "--run", "PPO", "--env", "CartPole-v1", "--config", FAST])
+        .args(["--stop", r#"{"training_iteration": 1000000}"#, "--results-dir", results.to_str().unwrap()])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(dir) = std::fs::read_dir(results).unwrap().next().map(|e| e.unwrap().path()) {
+            if result_lines(&dir).len() >= iterations {
+                return (child, dir);
+            }
+        }
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("the run did not reach {iterations} iterations in time");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("process did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn bad_input_names_the_problem() {
+    let results = tmp("bad");
+    let r = results.to_str().unwrap();
+    let train = |extra: &[&str]| {
+        let mut args = vec!["train", "--results-dir", r];
+        args.extend_from_slice(extra);
+        fails(&args)
+    };
+    let e = train(&["--run", "ppo", "--env", "CartPole-v1"]);
+    assert!(e.contains("unknown algorithm `ppo`") && e.contains("did you mean `PPO`"), "{e}");
+    let e = train(&["--run", "PPO", "--env", "CartPol-v1"]);
+    assert!(e.contains("unknown env `CartPol-v1`") && e.contains("CartPole-v1"), "{e}");
+    let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--config", r#"{"lr_rate": 0.1}"#]);
+    assert!(e.contains("`lr_rate`") && e.contains("did you mean `lr`"), "{e}");
+    let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--config", r#"{"num_workers": "two"}"#]);
+    assert!(e.contains("num_workers"), "{e}");
+    let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--config", r#"{"lambda": 1.5}"#]);
+    assert!(e.contains("lambda") && e.contains("[0, 1]"), "{e}");
+    let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--stop", r#"{"reward": 1}"#]);
+    assert!(e.contains("--stop") && e.contains("`reward`"), "{e}");
+    let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--restore", "/nonexistent/ckpt"]);
+    assert!(e.contains("/nonexistent/ckpt") && e.contains("no such directory"), "{e}");
+
+    // A checkpoint from PPO on CartPole, then damaged and mismatched uses of it.
+    let out = rlx(&[
+        "train", "--run", "PPO", "--env", "CartPole-v1", "--config", FAST, "--results-dir", r, "--stop",
+        r#"{"training_iteration": 1}"#, "--checkpoint-at-end",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ckpt = checkpoints(&run_dir(&results)).pop().unwrap();
+    let c = ckpt.to_str().unwrap();
+    let e = train(&["--run", "A2C", "--restore", c]);
+    assert!(e.contains("a checkpoint of PPO on CartPole-v1") && e.contains("A2C on CartPole-v1"), "{e}");
+    let e = train(&["--env", "Acrobot-v1", "--restore", c]);
+    assert!(e.contains("PPO on Acrobot-v1"), "{e}");
+    std::fs::write(ckpt.join("metadata.json"), b"{\"format_version\": 1, \"algorithm\": ").unwrap();
+    let e = fails(&["rollout", c, "--episodes", "1"]);
+    assert!(e.contains("metadata.json") && e.contains("corrupt"), "{e}");
+    let e = fails(&["config", "PPOO"]);
+    assert!(e.contains("did you mean `PPO`"), "{e}");
+    std::fs::remove_dir_all(results).unwrap();
+}
+
+#[test]
+fn sigkill_loses_no_finished_iteration() {
+    let results = tmp("kill");
+    let (mut child, dir) = start_long_run(&results, &["--checkpoint-freq", "2"], 5);
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    let lines = result_lines(&dir);
+    assert!(lines.len() >= 5);
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["training_iteration"], i as u64 + 1, "iterations are consecutive and complete");
+    }
+    let csv = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
+    assert!(csv.lines().count() >= 5, "progress.csv has the header and the finished rows");
+    // The newest checkpoint is complete: rollout loads it through the run directory.
+    let ckpts = checkpoints(&dir);
+    assert!(!ckpts.is_empty());
+    let out = rlx(&["rollout", dir.to_str().unwrap(), "--episodes", "2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("2 episodes: mean return"), "{stdout}");
+    std::fs::remove_dir_all(results).unwrap();
+}
+
+#[test]
+fn ctrl_c_checkpoints_and_restore_continues() {
+    let results = tmp("sigint");
+    let (mut child, dir) = start_long_run(&results, &[], 3);
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let status = wait_with_timeout(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130), "Ctrl-C exits with 128 + SIGINT");
+    let lines = result_lines(&dir);
+    let last = lines.last().unwrap()["training_iteration"].as_u64().unwrap();
+    let ckpt = checkpoints(&dir).pop().expect("a final checkpoint");
+    assert!(ckpt.ends_with(format!("checkpoint_{last:06}")), "{ckpt:?} vs iteration {last}");
+
+    // Resume from the run directory for two more iterations, into a new run
+    // directory that carries the history over.
+    let resumed = tmp("resumed");
+    let stop = format!(r#"{{"training_iteration": {}}}"#, last + 2);
+    let out = rlx(&[
+        "train", "--restore", dir.to_str().unwrap(), "--stop", &stop, "--results-dir", resumed.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("not an exact resume"), "{stderr}");
+    let new_dir = run_dir(&resumed);
+    let iterations: Vec<u64> =
+        result_lines(&new_dir).iter().map(|l| l["training_iteration"].as_u64().unwrap()).collect();
+    assert_eq!(iterations, (1..=last + 2).collect::<Vec<_>>());
+    let params: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(new_dir.join("params.json")).unwrap()).unwrap();
+    assert_eq!(params["restored_from"], ckpt.to_str().unwrap());
+    std::fs::remove_dir_all(results).unwrap();
+    std::fs::remove_dir_all(resumed).unwrap();
+}
+
+#[test]
+fn yaml_run_plots_rollout_and_list() {
+    let results = tmp("yaml");
+    let yaml = results.join("cartpole-ppo.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "cartpole-ppo:\n  run: PPO\n  env: CartPole-v1\n  stop:\n    training_iteration: 3\n  checkpoint_at_end: true\n  config: {FAST}\n"
+        ),
+    )
+    .unwrap();
+    let runs = results.join("runs");
+    let r = runs.to_str().unwrap();
+    for seed in ["1", "2"] {
+        let out = rlx(&["train", "-f", yaml.to_str().unwrap(), "--seed", seed, "--results-dir", r]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&runs).unwrap().map(|e| e.unwrap().path()).collect();
+    dirs.sort();
+    assert_eq!(dirs.len(), 2);
+    for d in &dirs {
+        assert_eq!(result_lines(d).len(), 3);
+        let (w, h) = png_size(&d.join("learning_curve.png")).expect("learning_curve.png is a PNG");
+        assert!(w >= 400 && h >= 300, "{w}x{h}");
+    }
+    let out_png = results.join("compare.png");
+    let out = rlx(&[
+        "plot", dirs[0].to_str().unwrap(), dirs[1].to_str().unwrap(), "-o", out_png.to_str().unwrap(), "--size",
+        "640x480",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(png_size(&out_png), Some((640, 480)));
+    let e = fails(&["plot", results.to_str().unwrap(), "-o", out_png.to_str().unwrap()]);
+    assert!(e.contains("result.json"), "{e}");
+
+    let ckpt = checkpoints(&dirs[0]).pop().unwrap();
+    let out = rlx(&["rollout", ckpt.to_str().unwrap(), "--episodes", "1", "--render"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("episode 1 step 0") && stdout.contains("1 episodes: mean return"), "{stdout}");
+
+    let list = String::from_utf8_lossy(&rlx(&["list"]).stdout).to_string();
+    assert!(list.lines().any(|l| l.trim_start().starts_with("PPO ")), "{list}");
+    assert!(list.lines().any(|l| l.trim_start().starts_with("CartPole-v1 ")), "{list}");
+    let config = String::from_utf8_lossy(&rlx(&["config", "PPO"]).stdout).to_string();
+    assert!(config.contains("# Clip range") && config.contains("clip_param: 0.2"), "{config}");
+    std::fs::remove_dir_all(results).unwrap();
+}
