@@ -182,8 +182,9 @@ fn arg_error(flag: impl Into<String>, source: ConfigError) -> CliError {
 fn parse_json(flag: &str, text: Option<&str>) -> Result<Value, CliError> {
     match text {
         None => Ok(Value::Null),
-        Some(t) => serde_json::from_str(t)
-            .map_err(|e| arg_error(flag, ConfigError::Malformed(format!("not valid JSON: {e}")))),
+        Some(t) => {
+            serde_json::from_str(t).map_err(|e| arg_error(flag, ConfigError::Malformed(format!("not valid JSON: {e}"))))
+        }
     }
 }
 
@@ -266,9 +267,11 @@ fn read_experiment_file(path: &Path) -> Result<Vec<(Option<String>, Map<String, 
         .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("cannot read: {e}"))))?;
     let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
     let value: Value = if yaml {
-        serde_yaml_ng::from_str(&text).map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("not valid YAML: {e}"))))?
+        serde_yaml_ng::from_str(&text)
+            .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("not valid YAML: {e}"))))?
     } else {
-        serde_json::from_str(&text).map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("not valid JSON: {e}"))))?
+        serde_json::from_str(&text)
+            .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("not valid JSON: {e}"))))?
     };
     let Value::Object(map) = value else {
         return Err(arg_error(&flag, ConfigError::Malformed("must be a map of experiment name to experiment".into())));
@@ -284,7 +287,9 @@ fn read_experiment_file(path: &Path) -> Result<Vec<(Option<String>, Map<String, 
             Value::Object(m) => Ok((Some(name), m)),
             other => Err(arg_error(
                 &flag,
-                ConfigError::Malformed(format!("experiment `{name}` must be a map with run, env, config, stop; got {other}")),
+                ConfigError::Malformed(format!(
+                    "experiment `{name}` must be a map with run, env, config, stop; got {other}"
+                )),
             )),
         })
         .collect()
@@ -328,14 +333,14 @@ pub fn experiments(
             match entry.get(key) {
                 None => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(other) => Err(arg_error(
-                    &flag,
-                    ConfigError::Malformed(format!("`{key}` must be a string, got {other}")),
-                )),
+                Some(other) => {
+                    Err(arg_error(&flag, ConfigError::Malformed(format!("`{key}` must be a string, got {other}"))))
+                }
             }
         };
         let mut config = entry.remove("config").unwrap_or(Value::Null);
-        let env_in_config = config.as_object_mut().and_then(|c| c.remove("env")).and_then(|e| e.as_str().map(String::from));
+        let env_in_config =
+            config.as_object_mut().and_then(|c| c.remove("env")).and_then(|e| e.as_str().map(String::from));
         let file_run = text(&entry, "run")?;
         let file_env = text(&entry, "env")?.or(env_in_config);
         let run = match (run, file_run) {
@@ -381,7 +386,10 @@ pub fn experiments(
         let freq = match entry.get("checkpoint_freq") {
             None => 0,
             Some(v) => v.as_u64().ok_or_else(|| {
-                arg_error(&flag, ConfigError::Malformed(format!("`checkpoint_freq` must be a whole number >= 0, got {v}")))
+                arg_error(
+                    &flag,
+                    ConfigError::Malformed(format!("`checkpoint_freq` must be a whole number >= 0, got {v}")),
+                )
             })?,
         };
         let at_end = match entry.get("checkpoint_at_end") {
@@ -428,7 +436,9 @@ fn interrupt_flag() -> Arc<AtomicBool> {
                     eprintln!("\nsecond Ctrl-C: exiting now (finished iterations are already on disk)");
                     std::process::exit(130);
                 }
-                eprintln!("\nCtrl-C: stopping after this iteration and writing a final checkpoint (Ctrl-C again to quit now)");
+                eprintln!(
+                    "\nCtrl-C: stopping after this iteration and writing a final checkpoint (Ctrl-C again to quit now)"
+                );
             }
         });
         flag
@@ -459,7 +469,11 @@ pub async fn train(run: Option<&str>, args: &TrainArgs) -> Result<Outcome, CliEr
     Ok(last.expect("experiments() returns at least one"))
 }
 
-async fn train_experiment(exp: &Experiment, args: &TrainArgs, restored: Option<&Checkpoint>) -> Result<Outcome, CliError> {
+async fn train_experiment(
+    exp: &Experiment,
+    args: &TrainArgs,
+    restored: Option<&Checkpoint>,
+) -> Result<Outcome, CliError> {
     let stop: StopCriteria = match &exp.stop {
         Value::Null => {
             let threshold = rlx_envs::spec(&exp.env).map_err(BuildError::from)?.reward_threshold;
@@ -667,7 +681,8 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     let meta = &ckpt.metadata;
     let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
     let mut env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;
-    let mut policy = make_policy(&meta.algorithm, &meta.config, env.observation_space(), env.action_space(), args.seed)?;
+    let mut policy =
+        make_policy(&meta.algorithm, &meta.config, env.observation_space(), env.action_space(), args.seed)?;
     ckpt.load_weights(policy.as_mut())?;
     let filter = ckpt.state.evaluators.iter().find(|e| e.index == 0).and_then(|e| e.filter.clone());
     if args.render && env.render().is_none() {
@@ -852,7 +867,8 @@ mod tests {
 
     #[test]
     fn flags_override_the_file_and_bad_files_name_the_problem() {
-        let path = write("exp.yaml", "x:\n  run: PPO\n  env: CartPole-v1\n  config: {lr: 0.01, restart: {max_restarts: 2}}\n");
+        let path =
+            write("exp.yaml", "x:\n  run: PPO\n  env: CartPole-v1\n  config: {lr: 0.01, restart: {max_restarts: 2}}\n");
         let args = TrainArgs {
             config_file: Some(path.clone()),
             env: Some("Acrobot-v1".into()),

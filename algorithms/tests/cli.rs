@@ -130,8 +130,18 @@ fn bad_input_names_the_problem() {
 
     // A checkpoint from PPO on CartPole, then damaged and mismatched uses of it.
     let out = rlx(&[
-        "train", "--run", "PPO", "--env", "CartPole-v1", "--config", FAST, "--results-dir", r, "--stop",
-        r#"{"training_iteration": 1}"#, "--checkpoint-at-end",
+        "train",
+        "--run",
+        "PPO",
+        "--env",
+        "CartPole-v1",
+        "--config",
+        FAST,
+        "--results-dir",
+        r,
+        "--stop",
+        r#"{"training_iteration": 1}"#,
+        "--checkpoint-at-end",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let ckpt = checkpoints(&run_dir(&results)).pop().unwrap();
@@ -175,8 +185,8 @@ fn sigkill_loses_no_finished_iteration() {
 fn ctrl_c_checkpoints_and_restore_continues() {
     let results = tmp("sigint");
     let (mut child, dir) = start_long_run(&results, &[], 3);
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(status.success());
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
     let status = wait_with_timeout(&mut child, Duration::from_secs(60));
     assert_eq!(status.code(), Some(130), "Ctrl-C exits with 128 + SIGINT");
     let lines = result_lines(&dir);
@@ -189,7 +199,13 @@ fn ctrl_c_checkpoints_and_restore_continues() {
     let resumed = tmp("resumed");
     let stop = format!(r#"{{"training_iteration": {}}}"#, last + 2);
     let out = rlx(&[
-        "train", "--restore", dir.to_str().unwrap(), "--stop", &stop, "--results-dir", resumed.to_str().unwrap(),
+        "train",
+        "--restore",
+        dir.to_str().unwrap(),
+        "--stop",
+        &stop,
+        "--results-dir",
+        resumed.to_str().unwrap(),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -232,7 +248,12 @@ fn yaml_run_plots_rollout_and_list() {
     }
     let out_png = results.join("compare.png");
     let out = rlx(&[
-        "plot", dirs[0].to_str().unwrap(), dirs[1].to_str().unwrap(), "-o", out_png.to_str().unwrap(), "--size",
+        "plot",
+        dirs[0].to_str().unwrap(),
+        dirs[1].to_str().unwrap(),
+        "-o",
+        out_png.to_str().unwrap(),
+        "--size",
         "640x480",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

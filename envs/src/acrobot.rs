@@ -40,8 +40,9 @@ use std::f64::consts::PI;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::env::invalid_action;
+use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
+use serde::{Deserialize, Serialize};
 
 const DT: f64 = 0.2;
 const LINK_LENGTH_1: f64 = 1.0;
@@ -124,6 +125,17 @@ fn rk4(y0: &[f64; 5]) -> [f64; 5] {
     let k3 = dsdt(&axpy(y0, dt2, &k2));
     let k4 = dsdt(&axpy(y0, dt, &k3));
     std::array::from_fn(|i| y0[i] + dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]))
+}
+
+/// What [`Acrobot::save_state`](Env::save_state) saves: everything that
+/// decides the future (the generator also draws the torque noise), tagged
+/// with the env's name so that another env's snapshot is refused.
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    env: String,
+    state: [f64; 4],
+    done: bool,
+    rng: ChaCha8Rng,
 }
 
 /// The acrobot without a time limit (Gymnasium's `AcrobotEnv`).
@@ -250,6 +262,37 @@ impl Env for Acrobot {
         self.done = terminated;
         self.write_obs(obs);
         Ok(Step { reward: if terminated { 0.0 } else { -1.0 }, terminated, truncated: false })
+    }
+
+    /// The `f64` state, the `done` flag and the generator, so that a run
+    /// resumed from a checkpoint continues its episodes bit for bit.
+    fn save_state(&self) -> Option<EnvState> {
+        let env = self.name().to_string();
+        Some(encode_state(&Snapshot { env, state: self.state, done: self.done, rng: self.rng.clone() }))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let s: Snapshot = decode_state(self.name(), state)?;
+        if s.env != self.name() {
+            return Err(EnvError::Other {
+                env: self.name().into(),
+                message: format!("got a saved state of {}", s.env),
+            });
+        }
+        (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
+        Ok(())
+    }
+
+    /// The joint angles in degrees (0 hangs straight down), the angular
+    /// velocities, and the height of the free end (the goal is above 1).
+    fn render(&self) -> Option<String> {
+        let [theta1, theta2, dtheta1, dtheta2] = self.state;
+        let height = -theta1.cos() - (theta2 + theta1).cos();
+        Some(format!(
+            "θ₁={:+6.1}° θ₂={:+6.1}° θ̇₁={dtheta1:+.2} θ̇₂={dtheta2:+.2} tip height={height:+.2} (goal > 1)",
+            theta1.to_degrees(),
+            theta2.to_degrees()
+        ))
     }
 }
 

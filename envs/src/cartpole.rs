@@ -20,8 +20,9 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::env::invalid_action;
+use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
+use serde::{Deserialize, Serialize};
 
 const GRAVITY: f64 = 9.8;
 const MASSCART: f64 = 1.0;
@@ -85,6 +86,17 @@ impl CartPole {
     }
 }
 
+/// What [`CartPole::save_state`](Env::save_state) saves: everything that
+/// decides the future, tagged with the env's name so that another env's
+/// snapshot is refused.
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    env: String,
+    state: [f64; 4],
+    done: bool,
+    rng: ChaCha8Rng,
+}
+
 impl Env for CartPole {
     fn name(&self) -> &str {
         "CartPole-v1"
@@ -134,6 +146,41 @@ impl Env for CartPole {
         self.done = terminated;
         self.write_obs(obs);
         Ok(Step { reward: 1.0, terminated, truncated: false })
+    }
+
+    /// The `f64` state, the `done` flag and the generator, so that a run
+    /// resumed from a checkpoint continues its episodes bit for bit.
+    fn save_state(&self) -> Option<EnvState> {
+        let env = self.name().to_string();
+        Some(encode_state(&Snapshot { env, state: self.state, done: self.done, rng: self.rng.clone() }))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let s: Snapshot = decode_state(self.name(), state)?;
+        if s.env != self.name() {
+            return Err(EnvError::Other {
+                env: self.name().into(),
+                message: format!("got a saved state of {}", s.env),
+            });
+        }
+        (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
+        Ok(())
+    }
+
+    /// The track from −2.4 to 2.4 with the cart leaning like its pole
+    /// (`/`, `|` or `\`), then the position and the pole's angle.
+    fn render(&self) -> Option<String> {
+        let [x, _, theta, _] = self.state;
+        let lean = match theta.to_degrees() {
+            d if d > 2.0 => '/',
+            d if d < -2.0 => '\\',
+            _ => '|',
+        };
+        let mut track = vec!['-'; 41];
+        let at = ((x + X_THRESHOLD) / (2.0 * X_THRESHOLD) * 40.0).round().clamp(0.0, 40.0) as usize;
+        track[at] = lean;
+        let track: String = track.into_iter().collect();
+        Some(format!("[{track}] x={x:+.3} θ={:+.1}°", theta.to_degrees()))
     }
 }
 

@@ -48,8 +48,9 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::env::invalid_action;
+use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
+use serde::{Deserialize, Serialize};
 
 const MIN_POSITION: f64 = -1.2;
 const MAX_POSITION: f64 = 0.6;
@@ -80,6 +81,39 @@ fn check_goal_velocity(env: &str, goal_velocity: f64) -> Result<(), EnvError> {
             message: format!("goal_velocity must be finite, got {goal_velocity}"),
         })
     }
+}
+
+/// What both cars' `save_state` saves: everything that decides the future,
+/// tagged with the env's name so that another env's snapshot is refused.
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    env: String,
+    state: [f64; 2],
+    /// Always false for the discrete car, whose state is always float64.
+    state_is_f32: bool,
+    done: bool,
+    rng: ChaCha8Rng,
+}
+
+impl Snapshot {
+    /// Decodes `state` as a snapshot of the env named `env`.
+    fn decode(env: &str, state: &EnvState) -> Result<Self, EnvError> {
+        let s: Snapshot = decode_state(env, state)?;
+        if s.env != env {
+            return Err(EnvError::Other { env: env.into(), message: format!("got a saved state of {}", s.env) });
+        }
+        Ok(s)
+    }
+}
+
+/// The track from −1.2 to 0.6 with the goal `G` and the car `o`, then the
+/// position and velocity.
+fn render_track(position: f64, velocity: f64, goal: f64) -> String {
+    let col = |x: f64| ((x - MIN_POSITION) / (MAX_POSITION - MIN_POSITION) * 40.0).round().clamp(0.0, 40.0) as usize;
+    let mut track = vec!['_'; 41];
+    track[col(goal)] = 'G';
+    track[col(position)] = 'o';
+    format!("[{}] x={position:+.3} v={velocity:+.4}", track.into_iter().collect::<String>())
 }
 
 /// The discrete mountain car without a time limit (Gymnasium's
@@ -186,6 +220,23 @@ impl Env for MountainCar {
         self.done = terminated;
         self.write_obs(obs);
         Ok(Step { reward: -1.0, terminated, truncated: false })
+    }
+
+    /// The `f64` state, the `done` flag and the generator, so that a run
+    /// resumed from a checkpoint continues its episodes bit for bit.
+    fn save_state(&self) -> Option<EnvState> {
+        let (env, state, done, rng) = (self.name().to_string(), self.state, self.done, self.rng.clone());
+        Some(encode_state(&Snapshot { env, state, state_is_f32: false, done, rng }))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let s = Snapshot::decode(self.name(), state)?;
+        (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
+        Ok(())
+    }
+
+    fn render(&self) -> Option<String> {
+        Some(render_track(self.state[0], self.state[1], GOAL_POSITION))
     }
 }
 
@@ -435,6 +486,24 @@ impl Env for MountainCarContinuous {
         self.write_obs(obs);
         Ok(Step { reward, terminated, truncated: false })
     }
+
+    /// The state with its float32/float64 type, the `done` flag and the
+    /// generator, so that a run resumed from a checkpoint continues its
+    /// episodes bit for bit.
+    fn save_state(&self) -> Option<EnvState> {
+        let (env, state, done, rng) = (self.name().to_string(), self.state, self.done, self.rng.clone());
+        Some(encode_state(&Snapshot { env, state, state_is_f32: self.state_is_f32, done, rng }))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let s = Snapshot::decode(self.name(), state)?;
+        (self.state, self.state_is_f32, self.done, self.rng) = (s.state, s.state_is_f32, s.done, s.rng);
+        Ok(())
+    }
+
+    fn render(&self) -> Option<String> {
+        Some(render_track(self.state[0], self.state[1], CONTINUOUS_GOAL_POSITION))
+    }
 }
 
 /// `MountainCarContinuous-v0`: [`MountainCarContinuous`] with Gymnasium's
@@ -588,6 +657,26 @@ mod tests {
         };
         assert!(step.terminated && obs[0] >= 0.45 && step.reward == 100.0 - 0.1);
         assert!(matches!(env.step(Action::Continuous(&[0.0]), &mut obs), Err(EnvError::NeedsReset { .. })));
+    }
+
+    #[test]
+    fn snapshots_keep_the_float32_state() {
+        // After a step the continuous car's state is float32, after a reset
+        // float64: a restore must bring back which, or the next step's NumPy
+        // promotion (and so its last bit) can differ.
+        let mut env = MountainCarContinuous::new();
+        let mut obs = [0.0f32; 2];
+        env.reset(Some(1), &mut obs).unwrap();
+        env.step(Action::Continuous(&[0.3]), &mut obs).unwrap();
+        let snapshot = env.save_state().unwrap();
+        let mut restored = MountainCarContinuous::new();
+        restored.reset(Some(2), &mut obs).unwrap();
+        restored.load_state(&snapshot).unwrap();
+        assert_eq!((restored.state, restored.state_is_f32, restored.done), (env.state, true, false));
+        // The discrete car's snapshot is not the continuous car's.
+        let discrete = MountainCar::new().save_state().unwrap();
+        let err = restored.load_state(&discrete).unwrap_err().to_string();
+        assert!(err.contains("MountainCarContinuous-v0") && err.contains("saved state of MountainCar-v0"), "{err}");
     }
 
     #[test]

@@ -165,10 +165,10 @@ pub fn dir_name(iteration: u64) -> String {
 /// # Errors
 /// An evaluator that cannot be reached, or a file that cannot be written.
 pub async fn save(trainer: &mut Trainer, parent: &Path, info: &RunInfo) -> Result<PathBuf, CheckpointError> {
-    let state = trainer
-        .save_state()
-        .await
-        .map_err(|e| CheckpointError::Restore { path: parent.to_path_buf(), reason: format!("snapshot failed: {e}") })?;
+    let state = trainer.save_state().await.map_err(|e| CheckpointError::Restore {
+        path: parent.to_path_buf(),
+        reason: format!("snapshot failed: {e}"),
+    })?;
     let last = &state.last;
     let metadata = CheckpointMetadata {
         format_version: FORMAT_VERSION,
@@ -180,9 +180,7 @@ pub async fn save(trainer: &mut Trainer, parent: &Path, info: &RunInfo) -> Resul
         timesteps_total: last.timesteps_total,
         episode_reward_mean: last.episode_reward_mean,
         time_total_s: last.time_total_s,
-        created_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        created_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         exact_resume: state.gaps.is_empty(),
         notes: state.gaps.clone(),
     };
@@ -331,7 +329,8 @@ impl Checkpoint {
     /// # Errors
     /// A damaged weights file, or an evaluator that rejects its state.
     pub async fn restore(&self, trainer: &mut Trainer) -> Result<Vec<String>, CheckpointError> {
-        let restore_err = |e: &dyn std::fmt::Display| CheckpointError::Restore { path: self.dir.clone(), reason: e.to_string() };
+        let restore_err =
+            |e: &dyn std::fmt::Display| CheckpointError::Restore { path: self.dir.clone(), reason: e.to_string() };
         let evaluators = trainer.optimizer_mut().evaluators_mut();
         self.load_weights(evaluators.local_mut().policy_mut())?;
         let weights = Arc::new(evaluators.local().policy().get_weights());

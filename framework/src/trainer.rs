@@ -126,7 +126,10 @@ impl Trainer {
             } else if let Some(w) = evaluators.workers().iter_mut().find(|w| w.index() == saved.index) {
                 w.load_state(Arc::new(saved.clone())).await?;
             } else {
-                gaps.push(format!("evaluator {} of the checkpoint is not in this run; its state is dropped", saved.index));
+                gaps.push(format!(
+                    "evaluator {} of the checkpoint is not in this run; its state is dropped",
+                    saved.index
+                ));
             }
         }
         let saved_workers = state.evaluators.iter().filter(|e| e.index > 0).count();

@@ -1,8 +1,12 @@
 //! Env wrappers users expect: [`TimeLimit`], [`FrameStack`], [`ClipReward`]
 //! and [`ActionRepeat`]. Each wraps any [`Env`] and is itself an `Env`, so
 //! they compose: `TimeLimit::new(ActionRepeat::new(env, 4)?, 1000)`.
+//!
+//! Every wrapper snapshots itself (see [`Env::save_state`]) when the env it
+//! wraps can: its own counters and buffers go in the snapshot beside the
+//! wrapped env's bytes, and `render` shows the wrapped env's frame.
 
-use crate::env::{Env, EnvError, Step};
+use crate::env::{decode_state, encode_state, Env, EnvError, EnvState, Step};
 use crate::space::{Action, Space};
 
 /// Truncates episodes after `max_episode_steps` steps, as Gymnasium's
@@ -58,6 +62,25 @@ impl<E: Env> Env for TimeLimit<E> {
             step.truncated = true;
         }
         Ok(step)
+    }
+
+    /// The steps taken so far beside the wrapped env's snapshot, so that a
+    /// run resumed from a checkpoint truncates its episodes in progress at
+    /// the same step as the run that saved it.
+    fn save_state(&self) -> Option<EnvState> {
+        let inner = self.env.save_state()?;
+        Some(encode_state(&(self.elapsed, serde_bytes::ByteBuf::from(inner))))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let (elapsed, inner): (usize, serde_bytes::ByteBuf) = decode_state(self.name(), state)?;
+        self.env.load_state(&inner.into_vec())?;
+        self.elapsed = elapsed;
+        Ok(())
+    }
+
+    fn render(&self) -> Option<String> {
+        self.env.render()
     }
 }
 
@@ -124,6 +147,31 @@ impl<E: Env> Env for FrameStack<E> {
         self.write(obs);
         Ok(step)
     }
+
+    /// The stacked frames beside the wrapped env's snapshot, so that a run
+    /// resumed from a checkpoint observes the same history as the run that
+    /// saved it.
+    fn save_state(&self) -> Option<EnvState> {
+        let inner = self.env.save_state()?;
+        Some(encode_state(&(&self.frames, serde_bytes::ByteBuf::from(inner))))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let (frames, inner): (Vec<f32>, serde_bytes::ByteBuf) = decode_state(self.name(), state)?;
+        if frames.len() != self.frames.len() {
+            return Err(EnvError::Other {
+                env: self.name().to_string(),
+                message: format!("saved FrameStack holds {} values, this one {}", frames.len(), self.frames.len()),
+            });
+        }
+        self.env.load_state(&inner.into_vec())?;
+        self.frames = frames;
+        Ok(())
+    }
+
+    fn render(&self) -> Option<String> {
+        self.env.render()
+    }
 }
 
 /// Clips every reward to `[min, max]` (Gymnasium's `ClipReward`; `-1, 1` is
@@ -167,6 +215,20 @@ impl<E: Env> Env for ClipReward<E> {
         let mut step = self.env.step(action, obs)?;
         step.reward = step.reward.clamp(self.min, self.max);
         Ok(step)
+    }
+
+    /// The wrapped env's snapshot as is (clipping keeps no state), so that
+    /// checkpoints can resume episodes in progress.
+    fn save_state(&self) -> Option<EnvState> {
+        self.env.save_state()
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        self.env.load_state(state)
+    }
+
+    fn render(&self) -> Option<String> {
+        self.env.render()
     }
 }
 
@@ -219,6 +281,21 @@ impl<E: Env> Env for ActionRepeat<E> {
         }
         Ok(total)
     }
+
+    /// The wrapped env's snapshot as is (each call repeats its action
+    /// within the call, so nothing is in flight between calls), so that
+    /// checkpoints can resume episodes in progress.
+    fn save_state(&self) -> Option<EnvState> {
+        self.env.save_state()
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        self.env.load_state(state)
+    }
+
+    fn render(&self) -> Option<String> {
+        self.env.render()
+    }
 }
 
 #[cfg(test)]
@@ -227,15 +304,18 @@ mod tests {
     use crate::env::invalid_action;
 
     /// Observation = step count; reward = step count; terminates at `end`.
+    /// Snapshots itself unless `snapshots` is false.
     struct Count {
         t: u32,
         end: u32,
+        snapshots: bool,
         obs: Space,
         act: Space,
     }
 
     fn count(end: u32) -> Count {
-        Count { t: 0, end, obs: Space::uniform_box(0.0, 100.0, vec![1]).unwrap(), act: Space::discrete(1) }
+        let obs = Space::uniform_box(0.0, 100.0, vec![1]).unwrap();
+        Count { t: 0, end, snapshots: true, obs, act: Space::discrete(1) }
     }
 
     impl Env for Count {
@@ -260,6 +340,16 @@ mod tests {
             self.t += 1;
             obs[0] = self.t as f32;
             Ok(Step { reward: self.t as f64, terminated: self.t == self.end, truncated: false })
+        }
+        fn save_state(&self) -> Option<EnvState> {
+            self.snapshots.then(|| encode_state(&self.t))
+        }
+        fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+            self.t = decode_state(self.name(), state)?;
+            Ok(())
+        }
+        fn render(&self) -> Option<String> {
+            Some(format!("t={}", self.t))
         }
     }
 
@@ -311,5 +401,74 @@ mod tests {
         let s = env.step(Action::Discrete(0), &mut obs).unwrap();
         assert_eq!((s.reward, s.terminated, obs[0]), (5.0, true, 5.0));
         assert!(env.step(Action::Discrete(1), &mut obs).is_err());
+    }
+
+    /// Every wrapper at once, around a `Count` that ends at step 30.
+    fn stack() -> TimeLimit<FrameStack<ClipReward<ActionRepeat<Count>>>> {
+        let env = ActionRepeat::new(count(30), 2).unwrap();
+        TimeLimit::new(FrameStack::new(ClipReward::new(env, -1.0, 2.5).unwrap(), 3).unwrap(), 6)
+    }
+
+    /// Steps `env` `n` times from its current state, resetting when an
+    /// episode ends, and records every observation and step.
+    fn run(env: &mut impl Env, obs: &mut [f32; 3], n: usize) -> Vec<([f32; 3], Step)> {
+        (0..n)
+            .map(|_| {
+                let step = env.step(Action::Discrete(0), obs).unwrap();
+                let out = (*obs, step);
+                if step.done() {
+                    env.reset(None, obs).unwrap();
+                }
+                out
+            })
+            .collect()
+    }
+
+    #[test]
+    fn wrappers_resume_from_a_snapshot_exactly() {
+        let mut env = stack();
+        let mut obs = [0.0; 3];
+        env.reset(None, &mut obs).unwrap();
+        run(&mut env, &mut obs, 4);
+        let snapshot = env.save_state().expect("every layer snapshots");
+        let (saved_obs, saved_elapsed) = (obs, env.elapsed_steps());
+        let want = run(&mut env, &mut obs, 20);
+        // The time limit (6 steps of 2) ends episodes before Count does.
+        assert!(want.iter().any(|(_, s)| s.truncated && !s.terminated), "{want:?}");
+
+        let mut restored = stack();
+        restored.reset(None, &mut obs).unwrap();
+        restored.step(Action::Discrete(0), &mut obs).unwrap();
+        restored.load_state(&snapshot).unwrap();
+        assert_eq!(restored.elapsed_steps(), saved_elapsed);
+        assert_eq!(restored.render().as_deref(), Some("t=8"), "render shows the innermost env");
+        obs = saved_obs;
+        assert_eq!(run(&mut restored, &mut obs, 20), want);
+    }
+
+    #[test]
+    fn wrappers_without_an_inner_snapshot_have_none() {
+        let mut env = stack();
+        env.inner_mut().env.env.env.snapshots = false;
+        assert_eq!(env.save_state(), None);
+        assert!(TimeLimit::new(count(3), 3).save_state().is_some());
+        assert_eq!(ClipReward::new(count(3), 0.0, 1.0).unwrap().save_state(), count(3).save_state());
+    }
+
+    #[test]
+    fn bad_snapshots_are_errors_and_change_nothing() {
+        let mut env = stack();
+        let mut obs = [0.0; 3];
+        env.reset(None, &mut obs).unwrap();
+        env.step(Action::Discrete(0), &mut obs).unwrap();
+        let before = env.save_state().unwrap();
+        for garbage in [vec![], vec![0xc1], b"not a snapshot".to_vec(), vec![0x92, 0x01, 0xc4, 0x01, 0xff]] {
+            let err = env.load_state(&garbage).unwrap_err();
+            assert!(matches!(err, EnvError::Other { .. }) && err.to_string().contains("Count"), "{err}");
+        }
+        // A snapshot of a FrameStack of another depth.
+        let other = FrameStack::new(count(30), 2).unwrap().save_state().unwrap();
+        assert!(env.inner_mut().load_state(&other).is_err());
+        assert_eq!(env.save_state().unwrap(), before);
     }
 }

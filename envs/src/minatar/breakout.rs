@@ -21,6 +21,9 @@
 //! the three rows are refilled.
 
 use super::{cell, Game, Mt19937, GRID, LEFT, RIGHT};
+use rlx::env::{decode_state, encode_state, EnvState};
+use rlx::EnvError;
+use serde::{Deserialize, Serialize};
 
 const PADDLE: usize = 0;
 const BALL: usize = 1;
@@ -37,7 +40,7 @@ const MIRROR_Y: [usize; 4] = [3, 2, 1, 0];
 const MIRROR_XY: [usize; 4] = [2, 3, 0, 1];
 
 /// The state of a Breakout game.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BreakoutGame {
     ball_x: i32,
     ball_y: i32,
@@ -64,6 +67,16 @@ impl BreakoutGame {
     /// Number of bricks left.
     pub fn bricks_left(&self) -> usize {
         self.bricks.iter().flatten().filter(|&&b| b).count()
+    }
+
+    /// Whether `act` can run on this state without indexing off the grid:
+    /// the ball, its trail and the paddle on the grid, a ball direction, and
+    /// the ball above the bottom row unless the game is over.
+    fn valid(&self) -> bool {
+        let on_grid = |v: i32| (0..GRID as i32).contains(&v);
+        [self.ball_x, self.ball_y, self.last_x, self.last_y, self.pos].into_iter().all(on_grid)
+            && self.ball_dir < DIRECTIONS.len()
+            && (self.ball_y < 9 || self.terminal)
     }
 
     fn fill_bricks(&mut self) {
@@ -176,6 +189,22 @@ impl Game for BreakoutGame {
                 }
             }
         }
+    }
+
+    const GLYPHS: &'static [(usize, char)] = &[(BALL, 'o'), (PADDLE, '='), (BRICK, '#'), (TRAIL, '.')];
+
+    /// The whole game state, for checkpoints (see [`Game::save_state`]).
+    fn save_state(&self) -> Option<EnvState> {
+        Some(encode_state(self))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let game: Self = decode_state(Self::NAME, state)?;
+        if !game.valid() {
+            return Err(EnvError::Other { env: Self::NAME.into(), message: format!("invalid saved state {game:?}") });
+        }
+        *self = game;
+        Ok(())
     }
 }
 

@@ -33,8 +33,9 @@ pub use breakout::BreakoutGame;
 pub use mt19937::Mt19937;
 pub use space_invaders::SpaceInvadersGame;
 
-use rlx::env::invalid_action;
+use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step};
+use serde::{Deserialize, Serialize};
 
 /// Side of MinAtar's square grid.
 pub const GRID: usize = 10;
@@ -83,12 +84,47 @@ pub trait Game: Send {
     fn difficulty_ramp(&self) -> Option<u32> {
         None
     }
+
+    /// For [`Env::render`]: the character that shows each channel, by
+    /// priority (a cell shows the first listed channel set in it, a space
+    /// if none). Empty (the default): the game does not render.
+    const GLYPHS: &'static [(usize, char)] = &[];
+
+    /// A snapshot of the game's state (see [`Env::save_state`]), or `None`
+    /// (the default) if the game cannot snapshot itself.
+    fn save_state(&self) -> Option<EnvState> {
+        None
+    }
+
+    /// Restores a snapshot taken by [`Game::save_state`], leaving the game
+    /// unchanged on error.
+    ///
+    /// # Errors
+    /// [`EnvError::Other`] if the bytes are not a valid snapshot of this
+    /// game, or (the default) the game cannot restore one.
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let _ = state;
+        Err(EnvError::Other { env: Self::NAME.to_string(), message: "this game cannot restore a saved state".into() })
+    }
 }
 
 /// Index of `(row, col, channel)` in a flat observation with `channels` channels.
 #[inline]
 pub(crate) fn cell(row: usize, col: usize, channel: usize, channels: usize) -> usize {
     (row * GRID + col) * channels + channel
+}
+
+/// What [`MinAtar::save_state`](Env::save_state) saves: the generator (it
+/// drives both the sticky actions and the game), the previous action, the
+/// `done` flag and the game's own snapshot, tagged with the env's name so
+/// that another env's snapshot is refused.
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    env: String,
+    rng: Mt19937,
+    last_action: usize,
+    done: bool,
+    game: Vec<u8>,
 }
 
 /// A MinAtar game as an rlx [`Env`]: sticky actions, the minimal action set
@@ -218,6 +254,42 @@ impl<G: Game> Env for MinAtar<G> {
         self.write_obs(obs)?;
         Ok(Step { reward, terminated, truncated: false })
     }
+
+    /// The generator (it drives both the sticky actions and the game), the
+    /// previous action, the `done` flag and the game's own snapshot, so that
+    /// a run resumed from a checkpoint continues its episodes bit for bit.
+    fn save_state(&self) -> Option<EnvState> {
+        let game = self.game.save_state()?;
+        let (rng, last_action, done) = (self.rng.clone(), self.last_action, self.done);
+        Some(encode_state(&Snapshot { env: G::NAME.to_string(), rng, last_action, done, game }))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let s: Snapshot = decode_state(G::NAME, state)?;
+        if s.env != G::NAME || s.last_action >= ACTION_NAMES.len() {
+            let message = format!("got a saved state of {} with previous action {}", s.env, s.last_action);
+            return Err(EnvError::Other { env: G::NAME.to_string(), message });
+        }
+        self.game.load_state(&s.game)?;
+        (self.rng, self.last_action, self.done) = (s.rng, s.last_action, s.done);
+        Ok(())
+    }
+
+    /// The 10×10 grid, one character per cell (see [`Game::GLYPHS`]), rows
+    /// top to bottom joined with newlines.
+    fn render(&self) -> Option<String> {
+        if G::GLYPHS.is_empty() {
+            return None;
+        }
+        let mut obs = vec![0.0; GRID * GRID * G::CHANNELS];
+        self.game.write_state(&mut obs);
+        let glyph = |r, c| {
+            let set = G::GLYPHS.iter().find(|&&(channel, _)| obs[cell(r, c, channel, G::CHANNELS)] == 1.0);
+            set.map_or(' ', |&(_, g)| g)
+        };
+        let rows: Vec<String> = (0..GRID).map(|r| (0..GRID).map(|c| glyph(r, c)).collect()).collect();
+        Some(rows.join("\n"))
+    }
 }
 
 /// `MinAtar/Breakout-v1`.
@@ -291,6 +363,35 @@ mod tests {
         };
         assert_eq!(run(5), run(5));
         assert_ne!(run(5), run(6));
+    }
+
+    /// A snapshot brings back the game, the generator, the previous action
+    /// (sticky actions repeat it) and the `done` flag.
+    fn check_snapshot<G: Game + std::fmt::Debug>() {
+        let mut env = MinAtar::<G>::new();
+        let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
+        env.reset(Some(3), &mut obs).unwrap();
+        let mut actions = Mt19937::new(1);
+        let n = G::MINIMAL_ACTIONS.len() as i64;
+        while env.last_action() == 0 {
+            env.step(Action::Discrete(actions.randint(0, n).unwrap()), &mut obs).unwrap();
+        }
+        let snapshot = env.save_state().unwrap();
+        let mut restored = MinAtar::<G>::new();
+        restored.reset(Some(4), &mut obs).unwrap();
+        restored.load_state(&snapshot).unwrap();
+        assert_eq!(restored.last_action(), env.last_action());
+        assert_eq!(format!("{:?}", restored.game()), format!("{:?}", env.game()));
+        assert!((0..100).all(|_| restored.rng.next_u32() == env.rng.next_u32()));
+        env.done = true;
+        restored.load_state(&env.save_state().unwrap()).unwrap();
+        assert!(matches!(restored.step(Action::Discrete(0), &mut obs), Err(EnvError::NeedsReset { .. })));
+    }
+
+    #[test]
+    fn snapshots_restore_everything() {
+        check_snapshot::<BreakoutGame>();
+        check_snapshot::<SpaceInvadersGame>();
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! what `RandomState([lo, hi])` does with them. The fixture test
 //! `minatar_reference` checks all of this against NumPy's own outputs.
 
+use serde::{Deserialize, Serialize};
+
 const N: usize = 624;
 const M: usize = 397;
 const MATRIX_A: u32 = 0x9908_b0df;
@@ -24,10 +26,39 @@ const UPPER_MASK: u32 = 0x8000_0000;
 const LOWER_MASK: u32 = 0x7fff_ffff;
 
 /// A 32-bit Mersenne Twister (MT19937) with NumPy's `RandomState` methods.
-#[derive(Clone)]
+///
+/// It serializes its whole state, so that MinAtar envs saved in a
+/// checkpoint draw the same numbers after a restore.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(into = "SavedMt19937", try_from = "SavedMt19937")]
 pub struct Mt19937 {
     state: [u32; N],
     pos: usize,
+}
+
+/// How [`Mt19937`] is serialized (serde has no impls for arrays this long).
+#[derive(Serialize, Deserialize)]
+struct SavedMt19937 {
+    state: Vec<u32>,
+    pos: usize,
+}
+
+impl From<Mt19937> for SavedMt19937 {
+    fn from(g: Mt19937) -> Self {
+        Self { state: g.state.to_vec(), pos: g.pos }
+    }
+}
+
+impl TryFrom<SavedMt19937> for Mt19937 {
+    type Error = String;
+
+    fn try_from(saved: SavedMt19937) -> Result<Self, String> {
+        let len = saved.state.len();
+        match saved.state.try_into() {
+            Ok(state) if saved.pos <= N => Ok(Self { state, pos: saved.pos }),
+            _ => Err(format!("not an MT19937 state: {len} words at position {}", saved.pos)),
+        }
+    }
 }
 
 impl std::fmt::Debug for Mt19937 {
@@ -208,6 +239,21 @@ mod tests {
     // From NumPy 2.4.6; envs/tests/fixtures/MinAtar-mt19937.json has many more.
     const NUMPY_SEED0_INTS: [i64; 3] = [1, 0, 1];
     const NUMPY_SEED0_WIDE: i64 = 758;
+
+    #[test]
+    fn serde_round_trip_continues_the_stream() {
+        use rlx::env::{decode_state, encode_state};
+        let mut g = Mt19937::new(7);
+        for _ in 0..1000 {
+            g.next_u32();
+        }
+        let mut restored: Mt19937 = decode_state("test", &encode_state(&g)).unwrap();
+        assert!((0..2000).all(|_| g.next_u32() == restored.next_u32()));
+        let short = encode_state(&SavedMt19937 { state: vec![1, 2, 3], pos: 0 });
+        assert!(decode_state::<Mt19937>("test", &short).is_err());
+        let past_end = encode_state(&SavedMt19937 { state: vec![0; N], pos: N + 1 });
+        assert!(decode_state::<Mt19937>("test", &past_end).is_err());
+    }
 
     #[test]
     fn seeds_beyond_32_bits_use_the_array_form() {

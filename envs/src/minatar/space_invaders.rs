@@ -24,6 +24,9 @@
 //! Rewards still count on the step that ends the episode.
 
 use super::{cell, Game, Mt19937, FIRE, GRID, LEFT, RIGHT};
+use rlx::env::{decode_state, encode_state, EnvState};
+use rlx::EnvError;
+use serde::{Deserialize, Serialize};
 
 const CANNON: usize = 0;
 const ALIEN: usize = 1;
@@ -40,7 +43,7 @@ const MIN_MOVE_INTERVAL: i32 = 6;
 type Grid = [[bool; GRID]; GRID];
 
 /// The state of a Space Invaders game.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SpaceInvadersGame {
     ramping: bool,
     pos: usize,
@@ -84,6 +87,17 @@ impl SpaceInvadersGame {
     /// The current move interval of the aliens (12 at the start, down to 6).
     pub fn enemy_move_interval(&self) -> i32 {
         self.enemy_move_interval
+    }
+
+    /// Whether `act` can run on this state as the package's would: the
+    /// cannon on the grid, a marching direction, and timers in their ranges.
+    fn valid(&self) -> bool {
+        self.pos < GRID
+            && self.alien_dir.abs() == 1
+            && (MIN_MOVE_INTERVAL..=ENEMY_MOVE_INTERVAL).contains(&self.enemy_move_interval)
+            && (0..=ENEMY_MOVE_INTERVAL).contains(&self.alien_move_timer)
+            && (0..=ENEMY_SHOT_INTERVAL).contains(&self.alien_shot_timer)
+            && (0..=SHOT_COOL_DOWN).contains(&self.shot_timer)
     }
 
     /// The lowest alien in the occupied column nearest `pos`.
@@ -230,6 +244,24 @@ impl Game for SpaceInvadersGame {
 
     fn difficulty_ramp(&self) -> Option<u32> {
         Some(self.ramp_index)
+    }
+
+    const GLYPHS: &'static [(usize, char)] =
+        &[(CANNON, 'A'), (FRIENDLY_BULLET, '|'), (ENEMY_BULLET, '!'), (ALIEN_LEFT, '<'), (ALIEN_RIGHT, '>')];
+
+    /// The whole game state, for checkpoints (see [`Game::save_state`]); a
+    /// restore keeps this game's `ramping` setting, which is configuration.
+    fn save_state(&self) -> Option<EnvState> {
+        Some(encode_state(self))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let game: Self = decode_state(Self::NAME, state)?;
+        if !game.valid() {
+            return Err(EnvError::Other { env: Self::NAME.into(), message: format!("invalid saved state {game:?}") });
+        }
+        *self = Self { ramping: self.ramping, ..game };
+        Ok(())
     }
 }
 
