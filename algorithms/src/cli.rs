@@ -157,8 +157,8 @@ pub enum CliError {
     /// Training failed; what was finished is on disk.
     #[error("training failed: {source}\n  results so far: {}\n  last checkpoint: {}", dir.display(), checkpoint.as_ref().map_or("none".into(), |c| c.display().to_string()))]
     Train {
-        /// The optimizer's error.
-        source: OptimizerError,
+        /// The optimizer's error (boxed: it is large and rare).
+        source: Box<OptimizerError>,
         /// The run's results directory.
         dir: PathBuf,
         /// The last checkpoint written, if any.
@@ -259,9 +259,13 @@ fn translate_rllib(obj: &mut Value, renamed: &[(&str, &str)], ignored: &[&str]) 
     }
 }
 
+/// An experiment file's entry: its name (if the file names experiments)
+/// and its keys.
+type Entry = (Option<String>, Map<String, Value>);
+
 /// Reads an experiment file: YAML (`.yaml`/`.yml`) or JSON, either a map of
 /// experiment name → experiment (RLlib's tuned examples) or one experiment.
-fn read_experiment_file(path: &Path) -> Result<Vec<(Option<String>, Map<String, Value>)>, CliError> {
+fn read_experiment_file(path: &Path) -> Result<Vec<Entry>, CliError> {
     let flag = format!("--config-file {}", path.display());
     let text = std::fs::read_to_string(path)
         .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("cannot read: {e}"))))?;
@@ -527,7 +531,7 @@ async fn train_experiment(
             Err(source) => {
                 progress.abandon();
                 writer.finish()?;
-                return Err(CliError::Train { source, dir, checkpoint: last_checkpoint });
+                return Err(CliError::Train { source: Box::new(source), dir, checkpoint: last_checkpoint });
             }
         };
         writer.append(&result)?;

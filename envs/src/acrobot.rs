@@ -38,11 +38,11 @@
 
 use std::f64::consts::PI;
 
+use crate::snapshot::Snapshot;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
+use rlx::env::{invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
-use serde::{Deserialize, Serialize};
 
 const DT: f64 = 0.2;
 const LINK_LENGTH_1: f64 = 1.0;
@@ -125,17 +125,6 @@ fn rk4(y0: &[f64; 5]) -> [f64; 5] {
     let k3 = dsdt(&axpy(y0, dt2, &k2));
     let k4 = dsdt(&axpy(y0, dt, &k3));
     std::array::from_fn(|i| y0[i] + dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]))
-}
-
-/// What [`Acrobot::save_state`](Env::save_state) saves: everything that
-/// decides the future (the generator also draws the torque noise), tagged
-/// with the env's name so that another env's snapshot is refused.
-#[derive(Serialize, Deserialize)]
-struct Snapshot {
-    env: String,
-    state: [f64; 4],
-    done: bool,
-    rng: ChaCha8Rng,
 }
 
 /// The acrobot without a time limit (Gymnasium's `AcrobotEnv`).
@@ -267,18 +256,11 @@ impl Env for Acrobot {
     /// The `f64` state, the `done` flag and the generator, so that a run
     /// resumed from a checkpoint continues its episodes bit for bit.
     fn save_state(&self) -> Option<EnvState> {
-        let env = self.name().to_string();
-        Some(encode_state(&Snapshot { env, state: self.state, done: self.done, rng: self.rng.clone() }))
+        Some(Snapshot::save(self.name(), self.state, self.done, &self.rng))
     }
 
     fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s: Snapshot = decode_state(self.name(), state)?;
-        if s.env != self.name() {
-            return Err(EnvError::Other {
-                env: self.name().into(),
-                message: format!("got a saved state of {}", s.env),
-            });
-        }
+        let s = Snapshot::load(self.name(), state)?;
         (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
         Ok(())
     }

@@ -18,11 +18,11 @@
 //! The reset draws come from rlx's own seeded generator (ChaCha8), not
 //! NumPy's PCG64: the distribution is the same, the numbers differ.
 
+use crate::snapshot::Snapshot;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
+use rlx::env::{invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
-use serde::{Deserialize, Serialize};
 
 const GRAVITY: f64 = 9.8;
 const MASSCART: f64 = 1.0;
@@ -86,17 +86,6 @@ impl CartPole {
     }
 }
 
-/// What [`CartPole::save_state`](Env::save_state) saves: everything that
-/// decides the future, tagged with the env's name so that another env's
-/// snapshot is refused.
-#[derive(Serialize, Deserialize)]
-struct Snapshot {
-    env: String,
-    state: [f64; 4],
-    done: bool,
-    rng: ChaCha8Rng,
-}
-
 impl Env for CartPole {
     fn name(&self) -> &str {
         "CartPole-v1"
@@ -151,18 +140,11 @@ impl Env for CartPole {
     /// The `f64` state, the `done` flag and the generator, so that a run
     /// resumed from a checkpoint continues its episodes bit for bit.
     fn save_state(&self) -> Option<EnvState> {
-        let env = self.name().to_string();
-        Some(encode_state(&Snapshot { env, state: self.state, done: self.done, rng: self.rng.clone() }))
+        Some(Snapshot::save(self.name(), self.state, self.done, &self.rng))
     }
 
     fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s: Snapshot = decode_state(self.name(), state)?;
-        if s.env != self.name() {
-            return Err(EnvError::Other {
-                env: self.name().into(),
-                message: format!("got a saved state of {}", s.env),
-            });
-        }
+        let s = Snapshot::load(self.name(), state)?;
         (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
         Ok(())
     }

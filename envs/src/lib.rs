@@ -21,6 +21,7 @@ pub mod mountain_car;
 pub mod multi_cartpole;
 pub mod pendulum;
 mod registry;
+mod snapshot;
 
 pub use acrobot::{acrobot_v1, Acrobot};
 pub use cartpole::{cartpole_v1, CartPole};

@@ -31,11 +31,11 @@
 
 use std::f64::consts::PI;
 
+use crate::snapshot::Snapshot;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
+use rlx::env::{invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
-use serde::{Deserialize, Serialize};
 
 const MAX_SPEED: f64 = 8.0;
 const MAX_TORQUE: f64 = 2.0;
@@ -77,17 +77,6 @@ fn py_mod(x: f64, y: f64) -> f64 {
 /// Gymnasium's `angle_normalize`: `x` shifted by whole turns into [−π, π).
 fn angle_normalize(x: f64) -> f64 {
     py_mod(x + PI, 2.0 * PI) - PI
-}
-
-/// What [`Pendulum::save_state`](Env::save_state) saves: everything that
-/// decides the future, tagged with the env's name so that another env's
-/// snapshot is refused.
-#[derive(Serialize, Deserialize)]
-struct Snapshot {
-    env: String,
-    state: [f64; 2],
-    done: bool,
-    rng: ChaCha8Rng,
 }
 
 /// The pendulum without a time limit (Gymnasium's `PendulumEnv`).
@@ -216,18 +205,11 @@ impl Env for Pendulum {
     /// The `f64` state, the `done` flag and the generator, so that a run
     /// resumed from a checkpoint continues its episodes bit for bit.
     fn save_state(&self) -> Option<EnvState> {
-        let env = self.name().to_string();
-        Some(encode_state(&Snapshot { env, state: self.state, done: self.done, rng: self.rng.clone() }))
+        Some(Snapshot::save(self.name(), self.state, self.done, &self.rng))
     }
 
     fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s: Snapshot = decode_state(self.name(), state)?;
-        if s.env != self.name() {
-            return Err(EnvError::Other {
-                env: self.name().into(),
-                message: format!("got a saved state of {}", s.env),
-            });
-        }
+        let s = Snapshot::load(self.name(), state)?;
         (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
         Ok(())
     }

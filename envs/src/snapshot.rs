@@ -1,0 +1,38 @@
+//! The snapshot the classic-control envs save for checkpoints
+//! ([`rlx::Env::save_state`]): the env's name, its state, its `done` flag and
+//! its generator.
+//!
+//! The name is checked on load because envs with the same state layout
+//! (MountainCar and Pendulum both keep two floats) would otherwise accept
+//! each other's snapshots silently.
+
+use rand_chacha::ChaCha8Rng;
+use rlx::env::{decode_state, encode_state, EnvState};
+use rlx::EnvError;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// What a classic-control env saves; `S` is its state vector.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Snapshot<S> {
+    env: String,
+    pub state: S,
+    pub done: bool,
+    pub rng: ChaCha8Rng,
+}
+
+impl<S: Serialize + DeserializeOwned> Snapshot<S> {
+    /// Encodes the snapshot of the env named `env`.
+    pub fn save(env: &str, state: S, done: bool, rng: &ChaCha8Rng) -> EnvState {
+        encode_state(&Snapshot { env: env.to_string(), state, done, rng: rng.clone() })
+    }
+
+    /// Decodes a snapshot, refusing one of another env.
+    pub fn load(env: &str, bytes: &EnvState) -> Result<Self, EnvError> {
+        let s: Snapshot<S> = decode_state(env, bytes)?;
+        if s.env != env {
+            return Err(EnvError::Other { env: env.into(), message: format!("got a saved state of {}", s.env) });
+        }
+        Ok(s)
+    }
+}
