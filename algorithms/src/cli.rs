@@ -498,6 +498,12 @@ async fn train_experiment(
         other => CliError::Build(other),
     })?;
     let info = RunInfo { algorithm: exp.run.clone(), env: exp.env.clone(), config: config.clone() };
+    // Restore before creating the run directory, so a bad checkpoint leaves nothing behind.
+    if let Some(ckpt) = restored {
+        for gap in ckpt.restore(&mut trainer).await? {
+            eprintln!("warning: not an exact resume: {gap}");
+        }
+    }
     let dir = new_run_dir(&args.results_dir, &format!("{}_{}", exp.run, exp.env.replace('/', "-")))?;
     let params = json!({
         "run": exp.run, "env": exp.env, "config": config, "stop": stop,
@@ -505,9 +511,6 @@ async fn train_experiment(
     });
     let mut writer = ResultsWriter::create(&dir, &params)?;
     if let Some(ckpt) = restored {
-        for gap in ckpt.restore(&mut trainer).await? {
-            eprintln!("warning: not an exact resume: {gap}");
-        }
         // Carry the history up to the checkpoint over, so this run's
         // result.json, progress.csv and plot tell the whole story.
         let iteration = ckpt.metadata.training_iteration;
@@ -579,7 +582,9 @@ struct Progress {
 
 impl Progress {
     fn new(stop: &StopCriteria, start: &TrainResult) -> Self {
-        if !std::io::stderr().is_terminal() {
+        // A bar only when a person watches both streams: `rlx train | tee
+        // log` gets one line per iteration.
+        if !(std::io::stderr().is_terminal() && std::io::stdout().is_terminal()) {
             return Self { bar: None, by_iteration: false };
         }
         let (bar, by_iteration) = match (stop.training_iteration, stop.timesteps_total) {
@@ -742,8 +747,9 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     }
     let (min, max) = summary.returns.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &r| (a.min(r), b.max(r)));
     println!(
-        "{} episodes: mean return {:.1} ± {:.1} (min {min:.1}, max {max:.1}), mean length {:.1}",
+        "{} episode{}: mean return {:.1} ± {:.1} (min {min:.1}, max {max:.1}), mean length {:.1}",
         args.episodes,
+        if args.episodes == 1 { "" } else { "s" },
         summary.mean(),
         summary.std(),
         summary.lengths.iter().sum::<u64>() as f64 / args.episodes as f64
@@ -803,6 +809,7 @@ fn exit_code(outcome: Result<Outcome, CliError>) -> ExitCode {
 /// `rlx train` without `--run`.
 pub async fn algorithm_main(algorithm: &'static str) -> ExitCode {
     use clap::{Args as _, FromArgMatches as _};
+    default_sigpipe();
     let command = clap::Command::new(format!("rlx-{}", algorithm.to_lowercase())).version(env!("CARGO_PKG_VERSION"));
     let about = format!("Train {algorithm} on an env (the same as `rlx train --run {algorithm}`)");
     let matches = TrainArgs::augment_args(command).about(about).get_matches();
@@ -813,8 +820,20 @@ pub async fn algorithm_main(algorithm: &'static str) -> ExitCode {
     exit_code(train(Some(algorithm), &args).await)
 }
 
+/// Dies quietly on a closed pipe (`rlx rollout --render | head`) like other
+/// command-line tools, instead of panicking on the next print.
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of one signal at start-up,
+    // before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Entry point of the `rlx` binary.
 pub async fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     match cli.command {
         Command::Train { run, args } => exit_code(train(run.as_deref(), &args).await),

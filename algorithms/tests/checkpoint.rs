@@ -108,3 +108,39 @@ async fn damaged_and_mismatched_checkpoints_are_refused() {
     assert!(err.contains("state.bin") && err.contains("corrupt"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// IMPALA learns on a thread of its own with requests always in flight: its
+/// checkpoints say they are not exact, and a restore still hands the saved
+/// weights to the learner thread (not only to the evaluators).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asynchronous_restore_is_approximate_but_keeps_the_weights() {
+    let dir = tmp("impala");
+    let cfg = json!({"num_workers": 1, "num_envs_per_worker": 4, "train_batch_size": 256, "seed": 3});
+    let (mut t, resolved) = build_trainer("IMPALA", "CartPole-v1", &cfg).await.unwrap();
+    for _ in 0..5 {
+        t.train().await.unwrap();
+    }
+    let info = RunInfo { algorithm: "IMPALA".into(), env: "CartPole-v1".into(), config: resolved };
+    let path = checkpoint::save(&mut t, &dir, &info).await.unwrap();
+    let saved = weights(&t);
+    drop(t);
+    let ckpt = Checkpoint::load(&path).unwrap();
+    assert!(!ckpt.metadata.exact_resume);
+    assert!(ckpt.metadata.notes.iter().any(|n| n.contains("learner thread")), "{:?}", ckpt.metadata.notes);
+
+    let (mut fresh, _) = build_trainer("IMPALA", "CartPole-v1", &cfg).await.unwrap();
+    let init = weights(&fresh);
+    let gaps = ckpt.restore(&mut fresh).await.unwrap();
+    assert!(!gaps.is_empty());
+    assert_eq!(weights(&fresh), saved);
+    fresh.train().await.unwrap();
+    let dist = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum::<f32>().sqrt();
+    let after = weights(&fresh);
+    assert!(
+        dist(&after, &saved) < dist(&init, &saved) / 4.0,
+        "the learner continued from {} away from the checkpoint (fresh weights are {} away)",
+        dist(&after, &saved),
+        dist(&init, &saved)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -265,7 +265,7 @@ fn yaml_run_plots_rollout_and_list() {
     let out = rlx(&["rollout", ckpt.to_str().unwrap(), "--episodes", "1", "--render"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("episode 1 step 0") && stdout.contains("1 episodes: mean return"), "{stdout}");
+    assert!(stdout.contains("episode 1 step 0") && stdout.contains("1 episode: mean return"), "{stdout}");
 
     let list = String::from_utf8_lossy(&rlx(&["list"]).stdout).to_string();
     assert!(list.lines().any(|l| l.trim_start().starts_with("PPO ")), "{list}");

@@ -331,12 +331,10 @@ impl Checkpoint {
     pub async fn restore(&self, trainer: &mut Trainer) -> Result<Vec<String>, CheckpointError> {
         let restore_err =
             |e: &dyn std::fmt::Display| CheckpointError::Restore { path: self.dir.clone(), reason: e.to_string() };
-        let evaluators = trainer.optimizer_mut().evaluators_mut();
-        self.load_weights(evaluators.local_mut().policy_mut())?;
-        let weights = Arc::new(evaluators.local().policy().get_weights());
-        for w in evaluators.workers() {
-            w.set_weights(weights.clone()).await.map_err(|e| restore_err(&e))?;
-        }
+        let optimizer = trainer.optimizer_mut();
+        self.load_weights(optimizer.evaluators_mut().local_mut().policy_mut())?;
+        let weights = Arc::new(optimizer.evaluators().local().policy().get_weights());
+        optimizer.restore_weights(weights).await.map_err(|e| restore_err(&e))?;
         trainer.load_state(&self.state).await.map_err(|e| restore_err(&e))
     }
 }

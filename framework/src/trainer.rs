@@ -91,12 +91,14 @@ impl Trainer {
     /// # Errors
     /// An evaluator that cannot be reached.
     pub async fn save_state(&mut self) -> Result<RunState, OptimizerError> {
+        let optimizer_gaps = self.optimizer.checkpoint_gaps();
         let evaluators = self.optimizer.evaluators_mut();
         let mut states = vec![evaluators.local().save_state(0)];
         for w in evaluators.workers() {
             states.push(w.save_state().await?);
         }
         let mut gaps: Vec<String> = states.iter().flat_map(EvaluatorState::gaps).collect();
+        gaps.extend(optimizer_gaps);
         let in_flight = evaluators.num_workers() - evaluators.workers().len();
         if in_flight > 0 {
             gaps.push(format!(

@@ -66,6 +66,10 @@ struct LearnerReport {
 /// The learner's latest weights and their version, shared with the driver.
 type Published = Arc<Mutex<(Arc<FlatWeights>, u64)>>;
 
+/// Weights the learner thread must adopt before its next update (a
+/// restored checkpoint's).
+type Pending = Arc<Mutex<Option<Arc<FlatWeights>>>>;
+
 /// Asynchronous sampling, a learner thread, weights every k batches.
 pub struct AsyncSamplesOptimizer {
     evaluators: Evaluators,
@@ -77,6 +81,7 @@ pub struct AsyncSamplesOptimizer {
     next_aggregator: usize,
     reports: std::sync::mpsc::Receiver<Result<LearnerReport, EvaluatorError>>,
     published: Published,
+    pending: Pending,
 }
 
 /// The learner thread: concatenates queued batches to `batch_size` rows,
@@ -87,6 +92,7 @@ fn run_learner(
     mut queue: mpsc::Receiver<Item>,
     batch_size: usize,
     published: Published,
+    pending: Pending,
     reports: std::sync::mpsc::Sender<Result<LearnerReport, EvaluatorError>>,
 ) {
     let mut concat = ConcatBatches::new(batch_size);
@@ -99,6 +105,12 @@ fn run_learner(
                 return;
             }
         };
+        if let Some(w) = pending.lock().expect("learner lock").take() {
+            if let Err(e) = learner.set_weights(&w) {
+                let _ = reports.send(Err(e.into()));
+                return;
+            }
+        }
         let version = published.lock().expect("learner lock").1;
         let lags: Vec<(u64, usize)> =
             tags.into_iter().flat_map(|(v, _)| v).map(|(v, n)| (version - v.min(version), n)).collect();
@@ -136,10 +148,12 @@ impl AsyncSamplesOptimizer {
         let (report_tx, reports) = std::sync::mpsc::channel();
         let published: Published = Arc::new(Mutex::new((Arc::new(learner.get_weights()), 0)));
         let (shared, batch_size) = (published.clone(), config.train_batch_size);
+        let pending: Pending = Arc::default();
+        let learner_pending = pending.clone();
         // Detached: it ends when the queue closes (the optimizer is dropped).
         std::thread::Builder::new()
             .name("rlx-learner".into())
-            .spawn(move || run_learner(learner, rx, batch_size, shared, report_tx))
+            .spawn(move || run_learner(learner, rx, batch_size, shared, learner_pending, report_tx))
             .map_err(|e| HandleError::Spawn { index: 0, reason: format!("learner thread: {e}") })?;
         let mut aggregators = Vec::new();
         for _ in 0..config.num_aggregation_workers {
@@ -160,6 +174,7 @@ impl AsyncSamplesOptimizer {
             next_aggregator: 0,
             reports,
             published,
+            pending,
         })
     }
 
@@ -271,6 +286,21 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
 
     fn evaluators_mut(&mut self) -> &mut Evaluators {
         &mut self.evaluators
+    }
+
+    /// Hands the weights to the learner thread (adopted before its next
+    /// update) and publishes them, so the next broadcast sends them to the
+    /// workers.
+    async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
+        self.evaluators.local_mut().set_weights(&weights)?;
+        *self.pending.lock().expect("learner lock") = Some(weights.clone());
+        let mut published = self.published.lock().expect("learner lock");
+        *published = (weights, published.1 + 1);
+        Ok(())
+    }
+
+    fn checkpoint_gaps(&self) -> Vec<String> {
+        vec!["the learner thread's optimizer state (Adam moments) and the batches queued for it are not saved".into()]
     }
 }
 

@@ -17,10 +17,12 @@ pub use sync_samples::{SyncSamplesConfig, SyncSamplesOptimizer};
 use crate::evaluator::EvaluatorError;
 use crate::evaluators::Evaluators;
 use crate::handle::HandleError;
+use crate::policy::FlatWeights;
 use crate::policy::LearnerStats;
 use crate::sample_batch::BatchError;
 use crate::vector_env::EpisodeSummary;
 use async_trait::async_trait;
+use std::sync::Arc;
 
 /// What one optimizer step did.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -64,4 +66,25 @@ pub trait PolicyOptimizer: Send {
 
     /// The evaluators, mutably.
     fn evaluators_mut(&mut self) -> &mut Evaluators;
+
+    /// Replaces the learner's weights everywhere they live (restoring a
+    /// checkpoint). The default sets the local policy's and every worker's;
+    /// an optimizer that learns elsewhere (a learner thread) overrides it.
+    ///
+    /// # Errors
+    /// Weights of the wrong length, or an unreachable worker.
+    async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
+        let evaluators = self.evaluators_mut();
+        evaluators.local_mut().set_weights(&weights)?;
+        for w in evaluators.workers() {
+            w.set_weights(weights.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// What a checkpoint of this optimizer leaves out, in words (empty: a
+    /// restore continues exactly, as far as the optimizer is concerned).
+    fn checkpoint_gaps(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
