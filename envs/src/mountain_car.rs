@@ -46,11 +46,11 @@
 //! The reset draws come from rlx's own seeded generator (ChaCha8), not
 //! NumPy's PCG64: the distribution is the same, the numbers differ.
 
+use crate::snapshot::Snapshot;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
+use rlx::env::{invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
-use serde::{Deserialize, Serialize};
 
 const MIN_POSITION: f64 = -1.2;
 const MAX_POSITION: f64 = 0.6;
@@ -80,29 +80,6 @@ fn check_goal_velocity(env: &str, goal_velocity: f64) -> Result<(), EnvError> {
             env: env.into(),
             message: format!("goal_velocity must be finite, got {goal_velocity}"),
         })
-    }
-}
-
-/// What both cars' `save_state` saves: everything that decides the future,
-/// tagged with the env's name so that another env's snapshot is refused.
-#[derive(Serialize, Deserialize)]
-struct Snapshot {
-    env: String,
-    state: [f64; 2],
-    /// Always false for the discrete car, whose state is always float64.
-    state_is_f32: bool,
-    done: bool,
-    rng: ChaCha8Rng,
-}
-
-impl Snapshot {
-    /// Decodes `state` as a snapshot of the env named `env`.
-    fn decode(env: &str, state: &EnvState) -> Result<Self, EnvError> {
-        let s: Snapshot = decode_state(env, state)?;
-        if s.env != env {
-            return Err(EnvError::Other { env: env.into(), message: format!("got a saved state of {}", s.env) });
-        }
-        Ok(s)
     }
 }
 
@@ -225,12 +202,11 @@ impl Env for MountainCar {
     /// The `f64` state, the `done` flag and the generator, so that a run
     /// resumed from a checkpoint continues its episodes bit for bit.
     fn save_state(&self) -> Option<EnvState> {
-        let (env, state, done, rng) = (self.name().to_string(), self.state, self.done, self.rng.clone());
-        Some(encode_state(&Snapshot { env, state, state_is_f32: false, done, rng }))
+        Some(Snapshot::save(self.name(), self.state, self.done, &self.rng))
     }
 
     fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s = Snapshot::decode(self.name(), state)?;
+        let s = Snapshot::load(self.name(), state)?;
         (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
         Ok(())
     }
@@ -491,13 +467,12 @@ impl Env for MountainCarContinuous {
     /// generator, so that a run resumed from a checkpoint continues its
     /// episodes bit for bit.
     fn save_state(&self) -> Option<EnvState> {
-        let (env, state, done, rng) = (self.name().to_string(), self.state, self.done, self.rng.clone());
-        Some(encode_state(&Snapshot { env, state, state_is_f32: self.state_is_f32, done, rng }))
+        Some(Snapshot::save(self.name(), (self.state, self.state_is_f32), self.done, &self.rng))
     }
 
     fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s = Snapshot::decode(self.name(), state)?;
-        (self.state, self.state_is_f32, self.done, self.rng) = (s.state, s.state_is_f32, s.done, s.rng);
+        let s = Snapshot::load(self.name(), state)?;
+        ((self.state, self.state_is_f32), self.done, self.rng) = (s.state, s.done, s.rng);
         Ok(())
     }
 

@@ -9,7 +9,7 @@
 use rand_chacha::ChaCha8Rng;
 use rlx::env::{decode_state, encode_state, EnvState};
 use rlx::EnvError;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 
 /// What a classic-control env saves; `S` is its state vector.
@@ -27,12 +27,14 @@ impl<S: Serialize + DeserializeOwned> Snapshot<S> {
         encode_state(&Snapshot { env: env.to_string(), state, done, rng: rng.clone() })
     }
 
-    /// Decodes a snapshot, refusing one of another env.
+    /// Decodes a snapshot, refusing one of another env. The name is read
+    /// first, so another env's snapshot is named as such even when its
+    /// state has another layout.
     pub fn load(env: &str, bytes: &EnvState) -> Result<Self, EnvError> {
-        let s: Snapshot<S> = decode_state(env, bytes)?;
-        if s.env != env {
-            return Err(EnvError::Other { env: env.into(), message: format!("got a saved state of {}", s.env) });
+        let tag: Snapshot<IgnoredAny> = decode_state(env, bytes)?;
+        if tag.env != env {
+            return Err(EnvError::Other { env: env.into(), message: format!("got a saved state of {}", tag.env) });
         }
-        Ok(s)
+        decode_state(env, bytes)
     }
 }

@@ -110,6 +110,14 @@ pub enum CheckpointError {
         /// The run's env.
         env: String,
     },
+    /// Snapshotting the run failed (an evaluator could not be reached).
+    #[error("cannot checkpoint into {}: {reason}", path.display())]
+    Snapshot {
+        /// The run directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// Restoring into the run failed (an evaluator rejected its state).
     #[error("cannot restore {}: {reason}", path.display())]
     Restore {
@@ -165,10 +173,10 @@ pub fn dir_name(iteration: u64) -> String {
 /// # Errors
 /// An evaluator that cannot be reached, or a file that cannot be written.
 pub async fn save(trainer: &mut Trainer, parent: &Path, info: &RunInfo) -> Result<PathBuf, CheckpointError> {
-    let state = trainer.save_state().await.map_err(|e| CheckpointError::Restore {
-        path: parent.to_path_buf(),
-        reason: format!("snapshot failed: {e}"),
-    })?;
+    let state = trainer
+        .save_state()
+        .await
+        .map_err(|e| CheckpointError::Snapshot { path: parent.to_path_buf(), reason: e.to_string() })?;
     let last = &state.last;
     let metadata = CheckpointMetadata {
         format_version: FORMAT_VERSION,

@@ -2,6 +2,7 @@
 //! step did into a [`TrainResult`]; [`StopCriteria`] says when to stop.
 
 use crate::evaluator::EvaluatorState;
+use crate::handle::EvaluatorHandle;
 use crate::metrics::{EpisodeWindow, TrainResult};
 use crate::optimizer::{OptimizerError, PolicyOptimizer};
 use serde::{Deserialize, Serialize};
@@ -93,7 +94,7 @@ impl Trainer {
     pub async fn save_state(&mut self) -> Result<RunState, OptimizerError> {
         let optimizer_gaps = self.optimizer.checkpoint_gaps();
         let evaluators = self.optimizer.evaluators_mut();
-        let mut states = vec![evaluators.local().save_state(0)];
+        let mut states = vec![evaluators.local_handle().save_state().await?];
         for w in evaluators.workers() {
             states.push(w.save_state().await?);
         }
@@ -121,10 +122,7 @@ impl Trainer {
         let evaluators = self.optimizer.evaluators_mut();
         for saved in &state.evaluators {
             if saved.index == 0 {
-                evaluators
-                    .local_mut()
-                    .load_state(saved)
-                    .map_err(|source| crate::handle::HandleError::Failed { index: 0, source })?;
+                evaluators.local_handle().load_state(Arc::new(saved.clone())).await?;
             } else if let Some(w) = evaluators.workers().iter_mut().find(|w| w.index() == saved.index) {
                 w.load_state(Arc::new(saved.clone())).await?;
             } else {
