@@ -64,12 +64,12 @@ impl ActorCriticLoss for A3cConfig {
     }
 
     /// A2C's loss, with advantages standardized over this worker's batch.
-    fn loss<const A: usize>(
+    fn loss<const A: usize, D: Device<f32>>(
         &self,
-        fwd: Forward<A>,
+        fwd: Forward<A, D>,
         mb: &SampleBatch,
-        dev: &Cpu,
-    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        dev: &D,
+    ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
         let mut mb = mb.clone();
         standardize(mb.f32_mut(fields::ADVANTAGES)?);
         policy_gradient_loss(fwd, &mb, dev, self.0.vf_loss_coeff, self.0.entropy_coeff)

@@ -8,47 +8,65 @@
 //! how a trajectory is postprocessed and the loss — is the algorithm's
 //! [`ActorCriticLoss`], which each algorithm's file implements in a few
 //! lines.
+//!
+//! The policy is generic over the dfdx device `D` (see [`crate::device`]):
+//! tensors live on `D`, while weights, gradients and Adam's moments cross to
+//! the host as flat vectors, which is what the optimizers ship and what
+//! checkpoints save.
 
-use crate::nn::{self, Mlp};
+use crate::device::DeviceSpec;
+use crate::nn::{self, Mlp, HIDDEN};
 use crate::{dispatch_dims, BuildError};
 use dfdx::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::policy::bootstrap_needed;
+use rlx::postprocessing::value_fit_stats;
 use rlx::{fields, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space};
 
-/// Policy head (logits over `A` actions) and value head, each a 2×64 tanh MLP.
-pub type ActorCritic<const O: usize, const A: usize> = SplitInto<(Mlp<O, A>, Mlp<O, 1>)>;
-type Model<const O: usize, const A: usize> = <ActorCritic<O, A> as BuildOnDevice<Cpu, f32>>::Built;
+/// Policy head (logits over `A` actions) and value head, each a 2×`H` tanh
+/// MLP.
+pub type ActorCritic<const O: usize, const A: usize, const H: usize = HIDDEN> =
+    SplitInto<(Mlp<O, A, H>, Mlp<O, 1, H>)>;
+/// The built network of [`ActorCritic`] on device `D` (named concretely so
+/// the policy can be generic over `D`).
+type Model<const O: usize, const A: usize, const H: usize, D> = SplitInto<(MlpOn<O, A, H, D>, MlpOn<O, 1, H, D>)>;
+type MlpOn<const I: usize, const O: usize, const H: usize, D> = (
+    modules::Linear<I, H, f32, D>,
+    modules::Tanh,
+    modules::Linear<H, H, f32, D>,
+    modules::Tanh,
+    modules::Linear<H, O, f32, D>,
+);
 
-/// A taped scalar loss.
-pub type Loss = Tensor<Rank0, f32, Cpu, OwnedTape<f32, Cpu>>;
+/// A taped scalar loss on device `D`.
+pub type Loss<D = Cpu> = Tensor<Rank0, f32, D, OwnedTape<f32, D>>;
+/// A taped vector (one value per minibatch row) on device `D`.
+pub type Taped<D> = Tensor<(usize,), f32, D, OwnedTape<f32, D>>;
 
 /// Marks the last row of every trajectory fragment (1.0), so losses that need
 /// sequences (V-trace) can find the boundaries in a concatenated batch.
 pub const TRAJ_ENDS: &str = "traj_ends";
 
 /// What a loss sees of one forward pass over a minibatch.
-pub struct Forward<const A: usize> {
+pub struct Forward<const A: usize, D: Device<f32> = Cpu> {
     /// `log π(·|s)` for every row, on the tape.
-    pub log_probs: Tensor<(usize, Const<A>), f32, Cpu, OwnedTape<f32, Cpu>>,
+    pub log_probs: Tensor<(usize, Const<A>), f32, D, OwnedTape<f32, D>>,
     /// `V(s)` for every row, on the tape.
-    pub values: Tensor<(usize,), f32, Cpu, OwnedTape<f32, Cpu>>,
+    pub values: Taped<D>,
     /// `V(s')` of the next observation with the current weights (no
     /// gradient) at the last row of every trajectory fragment (`traj_ends`),
     /// 0 elsewhere — where the next row's value is `values` itself — when the
     /// loss asks for it ([`ActorCriticLoss::NEEDS_NEXT_VALUES`]).
     pub next_values: Option<Vec<f32>>,
     /// The taken actions.
-    pub actions: Tensor<(usize,), usize, Cpu>,
+    pub actions: Tensor<(usize,), usize, D>,
 }
 
-impl<const A: usize> Forward<A> {
+impl<const A: usize, D: Device<f32>> Forward<A, D> {
     /// `(log π(a|s) of the taken actions, mean entropy, V(s))`, each on the
     /// tape (read [`next_values`](Self::next_values) before splitting).
-    pub fn split(
-        self,
-    ) -> (Tensor<(usize,), f32, Cpu, OwnedTape<f32, Cpu>>, Loss, Tensor<(usize,), f32, Cpu, OwnedTape<f32, Cpu>>) {
+    pub fn split(self) -> (Taped<D>, Loss<D>, Taped<D>) {
         let entropy = entropy(&self.log_probs);
         let logp = self.log_probs.select(self.actions);
         (logp, entropy, self.values)
@@ -56,7 +74,7 @@ impl<const A: usize> Forward<A> {
 }
 
 /// Mean entropy `−Σ_a π(a|s) log π(a|s)` of a batch of log-probabilities.
-pub fn entropy<const A: usize>(log_probs: &Tensor<(usize, Const<A>), f32, Cpu, OwnedTape<f32, Cpu>>) -> Loss {
+pub fn entropy<const A: usize, D: Device<f32>>(log_probs: &Tensor<(usize, Const<A>), f32, D, OwnedTape<f32, D>>) -> Loss<D> {
     (log_probs.with_empty_tape().exp() * log_probs.with_empty_tape()).sum::<_, Axis<1>>().mean().negate()
 }
 
@@ -74,6 +92,8 @@ pub struct LearnerSettings {
     pub grad_clip: Option<f64>,
     /// Seeds the initial weights (identical on every evaluator).
     pub seed: u64,
+    /// Where the policy's tensors live.
+    pub device: DeviceSpec,
 }
 
 /// An algorithm's part of an actor-critic policy.
@@ -96,19 +116,19 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     ///
     /// # Errors
     /// A missing field.
-    fn loss<const A: usize>(
+    fn loss<const A: usize, D: Device<f32>>(
         &self,
-        fwd: Forward<A>,
+        fwd: Forward<A, D>,
         mb: &SampleBatch,
-        dev: &Cpu,
-    ) -> Result<(Loss, LearnerStats), PolicyError>;
+        dev: &D,
+    ) -> Result<(Loss<D>, LearnerStats), PolicyError>;
 }
 
 /// A column of `batch` as a tensor.
 ///
 /// # Errors
 /// If the field is missing or not `f32`.
-pub fn column(dev: &Cpu, batch: &SampleBatch, field: &str) -> Result<Tensor<(usize,), f32, Cpu>, PolicyError> {
+pub fn column<D: Device<f32>>(dev: &D, batch: &SampleBatch, field: &str) -> Result<Tensor<(usize,), f32, D>, PolicyError> {
     Ok(dev.tensor_from_vec(batch.f32(field)?.to_vec(), (batch.len(),)))
 }
 
@@ -123,45 +143,81 @@ pub fn column(dev: &Cpu, batch: &SampleBatch, field: &str) -> Result<Tensor<(usi
 ///
 /// # Errors
 /// A missing field.
-pub fn policy_gradient_loss<const A: usize>(
-    fwd: Forward<A>,
+pub fn policy_gradient_loss<const A: usize, D: Device<f32>>(
+    fwd: Forward<A, D>,
     mb: &SampleBatch,
-    dev: &Cpu,
+    dev: &D,
     vf_loss_coeff: f64,
     entropy_coeff: f64,
-) -> Result<(Loss, LearnerStats), PolicyError> {
+) -> Result<(Loss<D>, LearnerStats), PolicyError> {
     let (advantages, value_targets) = (column(dev, mb, fields::ADVANTAGES)?, column(dev, mb, fields::VALUE_TARGETS)?);
     let (logp, entropy, values) = fwd.split();
     let policy_loss = (logp * advantages).mean().negate();
     let vf_loss = (values - value_targets).square().mean() * 0.5;
     let mut stats = LearnerStats::default();
-    stats.set("policy_loss", policy_loss.array() as f64);
-    stats.set("vf_loss", vf_loss.array() as f64);
-    stats.set("entropy", entropy.array() as f64);
+    stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
+    stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
+    stats.set("entropy", entropy.as_vec()[0] as f64);
     Ok((policy_loss + vf_loss * vf_loss_coeff as f32 - entropy * entropy_coeff as f32, stats))
 }
 
 /// An actor-critic policy for `O`-dimensional observations and `A` actions,
-/// learning with the loss `L`.
-pub struct ActorCriticPolicy<const O: usize, const A: usize, L> {
+/// learning with the loss `L`, on dfdx device `D`, with hidden width `H`.
+pub struct ActorCriticPolicy<const O: usize, const A: usize, L, D: Device<f32> = Cpu, const H: usize = HIDDEN> {
     loss_fn: L,
-    dev: Cpu,
-    model: Model<O, A>,
+    dev: D,
+    model: Model<O, A, H, D>,
     adam: nn::Adam,
-    grads: Option<Gradients<f32, Cpu>>,
+    grads: Option<Gradients<f32, D>>,
     rng: ChaCha8Rng,
     observation_space: Space,
     action_space: Space,
 }
 
-impl<const O: usize, const A: usize, L: ActorCriticLoss> ActorCriticPolicy<O, A, L> {
-    /// Initial weights depend only on the loss's `seed` (every evaluator
-    /// starts identical); action sampling and shuffling use `rng_seed`.
+/// A dfdx device whose handle may move to another thread together with
+/// everything that holds a clone of it (the policy's tensors).
+///
+/// # Safety
+/// Implement only for devices for which that holds.
+pub unsafe trait MovableDevice: Device<f32> {}
+
+// SAFETY: `Cpu` is `Send` (its RNG is behind a mutex).
+unsafe impl MovableDevice for Cpu {}
+
+// SAFETY: dfdx 0.13's `Cuda` is `!Send` only because cudarc 0.9's
+// `CudaStream` (a raw `CUstream` handle) lacks the marker; cudarc's
+// `CudaDevice` is `Send + Sync` and binds its context to the calling thread
+// before every allocation and kernel launch, and CUDA lets any host thread
+// use a stream of its context.
+#[cfg(feature = "cuda")]
+unsafe impl MovableDevice for Cuda {}
+
+// SAFETY: every clone of the policy's device handle (the device itself and
+// the model and gradient tensors that hold one) is owned by the policy, and
+// none escapes its methods, so sending the policy sends them all together
+// (`MovableDevice`); the policy is never shared (`PolicyGraph` is not
+// `Sync`). The other fields are `Send`: the loss is `Send + Sync` by
+// `ActorCriticLoss`, the RNG, Adam and spaces are plain data.
+unsafe impl<const O: usize, const A: usize, L: ActorCriticLoss, D: MovableDevice, const H: usize> Send
+    for ActorCriticPolicy<O, A, L, D, H>
+{
+}
+
+impl<const O: usize, const A: usize, L: ActorCriticLoss, const H: usize> ActorCriticPolicy<O, A, L, Cpu, H> {
+    /// A policy on the CPU. Initial weights depend only on the loss's
+    /// `seed` (every evaluator starts identical); action sampling and
+    /// shuffling use `rng_seed`.
     pub fn new(loss_fn: L, observation_space: Space, action_space: Space, rng_seed: u64) -> Self {
-        let settings = loss_fn.learner();
-        let dev = Cpu::seed_from_u64(settings.seed);
-        let model = dev.build_module::<ActorCritic<O, A>, f32>();
-        let adam = nn::Adam::new(model.num_trainable_params(), settings.lr as f32, 1e-5);
+        let dev = Cpu::seed_from_u64(loss_fn.learner().seed);
+        Self::on_device(dev, loss_fn, observation_space, action_space, rng_seed)
+    }
+}
+
+impl<const O: usize, const A: usize, L: ActorCriticLoss, D: Device<f32>, const H: usize> ActorCriticPolicy<O, A, L, D, H> {
+    /// A policy on `dev`, whose seed determines the initial weights.
+    pub fn on_device(dev: D, loss_fn: L, observation_space: Space, action_space: Space, rng_seed: u64) -> Self {
+        let model = Model::<O, A, H, D>::build(&dev);
+        let adam = nn::Adam::new(model.num_trainable_params(), loss_fn.learner().lr as f32, 1e-5);
         Self {
             loss_fn,
             dev,
@@ -179,7 +235,7 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> ActorCriticPolicy<O, A,
         &self.loss_fn
     }
 
-    fn obs_tensor(&self, obs: &[f32]) -> Result<Tensor<(usize, Const<O>), f32, Cpu>, PolicyError> {
+    fn obs_tensor(&self, obs: &[f32]) -> Result<Tensor<(usize, Const<O>), f32, D>, PolicyError> {
         if obs.len() % O != 0 {
             return Err(PolicyError::Other(format!(
                 "{} observation values is not a whole number of rows of {O}",
@@ -208,9 +264,9 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> ActorCriticPolicy<O, A,
         Ok(out)
     }
 
-    /// Forward pass with the tape, loss, backward and gradient clipping; the
-    /// gradient is left in `self.grads`.
-    fn backward(&mut self, mb: &SampleBatch) -> Result<LearnerStats, PolicyError> {
+    /// Forward pass with the tape, loss and backward: the flat, unclipped
+    /// gradient of the minibatch's loss.
+    fn backward(&mut self, mb: &SampleBatch) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let n = mb.len();
         let obs = self.obs_tensor(mb.f32(fields::OBS)?)?;
         let next_values = if L::NEEDS_NEXT_VALUES { Some(self.values_at_ends(mb)?) } else { None };
@@ -224,28 +280,34 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> ActorCriticPolicy<O, A,
             actions: self.dev.tensor_from_vec(actions, (n,)),
         };
         let (loss, mut stats) = self.loss_fn.loss(fwd, mb, &self.dev)?;
-        let total = loss.array();
+        let total = loss.as_vec()[0];
         if !total.is_finite() {
             return Err(PolicyError::NonFinite("loss".into()));
         }
         stats.set("total_loss", total as f64);
         let mut grads = loss.backward();
-        let clip = self.loss_fn.learner().grad_clip.map(|c| c as f32);
-        stats.set("grad_norm", nn::clip_grad_norm(&self.model, &mut grads, clip)? as f64);
-        self.grads = Some(grads);
-        Ok(stats)
-    }
-
-    /// One Adam step with the gradient in `self.grads`, then zeroes it.
-    fn step_adam(&mut self) -> Result<(), PolicyError> {
-        let mut grads = self.grads.take().expect("backward() fills the gradient first");
-        let flat = nn::flat_grads(&self.model, &mut grads);
-        let mut params = nn::flat_params(&self.model);
-        self.adam.update(&mut params, &flat)?;
-        nn::load_params(&mut self.model, &params)?;
+        let flat = nn::flat_grads(&self.model, &grads);
+        // Keep the zeroed buffers for the next pass.
         self.model.zero_grads(&mut grads);
         self.grads = Some(grads);
-        Ok(())
+        Ok((flat, stats))
+    }
+
+    /// Clips the gradient's global norm, then one Adam step. Returns the
+    /// norm before clipping.
+    fn step(&mut self, mut grad: Vec<f32>) -> Result<f32, PolicyError> {
+        let norm = nn::clip_grad_norm(&mut grad, self.loss_fn.learner().grad_clip.map(|c| c as f32))?;
+        let mut params = nn::flat_params(&self.model);
+        self.adam.update(&mut params, &grad)?;
+        nn::load_params(&mut self.model, &params)?;
+        Ok(norm)
+    }
+
+    /// `backward` then `step`, with the norm in the stats.
+    fn sgd_step(&mut self, mb: &SampleBatch) -> Result<LearnerStats, PolicyError> {
+        let (grad, mut stats) = self.backward(mb)?;
+        stats.set("grad_norm", self.step(grad)? as f64);
+        Ok(stats)
     }
 }
 
@@ -256,7 +318,11 @@ struct SavedState {
     rng: ChaCha8Rng,
 }
 
-impl<const O: usize, const A: usize, L: ActorCriticLoss> PolicyGraph for ActorCriticPolicy<O, A, L> {
+impl<const O: usize, const A: usize, L: ActorCriticLoss, D: Device<f32>, const H: usize> PolicyGraph
+    for ActorCriticPolicy<O, A, L, D, H>
+where
+    Self: Send,
+{
     fn observation_space(&self) -> &Space {
         &self.observation_space
     }
@@ -320,38 +386,32 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> PolicyGraph for ActorCr
                 Some(size) => {
                     let shuffle_seed = self.rng.gen();
                     for mb in batch.minibatches(size, shuffle_seed) {
-                        all.push(self.backward(&mb)?);
-                        self.step_adam()?;
+                        all.push(self.sgd_step(&mb)?);
                     }
                 }
-                None => {
-                    all.push(self.backward(batch)?);
-                    self.step_adam()?;
-                }
+                None => all.push(self.sgd_step(batch)?),
             }
         }
         let mut stats = LearnerStats::mean(&all);
-        if let (Ok(pred), Ok(target)) = (batch.f32(fields::VF_PREDS), batch.f32(fields::VALUE_TARGETS)) {
-            stats.set("vf_explained_var", explained_variance(pred, target));
-        }
+        value_fit_stats(batch, &mut stats);
         Ok(stats)
     }
 
+    /// The unclipped gradient: whoever applies it clips (so averaged
+    /// gradients are clipped once, after averaging).
     fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
-        let stats = self.backward(batch)?;
-        let mut grads = self.grads.take().expect("backward() fills the gradient");
-        let flat = nn::flat_grads(&self.model, &mut grads);
-        self.model.zero_grads(&mut grads);
-        self.grads = Some(grads);
-        Ok((flat, stats))
+        let (grad, mut stats) = self.backward(batch)?;
+        stats.set("grad_norm", grad.iter().map(|&g| (g as f64) * (g as f64)).sum::<f64>().sqrt());
+        Ok((grad, stats))
     }
 
+    /// Clips the gradient's global norm (`grad_clip`), then one Adam step.
     fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
-        let mut g = self.grads.take().unwrap_or_else(|| self.model.alloc_grads());
-        let loaded = nn::load_grads(&self.model, &mut g, grads);
-        self.grads = Some(g);
-        loaded?;
-        self.step_adam()
+        let expected = self.adam.num_params();
+        if grads.len() != expected {
+            return Err(PolicyError::WrongLength { what: "gradients", expected, got: grads.len() });
+        }
+        self.step(grads.to_vec()).map(|_| ())
     }
 
     fn get_weights(&self) -> FlatWeights {
@@ -397,34 +457,34 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss> PolicyGraph for ActorCr
     }
 }
 
-/// `1 − Var(target − pred) / Var(target)`: 1 is a perfect value function, 0
-/// no better than a constant.
-pub fn explained_variance(pred: &[f32], target: &[f32]) -> f64 {
-    let var = |xs: &[f64]| {
-        let m = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
-        xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / xs.len().max(1) as f64
-    };
-    let t: Vec<f64> = target.iter().map(|&t| t as f64).collect();
-    let d: Vec<f64> = pred.iter().zip(target).map(|(&p, &t)| (t - p) as f64).collect();
-    let var_t = var(&t);
-    if var_t == 0.0 {
-        0.0
-    } else {
-        1.0 - var(&d) / var_t
-    }
-}
-
-/// An actor-critic policy with loss `loss` for the given spaces.
+/// An actor-critic policy with loss `loss` for the given spaces, on the
+/// device its config names.
 ///
 /// # Errors
 /// [`BuildError::Unsupported`] unless the observation space is a `Box` and
-/// the action space `Discrete`, with a compiled network size.
+/// the action space `Discrete`, with a compiled network size; a device this
+/// build or machine does not have.
 pub fn make_policy<L: ActorCriticLoss>(
     algorithm: &str,
     loss: &L,
     observation_space: &Space,
     action_space: &Space,
     rng_seed: u64,
+) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    make_policy_on(algorithm, loss, observation_space, action_space, rng_seed, loss.learner().device)
+}
+
+/// [`make_policy`] on a given device (a replica of a multi-device learner).
+///
+/// # Errors
+/// As [`make_policy`].
+pub fn make_policy_on<L: ActorCriticLoss>(
+    algorithm: &str,
+    loss: &L,
+    observation_space: &Space,
+    action_space: &Space,
+    rng_seed: u64,
+    device: DeviceSpec,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
     let (obs_dim, n_actions) = match (observation_space, action_space) {
         (Space::Box { .. }, Space::Discrete { n }) => (observation_space.flat_dim(), *n as usize),
@@ -438,10 +498,30 @@ pub fn make_policy<L: ActorCriticLoss>(
     dispatch_dims!(
         obs_dim,
         n_actions,
-        |OBS, ACT| Ok(Box::new(ActorCriticPolicy::<OBS, ACT, L>::new(loss.clone(), o, a, rng_seed)) as Box<dyn PolicyGraph>),
+        |OBS, ACT| build_on::<OBS, ACT, L>(loss.clone(), o, a, rng_seed, device),
         Err(BuildError::Unsupported(format!(
             "no compiled {algorithm} network for {obs_dim} observations and {n_actions} actions; supported (obs, actions): {:?}",
             nn::SUPPORTED_DIMS
         )))
     )
+}
+
+fn build_on<const O: usize, const A: usize, L: ActorCriticLoss>(
+    loss: L,
+    o: Space,
+    a: Space,
+    rng_seed: u64,
+    device: DeviceSpec,
+) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    match device {
+        DeviceSpec::Cpu => Ok(Box::new(ActorCriticPolicy::<O, A, L>::new(loss, o, a, rng_seed))),
+        #[cfg(feature = "cuda")]
+        DeviceSpec::Cuda(n) => {
+            let dev = Cuda::try_build(n, loss.learner().seed)
+                .map_err(|e| BuildError::Unsupported(format!("cannot open CUDA device cuda:{n}: {e:?}")))?;
+            Ok(Box::new(ActorCriticPolicy::<O, A, L, Cuda>::on_device(dev, loss, o, a, rng_seed)))
+        }
+        #[cfg(not(feature = "cuda"))]
+        DeviceSpec::Cuda(_) => Err(device.check_available().expect_err("CUDA is not in this build").into()),
+    }
 }

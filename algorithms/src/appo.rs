@@ -16,6 +16,7 @@
 //!
 //! Learner metrics: IMPALA's plus `clip_frac`.
 
+use crate::device::DeviceSpec;
 use crate::actor_critic::{ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::impala::{build_async, plan, vtrace_batch, ImpalaConfig};
 use crate::{BuildError, EnvMaker};
@@ -67,6 +68,9 @@ pub struct AppoConfig {
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
     pub seed: u64,
+    /// Where the policy's tensors live: `"cpu"`, or `"cuda"` / `"cuda:N"`
+    /// in a build with the `cuda` feature.
+    pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: rlx::RestartPolicy,
 }
@@ -94,6 +98,7 @@ impl Default for AppoConfig {
             num_aggregation_workers: i.num_aggregation_workers,
             env_config: i.env_config,
             seed: i.seed,
+            device: i.device,
             restart: i.restart,
         }
     }
@@ -120,6 +125,7 @@ impl AppoConfig {
             num_aggregation_workers: self.num_aggregation_workers,
             env_config: self.env_config.clone(),
             seed: self.seed,
+            device: self.device,
             restart: self.restart,
         }
     }
@@ -145,12 +151,12 @@ impl ActorCriticLoss for AppoConfig {
         Ok(())
     }
 
-    fn loss<const A: usize>(
+    fn loss<const A: usize, D: Device<f32>>(
         &self,
-        fwd: Forward<A>,
+        fwd: Forward<A, D>,
         mb: &SampleBatch,
-        dev: &Cpu,
-    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        dev: &D,
+    ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
         let n = mb.len();
         let next_values = fwd.next_values.clone().expect("NEEDS_NEXT_VALUES is set");
         let (logp, entropy, values) = fwd.split();
@@ -175,9 +181,9 @@ impl ActorCriticLoss for AppoConfig {
         let policy_loss = surr1.minimum(surr2).mean().negate();
         let vf_loss = (values - dev.tensor_from_vec(vs, (n,))).square().mean() * 0.5;
         let mut stats = LearnerStats::default();
-        stats.set("policy_loss", policy_loss.array() as f64);
-        stats.set("vf_loss", vf_loss.array() as f64);
-        stats.set("entropy", entropy.array() as f64);
+        stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
+        stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
+        stats.set("entropy", entropy.as_vec()[0] as f64);
         stats.set("mean_rho", ratios.iter().map(|&r| r as f64).sum::<f64>() / n as f64);
         stats.set("clip_frac", ratios.iter().filter(|&&r| (r - 1.0).abs() > eps).count() as f64 / n as f64);
         Ok((policy_loss + vf_loss * self.vf_loss_coeff as f32 - entropy * self.entropy_coeff as f32, stats))

@@ -7,7 +7,7 @@ use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError};
 use rlx::evaluator::evaluator_seed;
 use rlx::filter::ObservationFilter;
-use rlx::optimizer::SyncSamplesConfig;
+use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer, SyncSamplesConfig};
 use rlx::{
     fields, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, PolicyGraph, RestartPolicy, Space,
     SyncSamplesOptimizer, Trainer, VectorEnv,
@@ -84,23 +84,42 @@ impl SamplingSettings {
 }
 
 /// The execution plan of the synchronous actor-critic algorithms (PG, A2C,
-/// PPO): evaluators with `loss`'s policy, [`SyncSamplesOptimizer`] with
-/// advantages standardized over each train batch.
+/// PPO): evaluators with `loss`'s policy, then with one device
+/// [`SyncSamplesOptimizer`], with several a [`MultiDeviceOptimizer`] whose
+/// extra replicas are built like the learner's policy on the next devices.
+/// Either way advantages are standardized over each train batch.
 ///
 /// # Errors
-/// If the env cannot be built or has unsupported spaces, or an evaluator
-/// fails to start.
+/// If the env cannot be built or has unsupported spaces, a device cannot be
+/// opened, or an evaluator fails to start.
 pub async fn sync_trainer<L: ActorCriticLoss>(
     name: &'static str,
     make_env: EnvMaker,
     loss: L,
     sampling: SamplingSettings,
     min_sample_fraction: f64,
+    num_devices: usize,
 ) -> Result<Trainer, BuildError> {
+    let learner = loss.learner();
+    let replica_loss = loss.clone();
     let make_policy = Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy(name, &loss, o, a, seed));
     let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
     let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()], min_sample_fraction };
-    Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
+    if num_devices <= 1 {
+        return Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))));
+    }
+    let local = evaluators.local().policy();
+    let (obs, act) = (local.observation_space().clone(), local.action_space().clone());
+    let replicas = (1..num_devices)
+        .map(|i| actor_critic::make_policy_on(name, &replica_loss, &obs, &act, 0, learner.device.replica(i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let config = MultiDeviceConfig {
+        num_sgd_iter: learner.num_sgd_iter,
+        sgd_minibatch_size: learner.sgd_minibatch_size,
+        seed: learner.seed,
+    };
+    let learner = MultiDeviceLearner::new(replicas, config).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    Ok(Trainer::new(Box::new(MultiDeviceOptimizer::new(evaluators, plan, learner))))
 }
 
 /// Range checks every actor-critic config shares.

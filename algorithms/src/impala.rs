@@ -19,6 +19,7 @@
 //! importance ratio π/μ before clipping), `grad_norm`, `total_loss`,
 //! `policy_lag_mean`, `policy_lag_max`.
 
+use crate::device::DeviceSpec;
 use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, Loss, TRAJ_ENDS};
 use crate::execution::{check_learning, spawn_evaluators, SamplingSettings};
 use crate::{BuildError, EnvMaker};
@@ -69,6 +70,9 @@ pub struct ImpalaConfig {
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
     pub seed: u64,
+    /// Where the policy's tensors live: `"cpu"`, or `"cuda"` / `"cuda:N"`
+    /// in a build with the `cuda` feature.
+    pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
 }
@@ -93,6 +97,7 @@ impl Default for ImpalaConfig {
             num_aggregation_workers: 0,
             env_config: serde_json::Value::Null,
             seed: 0,
+            device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
         }
     }
@@ -100,6 +105,7 @@ impl Default for ImpalaConfig {
 
 impl Validate for ImpalaConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.device.check_available()?;
         for (key, v) in [
             ("num_envs_per_worker", self.num_envs_per_worker),
             ("rollout_fragment_length", self.rollout_fragment_length),
@@ -170,6 +176,7 @@ impl ActorCriticLoss for ImpalaConfig {
             sgd_minibatch_size: None,
             grad_clip: self.grad_clip,
             seed: self.seed,
+            device: self.device,
         }
     }
 
@@ -178,12 +185,12 @@ impl ActorCriticLoss for ImpalaConfig {
         Ok(())
     }
 
-    fn loss<const A: usize>(
+    fn loss<const A: usize, D: Device<f32>>(
         &self,
-        fwd: Forward<A>,
+        fwd: Forward<A, D>,
         mb: &SampleBatch,
-        dev: &Cpu,
-    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        dev: &D,
+    ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
         let n = mb.len();
         let next_values = fwd.next_values.clone().expect("NEEDS_NEXT_VALUES is set");
         let (logp, entropy, values) = fwd.split();
@@ -200,9 +207,9 @@ impl ActorCriticLoss for ImpalaConfig {
         let policy_loss = (logp * dev.tensor_from_vec(pg_adv, (n,))).mean().negate();
         let vf_loss = (values - dev.tensor_from_vec(vs, (n,))).square().mean() * 0.5;
         let mut stats = LearnerStats::default();
-        stats.set("policy_loss", policy_loss.array() as f64);
-        stats.set("vf_loss", vf_loss.array() as f64);
-        stats.set("entropy", entropy.array() as f64);
+        stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
+        stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
+        stats.set("entropy", entropy.as_vec()[0] as f64);
         let behaviour = mb.f32(fields::ACTION_LOGP)?;
         let mean_rho = target_logp.iter().zip(behaviour).map(|(t, b)| ((t - b) as f64).exp()).sum::<f64>() / n as f64;
         stats.set("mean_rho", mean_rho);

@@ -21,6 +21,7 @@ pub mod a3c;
 pub mod actor_critic;
 pub mod appo;
 pub mod cli;
+pub mod device;
 pub mod execution;
 pub mod impala;
 pub mod nn;

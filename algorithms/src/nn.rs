@@ -13,10 +13,11 @@ use rlx::PolicyError;
 /// Hidden width of the built-in MLPs.
 pub const HIDDEN: usize = 64;
 
-/// A 2×64 tanh MLP: `I → 64 → 64 → O`, the standard policy and value network
-/// for vector observations (as in the PPO paper and CleanRL).
-pub type Mlp<const I: usize, const O: usize> =
-    (Linear<I, HIDDEN>, Tanh, Linear<HIDDEN, HIDDEN>, Tanh, Linear<HIDDEN, O>);
+/// A 2×`H` tanh MLP: `I → H → H → O`; with the default `H` = 64 the
+/// standard policy and value network for vector observations (as in the PPO
+/// paper and CleanRL). Benchmarks use wider ones.
+pub type Mlp<const I: usize, const O: usize, const H: usize = HIDDEN> =
+    (Linear<I, H>, Tanh, Linear<H, H>, Tanh, Linear<H, O>);
 
 /// Calls `$body` with `$obs` and `$act` bound as consts for each supported
 /// `(observation width, number of actions)` pair; otherwise evaluates
@@ -123,17 +124,17 @@ impl Adam {
 
 struct CollectParams<'a>(&'a mut Vec<f32>);
 
-impl TensorVisitor<f32, Cpu> for CollectParams<'_> {
+impl<D: Device<f32>> TensorVisitor<f32, D> for CollectParams<'_> {
     type Viewer = ViewTensorRef;
-    type Err = <Cpu as HasErr>::Err;
+    type Err = D::Err;
     type E2 = f32;
-    type D2 = Cpu;
+    type D2 = D;
 
     fn visit<S: Shape>(
         &mut self,
-        opts: TensorOptions<S, f32, Cpu>,
-        t: &Tensor<S, f32, Cpu>,
-    ) -> Result<Option<Tensor<S, f32, Cpu>>, Self::Err> {
+        opts: TensorOptions<S, f32, D>,
+        t: &Tensor<S, f32, D>,
+    ) -> Result<Option<Tensor<S, f32, D>>, Self::Err> {
         if opts.do_gradient_update {
             self.0.extend_from_slice(&t.as_vec());
         }
@@ -146,17 +147,17 @@ struct LoadParams<'a> {
     pos: usize,
 }
 
-impl TensorVisitor<f32, Cpu> for LoadParams<'_> {
+impl<D: Device<f32>> TensorVisitor<f32, D> for LoadParams<'_> {
     type Viewer = ViewTensorMut;
-    type Err = <Cpu as HasErr>::Err;
+    type Err = D::Err;
     type E2 = f32;
-    type D2 = Cpu;
+    type D2 = D;
 
     fn visit<S: Shape>(
         &mut self,
-        opts: TensorOptions<S, f32, Cpu>,
-        t: &mut Tensor<S, f32, Cpu>,
-    ) -> Result<Option<Tensor<S, f32, Cpu>>, Self::Err> {
+        opts: TensorOptions<S, f32, D>,
+        t: &mut Tensor<S, f32, D>,
+    ) -> Result<Option<Tensor<S, f32, D>>, Self::Err> {
         if opts.do_gradient_update {
             let n = t.shape().num_elements();
             t.copy_from(&self.src[self.pos..self.pos + n]);
@@ -166,34 +167,38 @@ impl TensorVisitor<f32, Cpu> for LoadParams<'_> {
     }
 }
 
-struct ForEachGrad<'a, F> {
-    grads: &'a mut Gradients<f32, Cpu>,
-    f: F,
+struct CollectGrads<'a, D: Device<f32>> {
+    grads: &'a Gradients<f32, D>,
+    out: &'a mut Vec<f32>,
 }
 
-impl<F: FnMut(&mut [f32])> TensorVisitor<f32, Cpu> for ForEachGrad<'_, F> {
+impl<D: Device<f32>> TensorVisitor<f32, D> for CollectGrads<'_, D> {
     type Viewer = ViewTensorRef;
-    type Err = <Cpu as HasErr>::Err;
+    type Err = D::Err;
     type E2 = f32;
-    type D2 = Cpu;
+    type D2 = D;
 
     fn visit<S: Shape>(
         &mut self,
-        opts: TensorOptions<S, f32, Cpu>,
-        t: &Tensor<S, f32, Cpu>,
-    ) -> Result<Option<Tensor<S, f32, Cpu>>, Self::Err> {
+        opts: TensorOptions<S, f32, D>,
+        t: &Tensor<S, f32, D>,
+    ) -> Result<Option<Tensor<S, f32, D>>, Self::Err> {
         if opts.do_gradient_update {
-            (self.f)(self.grads.get_or_alloc_mut(t)?.as_mut_slice());
+            self.out.extend_from_slice(&self.grads.get(t).as_vec());
         }
         Ok(None)
     }
 }
 
-/// All trainable parameters of `model`, flattened in visiting order.
-pub fn flat_params<M: TensorCollection<f32, Cpu>>(model: &M) -> Vec<f32> {
+// The visitors above never fail: they only read or overwrite tensors that
+// already exist.
+const VISIT: &str = "visiting existing tensors cannot fail";
+
+/// All trainable parameters of `model`, flattened in visiting order (on a
+/// GPU this copies them to the host).
+pub fn flat_params<D: Device<f32>, M: TensorCollection<f32, D>>(model: &M) -> Vec<f32> {
     let mut out = Vec::new();
-    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut CollectParams(&mut out) })
-        .expect("reading CPU tensors cannot fail");
+    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut CollectParams(&mut out) }).expect(VISIT);
     out
 }
 
@@ -201,7 +206,7 @@ pub fn flat_params<M: TensorCollection<f32, Cpu>>(model: &M) -> Vec<f32> {
 ///
 /// # Errors
 /// [`PolicyError::WrongLength`] if `src` has the wrong length.
-pub fn load_params<M: TensorCollection<f32, Cpu> + NumParams<f32, Cpu>>(
+pub fn load_params<D: Device<f32>, M: TensorCollection<f32, D> + NumParams<f32, D>>(
     model: &mut M,
     src: &[f32],
 ) -> Result<(), PolicyError> {
@@ -209,70 +214,36 @@ pub fn load_params<M: TensorCollection<f32, Cpu> + NumParams<f32, Cpu>>(
     if src.len() != expected {
         return Err(PolicyError::WrongLength { what: "weights", expected, got: src.len() });
     }
-    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut LoadParams { src, pos: 0 } })
-        .expect("writing CPU tensors cannot fail");
+    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut LoadParams { src, pos: 0 } }).expect(VISIT);
     Ok(())
 }
 
-/// Calls `f` on the gradient of every trainable parameter, in the order of
-/// [`flat_params`].
-pub fn for_each_grad<M: TensorCollection<f32, Cpu>>(
-    model: &M,
-    grads: &mut Gradients<f32, Cpu>,
-    f: impl FnMut(&mut [f32]),
-) {
-    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut ForEachGrad { grads, f } })
-        .expect("CPU gradients cannot fail to allocate");
-}
-
-/// The gradient of every trainable parameter, flattened like [`flat_params`].
-pub fn flat_grads<M: TensorCollection<f32, Cpu>>(model: &M, grads: &mut Gradients<f32, Cpu>) -> Vec<f32> {
+/// The gradient of every trainable parameter after a backward pass,
+/// flattened like [`flat_params`].
+pub fn flat_grads<D: Device<f32>, M: TensorCollection<f32, D>>(model: &M, grads: &Gradients<f32, D>) -> Vec<f32> {
     let mut out = Vec::new();
-    for_each_grad(model, grads, |g| out.extend_from_slice(g));
+    M::iter_tensors(&mut RecursiveWalker { m: model, f: &mut CollectGrads { grads, out: &mut out } }).expect(VISIT);
     out
 }
 
-/// Writes a flat gradient into `grads`.
+/// Scales a flat gradient so its global L2 norm is at most `max_norm` (as
+/// `torch.nn.utils.clip_grad_norm_`). Returns the norm before clipping.
 ///
-/// # Errors
-/// [`PolicyError::WrongLength`] if `src` has the wrong length.
-pub fn load_grads<M: TensorCollection<f32, Cpu> + NumParams<f32, Cpu>>(
-    model: &M,
-    grads: &mut Gradients<f32, Cpu>,
-    src: &[f32],
-) -> Result<(), PolicyError> {
-    let expected = model.num_trainable_params();
-    if src.len() != expected {
-        return Err(PolicyError::WrongLength { what: "gradients", expected, got: src.len() });
-    }
-    let mut pos = 0;
-    for_each_grad(model, grads, |g| {
-        g.copy_from_slice(&src[pos..pos + g.len()]);
-        pos += g.len();
-    });
-    Ok(())
-}
-
-/// Scales the gradient so its global L2 norm is at most `max_norm`
-/// (as `torch.nn.utils.clip_grad_norm_`). Returns the norm before clipping.
+/// Clipping the flat vector rather than per-device tensors is what lets
+/// [`rlx::optimizer::MultiDeviceOptimizer`] clip the *averaged* gradient,
+/// exactly as one device would clip the gradient of the whole minibatch.
 ///
 /// # Errors
 /// [`PolicyError::NonFinite`] if the gradient has a NaN or infinite entry.
-pub fn clip_grad_norm<M: TensorCollection<f32, Cpu>>(
-    model: &M,
-    grads: &mut Gradients<f32, Cpu>,
-    max_norm: Option<f32>,
-) -> Result<f32, PolicyError> {
-    let mut sq = 0.0f64;
-    for_each_grad(model, grads, |g| sq += g.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>());
-    let norm = sq.sqrt() as f32;
+pub fn clip_grad_norm(grad: &mut [f32], max_norm: Option<f32>) -> Result<f32, PolicyError> {
+    let norm = grad.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>().sqrt() as f32;
     if !norm.is_finite() {
         return Err(PolicyError::NonFinite("gradient".into()));
     }
     if let Some(max) = max_norm {
         if norm > max {
             let scale = max / (norm + 1e-6);
-            for_each_grad(model, grads, |g| g.iter_mut().for_each(|x| *x *= scale));
+            grad.iter_mut().for_each(|x| *x *= scale);
         }
     }
     Ok(norm)
@@ -298,23 +269,27 @@ mod tests {
     }
 
     #[test]
-    fn grads_flatten_load_and_clip() {
+    fn grads_flatten_and_clip() {
         let dev = Cpu::seed_from_u64(0);
         let model = dev.build_module::<Mlp<4, 2>, f32>();
         let mut grads = model.alloc_grads();
         let x = dev.tensor([[1.0f32, 2.0, 3.0, 4.0]]);
-        let loss = model.forward(x.traced(grads)).square().sum();
+        let loss = model.forward(x.clone().traced(grads)).square().sum();
         grads = loss.backward();
-        let flat = flat_grads(&model, &mut grads);
+        let mut flat = flat_grads(&model, &grads);
         assert_eq!(flat.len(), flat_params(&model).len());
+        // The last layer's bias gradient of sum(y²) is 2y.
+        let y = model.forward(x).as_vec();
+        let bias = &flat[flat.len() - 2..];
+        assert!(bias.iter().zip(&y).all(|(g, y)| (g - 2.0 * y).abs() < 1e-4), "{bias:?} vs {y:?}");
         let norm = flat.iter().map(|g| g * g).sum::<f32>().sqrt();
         assert!(norm > 0.0);
-        let before = clip_grad_norm(&model, &mut grads, Some(norm / 2.0)).unwrap();
+        let before = clip_grad_norm(&mut flat, Some(norm / 2.0)).unwrap();
         assert!((before - norm).abs() < 1e-3 * norm);
-        let after: f32 = flat_grads(&model, &mut grads).iter().map(|g| g * g).sum::<f32>().sqrt();
+        let after: f32 = flat.iter().map(|g| g * g).sum::<f32>().sqrt();
         assert!((after - norm / 2.0).abs() < 1e-3 * norm, "{after} vs {}", norm / 2.0);
-        let ones = vec![1.0; flat.len()];
-        load_grads(&model, &mut grads, &ones).unwrap();
-        assert_eq!(flat_grads(&model, &mut grads), ones);
+        assert!((clip_grad_norm(&mut flat, None).unwrap() - after).abs() < 1e-5 * after);
+        flat[0] = f32::NAN;
+        assert!(matches!(clip_grad_norm(&mut flat, None), Err(PolicyError::NonFinite(_))));
     }
 }

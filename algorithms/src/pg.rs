@@ -14,6 +14,7 @@
 //! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
 //! `total_loss`, `vf_explained_var`.
 
+use crate::device::DeviceSpec;
 use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
 use crate::{BuildError, EnvMaker};
@@ -50,6 +51,9 @@ pub struct PgConfig {
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
     pub seed: u64,
+    /// Where the policy's tensors live: `"cpu"`, or `"cuda"` / `"cuda:N"`
+    /// in a build with the `cuda` feature.
+    pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
     /// Straggler mitigation: learn once this fraction of the evaluators has
@@ -72,6 +76,7 @@ impl Default for PgConfig {
             observation_filter: ObservationFilter::NoFilter,
             env_config: serde_json::Value::Null,
             seed: 0,
+            device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
             min_sample_fraction: 1.0,
         }
@@ -80,6 +85,7 @@ impl Default for PgConfig {
 
 impl Validate for PgConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.device.check_available()?;
         check_sync_sampling(
             self.num_envs_per_worker,
             self.train_batch_size,
@@ -98,6 +104,7 @@ impl ActorCriticLoss for PgConfig {
             sgd_minibatch_size: None,
             grad_clip: self.grad_clip,
             seed: self.seed,
+            device: self.device,
         }
     }
 
@@ -111,12 +118,12 @@ impl ActorCriticLoss for PgConfig {
         Ok(())
     }
 
-    fn loss<const A: usize>(
+    fn loss<const A: usize, D: Device<f32>>(
         &self,
-        fwd: Forward<A>,
+        fwd: Forward<A, D>,
         mb: &SampleBatch,
-        dev: &Cpu,
-    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        dev: &D,
+    ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
         policy_gradient_loss(fwd, mb, dev, self.vf_loss_coeff, self.entropy_coeff)
     }
 }
@@ -136,5 +143,5 @@ pub async fn build(make_env: EnvMaker, cfg: PgConfig) -> Result<Trainer, BuildEr
         cfg.restart,
     );
     let min_sample_fraction = cfg.min_sample_fraction;
-    sync_trainer("PG", make_env, cfg, sampling, min_sample_fraction).await
+    sync_trainer("PG", make_env, cfg, sampling, min_sample_fraction, 1).await
 }

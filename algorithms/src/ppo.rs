@@ -26,6 +26,7 @@
 //! ratio was clipped), `grad_norm` (before clipping), `total_loss`,
 //! `vf_explained_var` (of the behaviour policy's value predictions).
 
+use crate::device::DeviceSpec;
 use crate::actor_critic::{self, column, ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
 use crate::{BuildError, EnvMaker};
@@ -76,6 +77,14 @@ pub struct PpoConfig {
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
     pub seed: u64,
+    /// Where the policy's tensors live: `"cpu"`, or `"cuda"` / `"cuda:N"`
+    /// in a build with the `cuda` feature.
+    pub device: DeviceSpec,
+    /// Policy replicas the SGD runs on in parallel, each minibatch split
+    /// across them with gradients averaged (the multi-device optimizer); on
+    /// the CPU each replica is a thread, on CUDA devices `device`,
+    /// `device + 1`, … 1 learns on the driver's policy alone.
+    pub num_devices: usize,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
     /// Straggler mitigation: learn once this fraction of the evaluators has
@@ -103,6 +112,8 @@ impl Default for PpoConfig {
             observation_filter: ObservationFilter::NoFilter,
             env_config: serde_json::Value::Null,
             seed: 0,
+            device: DeviceSpec::Cpu,
+            num_devices: 1,
             restart: RestartPolicy::default(),
             min_sample_fraction: 1.0,
         }
@@ -111,6 +122,7 @@ impl Default for PpoConfig {
 
 impl Validate for PpoConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.device.check_available()?;
         check_sync_sampling(
             self.num_envs_per_worker,
             self.train_batch_size,
@@ -125,6 +137,8 @@ impl Validate for PpoConfig {
             "must be in [1, train_batch_size]",
         )?;
         check("num_sgd_iter", self.num_sgd_iter, self.num_sgd_iter >= 1, "must be >= 1")?;
+        let n = self.num_devices;
+        check("num_devices", n, n >= 1 && n <= size, "must be in [1, sgd_minibatch_size]")?;
         check("lambda", self.lambda, (0.0..=1.0).contains(&self.lambda), "must be in [0, 1]")?;
         check("clip_param", self.clip_param, self.clip_param > 0.0, "must be > 0")?;
         if let Some(c) = self.vf_clip_param {
@@ -142,6 +156,7 @@ impl ActorCriticLoss for PpoConfig {
             sgd_minibatch_size: Some(self.sgd_minibatch_size),
             grad_clip: self.grad_clip,
             seed: self.seed,
+            device: self.device,
         }
     }
 
@@ -152,12 +167,12 @@ impl ActorCriticLoss for PpoConfig {
     }
 
     /// The clipped surrogate objective with value loss and entropy bonus.
-    fn loss<const A: usize>(
+    fn loss<const A: usize, D: Device<f32>>(
         &self,
-        fwd: Forward<A>,
+        fwd: Forward<A, D>,
         mb: &SampleBatch,
-        dev: &Cpu,
-    ) -> Result<(Loss, LearnerStats), PolicyError> {
+        dev: &D,
+    ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
         let n = mb.len();
         let (old_logp, advantages) = (column(dev, mb, fields::ACTION_LOGP)?, column(dev, mb, fields::ADVANTAGES)?);
         let (old_values, value_targets) = (column(dev, mb, fields::VF_PREDS)?, column(dev, mb, fields::VALUE_TARGETS)?);
@@ -188,9 +203,9 @@ impl ActorCriticLoss for PpoConfig {
         };
 
         let mut stats = LearnerStats::default();
-        stats.set("policy_loss", policy_loss.array() as f64);
-        stats.set("vf_loss", vf_loss.array() as f64);
-        stats.set("entropy", entropy.array() as f64);
+        stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
+        stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
+        stats.set("entropy", entropy.as_vec()[0] as f64);
         let kl = logratio_values.iter().map(|&lr| (lr.exp() - 1.0 - lr) as f64).sum::<f64>() / n as f64;
         stats.set("kl", kl);
         let clipped = logratio_values.iter().filter(|&&lr| (lr.exp() - 1.0).abs() > eps).count();
@@ -214,7 +229,9 @@ pub fn make_policy(
 }
 
 /// The execution plan: evaluators from `make_env`, driven by
-/// [`SyncSamplesOptimizer`] with advantages standardized over each batch.
+/// [`SyncSamplesOptimizer`] (or, with `num_devices` > 1,
+/// [`rlx::MultiDeviceOptimizer`]) with advantages standardized over each
+/// batch.
 ///
 /// # Errors
 /// If the env cannot be built or has unsupported spaces, or an evaluator
@@ -228,8 +245,8 @@ pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildE
         cfg.seed,
         cfg.restart,
     );
-    let min_sample_fraction = cfg.min_sample_fraction;
-    sync_trainer("PPO", make_env, cfg, sampling, min_sample_fraction).await
+    let (min_sample_fraction, num_devices) = (cfg.min_sample_fraction, cfg.num_devices);
+    sync_trainer("PPO", make_env, cfg, sampling, min_sample_fraction, num_devices).await
 }
 
 #[cfg(test)]

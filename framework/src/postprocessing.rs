@@ -150,6 +150,32 @@ pub fn vtrace(
     (vs, advantages)
 }
 
+/// `1 − Var(target − pred) / Var(target)`: 1 is a perfect value function, 0
+/// no better than a constant.
+pub fn explained_variance(pred: &[f32], target: &[f32]) -> f64 {
+    let var = |xs: &[f64]| {
+        let m = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+        xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / xs.len().max(1) as f64
+    };
+    let t: Vec<f64> = target.iter().map(|&t| t as f64).collect();
+    let d: Vec<f64> = pred.iter().zip(target).map(|(&p, &t)| (t - p) as f64).collect();
+    let var_t = var(&t);
+    if var_t == 0.0 {
+        0.0
+    } else {
+        1.0 - var(&d) / var_t
+    }
+}
+
+/// Sets `vf_explained_var` in `stats` from the batch's `vf_preds` (the
+/// behaviour policy's value predictions) and `value_targets`, when both are
+/// present.
+pub fn value_fit_stats(batch: &SampleBatch, stats: &mut crate::LearnerStats) {
+    if let (Ok(pred), Ok(target)) = (batch.f32(fields::VF_PREDS), batch.f32(fields::VALUE_TARGETS)) {
+        stats.set("vf_explained_var", explained_variance(pred, target));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

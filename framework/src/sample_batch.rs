@@ -447,11 +447,7 @@ impl SampleBatch {
     /// # Panics
     /// If `size` is zero.
     pub fn minibatches(&self, size: usize, seed: u64) -> impl Iterator<Item = SampleBatch> + '_ {
-        assert!(size > 0, "minibatch size must be positive");
-        let mut order: Vec<usize> = (0..self.len).collect();
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-        let count = (self.len / size).max(1);
-        (0..count).map(move |i| self.gather(&order[i * self.len / count..(i + 1) * self.len / count]))
+        minibatch_rows(self.len, size, seed).into_iter().map(move |rows| self.gather(&rows))
     }
 
     /// Shifts and scales an `f32` field to mean 0 and standard deviation 1
@@ -486,6 +482,21 @@ impl SampleBatch {
         }
         Ok(batch)
     }
+}
+
+/// The row indices of [`SampleBatch::minibatches`]: `0..len` shuffled by
+/// `seed` and split into `max(1, len / size)` runs whose lengths differ by
+/// at most one. Learners that split a minibatch further (across devices)
+/// start from these.
+///
+/// # Panics
+/// If `size` is zero.
+pub fn minibatch_rows(len: usize, size: usize, seed: u64) -> Vec<Vec<usize>> {
+    assert!(size > 0, "minibatch size must be positive");
+    let mut order: Vec<usize> = (0..len).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let count = (len / size).max(1);
+    (0..count).map(|i| order[i * len / count..(i + 1) * len / count].to_vec()).collect()
 }
 
 /// Shifts and scales `values` to mean 0 and standard deviation 1 in place

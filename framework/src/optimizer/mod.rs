@@ -8,10 +8,12 @@
 
 mod async_gradients;
 mod async_samples;
+mod multi_device;
 mod sync_samples;
 
 pub use async_gradients::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 pub use async_samples::{AsyncSamplesConfig, AsyncSamplesOptimizer};
+pub use multi_device::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer};
 pub use sync_samples::{SyncSamplesConfig, SyncSamplesOptimizer};
 
 use crate::evaluator::EvaluatorError;
@@ -74,12 +76,7 @@ pub trait PolicyOptimizer: Send {
     /// # Errors
     /// Weights of the wrong length, or an unreachable worker.
     async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        let evaluators = self.evaluators_mut();
-        evaluators.local_mut().set_weights(&weights)?;
-        for w in evaluators.workers() {
-            w.set_weights(weights.clone()).await?;
-        }
-        Ok(())
+        set_weights_everywhere(self.evaluators_mut(), &weights).await
     }
 
     /// What a checkpoint of this optimizer leaves out, in words (empty: a
@@ -87,4 +84,13 @@ pub trait PolicyOptimizer: Send {
     fn checkpoint_gaps(&self) -> Vec<String> {
         Vec::new()
     }
+}
+
+/// Sets the local policy's and every worker's weights.
+async fn set_weights_everywhere(evaluators: &mut Evaluators, weights: &Arc<FlatWeights>) -> Result<(), OptimizerError> {
+    evaluators.local_mut().set_weights(weights)?;
+    for w in evaluators.workers() {
+        w.set_weights(weights.clone()).await?;
+    }
+    Ok(())
 }

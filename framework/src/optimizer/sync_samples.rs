@@ -8,6 +8,9 @@
 use super::{OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluators::Evaluators;
 use crate::operators;
+use crate::policy::LearnerStats;
+use crate::sample_batch::SampleBatch;
+use crate::vector_env::EpisodeSummary;
 use async_trait::async_trait;
 
 /// Settings of [`SyncSamplesOptimizer`].
@@ -41,29 +44,56 @@ impl SyncSamplesOptimizer {
     }
 }
 
+/// A gathered train batch: rows from every evaluator that returned in time,
+/// concatenated, filters synchronized, fields standardized.
+pub(super) struct Gathered {
+    pub batch: SampleBatch,
+    pub episodes: Vec<EpisodeSummary>,
+    /// Late batches dropped by straggler mitigation (`None`: waited for all).
+    pub dropped: Option<usize>,
+}
+
+/// The sampling half of a synchronous step, shared with
+/// [`MultiDeviceOptimizer`](super::MultiDeviceOptimizer).
+pub(super) async fn gather(evaluators: &mut Evaluators, config: &SyncSamplesConfig) -> Result<Gathered, OptimizerError> {
+    let (mut rollouts, dropped) = if config.min_sample_fraction >= 1.0 {
+        (operators::parallel_rollouts(evaluators).await?, None)
+    } else {
+        let samplers = evaluators.num_workers().max(1);
+        let min_count = (config.min_sample_fraction * samplers as f64).ceil() as usize;
+        let (rollouts, dropped) = operators::parallel_rollouts_first(evaluators, min_count).await?;
+        (rollouts, Some(dropped))
+    };
+    operators::sync_observation_filters(evaluators, &mut rollouts).await?;
+    let (mut batch, episodes) = operators::concat_rollouts(rollouts)?;
+    operators::standardize_fields(&mut batch, &config.standardize_fields)?;
+    Ok(Gathered { batch, episodes, dropped })
+}
+
+/// The publishing half: new weights to every evaluator, and the step's stats.
+pub(super) async fn publish(
+    evaluators: &mut Evaluators,
+    gathered: Gathered,
+    mut learner: LearnerStats,
+) -> Result<StepStats, OptimizerError> {
+    match gathered.dropped {
+        None => operators::broadcast_weights(evaluators).await?,
+        Some(dropped) => {
+            // A straggler is still busy with the abandoned request: do not wait for it.
+            operators::push_weights(evaluators);
+            learner.set("straggler_batches_dropped", dropped as f64);
+        }
+    }
+    let rows = gathered.batch.len() as u64;
+    Ok(StepStats { steps_sampled: rows, steps_trained: rows, episodes: gathered.episodes, learner })
+}
+
 #[async_trait]
 impl PolicyOptimizer for SyncSamplesOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let waiting_for_all = self.config.min_sample_fraction >= 1.0;
-        let (mut rollouts, dropped) = if waiting_for_all {
-            (operators::parallel_rollouts(&mut self.evaluators).await?, 0)
-        } else {
-            let samplers = self.evaluators.num_workers().max(1);
-            let min_count = (self.config.min_sample_fraction * samplers as f64).ceil() as usize;
-            operators::parallel_rollouts_first(&mut self.evaluators, min_count).await?
-        };
-        operators::sync_observation_filters(&mut self.evaluators, &mut rollouts).await?;
-        let (mut batch, episodes) = operators::concat_rollouts(rollouts)?;
-        operators::standardize_fields(&mut batch, &self.config.standardize_fields)?;
-        let mut learner = self.evaluators.learn_on_batch(&batch)?;
-        if waiting_for_all {
-            operators::broadcast_weights(&mut self.evaluators).await?;
-        } else {
-            // A straggler is still busy with the abandoned request: do not wait for it.
-            operators::push_weights(&mut self.evaluators);
-            learner.set("straggler_batches_dropped", dropped as f64);
-        }
-        Ok(StepStats { steps_sampled: batch.len() as u64, steps_trained: batch.len() as u64, episodes, learner })
+        let gathered = gather(&mut self.evaluators, &self.config).await?;
+        let learner = self.evaluators.learn_on_batch(&gathered.batch)?;
+        publish(&mut self.evaluators, gathered, learner).await
     }
 
     fn evaluators(&self) -> &Evaluators {

@@ -1,0 +1,70 @@
+//! Learner throughput of PPO's SGD: samples per second through one epoch of
+//! minibatch SGD on an 8192-row CartPole batch (16 minibatches of 512),
+//! for the policy's own single-device learner and for the multi-device
+//! learner with 1 and 2 CPU replicas, at the built-in width (2×64) and a
+//! wider network (2×256), where the per-minibatch compute is large enough
+//! for a second replica to pay for its thread hand-offs.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use dfdx::prelude::Cpu;
+use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner};
+use rlx::{fields, PolicyEvaluator, PolicyGraph, SampleBatch, Space, VectorEnv};
+use rlx_algorithms::actor_critic::ActorCriticPolicy;
+use rlx_algorithms::ppo::PpoConfig;
+
+const ROWS: usize = 8192;
+const MINIBATCH: usize = 512;
+
+fn config() -> PpoConfig {
+    PpoConfig { num_sgd_iter: 1, sgd_minibatch_size: MINIBATCH, train_batch_size: ROWS, ..PpoConfig::default() }
+}
+
+fn spaces() -> (Space, Space) {
+    let env = rlx_envs::make("CartPole-v1").expect("env");
+    (env.observation_space().clone(), env.action_space().clone())
+}
+
+fn make(width: usize, seed: u64) -> Box<dyn PolicyGraph> {
+    let (o, a) = spaces();
+    match width {
+        64 => Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cpu, 64>::new(config(), o, a, seed)),
+        256 => Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cpu, 256>::new(config(), o, a, seed)),
+        _ => unreachable!("widths compiled here: 64, 256"),
+    }
+}
+
+/// A postprocessed CartPole batch sampled by an untrained policy.
+fn batch() -> SampleBatch {
+    let envs = (0..8).map(|_| rlx_envs::make("CartPole-v1").expect("env")).collect();
+    let mut evaluator = PolicyEvaluator::new(make(64, 1), VectorEnv::new(envs).expect("envs"), ROWS, 2).expect("evaluator");
+    let mut batch = evaluator.sample().expect("sample").batch;
+    batch.standardize(fields::ADVANTAGES).expect("advantages");
+    batch.slice(0..ROWS)
+}
+
+fn multi_device(c: &mut Criterion) {
+    let cfg = rlx_benches::criterion();
+    let batch = batch();
+    let mut group = c.benchmark_group("ppo_learner/cartpole_8192x1_epoch");
+    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    group.throughput(Throughput::Elements(ROWS as u64));
+    for width in [64, 256] {
+        let mut own = make(width, 0);
+        group.bench_function(BenchmarkId::new(format!("2x{width}"), "policy_learn_on_batch"), |b| {
+            b.iter(|| own.learn_on_batch(&batch).expect("learn"))
+        });
+        for devices in [1, 2] {
+            let mut local = make(width, 0);
+            let replicas = (1..devices).map(|i| make(width, i as u64)).collect();
+            let settings = MultiDeviceConfig { num_sgd_iter: 1, sgd_minibatch_size: Some(MINIBATCH), seed: 0 };
+            let mut learner = MultiDeviceLearner::new(replicas, settings).expect("learner");
+            group.bench_function(BenchmarkId::new(format!("2x{width}"), format!("multi_device_{devices}")), |b| {
+                b.iter(|| learner.learn(local.as_mut(), batch.clone()).expect("learn"))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, multi_device);
+criterion_main!(benches);
