@@ -66,5 +66,40 @@ fn multi_device(c: &mut Criterion) {
     group.finish();
 }
 
+/// With `--features cuda` on a machine with a GPU: the same learner on a
+/// 65,536-row batch (128 minibatches of 512) with a 2×256 network, on the
+/// CPU and on `cuda:0`. Skipped (with a message) when no GPU can be opened.
+#[cfg(feature = "cuda")]
+fn cpu_vs_gpu(c: &mut Criterion) {
+    use dfdx::prelude::Cuda;
+    const BIG: usize = 65_536;
+    let Ok(gpu_device) = Cuda::try_build(0, 0) else {
+        eprintln!("cpu_vs_gpu: no usable CUDA device, skipped");
+        return;
+    };
+    let cfg = rlx_benches::criterion();
+    let big = PpoConfig { train_batch_size: BIG, ..config() };
+    let mut batch = batch();
+    while batch.len() < BIG {
+        let copy = batch.clone();
+        batch.append(&copy).expect("append");
+    }
+    let batch = batch.slice(0..BIG);
+    let (o, a) = spaces();
+    let mut cpu: Box<dyn PolicyGraph> =
+        Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cpu, 256>::new(big.clone(), o.clone(), a.clone(), 0));
+    let mut gpu: Box<dyn PolicyGraph> =
+        Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cuda, 256>::on_device(gpu_device, big, o, a, 0));
+    let mut group = c.benchmark_group("ppo_learner/cartpole_65536x1_epoch_2x256");
+    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(10);
+    group.throughput(Throughput::Elements(BIG as u64));
+    group.bench_function("cpu", |b| b.iter(|| cpu.learn_on_batch(&batch).expect("learn")));
+    group.bench_function("cuda_0", |b| b.iter(|| gpu.learn_on_batch(&batch).expect("learn")));
+    group.finish();
+}
+
+#[cfg(not(feature = "cuda"))]
 criterion_group!(benches, multi_device);
+#[cfg(feature = "cuda")]
+criterion_group!(benches, multi_device, cpu_vs_gpu);
 criterion_main!(benches);
