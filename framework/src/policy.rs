@@ -92,10 +92,15 @@ pub trait PolicyGraph: Send + 'static {
 
     /// Acts on a batch of observations, `obs` being `[n, obs_dim]` row-major.
     ///
-    /// Clears `out`, then fills `actions` (`i64` for discrete spaces, `f32`
-    /// for boxes) and whatever per-row fields postprocessing and the loss need
-    /// later (for PPO: `action_logp`, `vf_preds`). `explore` false asks for
-    /// the greedy action. `out` is reused across calls to avoid allocation.
+    /// Replaces `out` with a batch of `actions` (`i64` for discrete spaces,
+    /// `f32` for boxes) and whatever per-row fields postprocessing and the
+    /// loss need later (for PPO: `action_logp`, `vf_preds`). `explore` false
+    /// asks for the greedy action.
+    ///
+    /// Start from `*out = SampleBatch::new()`: the evaluator adds its own
+    /// columns (`obs`, `rewards`, …) to `out` after each call, and
+    /// [`SampleBatch::clear`] keeps columns (with zero rows), so inserting
+    /// `n` actions into a cleared `out` would be a row-count mismatch.
     ///
     /// # Errors
     /// If `obs` is not a whole number of rows, or the policy fails.
