@@ -253,8 +253,14 @@ fn translate_rllib(obj: &mut Value, renamed: &[(&str, &str)], ignored: &[&str]) 
     }
     for (from, to) in renamed {
         if let Some(v) = map.remove(*from) {
-            eprintln!("note: RLlib's `{from}` is rlx's `{to}`");
-            map.entry(to.to_string()).or_insert(v);
+            match map.get(*to) {
+                // The rlx name wins (e.g. a `--config` flag over the file).
+                Some(kept) => eprintln!("note: ignoring RLlib's `{from}` = {v}: rlx's `{to}` = {kept} is also given"),
+                None => {
+                    eprintln!("note: RLlib's `{from}` is rlx's `{to}`");
+                    map.insert(to.to_string(), v);
+                }
+            }
         }
     }
 }

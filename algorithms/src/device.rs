@@ -72,7 +72,7 @@ impl std::str::FromStr for DeviceSpec {
         let bad = || format!("unknown device {s:?}: expected \"cpu\", \"cuda\" or \"cuda:N\"");
         match s {
             "cpu" => Ok(DeviceSpec::Cpu),
-            "cuda" | "gpu" => Ok(DeviceSpec::Cuda(0)),
+            "cuda" => Ok(DeviceSpec::Cuda(0)),
             _ => match s.strip_prefix("cuda:") {
                 Some(n) => n.parse().map(DeviceSpec::Cuda).map_err(|_| bad()),
                 None => Err(bad()),

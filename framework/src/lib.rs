@@ -39,6 +39,7 @@ pub mod optimizer;
 pub mod plot;
 pub mod policy;
 pub mod postprocessing;
+pub mod replay;
 pub mod results;
 pub mod sample_batch;
 pub mod space;

@@ -176,6 +176,53 @@ pub fn value_fit_stats(batch: &SampleBatch, stats: &mut crate::LearnerStats) {
     }
 }
 
+/// Bootstrap discount of each row after [`n_step_returns`]: `γ^k` for the
+/// `k` rewards summed into the row.
+pub const N_STEP_DISCOUNTS: &str = "n_step_discounts";
+
+/// Rewrites one single-episode trajectory (rows in time order) for n-step
+/// Q-learning (Sutton & Barto §7.1; the DQN variant of Hessel et al. 2018):
+/// row `t` gets the reward `Σ_{j<k} γ^j r_{t+j}` with `k = min(n, T − t)`,
+/// the `new_obs`, `terminateds` and `truncateds` of row `t + k − 1`, and
+/// `n_step_discounts` = `γ^k`, so the target is
+/// `rewards + n_step_discounts · (1 − terminateds) · max_a Q(new_obs, a)`.
+/// With `n = 1` only the discount column is added.
+///
+/// # Errors
+/// A missing field, or `n` of 0.
+pub fn n_step_returns(traj: &mut SampleBatch, n: usize, gamma: f32) -> Result<(), BatchError> {
+    if n == 0 {
+        return Err(BatchError::Incompatible("n-step returns need n >= 1".into()));
+    }
+    let len = traj.len();
+    let rewards = traj.f32(fields::REWARDS)?.to_vec();
+    let k = |t: usize| n.min(len - t);
+    let mut discounts = Vec::with_capacity(len);
+    for t in 0..len {
+        let mut acc = 0.0;
+        for j in (0..k(t)).rev() {
+            acc = rewards[t + j] + gamma * acc;
+        }
+        traj.f32_mut(fields::REWARDS)?[t] = acc;
+        discounts.push(gamma.powi(k(t) as i32));
+    }
+    let width = traj.get(fields::NEW_OBS).map(|c| c.width()).ok_or_else(|| BatchError::MissingField {
+        field: fields::NEW_OBS.into(),
+        available: traj.fields().collect::<Vec<_>>().join(", "),
+    })?;
+    for field in [fields::TERMINATEDS, fields::TRUNCATEDS, fields::NEW_OBS] {
+        let w = if field == fields::NEW_OBS { width } else { 1 };
+        let column = traj.f32_mut(field)?;
+        // Row t reads row t + k − 1 ≥ t, so a forward pass never reads an
+        // overwritten row.
+        for t in 0..len {
+            let src = t + k(t) - 1;
+            column.copy_within(src * w..(src + 1) * w, t * w);
+        }
+    }
+    traj.insert_f32(N_STEP_DISCOUNTS, discounts, 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +314,22 @@ mod tests {
         close(&vs, &discount_cumsum(&r, 0.9));
         // The advantage bootstraps from v_{t+1}: adv_t = r_t + γ v_{t+1} − V(x_t).
         close(&adv, &[1.0 + 0.9 * vs[1] - 0.5, 2.0 + 0.9 * vs[2] + 0.5, 3.0 + 0.9 * 2.0 - 0.25]);
+    }
+
+    #[test]
+    fn n_step_returns_by_hand() {
+        let mut traj = SampleBatch::new();
+        traj.insert_f32(fields::REWARDS, vec![1.0, 2.0, 3.0, 4.0], 1).unwrap();
+        traj.insert_f32(fields::NEW_OBS, vec![10.0, 11.0, 20.0, 21.0, 30.0, 31.0, 40.0, 41.0], 2).unwrap();
+        traj.insert_f32(fields::TERMINATEDS, vec![0.0, 0.0, 0.0, 1.0], 1).unwrap();
+        traj.insert_f32(fields::TRUNCATEDS, vec![0.0; 4], 1).unwrap();
+        n_step_returns(&mut traj, 3, 0.5).unwrap();
+        // Row 0: 1 + 0.5·2 + 0.25·3; row 1: 2 + 0.5·3 + 0.25·4; the last
+        // rows sum what is left of the episode.
+        assert_eq!(traj.f32(fields::REWARDS).unwrap(), &[2.75, 4.5, 5.0, 4.0]);
+        assert_eq!(traj.f32(N_STEP_DISCOUNTS).unwrap(), &[0.125, 0.125, 0.25, 0.5]);
+        assert_eq!(traj.f32(fields::NEW_OBS).unwrap(), &[30.0, 31.0, 40.0, 41.0, 40.0, 41.0, 40.0, 41.0]);
+        assert_eq!(traj.f32(fields::TERMINATEDS).unwrap(), &[0.0, 1.0, 1.0, 1.0]);
+        assert!(n_step_returns(&mut traj, 0, 0.5).is_err());
     }
 }

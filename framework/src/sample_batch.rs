@@ -371,6 +371,23 @@ impl SampleBatch {
         Ok(())
     }
 
+    /// Appends rows `rows` of `other` without copying the rest.
+    ///
+    /// # Errors
+    /// If the batches have different fields, kinds or widths.
+    ///
+    /// # Panics
+    /// If `rows` goes past the end of `other`.
+    pub fn append_rows(&mut self, other: &SampleBatch, rows: Range<usize>) -> Result<(), BatchError> {
+        self.check_compatible(other)?;
+        assert!(rows.end <= other.len, "rows {rows:?} of a batch of {} rows", other.len);
+        for (a, b) in self.columns.values_mut().zip(other.columns.values()) {
+            a.extend_rows(b, rows.clone());
+        }
+        self.len += rows.len();
+        Ok(())
+    }
+
     /// Concatenates batches row-wise.
     ///
     /// # Errors
@@ -431,6 +448,48 @@ impl SampleBatch {
             })
             .collect();
         SampleBatch { columns, len: rows.len() }
+    }
+
+    /// An empty batch with `template`'s columns, each with room for `rows`
+    /// rows allocated up front (replay storage).
+    pub fn with_capacity_like(template: &SampleBatch, rows: usize) -> SampleBatch {
+        let columns = template
+            .columns
+            .iter()
+            .map(|(k, c)| {
+                let mut out = c.empty_like();
+                match &mut out {
+                    Column::F32 { data, width } => data.reserve_exact(rows * *width),
+                    Column::I64 { data, width } => data.reserve_exact(rows * *width),
+                }
+                (k.clone(), out)
+            })
+            .collect();
+        SampleBatch { columns, len: 0 }
+    }
+
+    /// Overwrites rows `at..at + rows.len()` with rows `rows` of `src`, in
+    /// place (a ring buffer's slots).
+    ///
+    /// # Errors
+    /// If the batches have different fields, kinds or widths.
+    ///
+    /// # Panics
+    /// If either range goes past the end of its batch.
+    pub fn overwrite_rows(&mut self, at: usize, src: &SampleBatch, rows: Range<usize>) -> Result<(), BatchError> {
+        self.check_compatible(src)?;
+        let n = rows.len();
+        assert!(at + n <= self.len && rows.end <= src.len, "rows {at}..{} of {} from {rows:?} of {}", at + n, self.len, src.len);
+        for (dst, c) in self.columns.values_mut().zip(src.columns.values()) {
+            let w = c.width();
+            let (d, r) = (at * w..(at + n) * w, rows.start * w..rows.end * w);
+            match (dst, c) {
+                (Column::F32 { data, .. }, Column::F32 { data: o, .. }) => data[d].copy_from_slice(&o[r]),
+                (Column::I64 { data, .. }, Column::I64 { data: o, .. }) => data[d].copy_from_slice(&o[r]),
+                _ => unreachable!("layouts are checked above"),
+            }
+        }
+        Ok(())
     }
 
     /// Removes all rows, keeping columns and allocations.
