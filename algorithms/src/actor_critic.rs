@@ -112,7 +112,9 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// A missing field.
     fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError>;
 
-    /// The loss on one minibatch, and statistics to report.
+    /// The loss on one minibatch, and statistics to report. Use `dev` to
+    /// make tensors, but keep no clone of it (or of the tensors) past the
+    /// call: the policy's `Send` rests on owning every clone of its device.
     ///
     /// # Errors
     /// A missing field.
@@ -184,8 +186,10 @@ pub unsafe trait MovableDevice: Device<f32> {}
 // SAFETY: `Cpu` is `Send` (its RNG is behind a mutex).
 unsafe impl MovableDevice for Cpu {}
 
-// SAFETY: dfdx 0.13's `Cuda` is `!Send` only because cudarc 0.9's
-// `CudaStream` (a raw `CUstream` handle) lacks the marker; cudarc's
+// SAFETY: dfdx 0.13's `Cuda` (without dfdx's `cudnn` feature, whose handle
+// cudarc keeps `!Send` on purpose; rlx never enables it) is `!Send` only
+// because cudarc 0.9's `CudaStream` (a raw `CUstream` handle) lacks the
+// marker; cudarc's
 // `CudaDevice` is `Send + Sync` and binds its context to the calling thread
 // before every allocation and kernel launch, and CUDA lets any host thread
 // use a stream of its context.
@@ -193,8 +197,11 @@ unsafe impl MovableDevice for Cpu {}
 unsafe impl MovableDevice for Cuda {}
 
 // SAFETY: every clone of the policy's device handle (the device itself and
-// the model and gradient tensors that hold one) is owned by the policy, and
-// none escapes its methods, so sending the policy sends them all together
+// the model and gradient tensors that hold one) is owned by the policy: the
+// public constructors (`new`, `on_cuda`) build the device themselves, none
+// of the policy's methods hands a clone out, and losses must not keep the
+// `&D` they are lent (`ActorCriticLoss::loss`). Sending the policy sends them
+// all together
 // (`MovableDevice`); the policy is never shared (`PolicyGraph` is not
 // `Sync`). The other fields are `Send`: the loss is `Send + Sync` by
 // `ActorCriticLoss`, the RNG, Adam and spaces are plain data.
@@ -213,9 +220,42 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss, const H: usize> ActorCr
     }
 }
 
+#[cfg(feature = "cuda")]
+impl<const O: usize, const A: usize, L: ActorCriticLoss, const H: usize> ActorCriticPolicy<O, A, L, Cuda, H> {
+    /// A policy on CUDA device `ordinal`, initial weights from the loss's
+    /// `seed`.
+    ///
+    /// # Errors
+    /// [`BuildError::Unsupported`] if the device cannot be opened: no
+    /// driver or GPU, or no such ordinal. cudarc 0.9 panics on those instead
+    /// of returning an error, so the panic is caught here and reported.
+    pub fn on_cuda(
+        ordinal: usize,
+        loss_fn: L,
+        observation_space: Space,
+        action_space: Space,
+        rng_seed: u64,
+    ) -> Result<Self, BuildError> {
+        let seed = loss_fn.learner().seed;
+        let opened = std::panic::catch_unwind(|| Cuda::try_build(ordinal, seed));
+        let dev = match opened {
+            Ok(Ok(dev)) => dev,
+            Ok(Err(e)) => return Err(BuildError::Unsupported(format!("cannot open CUDA device cuda:{ordinal}: {e:?}"))),
+            Err(_) => {
+                return Err(BuildError::Unsupported(format!(
+                    "cannot open CUDA device cuda:{ordinal}: no CUDA driver or no such GPU (see the message above)"
+                )))
+            }
+        };
+        Ok(Self::on_device(dev, loss_fn, observation_space, action_space, rng_seed))
+    }
+}
+
 impl<const O: usize, const A: usize, L: ActorCriticLoss, D: Device<f32>, const H: usize> ActorCriticPolicy<O, A, L, D, H> {
-    /// A policy on `dev`, whose seed determines the initial weights.
-    pub fn on_device(dev: D, loss_fn: L, observation_space: Space, action_space: Space, rng_seed: u64) -> Self {
+    /// A policy on `dev`, whose seed determines the initial weights. Private:
+    /// the policy must own every clone of its device handle (see the `Send`
+    /// impl), so public constructors build the device themselves.
+    fn on_device(dev: D, loss_fn: L, observation_space: Space, action_space: Space, rng_seed: u64) -> Self {
         let model = Model::<O, A, H, D>::build(&dev);
         let adam = nn::Adam::new(model.num_trainable_params(), loss_fn.learner().lr as f32, 1e-5);
         Self {
@@ -516,11 +556,7 @@ fn build_on<const O: usize, const A: usize, L: ActorCriticLoss>(
     match device {
         DeviceSpec::Cpu => Ok(Box::new(ActorCriticPolicy::<O, A, L>::new(loss, o, a, rng_seed))),
         #[cfg(feature = "cuda")]
-        DeviceSpec::Cuda(n) => {
-            let dev = Cuda::try_build(n, loss.learner().seed)
-                .map_err(|e| BuildError::Unsupported(format!("cannot open CUDA device cuda:{n}: {e:?}")))?;
-            Ok(Box::new(ActorCriticPolicy::<O, A, L, Cuda>::on_device(dev, loss, o, a, rng_seed)))
-        }
+        DeviceSpec::Cuda(n) => Ok(Box::new(ActorCriticPolicy::<O, A, L, Cuda>::on_cuda(n, loss, o, a, rng_seed)?)),
         #[cfg(not(feature = "cuda"))]
         DeviceSpec::Cuda(_) => Err(device.check_available().expect_err("CUDA is not in this build").into()),
     }

@@ -38,9 +38,9 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Two training iterations of data-parallel SGD on `devices` replicas:
-/// the driver policy's weights after each, checking on the way that every
-/// replica holds exactly the driver's weights.
-fn train_on(devices: usize, batch: &SampleBatch) -> Vec<Vec<f32>> {
+/// the driver policy's weights and the reported gradient norm after each,
+/// checking on the way that every replica holds exactly the driver's weights.
+fn train_on(devices: usize, batch: &SampleBatch) -> Vec<(Vec<f32>, f64)> {
     let mut local = policy(7);
     let mut learner = learner(devices, Some(128), 3);
     assert_eq!(learner.num_devices(), devices);
@@ -52,7 +52,7 @@ fn train_on(devices: usize, batch: &SampleBatch) -> Vec<Vec<f32>> {
             for (i, replica) in learner.replica_weights().unwrap().iter().enumerate() {
                 assert_eq!(replica, &weights, "replica {} diverged from the driver's policy", i + 1);
             }
-            weights
+            (weights, stats.get("grad_norm").unwrap())
         })
         .collect()
 }
@@ -63,14 +63,18 @@ fn replicas_compute_what_one_device_computes() {
     let initial = policy(7).get_weights();
     let single = train_on(1, &batch);
     // The step moved the weights, so agreeing below is not agreeing on nothing.
-    assert!(max_abs_diff(&single[0], &initial) > 1e-3);
-    assert!(max_abs_diff(&single[1], &single[0]) > 1e-4);
+    assert!(max_abs_diff(&single[0].0, &initial) > 1e-3);
+    assert!(max_abs_diff(&single[1].0, &single[0].0) > 1e-4);
     // 2 replicas split each minibatch of 128 evenly; 3 split it 42/43/43.
     for devices in [2, 3] {
         let multi = train_on(devices, &batch);
-        for (iteration, (m, s)) in multi.iter().zip(&single).enumerate() {
+        for (iteration, ((m, m_norm), (s, s_norm))) in multi.iter().zip(&single).enumerate() {
             let diff = max_abs_diff(m, s);
             assert!(diff < 1e-5, "{devices} devices, iteration {iteration}: max |Δw| = {diff}");
+            // Adam hides a gradient's scale; the norm of the averaged
+            // gradient does not, so a mis-weighted average shows here.
+            let rel = (m_norm - s_norm).abs() / s_norm;
+            assert!(rel < 1e-4, "{devices} devices, iteration {iteration}: grad_norm {m_norm} vs {s_norm}");
         }
     }
 }
@@ -108,6 +112,24 @@ fn replicas_pick_up_a_restored_policy() {
     learner.mark_out_of_sync();
     learner.learn(local.as_mut(), batch).unwrap();
     assert_eq!(learner.replica_weights().unwrap()[0], local.get_weights());
+}
+
+#[test]
+fn a_failed_step_leaves_the_learner_usable() {
+    // Every replica fails on a batch without advantages, part-way through
+    // the step; the next step must neither read stale replies nor leave the
+    // replicas apart.
+    let batch = ppo_batch();
+    let mut broken = batch.clone();
+    broken.remove(fields::ADVANTAGES);
+    let mut local = policy(7);
+    let mut learner = learner(3, Some(128), 2);
+    let err = learner.learn(local.as_mut(), broken).unwrap_err();
+    assert!(err.to_string().contains(fields::ADVANTAGES), "{err}");
+    learner.learn(local.as_mut(), batch).unwrap();
+    for weights in learner.replica_weights().unwrap() {
+        assert_eq!(weights, local.get_weights());
+    }
 }
 
 #[test]

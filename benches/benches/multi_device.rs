@@ -73,10 +73,6 @@ fn multi_device(c: &mut Criterion) {
 fn cpu_vs_gpu(c: &mut Criterion) {
     use dfdx::prelude::Cuda;
     const BIG: usize = 65_536;
-    let Ok(gpu_device) = Cuda::try_build(0, 0) else {
-        eprintln!("cpu_vs_gpu: no usable CUDA device, skipped");
-        return;
-    };
     let cfg = rlx_benches::criterion();
     let big = PpoConfig { train_batch_size: BIG, ..config() };
     let mut batch = batch();
@@ -88,8 +84,13 @@ fn cpu_vs_gpu(c: &mut Criterion) {
     let (o, a) = spaces();
     let mut cpu: Box<dyn PolicyGraph> =
         Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cpu, 256>::new(big.clone(), o.clone(), a.clone(), 0));
-    let mut gpu: Box<dyn PolicyGraph> =
-        Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cuda, 256>::on_device(gpu_device, big, o, a, 0));
+    let mut gpu: Box<dyn PolicyGraph> = match ActorCriticPolicy::<4, 2, PpoConfig, Cuda, 256>::on_cuda(0, big, o, a, 0) {
+        Ok(p) => Box::new(p),
+        Err(e) => {
+            eprintln!("cpu_vs_gpu skipped: {e}");
+            return;
+        }
+    };
     let mut group = c.benchmark_group("ppo_learner/cartpole_65536x1_epoch_2x256");
     group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(10);
     group.throughput(Throughput::Elements(BIG as u64));

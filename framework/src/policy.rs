@@ -124,12 +124,19 @@ pub trait PolicyGraph: Send + 'static {
 
     /// The gradient of the loss on `batch`, without applying it.
     ///
+    /// For [`MultiDeviceOptimizer`](crate::optimizer::MultiDeviceOptimizer)
+    /// to compute what one device computes, the loss should be a mean over
+    /// rows (so row-weighted averages of shard gradients are the batch's
+    /// gradient) and the gradient unclipped: clip in
+    /// [`apply_gradients`](Self::apply_gradients), after averaging.
+    ///
     /// # Errors
     /// Missing fields, or a non-finite loss.
     fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError>;
 
-    /// Applies a gradient (from this or another copy of the policy) with the
-    /// policy's optimizer.
+    /// Applies a gradient (from this or another copy of the policy, or an
+    /// average of several) with the policy's optimizer, clipping it first
+    /// if the policy clips.
     ///
     /// # Errors
     /// [`PolicyError::WrongLength`] if `grads` does not match the parameters.

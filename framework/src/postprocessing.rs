@@ -189,13 +189,25 @@ pub const N_STEP_DISCOUNTS: &str = "n_step_discounts";
 /// With `n = 1` only the discount column is added.
 ///
 /// # Errors
-/// A missing field, or `n` of 0.
+/// A missing field, `n` of 0, or an episode end before the last row; the
+/// trajectory is unchanged then.
 pub fn n_step_returns(traj: &mut SampleBatch, n: usize, gamma: f32) -> Result<(), BatchError> {
     if n == 0 {
         return Err(BatchError::Incompatible("n-step returns need n >= 1".into()));
     }
     let len = traj.len();
+    // Check everything before changing anything.
     let rewards = traj.f32(fields::REWARDS)?.to_vec();
+    for field in [fields::TERMINATEDS, fields::TRUNCATEDS, fields::NEW_OBS] {
+        traj.f32(field)?;
+    }
+    for field in [fields::TERMINATEDS, fields::TRUNCATEDS] {
+        if let Some(t) = traj.f32(field)?.iter().take(len.saturating_sub(1)).position(|&d| d != 0.0) {
+            return Err(BatchError::Incompatible(format!(
+                "n-step returns need one episode per trajectory, but row {t} of {len} has `{field}` set"
+            )));
+        }
+    }
     let k = |t: usize| n.min(len - t);
     let mut discounts = Vec::with_capacity(len);
     for t in 0..len {
@@ -331,5 +343,14 @@ mod tests {
         assert_eq!(traj.f32(fields::NEW_OBS).unwrap(), &[30.0, 31.0, 40.0, 41.0, 40.0, 41.0, 40.0, 41.0]);
         assert_eq!(traj.f32(fields::TERMINATEDS).unwrap(), &[0.0, 1.0, 1.0, 1.0]);
         assert!(n_step_returns(&mut traj, 0, 0.5).is_err());
+        // Two episodes in one trajectory: an error, and the batch untouched.
+        let mut two = SampleBatch::new();
+        two.insert_f32(fields::REWARDS, vec![1.0, 1.0], 1).unwrap();
+        two.insert_f32(fields::NEW_OBS, vec![0.0, 1.0], 1).unwrap();
+        two.insert_f32(fields::TERMINATEDS, vec![1.0, 0.0], 1).unwrap();
+        two.insert_f32(fields::TRUNCATEDS, vec![0.0, 0.0], 1).unwrap();
+        let err = n_step_returns(&mut two, 2, 0.5).unwrap_err();
+        assert!(err.to_string().contains("row 0"), "{err}");
+        assert_eq!(two.f32(fields::REWARDS).unwrap(), &[1.0, 1.0]);
     }
 }

@@ -27,6 +27,7 @@ use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::cell::Cell;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -61,6 +62,10 @@ struct Replica {
     index: usize,
     commands: Sender<Command>,
     replies: Receiver<Reply>,
+    /// Replies owed for commands sent: after an error part-way through a
+    /// step, [`MultiDeviceLearner`] reads them off, so the next step never
+    /// takes a stale reply for its own.
+    owed: Cell<usize>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -88,15 +93,29 @@ impl Replica {
                 }
             }
         })?;
-        Ok(Self { index, commands, replies, thread: Some(thread) })
+        Ok(Self { index, commands, replies, owed: Cell::new(0), thread: Some(thread) })
     }
 
     fn send(&self, command: Command) -> Result<(), PolicyError> {
-        self.commands.send(command).map_err(|_| self.died())
+        let replies = !matches!(command, Command::Load(_));
+        self.commands.send(command).map_err(|_| self.died())?;
+        self.owed.set(self.owed.get() + usize::from(replies));
+        Ok(())
     }
 
     fn recv(&self) -> Result<Reply, PolicyError> {
-        self.replies.recv().map_err(|_| self.died())
+        let reply = self.replies.recv().map_err(|_| self.died())?;
+        self.owed.set(self.owed.get().saturating_sub(1));
+        Ok(reply)
+    }
+
+    /// Reads off every reply still owed (a dead replica owes none).
+    fn drain(&self) {
+        while self.owed.get() > 0 {
+            if self.recv().is_err() {
+                self.owed.set(0);
+            }
+        }
     }
 
     fn recv_done(&self) -> Result<(), PolicyError> {
@@ -180,13 +199,16 @@ impl MultiDeviceLearner {
     /// A replica that stopped.
     pub fn replica_weights(&self) -> Result<Vec<FlatWeights>, PolicyError> {
         self.replicas.iter().for_each(|r| drop(r.send(Command::Weights)));
-        self.replicas
+        let weights = self
+            .replicas
             .iter()
             .map(|r| match r.recv()? {
                 Reply::Weights(w) => Ok(w),
                 _ => Err(r.out_of_step()),
             })
-            .collect()
+            .collect();
+        self.replicas.iter().for_each(Replica::drain);
+        weights
     }
 
     fn sync_from(&mut self, policy: &dyn PolicyGraph) -> Result<(), PolicyError> {
@@ -210,6 +232,18 @@ impl MultiDeviceLearner {
         if batch.is_empty() {
             return Err(PolicyError::Other("the multi-device learner got an empty train batch".into()));
         }
+        let result = self.learn_epochs(policy, batch);
+        if result.is_err() {
+            // Some replicas may have applied the last update and others not,
+            // and replies may be owed: read them off, and copy the driver's
+            // policy to every replica before the next step.
+            self.replicas.iter().for_each(Replica::drain);
+            self.needs_sync = true;
+        }
+        result
+    }
+
+    fn learn_epochs(&mut self, policy: &mut dyn PolicyGraph, batch: SampleBatch) -> Result<LearnerStats, PolicyError> {
         if self.needs_sync {
             self.sync_from(policy)?;
         }

@@ -43,10 +43,10 @@ pub enum ReplayError {
         /// Transitions stored.
         len: usize,
     },
-    /// A priority update with a NaN or infinite TD error.
-    #[error("priority update for slot {index}: TD error {value} is not finite")]
+    /// A TD error whose priority is NaN or infinite.
+    #[error("TD error {value} of row or slot {index} gives no finite priority")]
     NonFinite {
-        /// The slot.
+        /// The row of the added batch, or the slot being updated.
         index: i64,
         /// The offending value.
         value: f32,

@@ -73,6 +73,9 @@ impl PrioritizedReplayBuffer {
     }
 
     /// Slot `i`'s sampling priority `p_i` (after the exponent).
+    ///
+    /// # Panics
+    /// If `i` is not a slot of the buffer.
     pub fn priority(&self, i: usize) -> f64 {
         self.tree.get(i)
     }
@@ -92,25 +95,34 @@ impl PrioritizedReplayBuffer {
                     batch.len()
                 )));
             }
-            if let Some((row, &value)) = errors.iter().enumerate().find(|(_, e)| !e.is_finite()) {
-                return Err(ReplayError::NonFinite { index: row as i64, value });
+        }
+        if let Some(errors) = td_errors {
+            for (row, &e) in errors.iter().enumerate() {
+                self.priority_of(row as i64, e)?;
             }
         }
         let slots = self.buffer.add(batch)?;
         for (row, &slot) in slots.iter().enumerate() {
-            let raw = match td_errors {
-                Some(errors) => self.raw_priority(errors[row]),
-                None => self.max_priority,
+            let (raw, p) = match td_errors {
+                Some(errors) => self.priority_of(row as i64, errors[row])?,
+                None => (self.max_priority, self.max_priority.powf(self.alpha)),
             };
-            self.tree.set(slot, raw.powf(self.alpha));
+            self.max_priority = self.max_priority.max(raw);
+            self.tree.set(slot, p);
         }
         Ok(slots)
     }
 
-    fn raw_priority(&mut self, td_error: f32) -> f64 {
+    /// `(|δ| + ε, (|δ| + ε)^α)`, or an error naming `index` if either is
+    /// not a finite number.
+    fn priority_of(&self, index: i64, td_error: f32) -> Result<(f64, f64), ReplayError> {
         let raw = td_error.abs() as f64 + self.eps;
-        self.max_priority = self.max_priority.max(raw);
-        raw
+        let p = raw.powf(self.alpha);
+        if raw.is_finite() && p.is_finite() {
+            Ok((raw, p))
+        } else {
+            Err(ReplayError::NonFinite { index, value: td_error })
+        }
     }
 
     /// `n` transitions drawn in proportion to priority (stratified: one
@@ -157,11 +169,9 @@ impl PrioritizedReplayBuffer {
             if index < 0 || index as usize >= self.len() {
                 return Err(ReplayError::NoSuchSlot { index, len: self.len() });
             }
-            if !value.is_finite() {
-                return Err(ReplayError::NonFinite { index, value });
-            }
-            let raw = self.raw_priority(value);
-            self.tree.set(index as usize, raw.powf(self.alpha));
+            let (raw, p) = self.priority_of(index, value)?;
+            self.max_priority = self.max_priority.max(raw);
+            self.tree.set(index as usize, p);
         }
         Ok(())
     }

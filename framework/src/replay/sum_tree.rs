@@ -50,7 +50,11 @@ impl SumTree {
     }
 
     /// Slot `i`'s priority.
+    ///
+    /// # Panics
+    /// If `i` is out of range.
     pub fn get(&self, i: usize) -> f64 {
+        assert!(i < self.len, "slot {i} of a tree of {}", self.len);
         self.sums[self.leaves + i]
     }
 
@@ -85,7 +89,7 @@ impl SumTree {
         let mut i = node - self.leaves;
         // Rounding can carry a mass at the very top past the last positive
         // slot; the right answer is then the last positive slot before it.
-        while i >= self.len || self.get(i) == 0.0 {
+        while i >= self.len || self.sums[self.leaves + i] == 0.0 {
             i = i.checked_sub(1)?;
         }
         Some(i)
