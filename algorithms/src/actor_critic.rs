@@ -26,8 +26,7 @@ use rlx::{fields, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyG
 
 /// Policy head (logits over `A` actions) and value head, each a 2×`H` tanh
 /// MLP.
-pub type ActorCritic<const O: usize, const A: usize, const H: usize = HIDDEN> =
-    SplitInto<(Mlp<O, A, H>, Mlp<O, 1, H>)>;
+pub type ActorCritic<const O: usize, const A: usize, const H: usize = HIDDEN> = SplitInto<(Mlp<O, A, H>, Mlp<O, 1, H>)>;
 /// The built network of [`ActorCritic`] on device `D` (named concretely so
 /// the policy can be generic over `D`).
 type Model<const O: usize, const A: usize, const H: usize, D> = SplitInto<(MlpOn<O, A, H, D>, MlpOn<O, 1, H, D>)>;
@@ -74,7 +73,9 @@ impl<const A: usize, D: Device<f32>> Forward<A, D> {
 }
 
 /// Mean entropy `−Σ_a π(a|s) log π(a|s)` of a batch of log-probabilities.
-pub fn entropy<const A: usize, D: Device<f32>>(log_probs: &Tensor<(usize, Const<A>), f32, D, OwnedTape<f32, D>>) -> Loss<D> {
+pub fn entropy<const A: usize, D: Device<f32>>(
+    log_probs: &Tensor<(usize, Const<A>), f32, D, OwnedTape<f32, D>>,
+) -> Loss<D> {
     (log_probs.with_empty_tape().exp() * log_probs.with_empty_tape()).sum::<_, Axis<1>>().mean().negate()
 }
 
@@ -130,7 +131,11 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
 ///
 /// # Errors
 /// If the field is missing or not `f32`.
-pub fn column<D: Device<f32>>(dev: &D, batch: &SampleBatch, field: &str) -> Result<Tensor<(usize,), f32, D>, PolicyError> {
+pub fn column<D: Device<f32>>(
+    dev: &D,
+    batch: &SampleBatch,
+    field: &str,
+) -> Result<Tensor<(usize,), f32, D>, PolicyError> {
     Ok(dev.tensor_from_vec(batch.f32(field)?.to_vec(), (batch.len(),)))
 }
 
@@ -240,7 +245,9 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss, const H: usize> ActorCr
         let opened = std::panic::catch_unwind(|| Cuda::try_build(ordinal, seed));
         let dev = match opened {
             Ok(Ok(dev)) => dev,
-            Ok(Err(e)) => return Err(BuildError::Unsupported(format!("cannot open CUDA device cuda:{ordinal}: {e:?}"))),
+            Ok(Err(e)) => {
+                return Err(BuildError::Unsupported(format!("cannot open CUDA device cuda:{ordinal}: {e:?}")))
+            }
             Err(_) => {
                 return Err(BuildError::Unsupported(format!(
                     "cannot open CUDA device cuda:{ordinal}: no CUDA driver or no such GPU (see the message above)"
@@ -251,7 +258,9 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss, const H: usize> ActorCr
     }
 }
 
-impl<const O: usize, const A: usize, L: ActorCriticLoss, D: Device<f32>, const H: usize> ActorCriticPolicy<O, A, L, D, H> {
+impl<const O: usize, const A: usize, L: ActorCriticLoss, D: Device<f32>, const H: usize>
+    ActorCriticPolicy<O, A, L, D, H>
+{
     /// A policy on `dev`, whose seed determines the initial weights. Private:
     /// the policy must own every clone of its device handle (see the `Send`
     /// impl), so public constructors build the device themselves.

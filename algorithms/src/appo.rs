@@ -16,8 +16,8 @@
 //!
 //! Learner metrics: IMPALA's plus `clip_frac`.
 
-use crate::device::DeviceSpec;
 use crate::actor_critic::{ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::device::DeviceSpec;
 use crate::impala::{build_async, plan, vtrace_batch, ImpalaConfig};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;

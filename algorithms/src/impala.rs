@@ -19,8 +19,8 @@
 //! importance ratio π/μ before clipping), `grad_norm`, `total_loss`,
 //! `policy_lag_mean`, `policy_lag_max`.
 
-use crate::device::DeviceSpec;
 use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, Loss, TRAJ_ENDS};
+use crate::device::DeviceSpec;
 use crate::execution::{check_learning, spawn_evaluators, SamplingSettings};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;

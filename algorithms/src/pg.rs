@@ -14,8 +14,8 @@
 //! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
 //! `total_loss`, `vf_explained_var`.
 
-use crate::device::DeviceSpec;
 use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::device::DeviceSpec;
 use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;

@@ -26,8 +26,8 @@
 //! ratio was clipped), `grad_norm` (before clipping), `total_loss`,
 //! `vf_explained_var` (of the behaviour policy's value predictions).
 
-use crate::device::DeviceSpec;
 use crate::actor_critic::{self, column, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::device::DeviceSpec;
 use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;

@@ -36,7 +36,8 @@ fn make(width: usize, seed: u64) -> Box<dyn PolicyGraph> {
 /// A postprocessed CartPole batch sampled by an untrained policy.
 fn batch() -> SampleBatch {
     let envs = (0..8).map(|_| rlx_envs::make("CartPole-v1").expect("env")).collect();
-    let mut evaluator = PolicyEvaluator::new(make(64, 1), VectorEnv::new(envs).expect("envs"), ROWS, 2).expect("evaluator");
+    let mut evaluator =
+        PolicyEvaluator::new(make(64, 1), VectorEnv::new(envs).expect("envs"), ROWS, 2).expect("evaluator");
     let mut batch = evaluator.sample().expect("sample").batch;
     batch.standardize(fields::ADVANTAGES).expect("advantages");
     batch.slice(0..ROWS)
@@ -84,7 +85,8 @@ fn cpu_vs_gpu(c: &mut Criterion) {
     let (o, a) = spaces();
     let mut cpu: Box<dyn PolicyGraph> =
         Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cpu, 256>::new(big.clone(), o.clone(), a.clone(), 0));
-    let mut gpu: Box<dyn PolicyGraph> = match ActorCriticPolicy::<4, 2, PpoConfig, Cuda, 256>::on_cuda(0, big, o, a, 0) {
+    let mut gpu: Box<dyn PolicyGraph> = match ActorCriticPolicy::<4, 2, PpoConfig, Cuda, 256>::on_cuda(0, big, o, a, 0)
+    {
         Ok(p) => Box::new(p),
         Err(e) => {
             eprintln!("cpu_vs_gpu skipped: {e}");

@@ -47,11 +47,11 @@ pub mod trainer;
 pub mod vector_env;
 pub mod wrappers;
 
+pub use actor::{RestartPolicy, RestartStrategy};
 /// The attribute [`PolicyOptimizer`] (and [`EvaluatorHandle`]) impls need,
 /// re-exported so a crate implementing them needs no `async-trait`
 /// dependency of its own: write `#[rlx::async_trait]`.
 pub use async_trait::async_trait;
-pub use actor::{RestartPolicy, RestartStrategy};
 pub use env::{Env, EnvError, Step};
 pub use evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator, Rollout};
 pub use evaluators::Evaluators;

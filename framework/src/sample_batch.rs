@@ -479,7 +479,13 @@ impl SampleBatch {
     pub fn overwrite_rows(&mut self, at: usize, src: &SampleBatch, rows: Range<usize>) -> Result<(), BatchError> {
         self.check_compatible(src)?;
         let n = rows.len();
-        assert!(at + n <= self.len && rows.end <= src.len, "rows {at}..{} of {} from {rows:?} of {}", at + n, self.len, src.len);
+        assert!(
+            at + n <= self.len && rows.end <= src.len,
+            "rows {at}..{} of {} from {rows:?} of {}",
+            at + n,
+            self.len,
+            src.len
+        );
         for (dst, c) in self.columns.values_mut().zip(src.columns.values()) {
             let w = c.width();
             let (d, r) = (at * w..(at + n) * w, rows.start * w..rows.end * w);

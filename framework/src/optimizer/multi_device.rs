@@ -26,8 +26,8 @@ use crate::sample_batch::{minibatch_rows, SampleBatch};
 use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::cell::Cell;
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -83,9 +83,9 @@ impl Replica {
                     }
                     Command::Gradient(rows) => Reply::Gradient(policy.compute_gradients(&batch.gather(&rows))),
                     Command::Apply(grad) => Reply::Done(policy.apply_gradients(&grad)),
-                    Command::Sync { weights, state } => Reply::Done(policy.set_weights(&weights).and_then(|()| {
-                        state.map_or(Ok(()), |s| policy.load_state(&s))
-                    })),
+                    Command::Sync { weights, state } => Reply::Done(
+                        policy.set_weights(&weights).and_then(|()| state.map_or(Ok(()), |s| policy.load_state(&s))),
+                    ),
                     Command::Weights => Reply::Weights(policy.get_weights()),
                 };
                 if outbox.send(reply).is_err() {

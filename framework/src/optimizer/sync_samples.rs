@@ -55,7 +55,10 @@ pub(super) struct Gathered {
 
 /// The sampling half of a synchronous step, shared with
 /// [`MultiDeviceOptimizer`](super::MultiDeviceOptimizer).
-pub(super) async fn gather(evaluators: &mut Evaluators, config: &SyncSamplesConfig) -> Result<Gathered, OptimizerError> {
+pub(super) async fn gather(
+    evaluators: &mut Evaluators,
+    config: &SyncSamplesConfig,
+) -> Result<Gathered, OptimizerError> {
     let (mut rollouts, dropped) = if config.min_sample_fraction >= 1.0 {
         (operators::parallel_rollouts(evaluators).await?, None)
     } else {

@@ -199,7 +199,9 @@ mod tests {
         let mut counts = [0usize; 5];
         let n = p.len() as f64;
         let max_w = p.iter().map(|&pi| (n * pi / total).powf(-beta)).fold(0.0, f64::max);
-        for ((&slot, &w), &a) in s.i64(BATCH_INDEXES).unwrap().iter().zip(s.f32(WEIGHTS).unwrap()).zip(s.i64("actions").unwrap()) {
+        for ((&slot, &w), &a) in
+            s.i64(BATCH_INDEXES).unwrap().iter().zip(s.f32(WEIGHTS).unwrap()).zip(s.i64("actions").unwrap())
+        {
             assert_eq!(slot, a);
             let i = slot as usize;
             counts[i] += 1;
