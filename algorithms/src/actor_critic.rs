@@ -450,7 +450,7 @@ where
     /// gradients are clipped once, after averaging).
     fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
         let (grad, mut stats) = self.backward(batch)?;
-        stats.set("grad_norm", grad.iter().map(|&g| (g as f64) * (g as f64)).sum::<f64>().sqrt());
+        stats.set("grad_norm", rlx::policy::global_norm(&grad));
         Ok((grad, stats))
     }
 

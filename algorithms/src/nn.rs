@@ -236,7 +236,7 @@ pub fn flat_grads<D: Device<f32>, M: TensorCollection<f32, D>>(model: &M, grads:
 /// # Errors
 /// [`PolicyError::NonFinite`] if the gradient has a NaN or infinite entry.
 pub fn clip_grad_norm(grad: &mut [f32], max_norm: Option<f32>) -> Result<f32, PolicyError> {
-    let norm = grad.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>().sqrt() as f32;
+    let norm = rlx::policy::global_norm(grad) as f32;
     if !norm.is_finite() {
         return Err(PolicyError::NonFinite("gradient".into()));
     }

@@ -55,6 +55,12 @@ impl LearnerStats {
     }
 }
 
+/// The global L2 norm of a flat gradient (summed in `f64`), as reported in
+/// `grad_norm` and used for clipping.
+pub fn global_norm(grad: &[f32]) -> f64 {
+    grad.iter().map(|&g| (g as f64) * (g as f64)).sum::<f64>().sqrt()
+}
+
 /// Errors from a policy graph.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum PolicyError {

@@ -397,15 +397,7 @@ impl SampleBatch {
             return Ok(SampleBatch::new());
         };
         let total: usize = batches.iter().map(SampleBatch::len).sum();
-        let mut out = SampleBatch { columns: BTreeMap::new(), len: 0 };
-        for (name, col) in &first.columns {
-            let mut c = col.empty_like();
-            match &mut c {
-                Column::F32 { data, width } => data.reserve(total * *width),
-                Column::I64 { data, width } => data.reserve(total * *width),
-            }
-            out.columns.insert(name.clone(), c);
-        }
+        let mut out = SampleBatch::with_capacity_like(first, total);
         for b in batches {
             out.append(b)?;
         }

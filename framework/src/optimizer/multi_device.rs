@@ -20,7 +20,7 @@ use super::sync_samples::{gather, publish};
 use super::{set_weights_everywhere, OptimizerError, PolicyOptimizer, StepStats, SyncSamplesConfig};
 use crate::evaluator::EvaluatorError;
 use crate::evaluators::Evaluators;
-use crate::policy::{FlatWeights, LearnerStats, PolicyError, PolicyGraph};
+use crate::policy::{global_norm, FlatWeights, LearnerStats, PolicyError, PolicyGraph};
 use crate::postprocessing::value_fit_stats;
 use crate::sample_batch::{minibatch_rows, SampleBatch};
 use async_trait::async_trait;
@@ -295,7 +295,7 @@ impl MultiDeviceLearner {
             }
         }
         let (average, mut stats) = weighted_average(&parts, rows.len())?;
-        stats.set("grad_norm", average.iter().map(|&g| (g as f64) * (g as f64)).sum::<f64>().sqrt());
+        stats.set("grad_norm", global_norm(&average));
         let average = Arc::new(average);
         for r in &self.replicas {
             r.send(Command::Apply(average.clone()))?;

@@ -96,15 +96,20 @@ impl PrioritizedReplayBuffer {
                 )));
             }
         }
-        if let Some(errors) = td_errors {
-            for (row, &e) in errors.iter().enumerate() {
-                self.priority_of(row as i64, e)?;
-            }
-        }
+        // Every priority is checked before anything is stored.
+        let priorities = td_errors
+            .map(|errors| {
+                errors
+                    .iter()
+                    .enumerate()
+                    .map(|(row, &e)| self.priority_of(row as i64, e))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
         let slots = self.buffer.add(batch)?;
         for (row, &slot) in slots.iter().enumerate() {
-            let (raw, p) = match td_errors {
-                Some(errors) => self.priority_of(row as i64, errors[row])?,
+            let (raw, p) = match &priorities {
+                Some(ps) => ps[row],
                 None => (self.max_priority, self.max_priority.powf(self.alpha)),
             };
             self.max_priority = self.max_priority.max(raw);
