@@ -231,9 +231,8 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss, const H: usize> ActorCr
     /// `seed`.
     ///
     /// # Errors
-    /// [`BuildError::Unsupported`] if the device cannot be opened: no
-    /// driver or GPU, or no such ordinal. cudarc 0.9 panics on those instead
-    /// of returning an error, so the panic is caught here and reported.
+    /// [`BuildError::Unsupported`] if the device cannot be opened
+    /// ([`crate::device::open_cuda`]).
     pub fn on_cuda(
         ordinal: usize,
         loss_fn: L,
@@ -241,19 +240,7 @@ impl<const O: usize, const A: usize, L: ActorCriticLoss, const H: usize> ActorCr
         action_space: Space,
         rng_seed: u64,
     ) -> Result<Self, BuildError> {
-        let seed = loss_fn.learner().seed;
-        let opened = std::panic::catch_unwind(|| Cuda::try_build(ordinal, seed));
-        let dev = match opened {
-            Ok(Ok(dev)) => dev,
-            Ok(Err(e)) => {
-                return Err(BuildError::Unsupported(format!("cannot open CUDA device cuda:{ordinal}: {e:?}")))
-            }
-            Err(_) => {
-                return Err(BuildError::Unsupported(format!(
-                    "cannot open CUDA device cuda:{ordinal}: no CUDA driver or no such GPU (see the message above)"
-                )))
-            }
-        };
+        let dev = crate::device::open_cuda(ordinal, loss_fn.learner().seed)?;
         Ok(Self::on_device(dev, loss_fn, observation_space, action_space, rng_seed))
     }
 }

@@ -81,6 +81,25 @@ impl std::str::FromStr for DeviceSpec {
     }
 }
 
+/// Opens CUDA device `ordinal` with `seed` for dfdx's random initializers.
+///
+/// # Errors
+/// [`BuildError::Unsupported`] if the device cannot be opened: no driver
+/// or GPU, or no such ordinal. cudarc 0.9 panics on those instead of
+/// returning an error, so the panic is caught here and reported.
+#[cfg(feature = "cuda")]
+pub fn open_cuda(ordinal: usize, seed: u64) -> Result<dfdx::prelude::Cuda, crate::BuildError> {
+    use crate::BuildError;
+    let opened = std::panic::catch_unwind(|| dfdx::prelude::Cuda::try_build(ordinal, seed));
+    match opened {
+        Ok(Ok(dev)) => Ok(dev),
+        Ok(Err(e)) => Err(BuildError::Unsupported(format!("cannot open CUDA device cuda:{ordinal}: {e:?}"))),
+        Err(_) => Err(BuildError::Unsupported(format!(
+            "cannot open CUDA device cuda:{ordinal}: no CUDA driver or no such GPU (see the message above)"
+        ))),
+    }
+}
+
 impl Serialize for DeviceSpec {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

@@ -22,6 +22,7 @@ pub mod actor_critic;
 pub mod appo;
 pub mod cli;
 pub mod device;
+pub mod dqn;
 pub mod execution;
 pub mod impala;
 pub mod nn;
@@ -80,6 +81,7 @@ pub const ALGORITHMS: &[(&str, &str)] = &[
     ("A2C", "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch"),
     ("A3C", "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients"),
     ("APPO", "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective"),
+    ("DQN", "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay"),
     ("IMPALA", "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace"),
     ("PG", "REINFORCE with a learned baseline (Williams 1992), synchronous sampling"),
     ("PPO", "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs"),
@@ -94,6 +96,7 @@ pub fn default_config(algorithm: &str) -> Result<Value, BuildError> {
         "A2C" => serde_json::to_value(a2c::A2cConfig::default()),
         "A3C" => serde_json::to_value(a3c::A3cConfig::default()),
         "APPO" => serde_json::to_value(appo::AppoConfig::default()),
+        "DQN" => serde_json::to_value(dqn::DqnConfig::default()),
         "IMPALA" => serde_json::to_value(impala::ImpalaConfig::default()),
         "PG" => serde_json::to_value(pg::PgConfig::default()),
         "PPO" => serde_json::to_value(ppo::PpoConfig::default()),
@@ -116,6 +119,7 @@ pub fn config_docs(algorithm: &str) -> Result<Vec<(&'static str, &'static str)>,
         // A3C's config is A2C's.
         "A2C" | "A3C" => zip::<a2c::A2cConfig>(),
         "APPO" => zip::<appo::AppoConfig>(),
+        "DQN" => zip::<dqn::DqnConfig>(),
         "IMPALA" => zip::<impala::ImpalaConfig>(),
         "PG" => zip::<pg::PgConfig>(),
         "PPO" => zip::<ppo::PpoConfig>(),
@@ -140,6 +144,7 @@ pub fn make_policy(
     match algorithm {
         "A2C" | "A3C" => ac(algorithm, &configure::<a2c::A2cConfig>(config)?.0, o, a, seed),
         "APPO" => ac(algorithm, &configure::<appo::AppoConfig>(config)?.0, o, a, seed),
+        "DQN" => dqn::make_policy(&configure::<dqn::DqnConfig>(config)?.0, o, a, seed),
         "IMPALA" => ac(algorithm, &configure::<impala::ImpalaConfig>(config)?.0, o, a, seed),
         "PG" => ac(algorithm, &configure::<pg::PgConfig>(config)?.0, o, a, seed),
         "PPO" => ac(algorithm, &configure::<ppo::PpoConfig>(config)?.0, o, a, seed),
@@ -194,6 +199,10 @@ pub async fn build_trainer_with_env(
         "APPO" => {
             let (cfg, resolved) = configure::<appo::AppoConfig>(overrides)?;
             Ok((appo::build(make_env, cfg).await?, resolved))
+        }
+        "DQN" => {
+            let (cfg, resolved) = configure::<dqn::DqnConfig>(overrides)?;
+            Ok((dqn::build(make_env, cfg).await?, resolved))
         }
         "IMPALA" => {
             let (cfg, resolved) = configure::<impala::ImpalaConfig>(overrides)?;

@@ -58,7 +58,9 @@ pub use evaluators::Evaluators;
 pub use handle::{EvaluatorHandle, HandleError, LocalEvaluator};
 pub use metrics::TrainResult;
 pub use multi_agent::{MultiAgentEnv, MultiAgentEvaluator, PolicyMapping};
-pub use optimizer::{MultiDeviceOptimizer, OptimizerError, PolicyOptimizer, StepStats, SyncSamplesOptimizer};
+pub use optimizer::{
+    MultiDeviceOptimizer, OptimizerError, PolicyOptimizer, StepStats, SyncReplayOptimizer, SyncSamplesOptimizer,
+};
 pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph};
 pub use sample_batch::{fields, Column, SampleBatch};
 pub use space::{Action, Space};

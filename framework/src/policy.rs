@@ -148,6 +148,21 @@ pub trait PolicyGraph: Send + 'static {
     /// [`PolicyError::WrongLength`] if `grads` does not match the parameters.
     fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError>;
 
+    /// The TD error `Q(s, a) − target` of every row of a postprocessed
+    /// batch under the current weights, for Q-learning policies: what
+    /// prioritized replay turns into priorities (after a learning step, and
+    /// as the initial priorities Ape-X's evaluators send). The default says
+    /// the policy has none.
+    ///
+    /// # Errors
+    /// Missing fields, or a policy without TD errors (the default).
+    fn td_errors(&mut self, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+        let _ = batch;
+        Err(PolicyError::Other(
+            "this policy computes no TD errors; prioritized replay needs a Q-learning policy (e.g. DQN)".into(),
+        ))
+    }
+
     /// All trainable parameters, flattened.
     fn get_weights(&self) -> FlatWeights;
 

@@ -9,11 +9,13 @@
 mod async_gradients;
 mod async_samples;
 mod multi_device;
+mod sync_replay;
 mod sync_samples;
 
 pub use async_gradients::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 pub use async_samples::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 pub use multi_device::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer};
+pub use sync_replay::{SyncReplayConfig, SyncReplayOptimizer};
 pub use sync_samples::{SyncSamplesConfig, SyncSamplesOptimizer};
 
 use crate::evaluator::EvaluatorError;
@@ -21,6 +23,7 @@ use crate::evaluators::Evaluators;
 use crate::handle::HandleError;
 use crate::policy::FlatWeights;
 use crate::policy::LearnerStats;
+use crate::replay::ReplayError;
 use crate::sample_batch::BatchError;
 use crate::vector_env::EpisodeSummary;
 use async_trait::async_trait;
@@ -51,6 +54,9 @@ pub enum OptimizerError {
     /// Batches from different evaluators could not be combined.
     #[error("cannot combine sample batches: {0}")]
     Batch(#[from] BatchError),
+    /// Storing into or replaying from a replay buffer failed.
+    #[error("replay: {0}")]
+    Replay(#[from] ReplayError),
 }
 
 /// Decides how an algorithm samples, learns and syncs weights.

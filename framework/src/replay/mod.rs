@@ -9,9 +9,11 @@
 //! also adds importance `weights`). n-step returns are a postprocessing step
 //! ([`crate::postprocessing::n_step_returns`]) applied before adding.
 
+mod either;
 mod prioritized;
 mod sum_tree;
 
+pub use either::{PrioritizedReplayConfig, Replay};
 pub use prioritized::{LinearSchedule, PrioritizedReplayBuffer};
 pub use sum_tree::SumTree;
 

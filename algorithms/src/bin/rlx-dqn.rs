@@ -1,0 +1,7 @@
+//! `rlx-dqn --env ENV [--config JSON] [--stop JSON]`: DQN alone, the
+//! same as `rlx train --run DQN`.
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::algorithm_main("DQN").await
+}
