@@ -188,6 +188,92 @@ async fn straggler_mitigation_learns_without_the_slow_evaluator() {
     assert_eq!(optimizer.evaluators().local().policy().get_weights(), vec![3.0]);
 }
 
+/// Records every batch it learns on, otherwise a [`CounterPolicy`].
+struct Recording {
+    inner: CounterPolicy,
+    learned: Arc<std::sync::Mutex<Vec<SampleBatch>>>,
+}
+
+impl PolicyGraph for Recording {
+    fn observation_space(&self) -> &Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> &Space {
+        self.inner.action_space()
+    }
+    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
+        self.inner.compute_actions(obs, explore, out)
+    }
+    fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
+        self.inner.postprocess_trajectory(traj)
+    }
+    fn learn_on_batch(&mut self, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
+        self.learned.lock().unwrap().push(batch.clone());
+        self.inner.learn_on_batch(batch)
+    }
+    fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
+        self.inner.compute_gradients(batch)
+    }
+    fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
+        self.inner.apply_gradients(grads)
+    }
+    fn get_weights(&self) -> Vec<f32> {
+        self.inner.get_weights()
+    }
+    fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
+        self.inner.set_weights(weights)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_replay_learns_on_whole_sampled_batches_in_order() {
+    use rlx::optimizer::{SyncBatchReplayConfig, SyncBatchReplayOptimizer};
+    use rlx::{Evaluators, PolicyOptimizer};
+    let learned = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = learned.clone();
+    let steps = Arc::new(AtomicUsize::new(0));
+    let factory: EvaluatorFactory = Arc::new(move |_index, _generation| {
+        let env = VectorEnv::new(vec![Corridor::boxed(steps.clone(), usize::MAX)])?;
+        let (obs_space, act_space) = (env.observation_space().clone(), env.action_space().clone());
+        let inner = CounterPolicy { weights: vec![0.0], t: 0, obs_space, act_space };
+        PolicyEvaluator::new(Box::new(Recording { inner, learned: seen.clone() }), env, 10, 0)
+    });
+    let evaluators = Evaluators::spawn(factory, 0, RestartPolicy::default()).await.unwrap();
+    let config = SyncBatchReplayConfig { buffer_size: 50, learning_starts: 30, train_batch_size: 25, seed: 0 };
+    let mut optimizer = SyncBatchReplayOptimizer::new(evaluators, config).unwrap();
+    for i in 0..12 {
+        let step = optimizer.step().await.unwrap();
+        // 10 rows per step: nothing is learned until 30 rows are stored.
+        assert_eq!(step.steps_trained, if i < 2 { 0 } else { 30 }, "step {i}");
+        assert!(optimizer.len() <= 60, "the oldest batches are dropped");
+    }
+    let learned = learned.lock().unwrap();
+    assert_eq!(learned.len(), 10);
+    for batch in learned.iter() {
+        // Three whole 10-row batches: each sampled with one weight (`w0`),
+        // its observations in the order the corridor produced them.
+        let (w0, obs) = (batch.f32("w0").unwrap(), batch.f32(fields::OBS).unwrap());
+        for chunk in 0..3 {
+            let rows = chunk * 10..chunk * 10 + 10;
+            assert!(w0[rows.clone()].iter().all(|&w| w == w0[chunk * 10]), "{w0:?}");
+            let new_obs = batch.f32(fields::NEW_OBS).unwrap();
+            for r in rows.start..rows.end - 1 {
+                let ended = batch.f32(fields::TERMINATEDS).unwrap()[r] + batch.f32(fields::TRUNCATEDS).unwrap()[r];
+                assert!(ended > 0.0 || obs[r + 1] == new_obs[r], "row {r} is followed by its successor");
+            }
+        }
+    }
+    // Update k learns on batches sampled with weight k or earlier, and
+    // older ones do come back: it is replay, not the newest batch alone.
+    let mut stale = false;
+    for (k, batch) in learned.iter().enumerate() {
+        let w0 = batch.f32("w0").unwrap();
+        assert!(w0.iter().all(|&w| w <= k as f32), "update {k}: {w0:?}");
+        stale |= w0.iter().any(|&w| w < k as f32);
+    }
+    assert!(stale, "older batches are replayed");
+}
+
 #[test]
 fn sample_returns_postprocessed_single_episode_trajectories() {
     let steps = Arc::new(AtomicUsize::new(0));

@@ -9,12 +9,14 @@
 mod async_gradients;
 mod async_samples;
 mod multi_device;
+mod sync_batch_replay;
 mod sync_replay;
 mod sync_samples;
 
 pub use async_gradients::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 pub use async_samples::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 pub use multi_device::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer};
+pub use sync_batch_replay::{SyncBatchReplayConfig, SyncBatchReplayOptimizer};
 pub use sync_replay::{SyncReplayConfig, SyncReplayOptimizer};
 pub use sync_samples::{SyncSamplesConfig, SyncSamplesOptimizer};
 
