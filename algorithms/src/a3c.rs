@@ -84,7 +84,7 @@ impl ActorCriticLoss for A3cConfig {
 pub async fn build(make_env: EnvMaker, cfg: A3cConfig) -> Result<Trainer, BuildError> {
     let policy_cfg = cfg.clone();
     let make_policy =
-        Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy("A3C", &policy_cfg, o, a, seed));
+        Arc::new(move |o: &Space, a: &Space, seed, _| actor_critic::make_policy("A3C", &policy_cfg, o, a, seed));
     let evaluators = spawn_evaluators(make_env, make_policy, cfg.0.sampling()).await?;
     let plan = AsyncGradientsConfig { grads_per_step: 10 * cfg.0.num_workers.max(1) };
     Ok(Trainer::new(Box::new(AsyncGradientsOptimizer::new(evaluators, plan))))

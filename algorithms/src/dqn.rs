@@ -40,7 +40,7 @@ use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
-use rlx::replay::{LinearSchedule, PrioritizedReplayConfig, WEIGHTS};
+use rlx::replay::{LinearSchedule, PrioritizedReplayConfig, TD_ERRORS, WEIGHTS};
 use rlx::{
     fields, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space,
     SyncReplayOptimizer, Trainer,
@@ -103,6 +103,10 @@ pub struct DqnConfig {
     pub prioritized_replay_beta_annealing_timesteps: u64,
     /// Added to every |TD error| so every transition can be replayed.
     pub prioritized_replay_eps: f64,
+    /// Evaluators compute each sampled row's TD error (the `td_errors`
+    /// column), and replay stores the row with that priority instead of
+    /// the buffer's maximum (Ape-X's worker-side prioritization).
+    pub worker_side_prioritization: bool,
     /// Maximum global gradient norm; `null` disables clipping.
     pub grad_clip: Option<f64>,
     /// Keyword arguments for the env (see `rlx list`).
@@ -142,6 +146,7 @@ impl Default for DqnConfig {
             final_prioritized_replay_beta: 1.0,
             prioritized_replay_beta_annealing_timesteps: 20_000,
             prioritized_replay_eps: 1e-6,
+            worker_side_prioritization: false,
             grad_clip: Some(10.0),
             env_config: serde_json::Value::Null,
             seed: 0,
@@ -464,9 +469,16 @@ where
         Ok(())
     }
 
-    /// n-step returns and each row's bootstrap discount.
+    /// n-step returns and each row's bootstrap discount; with
+    /// `worker_side_prioritization`, each row's TD error under the weights
+    /// that sampled it.
     fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
-        Ok(n_step_returns(traj, self.cfg.n_step, self.cfg.gamma as f32)?)
+        n_step_returns(traj, self.cfg.n_step, self.cfg.gamma as f32)?;
+        if self.cfg.worker_side_prioritization {
+            let td = self.td_errors(traj)?;
+            traj.insert_f32(TD_ERRORS, td, 1)?;
+        }
+        Ok(())
     }
 
     /// One gradient step on the (replayed) batch.
@@ -605,7 +617,7 @@ pub async fn build(make_env: EnvMaker, cfg: DqnConfig) -> Result<Trainer, BuildE
     };
     let replay = cfg.replay();
     let policy_cfg = cfg.clone();
-    let make_policy = Arc::new(move |o: &Space, a: &Space, seed| make_policy(&policy_cfg, o, a, seed));
+    let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&policy_cfg, o, a, seed));
     let evaluators = crate::execution::spawn_evaluators(make_env, make_policy, sampling).await?;
     let optimizer = SyncReplayOptimizer::new(evaluators, replay).map_err(|e| BuildError::Unsupported(e.to_string()))?;
     Ok(Trainer::new(Box::new(optimizer)))

@@ -31,8 +31,11 @@ pub struct SamplingSettings {
     pub restart: RestartPolicy,
 }
 
-/// Builds a policy for the env's spaces with the given action-sampling seed.
-pub type PolicyMaker = Arc<dyn Fn(&Space, &Space, u64) -> Result<Box<dyn PolicyGraph>, BuildError> + Send + Sync>;
+/// Builds a policy for the env's spaces with the given action-sampling seed,
+/// for the evaluator with the given index (0 is the driver's; Ape-X gives
+/// each evaluator its own exploration ε).
+pub type PolicyMaker =
+    Arc<dyn Fn(&Space, &Space, u64, usize) -> Result<Box<dyn PolicyGraph>, BuildError> + Send + Sync>;
 
 /// The local evaluator and `num_workers` supervised actor evaluators, each
 /// with `num_envs_per_worker` envs from `make_env` and a policy from
@@ -48,14 +51,14 @@ pub async fn spawn_evaluators(
     s: SamplingSettings,
 ) -> Result<Evaluators, BuildError> {
     let probe = make_env()?;
-    make_policy(probe.observation_space(), probe.action_space(), 0)?;
+    make_policy(probe.observation_space(), probe.action_space(), 0, 0)?;
     drop(probe);
     let settings = s.clone();
     let factory: EvaluatorFactory = Arc::new(move |index, generation| {
         let seed = evaluator_seed(settings.seed, index, generation);
         let envs = (0..settings.num_envs_per_worker).map(|_| make_env()).collect::<Result<Vec<_>, _>>()?;
         let env = VectorEnv::new(envs)?;
-        let policy = make_policy(env.observation_space(), env.action_space(), seed)
+        let policy = make_policy(env.observation_space(), env.action_space(), seed, index)
             .map_err(|e| EvaluatorError::Config(e.to_string()))?;
         let dim = env.obs_dim();
         let evaluator = PolicyEvaluator::new(policy, env, settings.sample_size, seed)?;
@@ -102,7 +105,7 @@ pub async fn sync_trainer<L: ActorCriticLoss>(
 ) -> Result<Trainer, BuildError> {
     let learner = loss.learner();
     let replica_loss = loss.clone();
-    let make_policy = Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy(name, &loss, o, a, seed));
+    let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| actor_critic::make_policy(name, &loss, o, a, seed));
     let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
     let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()], min_sample_fraction };
     if num_devices <= 1 {

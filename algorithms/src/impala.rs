@@ -245,7 +245,7 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
 ) -> Result<Trainer, BuildError> {
     let seed = sampling.seed;
     let learner_loss = loss.clone();
-    let make_policy = Arc::new(move |o: &Space, a: &Space, seed| actor_critic::make_policy(name, &loss, o, a, seed));
+    let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| actor_critic::make_policy(name, &loss, o, a, seed));
     let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
     // The learner's copy, for the spaces the evaluators were built with.
     let local = evaluators.local().policy();

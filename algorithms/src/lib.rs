@@ -19,8 +19,10 @@
 pub mod a2c;
 pub mod a3c;
 pub mod actor_critic;
+pub mod apex;
 pub mod appo;
 pub mod cli;
+pub mod ddpg;
 pub mod device;
 pub mod dqn;
 pub mod execution;
@@ -28,6 +30,8 @@ pub mod impala;
 pub mod nn;
 pub mod pg;
 pub mod ppo;
+pub mod sac;
+pub mod td3;
 
 use rlx::config::{closest_n, merge_json, ConfigError, Validate};
 use rlx::{Env, EnvError, HandleError, Trainer};
@@ -80,11 +84,21 @@ pub enum BuildError {
 pub const ALGORITHMS: &[(&str, &str)] = &[
     ("A2C", "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch"),
     ("A3C", "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients"),
+    ("APEX", "Ape-X DQN (Horgan et al. 2018): per-evaluator ε, supervised replay shards, a learner thread"),
     ("APPO", "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective"),
+    (
+        "DDPG",
+        "deep deterministic policy gradient (Lillicrap et al. 2016) for continuous actions, replay, target networks",
+    ),
     ("DQN", "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay"),
     ("IMPALA", "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace"),
     ("PG", "REINFORCE with a learned baseline (Williams 1992), synchronous sampling"),
     ("PPO", "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs"),
+    (
+        "SAC",
+        "soft actor-critic (Haarnoja et al. 2018): squashed Gaussian actor, twin critics, learned entropy temperature",
+    ),
+    ("TD3", "twin delayed DDPG (Fujimoto et al. 2018): clipped double Q, delayed actor updates, target smoothing"),
 ];
 
 /// The default config of `algorithm` as JSON.
@@ -95,11 +109,15 @@ pub fn default_config(algorithm: &str) -> Result<Value, BuildError> {
     let value = match algorithm {
         "A2C" => serde_json::to_value(a2c::A2cConfig::default()),
         "A3C" => serde_json::to_value(a3c::A3cConfig::default()),
+        "APEX" => serde_json::to_value(apex::ApexConfig::default()),
         "APPO" => serde_json::to_value(appo::AppoConfig::default()),
+        "DDPG" => serde_json::to_value(ddpg::DdpgConfig::default()),
         "DQN" => serde_json::to_value(dqn::DqnConfig::default()),
         "IMPALA" => serde_json::to_value(impala::ImpalaConfig::default()),
         "PG" => serde_json::to_value(pg::PgConfig::default()),
         "PPO" => serde_json::to_value(ppo::PpoConfig::default()),
+        "SAC" => serde_json::to_value(sac::SacConfig::default()),
+        "TD3" => serde_json::to_value(td3::Td3Config::default()),
         other => return Err(unknown_algorithm(other)),
     };
     Ok(value.expect("configs serialize"))
@@ -118,11 +136,15 @@ pub fn config_docs(algorithm: &str) -> Result<Vec<(&'static str, &'static str)>,
     Ok(match algorithm {
         // A3C's config is A2C's.
         "A2C" | "A3C" => zip::<a2c::A2cConfig>(),
+        "APEX" => zip::<apex::ApexConfig>(),
         "APPO" => zip::<appo::AppoConfig>(),
+        // TD3's config is DDPG's.
+        "DDPG" | "TD3" => zip::<ddpg::DdpgConfig>(),
         "DQN" => zip::<dqn::DqnConfig>(),
         "IMPALA" => zip::<impala::ImpalaConfig>(),
         "PG" => zip::<pg::PgConfig>(),
         "PPO" => zip::<ppo::PpoConfig>(),
+        "SAC" => zip::<sac::SacConfig>(),
         other => return Err(unknown_algorithm(other)),
     })
 }
@@ -144,10 +166,14 @@ pub fn make_policy(
     match algorithm {
         "A2C" | "A3C" => ac(algorithm, &configure::<a2c::A2cConfig>(config)?.0, o, a, seed),
         "APPO" => ac(algorithm, &configure::<appo::AppoConfig>(config)?.0, o, a, seed),
+        "APEX" => apex::make_policy(&configure::<apex::ApexConfig>(config)?.0, o, a, seed, 0),
+        "DDPG" => ddpg::make_policy(&configure::<ddpg::DdpgConfig>(config)?.0, o, a, seed),
         "DQN" => dqn::make_policy(&configure::<dqn::DqnConfig>(config)?.0, o, a, seed),
         "IMPALA" => ac(algorithm, &configure::<impala::ImpalaConfig>(config)?.0, o, a, seed),
         "PG" => ac(algorithm, &configure::<pg::PgConfig>(config)?.0, o, a, seed),
         "PPO" => ac(algorithm, &configure::<ppo::PpoConfig>(config)?.0, o, a, seed),
+        "SAC" => sac::make_policy(&configure::<sac::SacConfig>(config)?.0, o, a, seed),
+        "TD3" => td3::make_policy(&configure::<td3::Td3Config>(config)?.0, o, a, seed),
         other => Err(unknown_algorithm(other)),
     }
 }
@@ -196,9 +222,17 @@ pub async fn build_trainer_with_env(
             let (cfg, resolved) = configure::<a3c::A3cConfig>(overrides)?;
             Ok((a3c::build(make_env, cfg).await?, resolved))
         }
+        "APEX" => {
+            let (cfg, resolved) = configure::<apex::ApexConfig>(overrides)?;
+            Ok((apex::build(make_env, cfg).await?, resolved))
+        }
         "APPO" => {
             let (cfg, resolved) = configure::<appo::AppoConfig>(overrides)?;
             Ok((appo::build(make_env, cfg).await?, resolved))
+        }
+        "DDPG" => {
+            let (cfg, resolved) = configure::<ddpg::DdpgConfig>(overrides)?;
+            Ok((ddpg::build(make_env, cfg).await?, resolved))
         }
         "DQN" => {
             let (cfg, resolved) = configure::<dqn::DqnConfig>(overrides)?;
@@ -215,6 +249,14 @@ pub async fn build_trainer_with_env(
         "PPO" => {
             let (cfg, resolved) = configure::<ppo::PpoConfig>(overrides)?;
             Ok((ppo::build(make_env, cfg).await?, resolved))
+        }
+        "SAC" => {
+            let (cfg, resolved) = configure::<sac::SacConfig>(overrides)?;
+            Ok((sac::build(make_env, cfg).await?, resolved))
+        }
+        "TD3" => {
+            let (cfg, resolved) = configure::<td3::Td3Config>(overrides)?;
+            Ok((td3::build(make_env, cfg).await?, resolved))
         }
         other => Err(unknown_algorithm(other)),
     }

@@ -61,6 +61,56 @@ macro_rules! dispatch_dims {
 /// The `(observation width, number of actions)` pairs [`dispatch_dims!`] covers.
 pub const SUPPORTED_DIMS: &[(usize, usize)] = &[(4, 2), (2, 3), (6, 3), (400, 3), (600, 4)];
 
+/// Calls `$body` with `$obs`, `$act` and `$input` bound as consts for each
+/// supported `(observation width, action width)` pair of a continuous
+/// (`Box`) action space, with `$input = $obs + $act` (the width of a
+/// critic's `[action, observation]` input: stable Rust cannot add const
+/// generics in a type); otherwise evaluates `$otherwise`. The pairs cover
+/// Pendulum (3, 1) and MountainCarContinuous (2, 1). Add a line here to
+/// support a new env shape.
+#[macro_export]
+macro_rules! dispatch_continuous_dims {
+    ($obs_dim:expr, $action_dim:expr, |$obs:ident, $act:ident, $input:ident| $body:expr, $otherwise:expr) => {
+        match ($obs_dim, $action_dim) {
+            (3, 1) => {
+                const $obs: usize = 3;
+                const $act: usize = 1;
+                const $input: usize = $obs + $act;
+                $body
+            }
+            (2, 1) => {
+                const $obs: usize = 2;
+                const $act: usize = 1;
+                const $input: usize = $obs + $act;
+                $body
+            }
+            _ => $otherwise,
+        }
+    };
+}
+
+/// The `(observation width, action width)` pairs [`dispatch_continuous_dims!`] covers.
+pub const SUPPORTED_CONTINUOUS_DIMS: &[(usize, usize)] = &[(3, 1), (2, 1)];
+
+/// Polyak averaging of a target network towards its online network
+/// (Lillicrap et al. 2016): `target ← τ · online + (1 − τ) · target`.
+///
+/// # Errors
+/// [`PolicyError::WrongLength`] if the two networks differ in size.
+pub fn soft_update<D: Device<f32>, M: TensorCollection<f32, D> + NumParams<f32, D>>(
+    target: &mut M,
+    online: &M,
+    tau: f32,
+) -> Result<(), PolicyError> {
+    let mut t = flat_params(target);
+    let o = flat_params(online);
+    if t.len() != o.len() {
+        return Err(PolicyError::WrongLength { what: "weights", expected: t.len(), got: o.len() });
+    }
+    t.iter_mut().zip(&o).for_each(|(t, o)| *t = tau * o + (1.0 - tau) * *t);
+    load_params(target, &t)
+}
+
 /// Adam (Kingma & Ba 2015) over flat parameter and gradient vectors.
 ///
 /// The same update as dfdx's `Adam` and `torch.optim.Adam`, kept here

@@ -5,25 +5,15 @@
 //! are asynchronous, so their runs depend on thread timing as well as on
 //! the seed; their budgets leave room for that.
 
+mod common;
+
 use rlx_algorithms::build_trainer;
 use serde_json::{json, Value};
 
+/// [`common::learns`], and the loss it learned with is finite.
 async fn learns(algorithm: &str, config: Value, threshold: f64, budget: u64) {
-    let (mut trainer, _) = build_trainer(algorithm, "CartPole-v1", &config).await.unwrap();
-    let mut best = f64::NEG_INFINITY;
-    loop {
-        let r = trainer.train().await.unwrap();
-        let mean = r.episode_reward_mean.unwrap_or(0.0);
-        best = best.max(mean);
-        if mean >= threshold {
-            assert!(r.learner.get("policy_loss").is_some_and(f64::is_finite), "{:?}", r.learner);
-            return;
-        }
-        assert!(
-            r.timesteps_total < budget,
-            "{algorithm}: mean return {threshold} not reached within {budget} steps (best {best:.1})"
-        );
-    }
+    let learner = common::learns(algorithm, config, threshold, budget).await;
+    assert!(learner.get("policy_loss").is_some_and(f64::is_finite), "{learner:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,10 @@
 //! DQN on CartPole-v1: learner updates per second (one 64-row minibatch:
 //! double-Q targets, dueling head, Huber loss, backward, Adam), alone and
 //! with the prioritized-replay work around it (sample, learn, recompute TD
-//! errors, update priorities); and env steps per second through whole
-//! training iterations (sampling, replay and learning together).
+//! errors, update priorities); env steps per second through whole
+//! training iterations (sampling, replay and learning together); and Ape-X
+//! sampling throughput with 1 and 2 evaluators, the learner running flat
+//! out beside them (`training_intensity: null`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
@@ -76,5 +78,26 @@ fn train_throughput(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, learner, train_throughput);
+/// Ape-X: env steps per second through whole iterations with 1 and 2
+/// evaluator actors, 2 replay shards, and the learner thread unthrottled,
+/// so sampling runs at its own pace (what the paper scales).
+fn apex_sampling(c: &mut Criterion) {
+    let cfg = rlx_benches::criterion();
+    let rt = rlx_benches::runtime();
+    let mut group = c.benchmark_group("apex_sampling/cartpole");
+    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    for workers in [1usize, 2] {
+        let config = json!({"num_workers": workers, "training_intensity": null, "timesteps_per_iteration": 2000});
+        let (mut trainer, _) = rt.block_on(build_trainer("APEX", "CartPole-v1", &config)).expect("build");
+        // Past learning_starts, so the learner runs during every measured iteration.
+        let steps = rt.block_on(trainer.train()).expect("train").timesteps_this_iter;
+        group.throughput(Throughput::Elements(steps));
+        group.bench_function(BenchmarkId::new("APEX", format!("{workers}_evaluators")), |b| {
+            b.iter(|| rt.block_on(trainer.train()).expect("train"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, learner, train_throughput, apex_sampling);
 criterion_main!(benches);

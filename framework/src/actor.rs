@@ -63,6 +63,36 @@ impl Default for RestartPolicy {
     }
 }
 
+/// The failures inside a [`RestartPolicy`]'s window (Erlang/OTP's restart
+/// intensity and period), for every supervisor in rlx.
+#[derive(Debug)]
+pub(crate) struct FailureWindow {
+    policy: RestartPolicy,
+    failures: VecDeque<Instant>,
+}
+
+impl FailureWindow {
+    pub(crate) fn new(policy: RestartPolicy) -> Self {
+        Self { policy, failures: VecDeque::new() }
+    }
+
+    /// Records a failure now. `Err` carries the failures inside the window
+    /// when they exceed `max_restarts`: the supervisor must give up.
+    pub(crate) fn record(&mut self) -> Result<(), usize> {
+        let now = Instant::now();
+        let window = Duration::from_secs_f64(self.policy.window_s);
+        self.failures.push_back(now);
+        while self.failures.front().is_some_and(|t| now.duration_since(*t) > window) {
+            self.failures.pop_front();
+        }
+        if self.failures.len() > self.policy.max_restarts {
+            Err(self.failures.len())
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// Messages an [`EvaluatorActor`] handles.
 pub enum EvaluatorMsg {
     /// [`PolicyEvaluator::sample`].
@@ -188,7 +218,7 @@ pub struct SupervisorState {
     factory: EvaluatorFactory,
     policy: RestartPolicy,
     slots: Vec<Slot>,
-    failures: VecDeque<Instant>,
+    failures: FailureWindow,
     gave_up: Option<HandleError>,
     restarts: Arc<AtomicU64>,
 }
@@ -214,20 +244,14 @@ async fn spawn_slot(
 impl EvaluatorSupervisor {
     /// Records a failure of `slot` and restarts according to the policy.
     async fn on_failure(myself: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, slot: usize, reason: String) {
-        let now = Instant::now();
-        let window = Duration::from_secs_f64(state.policy.window_s);
-        state.failures.push_back(now);
-        while state.failures.front().is_some_and(|t| now.duration_since(*t) > window) {
-            state.failures.pop_front();
-        }
         let index = state.slots[slot].index;
         tracing::warn!(evaluator = index, %reason, "evaluator failed");
-        if state.failures.len() > state.policy.max_restarts {
+        if let Err(failures) = state.failures.record() {
             Self::give_up(
                 state,
                 HandleError::RestartBudgetExceeded {
                     index,
-                    failures: state.failures.len(),
+                    failures,
                     max_restarts: state.policy.max_restarts,
                     window_s: state.policy.window_s,
                     last_failure: reason,
@@ -289,7 +313,7 @@ impl Actor for EvaluatorSupervisor {
             factory: args.factory,
             policy: args.policy,
             slots,
-            failures: VecDeque::new(),
+            failures: FailureWindow::new(args.policy),
             gave_up: None,
             restarts: args.restarts,
         };

@@ -387,3 +387,54 @@ async fn failed_spawn_is_an_error_naming_the_evaluator() {
     let err = ActorEvaluatorSet::spawn(bad, vec![1, 2], RestartPolicy::default()).await.err().unwrap().to_string();
     assert!(err.contains("evaluator 1") && err.contains("no such env"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replay_shard_restarts_and_its_transitions_are_counted_lost() {
+    use rlx::optimizer::{AsyncReplayConfig, AsyncReplayOptimizer};
+    use rlx::{Evaluators, PolicyOptimizer};
+    let steps = Arc::new(AtomicUsize::new(0));
+    let evaluators = Evaluators::spawn(factory(steps, usize::MAX, 1, 10), 2, RestartPolicy::default()).await.unwrap();
+    let (obs_space, act_space) = (Space::uniform_box(-100.0, 100.0, vec![1]).unwrap(), Space::discrete(2));
+    let learner = Box::new(CounterPolicy { weights: vec![0.0], t: 0, obs_space, act_space });
+    let config = AsyncReplayConfig {
+        num_replay_shards: 2,
+        buffer_size: 100_000,
+        prioritized: None,
+        learning_starts: 50,
+        train_batch_size: 16,
+        training_intensity: Some(1.0),
+        max_weight_sync_delay: 20,
+        learner_queue_size: 2,
+        timesteps_per_iteration: 100,
+        shard_restart: RestartPolicy::default(),
+        seed: 3,
+    };
+    let mut optimizer = AsyncReplayOptimizer::new(evaluators, learner, config).await.unwrap();
+    // The learner thread reports asynchronously: step until it has.
+    let (mut sampled, mut trained) = (0, 0);
+    while trained == 0 {
+        let step = optimizer.step().await.unwrap();
+        (sampled, trained) = (sampled + step.steps_sampled, trained + step.steps_trained);
+        assert!(sampled < 20_000, "the learner never reported an update");
+    }
+    // Every sampled transition is in a shard (no buffer is full yet).
+    let sizes = optimizer.shards().sizes();
+    assert_eq!(sizes.iter().sum::<usize>() as u64, sampled);
+    assert!(sizes[0] > 0 && sizes[1] > 0, "{sizes:?}");
+
+    optimizer.shards().actor(0).kill();
+    let (mut trained_after, mut last) = (0, None);
+    while trained_after == 0 || optimizer.shards().generation(0) == 0 {
+        let step = optimizer.step().await.unwrap();
+        (sampled, trained_after) = (sampled + step.steps_sampled, trained_after + step.steps_trained);
+        last = Some(step.learner);
+        assert!(sampled < 40_000, "training did not go on after the shard died");
+    }
+    let last = last.unwrap();
+    assert_eq!(optimizer.shards().generation(0), 1, "shard 0 was restarted once");
+    assert_eq!(last.get("replay_shard_restarts"), Some(1.0));
+    // Exactly what shard 0 held died with it, and it is reported; every
+    // other transition is still stored.
+    assert_eq!(last.get("replay_lost_transitions"), Some(sizes[0] as f64));
+    assert_eq!(optimizer.shards().total_stored() as u64, sampled - sizes[0] as u64);
+}

@@ -64,11 +64,19 @@ struct LearnerReport {
 }
 
 /// The learner's latest weights and their version, shared with the driver.
-type Published = Arc<Mutex<(Arc<FlatWeights>, u64)>>;
+pub(super) type Published = Arc<Mutex<(Arc<FlatWeights>, u64)>>;
 
 /// Weights the learner thread must adopt before its next update (a
 /// restored checkpoint's).
-type Pending = Arc<Mutex<Option<Arc<FlatWeights>>>>;
+pub(super) type Pending = Arc<Mutex<Option<Arc<FlatWeights>>>>;
+
+/// Restored weights for a learner thread: adopted before its next update,
+/// and published at once (as a new version) for the next weight sync.
+pub(super) fn hand_to_learner(pending: &Pending, published: &Published, weights: Arc<FlatWeights>) {
+    *pending.lock().expect("learner lock") = Some(weights.clone());
+    let mut published = published.lock().expect("learner lock");
+    *published = (weights, published.1 + 1);
+}
 
 /// Asynchronous sampling, a learner thread, weights every k batches.
 pub struct AsyncSamplesOptimizer {
@@ -293,9 +301,7 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
     /// workers.
     async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
         self.evaluators.local_mut().set_weights(&weights)?;
-        *self.pending.lock().expect("learner lock") = Some(weights.clone());
-        let mut published = self.published.lock().expect("learner lock");
-        *published = (weights, published.1 + 1);
+        hand_to_learner(&self.pending, &self.published, weights);
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 //! graph.
 
 mod async_gradients;
+mod async_replay;
 mod async_samples;
 mod multi_device;
 mod sync_batch_replay;
@@ -14,6 +15,7 @@ mod sync_replay;
 mod sync_samples;
 
 pub use async_gradients::{AsyncGradientsConfig, AsyncGradientsOptimizer};
+pub use async_replay::{AsyncReplayConfig, AsyncReplayOptimizer};
 pub use async_samples::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 pub use multi_device::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer};
 pub use sync_batch_replay::{SyncBatchReplayConfig, SyncBatchReplayOptimizer};
@@ -92,6 +94,19 @@ pub trait PolicyOptimizer: Send {
     fn checkpoint_gaps(&self) -> Vec<String> {
         Vec::new()
     }
+}
+
+/// The statistics of several learner updates as one: values averaged over
+/// the updates, counters (`num_*`) the last update's, and `num_updates`.
+fn summarize_updates(all: &[LearnerStats]) -> LearnerStats {
+    let mut out = LearnerStats::mean(all);
+    if let Some(last) = all.last() {
+        for (key, &value) in last.0.iter().filter(|(k, _)| k.starts_with("num_")) {
+            out.set(key, value);
+        }
+    }
+    out.set("num_updates", all.len() as f64);
+    out
 }
 
 /// Sets the local policy's and every worker's weights.

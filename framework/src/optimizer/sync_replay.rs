@@ -12,11 +12,11 @@
 //! so this optimizer runs any off-policy [`PolicyGraph`](crate::PolicyGraph)
 //! that learns from single transitions.
 
-use super::{OptimizerError, PolicyOptimizer, StepStats};
+use super::{summarize_updates, OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluators::Evaluators;
 use crate::operators;
 use crate::policy::LearnerStats;
-use crate::replay::{PrioritizedReplayConfig, Replay, ReplayError};
+use crate::replay::{take_td_errors, PrioritizedReplayConfig, Replay, ReplayError};
 use async_trait::async_trait;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -103,8 +103,10 @@ impl PolicyOptimizer for SyncReplayOptimizer {
         let mut learner = Vec::new();
         while out.steps_sampled < self.config.timesteps_per_iteration as u64 {
             let rollouts = operators::parallel_rollouts(&mut self.evaluators).await?;
-            let (batch, episodes) = operators::concat_rollouts(rollouts)?;
-            self.replay.add(&batch, None)?;
+            let (mut batch, episodes) = operators::concat_rollouts(rollouts)?;
+            // Evaluators that computed TD errors give initial priorities.
+            let td_errors = take_td_errors(&mut batch)?;
+            self.replay.add(&batch, td_errors.as_deref())?;
             let rows = batch.len() as u64;
             (self.steps_sampled, out.steps_sampled) = (self.steps_sampled + rows, out.steps_sampled + rows);
             out.episodes.extend(episodes);
@@ -123,15 +125,7 @@ impl PolicyOptimizer for SyncReplayOptimizer {
                 operators::broadcast_weights(&mut self.evaluators).await?;
             }
         }
-        // Statistics are averaged over the updates; counters (`num_*`) are
-        // the last update's.
-        out.learner = LearnerStats::mean(&learner);
-        if let Some(last) = learner.last() {
-            for (key, &value) in last.0.iter().filter(|(k, _)| k.starts_with("num_")) {
-                out.learner.set(key, value);
-            }
-        }
-        out.learner.set("num_updates", learner.len() as f64);
+        out.learner = summarize_updates(&learner);
         out.learner.set("replay_buffer_size", self.replay.len() as f64);
         Ok(out)
     }

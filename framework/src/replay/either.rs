@@ -98,7 +98,19 @@ impl Replay {
     pub fn update_priorities(&mut self, batch: &SampleBatch, td_errors: &[f32]) -> Result<(), ReplayError> {
         match self {
             Replay::Uniform(_) => Ok(()),
-            Replay::Prioritized(b, _) => b.update_priorities(batch.i64(BATCH_INDEXES)?, td_errors),
+            Replay::Prioritized(..) => self.update_priorities_at(batch.i64(BATCH_INDEXES)?, td_errors),
+        }
+    }
+
+    /// New priorities for the slots `batch_indexes` (a replayed batch's
+    /// column) from their TD errors; a uniform buffer ignores them.
+    ///
+    /// # Errors
+    /// As [`PrioritizedReplayBuffer::update_priorities`].
+    pub fn update_priorities_at(&mut self, batch_indexes: &[i64], td_errors: &[f32]) -> Result<(), ReplayError> {
+        match self {
+            Replay::Uniform(_) => Ok(()),
+            Replay::Prioritized(b, _) => b.update_priorities(batch_indexes, td_errors),
         }
     }
 }

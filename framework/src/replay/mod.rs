@@ -11,10 +11,12 @@
 
 mod either;
 mod prioritized;
+mod shard;
 mod sum_tree;
 
 pub use either::{PrioritizedReplayConfig, Replay};
 pub use prioritized::{LinearSchedule, PrioritizedReplayBuffer};
+pub use shard::{ReplayShard, ReplayShards, ShardArgs, ShardMsg};
 pub use sum_tree::SumTree;
 
 use crate::sample_batch::{BatchError, SampleBatch};
@@ -24,6 +26,26 @@ use rand::Rng;
 pub const BATCH_INDEXES: &str = "batch_indexes";
 /// Importance-sampling weight of every row replayed by prioritized replay.
 pub const WEIGHTS: &str = "weights";
+/// A sampled row's TD error under the weights that sampled it, computed by
+/// the evaluator (Ape-X's worker-side prioritization): the initial priority
+/// a replay shard stores it with.
+pub const TD_ERRORS: &str = "td_errors";
+
+/// Removes a batch's [`TD_ERRORS`] column and returns its values (the
+/// initial priorities of its rows), if it has one.
+///
+/// # Errors
+/// A `td_errors` column that is not one `f32` per row.
+pub fn take_td_errors(batch: &mut SampleBatch) -> Result<Option<Vec<f32>>, ReplayError> {
+    match batch.remove(TD_ERRORS) {
+        None => Ok(None),
+        Some(crate::sample_batch::Column::F32 { data, width: 1 }) => Ok(Some(data)),
+        Some(other) => Err(ReplayError::Invalid(format!(
+            "the `{TD_ERRORS}` column must hold one f32 per row, got a column of width {}",
+            other.width()
+        ))),
+    }
+}
 
 /// Why a replay operation failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -44,6 +66,15 @@ pub enum ReplayError {
         index: i64,
         /// Transitions stored.
         len: usize,
+    },
+    /// A replay shard actor failed more often than its restart budget
+    /// allows, or could not be restarted.
+    #[error("replay shard {shard} is lost: {reason}")]
+    ShardLost {
+        /// The shard's index.
+        shard: usize,
+        /// Why it could not be brought back.
+        reason: String,
     },
     /// A TD error whose priority is NaN or infinite.
     #[error("TD error {value} of row or slot {index} gives no finite priority")]

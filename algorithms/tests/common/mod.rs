@@ -1,0 +1,57 @@
+//! Helpers shared by the learning tests (each test file uses some of them).
+#![allow(dead_code)]
+
+use rlx::{fields, Action, Column, LearnerStats, PolicyGraph, SampleBatch};
+use rlx_algorithms::build_trainer;
+use serde_json::Value;
+
+/// Mean return of `policy`'s greedy actions (no exploration) over
+/// `episodes` episodes of the registered env `env`, reset with seeds
+/// 1000, 1001, …: what the policy has learned, without the exploration
+/// noise the training returns carry.
+pub fn greedy_return(policy: &mut dyn PolicyGraph, env: &str, episodes: u64) -> f64 {
+    let mut env = rlx_envs::make(env).unwrap();
+    let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
+    let mut out = SampleBatch::new();
+    let mut total = 0.0;
+    for episode in 0..episodes {
+        env.reset(Some(1000 + episode), &mut obs).unwrap();
+        loop {
+            policy.compute_actions(&obs, false, &mut out).unwrap();
+            let step = match out.get(fields::ACTIONS).unwrap() {
+                Column::I64 { data, .. } => env.step(Action::Discrete(data[0]), &mut obs),
+                Column::F32 { data, .. } => env.step(Action::Continuous(data), &mut obs),
+            }
+            .unwrap();
+            total += step.reward;
+            if step.done() {
+                break;
+            }
+        }
+    }
+    total / episodes as f64
+}
+
+/// Trains on CartPole-v1 until the 100-episode mean return reaches
+/// `threshold` (over at least 20 episodes), failing past `budget` env
+/// steps. Returns the last result's learner stats.
+pub async fn learns(algorithm: &str, config: Value, threshold: f64, budget: u64) -> LearnerStats {
+    let (mut trainer, _) = build_trainer(algorithm, "CartPole-v1", &config).await.unwrap();
+    let mut best = f64::NEG_INFINITY;
+    loop {
+        let r = trainer.train().await.unwrap();
+        let mean = r.episode_reward_mean.unwrap_or(0.0);
+        best = best.max(mean);
+        eprintln!(
+            "{algorithm} iter {} steps {} mean {mean:.1} t {:.1}s",
+            r.training_iteration, r.timesteps_total, r.time_total_s
+        );
+        if mean >= threshold && r.episodes_total >= 20 {
+            return r.learner;
+        }
+        assert!(
+            r.timesteps_total < budget,
+            "{algorithm} did not reach a mean return of {threshold} within {budget} steps (best {best:.1})"
+        );
+    }
+}
