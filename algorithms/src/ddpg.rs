@@ -237,6 +237,10 @@ pub(crate) fn check_replay(s: &ReplaySettings) -> Result<(), ConfigError> {
     check("learning_starts", ls, ls <= s.buffer_size, "must be <= buffer_size (or learning never starts)")?;
     positive("train_batch_size", s.train_batch_size)?;
     positive("n_step", s.n_step)?;
+    // Returns are summed within a sampled fragment, so a longer n would
+    // silently be cut to the fragment.
+    let (n, len) = (s.n_step, s.rollout_fragment_length);
+    check("n_step", n, n <= len, "must be <= rollout_fragment_length (n-step returns stay within a fragment)")?;
     if let Some(ti) = s.training_intensity {
         check("training_intensity", ti, ti > 0.0 && ti.is_finite(), "must be > 0 or null")?;
     }

@@ -168,6 +168,8 @@ impl Validate for DqnConfig {
         check("learning_starts", ls, ls <= self.buffer_size, "must be <= buffer_size (or learning never starts)")?;
         positive("train_batch_size", self.train_batch_size)?;
         positive("n_step", self.n_step)?;
+        let (n, len) = (self.n_step, self.rollout_fragment_length);
+        check("n_step", n, n <= len, "must be <= rollout_fragment_length (n-step returns stay within a fragment)")?;
         let ti = self.training_intensity;
         check("training_intensity", ti, ti > 0.0 && ti.is_finite(), "must be > 0")?;
         check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;

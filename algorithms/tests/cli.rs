@@ -274,3 +274,39 @@ fn yaml_run_plots_rollout_and_list() {
     assert!(config.contains("# Clip range") && config.contains("clip_param: 0.2"), "{config}");
     std::fs::remove_dir_all(results).unwrap();
 }
+
+/// The off-policy algorithms' own binaries train as `rlx train --run` does,
+/// each on an env it supports, and write their results.
+#[test]
+fn replay_algorithm_binaries_train_and_write_results() {
+    let results = tmp("replay-bins");
+    for (bin, env, config) in [
+        (
+            env!("CARGO_BIN_EXE_rlx-apex"),
+            "CartPole-v1",
+            r#"{"num_workers": 1, "timesteps_per_iteration": 600, "learning_starts": 500}"#,
+        ),
+        (
+            env!("CARGO_BIN_EXE_rlx-td3"),
+            "Pendulum-v1",
+            r#"{"timesteps_per_iteration": 300, "learning_starts": 200, "train_batch_size": 32}"#,
+        ),
+        (
+            env!("CARGO_BIN_EXE_rlx-sac"),
+            "Pendulum-v1",
+            r#"{"timesteps_per_iteration": 300, "learning_starts": 200, "train_batch_size": 32}"#,
+        ),
+    ] {
+        let dir = results.join(env.replace('/', "_") + bin.rsplit('/').next().unwrap());
+        let args = ["--env", env, "--config", config, "--stop", r#"{"training_iteration": 2}"#, "--results-dir"];
+        let out = Command::new(bin).args(args).arg(&dir).output().expect("run the binary");
+        assert!(out.status.success(), "{bin}: {}", String::from_utf8_lossy(&out.stderr));
+        let lines = result_lines(&run_dir(&dir));
+        assert_eq!(lines.len(), 2, "{bin}");
+        assert!(lines[1]["learner"]["num_updates"].as_f64().unwrap() > 0.0, "{bin} learned: {}", lines[1]);
+    }
+    // Off-policy algorithms reject the env shapes they have no network for.
+    let e = fails(&["train", "--run", "SAC", "--env", "CartPole-v1", "--stop", r#"{"training_iteration": 1}"#]);
+    assert!(e.contains("SAC") && e.contains("Discrete"), "{e}");
+    std::fs::remove_dir_all(results).unwrap();
+}

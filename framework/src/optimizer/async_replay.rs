@@ -142,8 +142,10 @@ pub struct AsyncReplayOptimizer {
     /// Minibatches handed to the learner and not yet reported.
     outstanding: usize,
     steps_sampled: u64,
-    /// Env steps sampled when the shards first held `learning_starts`.
-    learning_started_at: Option<u64>,
+    /// Env steps sampled while the shards held `learning_starts`: the
+    /// clock `training_intensity` runs on (it stops while shards lost to a
+    /// failure refill, so no backlog of owed updates builds up).
+    steps_while_learning: u64,
     rows_replayed: u64,
     rows_trained: u64,
     next_replay_shard: usize,
@@ -232,7 +234,7 @@ impl AsyncReplayOptimizer {
             pending,
             outstanding: 0,
             steps_sampled: 0,
-            learning_started_at: None,
+            steps_while_learning: 0,
             rows_replayed: 0,
             rows_trained: 0,
             next_replay_shard: 0,
@@ -265,11 +267,10 @@ impl AsyncReplayOptimizer {
         if self.shards.total_stored() < self.config.learning_starts {
             return Ok(());
         }
-        let started = *self.learning_started_at.get_or_insert(self.steps_sampled);
         let n = self.config.train_batch_size;
         while self.outstanding < self.config.learner_queue_size {
             if let Some(ti) = self.config.training_intensity {
-                if (self.rows_replayed + n as u64) as f64 > ti * (self.steps_sampled - started) as f64 {
+                if (self.rows_replayed + n as u64) as f64 > ti * self.steps_while_learning as f64 {
                     break;
                 }
             }
@@ -325,6 +326,9 @@ impl AsyncReplayOptimizer {
     fn count(&mut self, rollout: Rollout, out: &mut StepStats) -> SampleBatch {
         let rows = rollout.batch.len() as u64;
         (self.steps_sampled, out.steps_sampled) = (self.steps_sampled + rows, out.steps_sampled + rows);
+        if self.shards.total_stored() >= self.config.learning_starts {
+            self.steps_while_learning += rows;
+        }
         out.episodes.extend(rollout.episodes);
         rollout.batch
     }
@@ -345,13 +349,13 @@ impl AsyncReplayOptimizer {
     /// the buffers below `learning_starts`): only its reports would end the
     /// wait.
     fn learner_behind(&self) -> bool {
-        let (Some(ti), Some(started)) = (self.config.training_intensity, self.learning_started_at) else {
+        let Some(ti) = self.config.training_intensity else {
             return false;
         };
         if self.outstanding == 0 {
             return false;
         }
-        let owed = ti * (self.steps_sampled - started) as f64 - self.rows_trained as f64;
+        let owed = ti * self.steps_while_learning as f64 - self.rows_trained as f64;
         owed > ((self.config.learner_queue_size + 1) * self.config.train_batch_size) as f64
     }
 
@@ -473,6 +477,7 @@ impl PolicyOptimizer for AsyncReplayOptimizer {
                 self.config.learning_starts
             ),
             "the learner thread's optimizer state (Adam moments) and target network are not saved".into(),
+            "prioritized replay's β schedule and the training_intensity clock restart from zero".into(),
         ]
     }
 }
