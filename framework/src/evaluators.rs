@@ -113,6 +113,27 @@ impl Evaluators {
         self.lent.insert(index, stats);
     }
 
+    /// Books the finished request of a lent worker: records its counters
+    /// and, if the request failed, takes the worker back and returns the
+    /// error (the optimizer's step then fails with it).
+    ///
+    /// # Errors
+    /// The request's error.
+    pub fn settle<T>(
+        &mut self,
+        worker: Box<dyn EvaluatorHandle>,
+        result: Result<T, HandleError>,
+    ) -> Result<(Box<dyn EvaluatorHandle>, T), HandleError> {
+        self.note_lent_stats(worker.index(), worker.stats());
+        match result {
+            Ok(value) => Ok((worker, value)),
+            Err(e) => {
+                self.give_back(worker);
+                Err(e)
+            }
+        }
+    }
+
     /// Learns on `batch` with the local policy.
     ///
     /// # Errors

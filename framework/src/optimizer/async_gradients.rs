@@ -73,14 +73,7 @@ impl PolicyOptimizer for AsyncGradientsOptimizer {
         for _ in 0..self.config.grads_per_step {
             let Completed { worker, version, result } =
                 self.in_flight.next().await.expect("every lent worker has a request in flight");
-            self.evaluators.note_lent_stats(worker.index(), worker.stats());
-            let g = match result {
-                Ok(g) => g,
-                Err(e) => {
-                    self.evaluators.give_back(worker);
-                    return Err(e.into());
-                }
-            };
+            let (worker, g) = self.evaluators.settle(worker, result)?;
             lags.push(self.version - version);
             self.evaluators.local_mut().policy_mut().apply_gradients(&g.grads).map_err(rlx_err)?;
             self.version += 1;

@@ -34,7 +34,7 @@
 //! dies is restarted empty, and the transitions it held are counted in
 //! `learner.replay_lost_transitions` of every later result.
 
-use super::async_samples::{hand_to_learner, Pending, Published};
+use super::async_samples::{hand_to_learner, latest, Pending, Published};
 use super::{summarize_updates, OptimizerError, PolicyOptimizer, StepStats};
 use crate::actor::{RestartPolicy, RestartStrategy};
 use crate::evaluator::{EvaluatorError, Rollout};
@@ -248,8 +248,7 @@ impl AsyncReplayOptimizer {
     }
 
     fn latest(&self) -> (Arc<FlatWeights>, u64) {
-        let guard = self.published.lock().expect("learner lock");
-        (guard.0.clone(), guard.1)
+        latest(&self.published)
     }
 
     /// Stores a sampled batch in a random shard, with the evaluator's TD
@@ -415,14 +414,7 @@ impl PolicyOptimizer for AsyncReplayOptimizer {
                 tokio::select! {
                     Some(done) = self.in_flight.next() => {
                         let Completed { worker, version, result } = done;
-                        self.evaluators.note_lent_stats(worker.index(), worker.stats());
-                        let rollout = match result {
-                            Ok(r) => r,
-                            Err(e) => {
-                                self.evaluators.give_back(worker);
-                                return Err(e.into());
-                            }
-                        };
+                        let (worker, rollout) = self.evaluators.settle(worker, result)?;
                         self.steps_since_sync[worker.index()] += rollout.batch.len();
                         let batch = self.count(rollout, &mut out);
                         // The evaluator samples its next batch while this

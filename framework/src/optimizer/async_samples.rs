@@ -70,6 +70,12 @@ pub(super) type Published = Arc<Mutex<(Arc<FlatWeights>, u64)>>;
 /// restored checkpoint's).
 pub(super) type Pending = Arc<Mutex<Option<Arc<FlatWeights>>>>;
 
+/// The learner's latest published weights and their version.
+pub(super) fn latest(published: &Published) -> (Arc<FlatWeights>, u64) {
+    let guard = published.lock().expect("learner lock");
+    (guard.0.clone(), guard.1)
+}
+
 /// Restored weights for a learner thread: adopted before its next update,
 /// and published at once (as a new version) for the next weight sync.
 pub(super) fn hand_to_learner(pending: &Pending, published: &Published, weights: Arc<FlatWeights>) {
@@ -187,8 +193,7 @@ impl AsyncSamplesOptimizer {
     }
 
     fn latest(&self) -> (Arc<FlatWeights>, u64) {
-        let guard = self.published.lock().expect("learner lock");
-        (guard.0.clone(), guard.1)
+        latest(&self.published)
     }
 
     /// Hands a batch to an aggregator (round-robin) or straight to the learner.
@@ -258,14 +263,7 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
             while (out.steps_sampled as usize) < self.config.steps_per_iteration {
                 let Completed { worker, version, result } =
                     self.in_flight.next().await.expect("every lent worker has a request in flight");
-                self.evaluators.note_lent_stats(worker.index(), worker.stats());
-                let rollout = match result {
-                    Ok(r) => r,
-                    Err(e) => {
-                        self.evaluators.give_back(worker);
-                        return Err(e.into());
-                    }
-                };
+                let (worker, rollout) = self.evaluators.settle(worker, result)?;
                 out.steps_sampled += rollout.batch.len() as u64;
                 out.episodes.extend(rollout.episodes);
                 self.forward(rollout.batch, version).await?;
