@@ -699,7 +699,15 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     let mut policy =
         make_policy(&meta.algorithm, &meta.config, env.observation_space(), env.action_space(), args.seed)?;
     ckpt.load_weights(policy.as_mut())?;
-    let filter = ckpt.state.evaluators.iter().find(|e| e.index == 0).and_then(|e| e.filter.clone());
+    let local = ckpt.state.evaluators.iter().find(|e| e.index == 0);
+    let filter = local.and_then(|e| e.filter.clone());
+    // Policies that keep part of what they compute in their state (ES and
+    // ARS: the observation statistics) need it to act as trained.
+    if let Some(state) = local.and_then(|e| e.policy.as_ref()) {
+        if let Err(e) = policy.load_state(state) {
+            eprintln!("warning: the checkpoint's policy state was not restored ({e}); acting on the weights alone");
+        }
+    }
     if args.render && env.render().is_none() {
         return Err(CliError::Usage(format!("{} has no text rendering; drop --render", meta.env)));
     }

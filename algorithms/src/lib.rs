@@ -21,13 +21,17 @@ pub mod a3c;
 pub mod actor_critic;
 pub mod apex;
 pub mod appo;
+pub mod ars;
 pub mod cli;
 pub mod ddpg;
 pub mod device;
 pub mod dqn;
+pub mod es;
+pub mod evolution;
 pub mod execution;
 pub mod impala;
 pub mod nn;
+pub mod pbt;
 pub mod pg;
 pub mod ppo;
 pub mod sac;
@@ -86,12 +90,18 @@ pub const ALGORITHMS: &[(&str, &str)] = &[
     ("A3C", "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients"),
     ("APEX", "Ape-X DQN (Horgan et al. 2018): per-evaluator ε, supervised replay shards, a learner thread"),
     ("APPO", "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective"),
+    ("ARS", "augmented random search (Mania et al. 2018): linear policy, top-b directions, reward-std scaling"),
     (
         "DDPG",
         "deep deterministic policy gradient (Lillicrap et al. 2016) for continuous actions, replay, target networks",
     ),
     ("DQN", "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay"),
+    ("ES", "evolution strategies (Salimans et al. 2017): antithetic perturbations, centered ranks, shared noise table"),
     ("IMPALA", "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace"),
+    (
+        "PBT",
+        "population-based training (Jaderberg et al. 2017): members of another algorithm exploit and explore hyperparameters",
+    ),
     ("PG", "REINFORCE with a learned baseline (Williams 1992), synchronous sampling"),
     ("PPO", "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs"),
     (
@@ -111,9 +121,12 @@ pub fn default_config(algorithm: &str) -> Result<Value, BuildError> {
         "A3C" => serde_json::to_value(a3c::A3cConfig::default()),
         "APEX" => serde_json::to_value(apex::ApexConfig::default()),
         "APPO" => serde_json::to_value(appo::AppoConfig::default()),
+        "ARS" => serde_json::to_value(ars::ArsConfig::default()),
         "DDPG" => serde_json::to_value(ddpg::DdpgConfig::default()),
         "DQN" => serde_json::to_value(dqn::DqnConfig::default()),
+        "ES" => serde_json::to_value(es::EsConfig::default()),
         "IMPALA" => serde_json::to_value(impala::ImpalaConfig::default()),
+        "PBT" => serde_json::to_value(pbt::PbtConfig::default().resolved()),
         "PG" => serde_json::to_value(pg::PgConfig::default()),
         "PPO" => serde_json::to_value(ppo::PpoConfig::default()),
         "SAC" => serde_json::to_value(sac::SacConfig::default()),
@@ -138,10 +151,13 @@ pub fn config_docs(algorithm: &str) -> Result<Vec<(&'static str, &'static str)>,
         "A2C" | "A3C" => zip::<a2c::A2cConfig>(),
         "APEX" => zip::<apex::ApexConfig>(),
         "APPO" => zip::<appo::AppoConfig>(),
+        "ARS" => zip::<ars::ArsConfig>(),
         // TD3's config is DDPG's.
         "DDPG" | "TD3" => zip::<ddpg::DdpgConfig>(),
         "DQN" => zip::<dqn::DqnConfig>(),
+        "ES" => zip::<es::EsConfig>(),
         "IMPALA" => zip::<impala::ImpalaConfig>(),
+        "PBT" => zip::<pbt::PbtConfig>(),
         "PG" => zip::<pg::PgConfig>(),
         "PPO" => zip::<ppo::PpoConfig>(),
         "SAC" => zip::<sac::SacConfig>(),
@@ -166,10 +182,13 @@ pub fn make_policy(
     match algorithm {
         "A2C" | "A3C" => ac(algorithm, &configure::<a2c::A2cConfig>(config)?.0, o, a, seed),
         "APPO" => ac(algorithm, &configure::<appo::AppoConfig>(config)?.0, o, a, seed),
+        "ARS" => ars::make_policy(&configure::<ars::ArsConfig>(config)?.0, o, a, seed),
+        "ES" => es::make_policy(&configure::<es::EsConfig>(config)?.0, o, a, seed),
         "APEX" => apex::make_policy(&configure::<apex::ApexConfig>(config)?.0, o, a, seed, 0),
         "DDPG" => ddpg::make_policy(&configure::<ddpg::DdpgConfig>(config)?.0, o, a, seed),
         "DQN" => dqn::make_policy(&configure::<dqn::DqnConfig>(config)?.0, o, a, seed),
         "IMPALA" => ac(algorithm, &configure::<impala::ImpalaConfig>(config)?.0, o, a, seed),
+        "PBT" => pbt::policy(&configure::<pbt::PbtConfig>(config)?.0, o, a, seed),
         "PG" => ac(algorithm, &configure::<pg::PgConfig>(config)?.0, o, a, seed),
         "PPO" => ac(algorithm, &configure::<ppo::PpoConfig>(config)?.0, o, a, seed),
         "SAC" => sac::make_policy(&configure::<sac::SacConfig>(config)?.0, o, a, seed),
@@ -230,6 +249,14 @@ pub async fn build_trainer_with_env(
             let (cfg, resolved) = configure::<appo::AppoConfig>(overrides)?;
             Ok((appo::build(make_env, cfg).await?, resolved))
         }
+        "ARS" => {
+            let (cfg, resolved) = configure::<ars::ArsConfig>(overrides)?;
+            Ok((ars::build(make_env, cfg).await?, resolved))
+        }
+        "ES" => {
+            let (cfg, resolved) = configure::<es::EsConfig>(overrides)?;
+            Ok((es::build(make_env, cfg).await?, resolved))
+        }
         "DDPG" => {
             let (cfg, resolved) = configure::<ddpg::DdpgConfig>(overrides)?;
             Ok((ddpg::build(make_env, cfg).await?, resolved))
@@ -241,6 +268,12 @@ pub async fn build_trainer_with_env(
         "IMPALA" => {
             let (cfg, resolved) = configure::<impala::ImpalaConfig>(overrides)?;
             Ok((impala::build(make_env, cfg).await?, resolved))
+        }
+        "PBT" => {
+            // The member algorithm's default mutations written out.
+            let cfg = configure::<pbt::PbtConfig>(overrides)?.0.resolved();
+            let resolved = serde_json::to_value(&cfg).expect("configs serialize");
+            Ok((pbt::build(make_env, cfg).await?, resolved))
         }
         "PG" => {
             let (cfg, resolved) = configure::<pg::PgConfig>(overrides)?;

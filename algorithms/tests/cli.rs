@@ -310,3 +310,52 @@ fn replay_algorithm_binaries_train_and_write_results() {
     assert!(e.contains("SAC") && e.contains("Discrete"), "{e}");
     std::fs::remove_dir_all(results).unwrap();
 }
+
+/// ES and ARS train from their binaries, and `rollout` plays the checkpoint
+/// with the observation statistics the policy learned with (they live in
+/// the policy's state, not in an evaluator filter).
+#[test]
+fn evolution_binaries_train_and_rollout_plays_the_learned_policy() {
+    let results = tmp("evolution-bins");
+    for (bin, env, min_return) in
+        [(env!("CARGO_BIN_EXE_rlx-es"), "CartPole-v1", 400.0), (env!("CARGO_BIN_EXE_rlx-ars"), "CartPole-v1", 400.0)]
+    {
+        let dir = results.join(bin.rsplit('/').next().unwrap());
+        let config = r#"{"seed": 1, "noise_size": 1000000}"#;
+        let args = ["--env", env, "--config", config, "--stop", r#"{"training_iteration": 8}"#, "--checkpoint-at-end"];
+        let out = Command::new(bin).args(args).arg("--results-dir").arg(&dir).output().expect("run the binary");
+        assert!(out.status.success(), "{bin}: {}", String::from_utf8_lossy(&out.stderr));
+        let run = run_dir(&dir);
+        assert_eq!(result_lines(&run).len(), 8, "{bin}");
+        let out = rlx(&["rollout", run.to_str().unwrap(), "--episodes", "5"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mean: f64 = stdout
+            .split("mean return ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no mean return in {stdout}"));
+        assert!(mean >= min_return, "{bin}: rollout mean {mean} < {min_return}: {stdout}");
+    }
+    std::fs::remove_dir_all(results).unwrap();
+}
+
+/// `rlx-pbt` runs a population round by round and writes one result line
+/// per round, with each member's explored hyperparameters in it.
+#[test]
+fn pbt_binary_trains_a_population() {
+    let results = tmp("pbt-bin");
+    let config = r#"{"population": 2, "perturbation_interval": 1, "quantile_fraction": 0.5,
+        "config": {"num_workers": 0, "train_batch_size": 256, "sgd_minibatch_size": 128, "num_sgd_iter": 2}}"#;
+    let args = ["--env", "CartPole-v1", "--config", config, "--stop", r#"{"training_iteration": 2}"#];
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_rlx-pbt")).args(args).arg("--results-dir").arg(&results).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = result_lines(&run_dir(&results));
+    assert_eq!(lines.len(), 2);
+    let learner = &lines[1]["learner"];
+    assert_eq!(learner["num_exploits"].as_f64(), Some(2.0), "{learner}");
+    assert!(learner["member_1_lr"].as_f64().is_some(), "{learner}");
+    std::fs::remove_dir_all(results).unwrap();
+}

@@ -38,6 +38,7 @@ pub mod operators;
 pub mod optimizer;
 pub mod plot;
 pub mod policy;
+pub mod pool;
 pub mod postprocessing;
 pub mod replay;
 pub mod results;
@@ -62,6 +63,7 @@ pub use optimizer::{
     MultiDeviceOptimizer, OptimizerError, PolicyOptimizer, StepStats, SyncReplayOptimizer, SyncSamplesOptimizer,
 };
 pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph};
+pub use pool::{ActorPool, PoolError};
 pub use sample_batch::{fields, Column, SampleBatch};
 pub use space::{Action, Space};
 pub use trainer::{RunState, StopCriteria, Trainer};

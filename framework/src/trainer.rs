@@ -48,6 +48,8 @@ pub struct Trainer {
     optimizer: Box<dyn PolicyOptimizer>,
     window: EpisodeWindow,
     last: TrainResult,
+    /// The episodes that finished in the last iteration.
+    last_episodes: Vec<crate::vector_env::EpisodeSummary>,
     started: Option<Instant>,
     /// Seconds trained before a restore, added to `time_total_s`.
     time_before_s: f64,
@@ -75,6 +77,7 @@ impl Trainer {
             optimizer,
             window: EpisodeWindow::new(100),
             last: TrainResult::default(),
+            last_episodes: Vec::new(),
             started: None,
             time_before_s: 0.0,
         }
@@ -83,6 +86,12 @@ impl Trainer {
     /// The last iteration's result (all zeros before the first).
     pub fn last_result(&self) -> &TrainResult {
         &self.last
+    }
+
+    /// The episodes that finished during the last iteration (for a driver
+    /// of several trainers, such as population-based training, to report).
+    pub fn last_episodes(&self) -> &[crate::vector_env::EpisodeSummary] {
+        &self.last_episodes
     }
 
     /// Snapshots the run for a checkpoint: counters, episode window and
@@ -177,6 +186,7 @@ impl Trainer {
             learner: step.learner,
         };
         self.last = result.clone();
+        self.last_episodes = step.episodes;
         Ok(result)
     }
 
