@@ -244,8 +244,7 @@ impl FlatPolicy {
                 for ((a, &lo), &hi) in out.iter_mut().zip(low).zip(high) {
                     *a = a.clamp(lo, hi);
                 }
-                let action = out.to_vec();
-                env.step(Action::Continuous(&action), obs)
+                env.step(Action::Continuous(out), obs)
             }
             _ => unreachable!("checked in new"),
         }
@@ -540,7 +539,10 @@ impl ractor::Actor for PerturbationWorker {
         let WorkerMsg::Evaluate(request, tasks, reply) = msg;
         let result = match state {
             WorkerState::Leaf(perturber) => perturber.evaluate(&request, &tasks),
-            WorkerState::Parent(children) => evaluate_on(children, &request, &tasks).await,
+            WorkerState::Parent(children) => {
+                let pool_error = |e: PoolError| EvaluatorError::Config(e.to_string());
+                evaluate_on(children, &request, &tasks, pool_error, |_, e| e).await
+            }
         };
         let _ = reply.send(result);
         Ok(())
@@ -548,21 +550,25 @@ impl ractor::Actor for PerturbationWorker {
 }
 
 /// Splits `tasks` into contiguous chunks, one per child, evaluates them in
-/// parallel and concatenates the answers in task order.
-async fn evaluate_on(
+/// parallel and concatenates the answers in task order. The caller says
+/// what a pool failure and a child's error (with the child's index) become.
+async fn evaluate_on<E>(
     pool: &mut ActorPool<PerturbationWorker>,
     request: &Arc<EvalRequest>,
     tasks: &[Task],
-) -> Result<Vec<PairResult>, EvaluatorError> {
+    pool_error: impl FnOnce(PoolError) -> E,
+    child_error: impl Fn(usize, EvaluatorError) -> E,
+) -> Result<Vec<PairResult>, E> {
     let chunks = split(tasks, pool.len());
     let answers = pool
         .call_all(|i, reply| WorkerMsg::Evaluate(request.clone(), chunks[i].to_vec(), reply))
         .await
-        .map_err(|e| EvaluatorError::Config(e.to_string()))?;
-    answers.into_iter().try_fold(Vec::with_capacity(tasks.len()), |mut out, answer| {
-        out.extend(answer?);
-        Ok(out)
-    })
+        .map_err(pool_error)?;
+    let mut out = Vec::with_capacity(tasks.len());
+    for (i, answer) in answers.into_iter().enumerate() {
+        out.extend(answer.map_err(|e| child_error(i, e))?);
+    }
+    Ok(out)
 }
 
 /// `tasks` in `n` contiguous chunks whose lengths differ by at most one.
@@ -724,16 +730,8 @@ impl PolicyOptimizer for EvolutionOptimizer {
         });
         let results = match (&mut self.workers, &mut self.local) {
             (Some(pool), _) => {
-                let chunks = split(&tasks, pool.len());
-                let answers = pool
-                    .call_all(|i, reply| WorkerMsg::Evaluate(request.clone(), chunks[i].to_vec(), reply))
-                    .await
-                    .map_err(handle_error)?;
-                let mut results = Vec::with_capacity(tasks.len());
-                for (i, answer) in answers.into_iter().enumerate() {
-                    results.extend(answer.map_err(|source| HandleError::Failed { index: i + 1, source })?);
-                }
-                results
+                let failed = |i: usize, source| HandleError::Failed { index: i + 1, source };
+                evaluate_on(pool, &request, &tasks, handle_error, failed).await?
             }
             (None, Some(local)) => local.evaluate(&request, &tasks)?,
             (None, None) => unreachable!("built with workers or a local perturber"),
