@@ -29,14 +29,8 @@ use rlx::{fields, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyG
 pub type ActorCritic<const O: usize, const A: usize, const H: usize = HIDDEN> = SplitInto<(Mlp<O, A, H>, Mlp<O, 1, H>)>;
 /// The built network of [`ActorCritic`] on device `D` (named concretely so
 /// the policy can be generic over `D`).
-type Model<const O: usize, const A: usize, const H: usize, D> = SplitInto<(MlpOn<O, A, H, D>, MlpOn<O, 1, H, D>)>;
-type MlpOn<const I: usize, const O: usize, const H: usize, D> = (
-    modules::Linear<I, H, f32, D>,
-    modules::Tanh,
-    modules::Linear<H, H, f32, D>,
-    modules::Tanh,
-    modules::Linear<H, O, f32, D>,
-);
+type Model<const O: usize, const A: usize, const H: usize, D> =
+    SplitInto<(nn::MlpOn<O, A, H, D>, nn::MlpOn<O, 1, H, D>)>;
 
 /// A taped scalar loss on device `D`.
 pub type Loss<D = Cpu> = Tensor<Rank0, f32, D, OwnedTape<f32, D>>;
@@ -368,8 +362,10 @@ where
     }
 
     fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        let (logits, values) = self.model.forward(self.obs_tensor(obs)?);
-        let logits = logits.as_vec();
+        // Acting uses the tape-free forward with the fast tanh (`nn::mlp_act`).
+        let x = self.obs_tensor(obs)?;
+        let values = nn::to_vec(&nn::mlp_act(&self.model.0 .1, x.clone()));
+        let logits = nn::to_vec(&nn::mlp_act(&self.model.0 .0, x));
         let n = logits.len() / A;
         let (mut actions, mut logp) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for row in logits.chunks_exact(A) {
@@ -395,7 +391,7 @@ where
         *out = SampleBatch::new();
         out.insert_i64(fields::ACTIONS, actions, 1)?;
         out.insert_f32(fields::ACTION_LOGP, logp, 1)?;
-        out.insert_f32(fields::VF_PREDS, values.as_vec(), 1)?;
+        out.insert_f32(fields::VF_PREDS, values, 1)?;
         Ok(())
     }
 

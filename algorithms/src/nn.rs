@@ -19,6 +19,77 @@ pub const HIDDEN: usize = 64;
 pub type Mlp<const I: usize, const O: usize, const H: usize = HIDDEN> =
     (Linear<I, H>, Tanh, Linear<H, H>, Tanh, Linear<H, O>);
 
+/// The built [`Mlp`] on device `D` (the type dfdx's `build_module` returns).
+pub type MlpOn<const I: usize, const O: usize, const H: usize, D> = (
+    modules::Linear<I, H, f32, D>,
+    modules::Tanh,
+    modules::Linear<H, H, f32, D>,
+    modules::Tanh,
+    modules::Linear<H, O, f32, D>,
+);
+
+/// The forward pass of a built [`Mlp`] for acting, not learning (no tape):
+/// the same linear layers as dfdx's, with [`tanh_approx`] in place of dfdx's
+/// Tanh. Sampling spends most of its time in the network, and glibc's
+/// `tanhf` (which dfdx's CPU kernel calls per element) was 42 % of that
+/// (see the profile in the book's performance page).
+///
+/// Outputs differ from `mlp.forward` by float rounding only (≤ 1e-5 on
+/// the built-in networks, tested below); losses recompute log-probabilities
+/// with dfdx on the tape, so the learner never sees the approximation.
+pub fn mlp_act<const I: usize, const O: usize, const H: usize, D: Device<f32>>(
+    mlp: &MlpOn<I, O, H, D>,
+    x: Tensor<(usize, Const<I>), f32, D>,
+) -> Tensor<(usize, Const<O>), f32, D> {
+    let h = tanh_tensor(mlp.0.forward(x));
+    let h = tanh_tensor(mlp.2.forward(h));
+    mlp.4.forward(h)
+}
+
+/// Applies [`tanh_approx`] to a layer's output in place (a fresh, contiguous
+/// tensor, so its physical data is its logical data).
+fn tanh_tensor<const W: usize, D: Device<f32>>(
+    mut t: Tensor<(usize, Const<W>), f32, D>,
+) -> Tensor<(usize, Const<W>), f32, D> {
+    let mut v = vec![0.0; t.shape().num_elements()];
+    t.copy_into(&mut v);
+    v.iter_mut().for_each(|x| *x = tanh_approx(*x));
+    t.copy_from(&v);
+    t
+}
+
+/// A layer's output as a `Vec` (a plain copy; dfdx's `as_vec` walks the
+/// tensor element by element through its strides).
+pub fn to_vec<S: Shape, D: Device<f32>>(t: &Tensor<S, f32, D>) -> Vec<f32> {
+    let mut v = vec![0.0; t.shape().num_elements()];
+    t.copy_into(&mut v);
+    v
+}
+
+/// `tanh(x)` to within 3e-7 absolute for every `f32` (NaN stays NaN), in a
+/// form the compiler vectorizes: `1 − 2 / (e^{2x} + 1)`, with `e^{2x}`
+/// computed as `2^n · 2^f` (`n` an integer, `|f| ≤ 1/2`, `2^f` by its
+/// degree-7 Taylor polynomial, relative error below 1e-8).
+#[inline]
+pub fn tanh_approx(x: f32) -> f32 {
+    // tanh(±9) rounds to ±1 in f32; the clamp keeps 2^n a normal float.
+    let y = x.clamp(-9.0, 9.0) * (2.0 * std::f32::consts::LOG2_E);
+    // Round to nearest by adding and subtracting 1.5 · 2^23 (|y| < 2^22).
+    const ROUND: f32 = 12_582_912.0;
+    let r = y + ROUND;
+    let n = r - ROUND;
+    let f = (y - n) * std::f32::consts::LN_2;
+    // e^f for |f| ≤ ln 2 / 2, Horner form.
+    let p = 1.0
+        + f * (1.0
+            + f * (1.0 / 2.0
+                + f * (1.0 / 6.0 + f * (1.0 / 24.0 + f * (1.0 / 120.0 + f * (1.0 / 720.0 + f * (1.0 / 5040.0)))))));
+    // n as an integer is the low bits of r (no float-to-int conversion, so
+    // the loop vectorizes); 2^n is that plus the exponent bias, shifted.
+    let two_n = f32::from_bits(r.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
+    1.0 - 2.0 / (two_n * p + 1.0)
+}
+
 /// Calls `$body` with `$obs` and `$act` bound as consts for each supported
 /// `(observation width, number of actions)` pair; otherwise evaluates
 /// `$otherwise`. The pairs cover CartPole (4, 2), MountainCar (2, 3),
@@ -301,6 +372,34 @@ pub fn clip_grad_norm(grad: &mut [f32], max_norm: Option<f32>) -> Result<f32, Po
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tanh_approx_is_within_3e7_of_tanh_everywhere() {
+        let mut worst = 0.0f64;
+        let mut x = -12.0f32;
+        while x <= 12.0 {
+            worst = worst.max((tanh_approx(x) as f64 - (x as f64).tanh()).abs());
+            x += 1e-4;
+        }
+        for x in [0.0f32, -0.0, 1e-30, -1e-30, 100.0, -100.0, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY] {
+            worst = worst.max((tanh_approx(x) as f64 - (x as f64).tanh()).abs());
+        }
+        assert!(worst < 3e-7, "worst absolute error {worst:e}");
+        assert!(tanh_approx(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn mlp_act_matches_dfdx_forward() {
+        use rand::SeedableRng;
+        let dev = Cpu::seed_from_u64(3);
+        let mlp = dev.build_module::<Mlp<4, 2>, f32>();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let obs: Vec<f32> = (0..4 * 33).map(|_| rand::Rng::gen_range(&mut rng, -3.0..3.0)).collect();
+        let x = || dev.tensor_from_vec(obs.clone(), (33usize, Const::<4>));
+        let (exact, fast) = (mlp.forward(x()).as_vec(), mlp_act(&mlp, x()).as_vec());
+        let worst = exact.iter().zip(&fast).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        assert!(worst < 1e-5, "worst difference {worst:e}");
+    }
+
     use super::*;
 
     #[test]

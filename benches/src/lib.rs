@@ -3,6 +3,10 @@
 //! Set `RLX_BENCH_QUICK=1` to run every suite for a moment only (CI checks
 //! that the benchmarks build and run; the figures come from full runs).
 
+/// The book's Rust examples, compiled as doctests of this crate.
+#[cfg(doctest)]
+mod book;
+
 use std::time::Duration;
 
 /// Whether the quick mode is on.

@@ -1,0 +1,188 @@
+//! Round-trip time of a small request answered with a tiny batch (8 rows of
+//! CartPole observations, 128 bytes), sent one at a time and awaited:
+//!
+//! - `direct`: a plain method call, the floor;
+//! - `tokio_channel`: an mpsc request with a oneshot reply, what an actor
+//!   mailbox costs at least;
+//! - `ractor`: a local ractor actor (`ActorRef::call`), as rlx's evaluators;
+//! - `actix_context`: an actix actor on the caller's arbiter (`Addr::send`);
+//! - `actix_sync_arbiter`: an actix `SyncArbiter` actor on its own OS thread.
+//!
+//! RLlib's figure for a local Ray actor call is ~200 µs (Liang et al. 2018);
+//! DESIGN.md records ~1 ms sequential on this machine. A remote call to a
+//! second node process over loopback needs the cluster crate (issue 6).
+
+use actix::prelude::*;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use ractor::{Actor as RactorActor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// The answer: 8 observations of 4 floats.
+type Tiny = Vec<f32>;
+
+/// What every variant does to answer: build the tiny batch from the request.
+fn answer(seed: u64) -> Tiny {
+    (0..32).map(|i| (seed + i) as f32).collect()
+}
+
+struct Direct;
+impl Direct {
+    #[inline(never)]
+    fn sample(&mut self, seed: u64) -> Tiny {
+        answer(seed)
+    }
+}
+
+// ---- ractor
+
+enum RactorMsg {
+    Sample(u64, RpcReplyPort<Tiny>),
+}
+
+struct RactorSampler;
+
+impl RactorActor for RactorSampler {
+    type Msg = RactorMsg;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn handle(&self, _: ActorRef<Self::Msg>, msg: Self::Msg, _: &mut ()) -> Result<(), ActorProcessingErr> {
+        let RactorMsg::Sample(seed, reply) = msg;
+        let _ = reply.send(answer(seed));
+        Ok(())
+    }
+}
+
+// ---- actix
+
+#[derive(Message)]
+#[rtype(result = "Tiny")]
+struct ActixSample(u64);
+
+struct ActixSampler;
+
+impl actix::Actor for ActixSampler {
+    type Context = Context<Self>;
+}
+
+impl Handler<ActixSample> for ActixSampler {
+    type Result = MessageResult<ActixSample>;
+    fn handle(&mut self, msg: ActixSample, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(answer(msg.0))
+    }
+}
+
+struct ActixSyncSampler;
+
+impl actix::Actor for ActixSyncSampler {
+    type Context = SyncContext<Self>;
+}
+
+impl Handler<ActixSample> for ActixSyncSampler {
+    type Result = MessageResult<ActixSample>;
+    fn handle(&mut self, msg: ActixSample, _: &mut SyncContext<Self>) -> Self::Result {
+        MessageResult(answer(msg.0))
+    }
+}
+
+fn messaging(c: &mut Criterion) {
+    let cfg = rlx_benches::criterion();
+    let mut group = c.benchmark_group("messaging/round_trip");
+    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+
+    let mut direct = Direct;
+    group.bench_function(BenchmarkId::new("direct", "tiny_batch"), |b| {
+        let mut seed = 0u64;
+        b.iter(|| {
+            seed += 1;
+            black_box(direct.sample(black_box(seed)))
+        })
+    });
+
+    let rt = rlx_benches::runtime();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, tokio::sync::oneshot::Sender<Tiny>)>(64);
+    rt.spawn(async move {
+        while let Some((seed, reply)) = rx.recv().await {
+            let _ = reply.send(answer(seed));
+        }
+    });
+    group.bench_function(BenchmarkId::new("tokio_channel", "tiny_batch"), |b| {
+        b.iter_custom(|iters| {
+            let tx = tx.clone();
+            on_runtime(&rt, async move {
+                let t0 = Instant::now();
+                for seed in 0..iters {
+                    let (reply, answer) = tokio::sync::oneshot::channel();
+                    tx.send((seed, reply)).await.expect("receiver alive");
+                    black_box(answer.await.expect("answered"));
+                }
+                t0.elapsed()
+            })
+        })
+    });
+
+    let (actor, handle) = rt.block_on(RactorSampler::spawn(None, RactorSampler, ())).expect("spawn ractor actor");
+    group.bench_function(BenchmarkId::new("ractor", "tiny_batch"), |b| {
+        b.iter_custom(|iters| {
+            let actor = actor.clone();
+            on_runtime(&rt, async move {
+                let t0 = Instant::now();
+                for seed in 0..iters {
+                    let reply = actor.call(|r| RactorMsg::Sample(seed, r), None).await.expect("actor alive");
+                    black_box(reply.expect("answered"));
+                }
+                t0.elapsed()
+            })
+        })
+    });
+    actor.stop(None);
+    rt.block_on(handle).expect("ractor actor stops");
+
+    // actix: one System (actix's own current-thread runtime) for both actors.
+    let system = actix::System::new();
+    let (context_addr, sync_addr) =
+        system.block_on(async { (ActixSampler.start(), SyncArbiter::start(1, || ActixSyncSampler)) });
+    actix_round_trip(&mut group, &system, "actix_context", context_addr);
+    actix_round_trip(&mut group, &system, "actix_sync_arbiter", sync_addr);
+    group.finish();
+}
+
+/// Runs the caller's loop as a task on a runtime worker thread, where rlx's
+/// driver runs, rather than on the bench thread (a `block_on` caller pays a
+/// thread wake-up per reply).
+fn on_runtime<F>(rt: &tokio::runtime::Runtime, f: F) -> std::time::Duration
+where
+    F: std::future::Future<Output = std::time::Duration> + Send + 'static,
+{
+    rt.block_on(rt.spawn(f)).expect("bench task")
+}
+
+fn actix_round_trip<A>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    system: &actix::SystemRunner,
+    name: &str,
+    addr: Addr<A>,
+) where
+    A: Handler<ActixSample>,
+    A::Context: actix::dev::ToEnvelope<A, ActixSample>,
+{
+    group.bench_function(BenchmarkId::new(name, "tiny_batch"), |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let t0 = Instant::now();
+                for seed in 0..iters {
+                    black_box(addr.send(ActixSample(seed)).await.expect("actor alive"));
+                }
+                t0.elapsed()
+            })
+        })
+    });
+}
+
+criterion_group!(benches, messaging);
+criterion_main!(benches);

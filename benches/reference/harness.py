@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""The reference side of rlx's side-by-side benchmark.
+
+Measures, on this machine, the workloads that `rlx-compare measure` measures
+for rlx, and writes one JSON file:
+
+* raw CartPole-v1 stepping in Gymnasium (one core, random actions);
+* RLlib PPO sampling throughput with 0, 1 and 2 env runners (a 2x64 tanh MLP,
+  8 envs per runner), env steps per second;
+* RLlib PPO, SB3 PPO and SB3 DQN: wall seconds and env steps until the mean
+  return of the last 100 training episodes reaches 475, and the peak memory of
+  the run.
+
+Every workload runs in a child process of this script. Peak memory is the
+largest sum of the resident set sizes of that child and all its descendants
+(Ray's GCS, raylet and worker processes included), sampled every 50 ms.
+
+Run it through `run.sh`, which creates the virtual environment first:
+
+    bash benches/reference/run.sh --out benches/reference/results/reference.json
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+STEPS_PER_SAMPLE = 4096
+SOLVE_RETURN = 475.0
+
+
+# ---------------------------------------------------------------- workloads
+# Each runs in its own process (`harness.py --workload NAME`) and prints one
+# JSON object on its last line of stdout.
+
+
+def raw_cartpole(args):
+    import gymnasium as gym
+    import numpy as np
+
+    out = {}
+    for label, env in [("gym.make", gym.make("CartPole-v1")), ("unwrapped", gym.make("CartPole-v1").unwrapped)]:
+        env.reset(seed=0)
+        actions = np.random.default_rng(0).integers(0, 2, size=1_000_000)
+        steps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < args.seconds:
+            for a in actions[:10_000]:
+                _, _, term, trunc, _ = env.step(int(a))
+                if term or trunc:
+                    env.reset()
+            steps += 10_000
+        out[label] = steps / (time.perf_counter() - t0)
+    return {"steps_per_s": out["gym.make"], "unwrapped_steps_per_s": out["unwrapped"]}
+
+
+def _rllib_model(config, hiddens, activation, share):
+    try:
+        from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+        return config.rl_module(
+            model_config=DefaultModelConfig(fcnet_hiddens=hiddens, fcnet_activation=activation, vf_share_layers=share)
+        )
+    except ImportError:
+        return config.rl_module(
+            model_config_dict={"fcnet_hiddens": hiddens, "fcnet_activation": activation, "vf_share_layers": share}
+        )
+
+
+def _ray_init():
+    import ray
+
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+
+
+def rllib_sampling(args):
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    _ray_init()
+    runners = args.runners
+    config = PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=runners, num_envs_per_env_runner=8)
+    config = _rllib_model(config, [64, 64], "tanh", False)
+    algo = config.build()
+
+    def sample_once():
+        if runners == 0:
+            episodes = [algo.env_runner.sample(num_timesteps=STEPS_PER_SAMPLE)]
+        else:
+            per = STEPS_PER_SAMPLE // runners
+            episodes = algo.env_runner_group.foreach_worker(
+                lambda r: r.sample(num_timesteps=per), local_env_runner=False
+            )
+        return sum(len(e) for batch in episodes for e in batch)
+
+    for _ in range(3):  # warm-up
+        sample_once()
+    times, steps = [], []
+    t_end = time.perf_counter() + args.seconds
+    while time.perf_counter() < t_end or len(times) < 5:
+        t0 = time.perf_counter()
+        steps.append(sample_once())
+        times.append(time.perf_counter() - t0)
+    rates = sorted(s / t for s, t in zip(steps, times))
+    algo.stop()
+    return {"runners": runners, "envs_per_runner": 8, "samples": len(rates), "steps_per_s": rates[len(rates) // 2]}
+
+
+def rllib_ppo(args):
+    # RLlib's own tuned CartPole-v1 PPO example (tuned_examples/ppo/cartpole_ppo.py),
+    # with RLlib's default number of env runners.
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    _ray_init()
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(lr=0.0003, num_epochs=6, vf_loss_coeff=0.01)
+        .debugging(seed=args.seed)
+    )
+    config = _rllib_model(config, [32], "linear", True)
+    algo = config.build()
+    t0 = time.perf_counter()
+    best, steps = float("-inf"), 0
+    while True:
+        result = algo.train()
+        runners = result.get("env_runners", {})
+        mean = runners.get("episode_return_mean", float("nan"))
+        steps = result.get("num_env_steps_sampled_lifetime", runners.get("num_env_steps_sampled_lifetime", 0))
+        if mean == mean:
+            best = max(best, mean)
+        elapsed = time.perf_counter() - t0
+        if mean >= SOLVE_RETURN or elapsed > args.budget_s or steps > args.budget_steps:
+            break
+    algo.stop()
+    return _solve_result(mean >= SOLVE_RETURN, elapsed, steps, best)
+
+
+def _sb3_solve(model, args):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Stop(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.best = float("-inf")
+            self.solved = False
+
+        def _on_step(self):
+            buf = self.model.ep_info_buffer
+            if len(buf) >= 100:
+                mean = sum(e["r"] for e in buf) / len(buf)
+                self.best = max(self.best, mean)
+                if mean >= SOLVE_RETURN:
+                    self.solved = True
+                    return False
+            return time.perf_counter() - self.t0 < args.budget_s
+
+    stop = Stop()
+    stop.t0 = time.perf_counter()
+    model.learn(total_timesteps=args.budget_steps, callback=stop)
+    return _solve_result(stop.solved, time.perf_counter() - stop.t0, model.num_timesteps, stop.best)
+
+
+def _linear(start):
+    return lambda progress: progress * start
+
+
+def sb3_ppo(args):
+    # rl-baselines3-zoo's tuned CartPole-v1 hyperparameters (hyperparams/ppo.yml).
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=args.seed)
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=_linear(0.001),
+        clip_range=_linear(0.2),
+        seed=args.seed,
+        device="cpu",
+    )
+    return _sb3_solve(model, args)
+
+
+def sb3_dqn(args):
+    # rl-baselines3-zoo's tuned CartPole-v1 hyperparameters (hyperparams/dqn.yml).
+    import torch
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    env = make_vec_env("CartPole-v1", n_envs=1, seed=args.seed)
+    model = DQN(
+        "MlpPolicy",
+        env,
+        learning_rate=2.3e-3,
+        batch_size=64,
+        buffer_size=100_000,
+        learning_starts=1000,
+        gamma=0.99,
+        target_update_interval=10,
+        train_freq=256,
+        gradient_steps=128,
+        exploration_fraction=0.16,
+        exploration_final_eps=0.04,
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=args.seed,
+        device="cpu",
+    )
+    return _sb3_solve(model, args)
+
+
+def _solve_result(solved, seconds, steps, best):
+    return {"solved": bool(solved), "wall_s": seconds, "env_steps": int(steps), "best_mean_return": best}
+
+
+WORKLOADS = {
+    "raw_cartpole": raw_cartpole,
+    "rllib_sampling": rllib_sampling,
+    "rllib_ppo": rllib_ppo,
+    "sb3_ppo": sb3_ppo,
+    "sb3_dqn": sb3_dqn,
+}
+
+
+# ---------------------------------------------------------------- the parent
+
+
+def tree_rss(proc):
+    import psutil
+
+    total = 0
+    try:
+        procs = [proc] + proc.children(recursive=True)
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_child(name, extra, timeout_s):
+    """Runs one workload in a child process; returns its JSON and peak tree RSS."""
+    import psutil
+
+    cmd = [sys.executable, os.path.abspath(__file__), "--workload", name] + extra
+    print(f"[harness] {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    proc = psutil.Process(child.pid)
+    peak, t0 = 0, time.perf_counter()
+    while child.poll() is None:
+        peak = max(peak, tree_rss(proc))
+        if time.perf_counter() - t0 > timeout_s:
+            os.killpg(child.pid, 9)
+            break
+        time.sleep(0.05)
+    stdout, _ = child.communicate()
+    # Ray leaves daemons behind when a driver dies: clear the session's group.
+    try:
+        os.killpg(child.pid, 9)
+    except ProcessLookupError:
+        pass
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if child.returncode != 0 or not lines:
+        return {"error": f"exit status {child.returncode}", "peak_rss_bytes": peak}
+    result = json.loads(lines[-1])
+    result["peak_rss_bytes"] = peak
+    print(f"[harness]   -> {result}", file=sys.stderr, flush=True)
+    return result
+
+
+def versions():
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for key, dist in [("ray", "ray"), ("gymnasium", "gymnasium"), ("stable_baselines3", "stable-baselines3"), ("torch", "torch")]:
+        try:
+            out[key] = version(dist)
+        except PackageNotFoundError:
+            out[key] = "not installed"
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", help="where to write the JSON (default: stdout)")
+    p.add_argument("--only", help="comma-separated workloads to run (default: all)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seconds", type=float, default=10.0, help="measuring time per throughput workload")
+    p.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget per solve run")
+    p.add_argument("--budget-steps", type=int, default=1_000_000, help="env-step budget per solve run")
+    p.add_argument("--runners", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--workload", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
+    args = p.parse_args()
+
+    if args.workload:
+        print(json.dumps(WORKLOADS[args.workload](args)), flush=True)
+        return
+
+    only = set(args.only.split(",")) if args.only else None
+    unknown = (only or set()) - set(WORKLOADS)
+    if unknown:
+        p.error(f"unknown workload(s) {sorted(unknown)}; known: {sorted(WORKLOADS)}")
+    common = ["--seed", str(args.seed), "--seconds", str(args.seconds)]
+    common += ["--budget-s", str(args.budget_s), "--budget-steps", str(args.budget_steps)]
+    timeout = args.budget_s + 300
+    report = {
+        "side": "reference",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "versions": versions(),
+        "settings": {"seed": args.seed, "seconds": args.seconds, "budget_s": args.budget_s, "budget_steps": args.budget_steps},
+        "workloads": {},
+    }
+    w = report["workloads"]
+    if not only or "raw_cartpole" in only:
+        w["raw_cartpole"] = run_child("raw_cartpole", common, timeout)
+    if not only or "rllib_sampling" in only:
+        for runners in [0, 1, 2]:
+            w[f"sampling_{runners}"] = run_child("rllib_sampling", common + ["--runners", str(runners)], timeout)
+    for name, key in [("rllib_ppo", "rllib_ppo_solve"), ("sb3_ppo", "sb3_ppo_solve"), ("sb3_dqn", "sb3_dqn_solve")]:
+        if not only or name in only:
+            w[key] = run_child(name, common, timeout)
+
+    text = json.dumps(report, indent=2)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,460 @@
+//! `rlx-compare`: the rlx side of the side-by-side benchmark, and the table.
+//!
+//! ```text
+//! cargo run --release -p rlx-benches --bin rlx-compare -- measure --out benches/reference/results/rlx.json
+//! bash benches/reference/run.sh --out benches/reference/results/reference.json
+//! cargo run --release -p rlx-benches --bin rlx-compare -- table \
+//!     --rlx benches/reference/results/rlx.json --reference benches/reference/results/reference.json
+//! ```
+//!
+//! `measure` runs the same workloads as `benches/reference/harness.py` does
+//! for RLlib and Stable-Baselines3 (raw CartPole stepping, PPO-policy sampling
+//! with 0/1/2 evaluators and 8 envs each, PPO and DQN until the 100-episode
+//! mean return reaches 475) and writes one JSON file. Each solve runs in a
+//! child process of this tool, so its peak memory (`VmHWM`, the kernel's
+//! high-water mark of resident memory) is that run's alone. `table` turns
+//! the two files into one Markdown table of ratios.
+
+use clap::{Parser, Subcommand};
+use rlx::operators::parallel_rollouts;
+use rlx::{Action, Env};
+use rlx_algorithms::build_trainer;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const STEPS_PER_SAMPLE: usize = 4096;
+const SOLVE_RETURN: f64 = 475.0;
+
+#[derive(Parser)]
+#[command(about = "Measure rlx on the reference workloads, and tabulate rlx against RLlib and SB3")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Measure every workload and write the rlx side as JSON.
+    Measure {
+        /// Where to write the JSON (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seed of the solve runs.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Measuring time per throughput workload, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Env-step budget per solve run.
+        #[arg(long, default_value_t = 1_000_000)]
+        budget_steps: u64,
+        /// The tuned PPO experiment file (RLlib's and the SB3 zoo's tuned
+        /// CartPole configs run on the reference side); PPO also runs with
+        /// its defaults.
+        #[arg(long, default_value = "tuned_examples/ppo-cartpole.yaml")]
+        ppo_tuned: PathBuf,
+    },
+    /// Train one algorithm on CartPole-v1 until the 100-episode mean return
+    /// reaches 475 (or the budget ends); print one JSON line with the time,
+    /// the steps and this process's peak memory. `measure` runs this as a
+    /// child process.
+    Solve {
+        /// The algorithm (e.g. PPO, DQN).
+        #[arg(long)]
+        run: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 1_000_000)]
+        budget_steps: u64,
+        /// Config overrides (JSON); `seed` is set from `--seed`.
+        #[arg(long, default_value = "{}")]
+        config: String,
+    },
+    /// Print the Markdown table of rlx against the reference side. Each side
+    /// may be several runs: each figure is then the median over the runs
+    /// that measured it.
+    Table {
+        /// JSON written by `rlx-compare measure` (repeat for several runs).
+        #[arg(long, required = true, num_args = 1..)]
+        rlx: Vec<PathBuf>,
+        /// JSON written by `benches/reference/harness.py` (repeat for several runs).
+        #[arg(long, required = true, num_args = 1..)]
+        reference: Vec<PathBuf>,
+    },
+}
+
+fn main() {
+    let result = match Cli::parse().command {
+        Cmd::Measure { out, seed, seconds, budget_steps, ppo_tuned } => {
+            measure(out, seed, seconds, budget_steps, &ppo_tuned)
+        }
+        Cmd::Solve { run, seed, budget_steps, config } => {
+            solve(&run, seed, budget_steps, &config).map(|v| println!("{v}"))
+        }
+        Cmd::Table { rlx, reference } => table(&rlx, &reference).map(|t| print!("{t}")),
+    };
+    if let Err(e) = result {
+        eprintln!("rlx-compare: {e}");
+        std::process::exit(1);
+    }
+}
+
+type Result<T> = std::result::Result<T, String>;
+
+fn measure(out: Option<PathBuf>, seed: u64, seconds: f64, budget_steps: u64, ppo_tuned: &Path) -> Result<()> {
+    let tuned = tuned_config(ppo_tuned)?.to_string();
+    let seconds = Duration::from_secs_f64(seconds);
+    let mut workloads = serde_json::Map::new();
+    eprintln!("[rlx-compare] raw_cartpole");
+    workloads.insert("raw_cartpole".into(), json!({"steps_per_s": raw_cartpole(seconds)}));
+    let rt = rlx_benches::runtime();
+    for workers in [0usize, 1, 2] {
+        eprintln!("[rlx-compare] sampling with {workers} evaluators");
+        let rate = rt.block_on(sampling(workers, seconds))?;
+        workloads.insert(
+            format!("sampling_{workers}"),
+            json!({"runners": workers, "envs_per_runner": 8, "steps_per_s": rate}),
+        );
+    }
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    for (run, key, config) in
+        [("PPO", "ppo_solve", "{}"), ("PPO", "ppo_tuned_solve", tuned.as_str()), ("DQN", "dqn_solve", "{}")]
+    {
+        eprintln!("[rlx-compare] {run} to {SOLVE_RETURN}, config {config}");
+        let output = Command::new(&me)
+            .args(["solve", "--run", run, "--seed", &seed.to_string(), "--budget-steps", &budget_steps.to_string()])
+            .args(["--config", config])
+            .output()
+            .map_err(|e| format!("cannot start the {run} solve run: {e}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+        let value = match (output.status.success(), line) {
+            (true, Some(line)) => {
+                serde_json::from_str(line).map_err(|e| format!("{run} solve printed bad JSON: {e}"))?
+            }
+            _ => {
+                json!({"error": format!("{}; stderr: {}", output.status, String::from_utf8_lossy(&output.stderr).trim())})
+            }
+        };
+        eprintln!("[rlx-compare]   -> {value}");
+        workloads.insert(key.into(), value);
+    }
+    let report = json!({
+        "side": "rlx",
+        "date": today(),
+        "machine": {"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)},
+        "versions": {"rlx": env!("CARGO_PKG_VERSION")},
+        "settings": {"seed": seed, "seconds": seconds.as_secs_f64(), "budget_steps": budget_steps, "ppo_tuned": {"file": ppo_tuned, "config": serde_json::from_str::<Value>(&tuned).expect("serialized above")}},
+        "workloads": workloads,
+    });
+    let text = serde_json::to_string_pretty(&report).expect("JSON values serialize");
+    match out {
+        Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            }
+            std::fs::write(&path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        None => {
+            println!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// The `config` of the one PPO CartPole-v1 experiment in a tuned-example
+/// file (`rlx train -f` reads the same files).
+fn tuned_config(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file: Value =
+        serde_yaml_ng::from_str(&text).map_err(|e| format!("{} is not a YAML experiment file: {e}", path.display()))?;
+    let experiment = file.as_object().and_then(|m| m.values().next()).cloned().unwrap_or(Value::Null);
+    if experiment["run"] != "PPO" || experiment["env"] != "CartPole-v1" {
+        return Err(format!("{}: expected one PPO experiment on CartPole-v1", path.display()));
+    }
+    Ok(experiment.get("config").cloned().unwrap_or_else(|| json!({})))
+}
+
+/// CartPole-v1 stepped as its concrete type on one core, random actions
+/// drawn ahead of time (as Gymnasium's side does with `gym.make`).
+fn raw_cartpole(seconds: Duration) -> f64 {
+    let mut env = rlx_envs::cartpole_v1();
+    let mut obs = [0.0f32; 4];
+    env.reset(Some(0), &mut obs).expect("reset");
+    let actions: Vec<i64> =
+        (0..10_000u64).map(|i| ((i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 63) & 1) as i64).collect();
+    let (mut steps, t0) = (0u64, Instant::now());
+    while t0.elapsed() < seconds {
+        for &a in &actions {
+            if env.step(Action::Discrete(a), &mut obs).expect("valid action").done() {
+                env.reset(None, &mut obs).expect("reset");
+            }
+        }
+        steps += actions.len() as u64;
+    }
+    steps as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// Median env steps/s of `parallel_rollouts` of 4096 steps with PPO's default
+/// 2×64 tanh policy, `workers` evaluator actors (0: the driver samples) and 8
+/// envs each.
+async fn sampling(workers: usize, seconds: Duration) -> Result<f64> {
+    let config = json!({"num_workers": workers, "num_envs_per_worker": 8, "train_batch_size": STEPS_PER_SAMPLE});
+    let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &config).await.map_err(|e| e.to_string())?;
+    let evaluators = trainer.optimizer_mut().evaluators_mut();
+    let mut rates = Vec::new();
+    let start = Instant::now();
+    for round in 0.. {
+        let t0 = Instant::now();
+        let rollouts = parallel_rollouts(evaluators).await.map_err(|e| e.to_string())?;
+        let steps: usize = rollouts.iter().map(|r| r.batch.len()).sum();
+        if round >= 3 {
+            rates.push(steps as f64 / t0.elapsed().as_secs_f64());
+        }
+        if rates.len() >= 5 && start.elapsed() >= seconds {
+            break;
+        }
+    }
+    Ok(median(&mut rates))
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn solve(run: &str, seed: u64, budget_steps: u64, config: &str) -> Result<Value> {
+    let mut config: Value = serde_json::from_str(config).map_err(|e| format!("--config is not JSON: {e}"))?;
+    let Some(object) = config.as_object_mut() else {
+        return Err(format!("--config must be a JSON object, not {config}"));
+    };
+    object.insert("seed".into(), json!(seed));
+    let rt = rlx_benches::runtime();
+    let (solved, wall_s, steps, best) = rt.block_on(async {
+        let (mut trainer, _) = build_trainer(run, "CartPole-v1", &config).await.map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        let mut best = f64::NEG_INFINITY;
+        loop {
+            let r = trainer.train().await.map_err(|e| e.to_string())?;
+            let mean = r.episode_reward_mean.unwrap_or(f64::NEG_INFINITY);
+            best = best.max(mean);
+            if mean >= SOLVE_RETURN || r.timesteps_total >= budget_steps {
+                return Ok::<_, String>((mean >= SOLVE_RETURN, t0.elapsed().as_secs_f64(), r.timesteps_total, best));
+            }
+        }
+    })?;
+    Ok(json!({
+        "solved": solved,
+        "wall_s": wall_s,
+        "env_steps": steps,
+        "best_mean_return": best,
+        "peak_rss_bytes": peak_rss_bytes(),
+    }))
+}
+
+/// This process's peak resident set size (`VmHWM` in /proc/self/status).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn today() -> String {
+    Command::new("date")
+        .arg("+%Y-%m-%d")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+// ------------------------------------------------------------------ table
+
+fn read_json(path: &PathBuf) -> Result<Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+}
+
+/// Reads the runs of one side and merges them: every numeric field of a
+/// workload becomes its median over the runs that measured that workload,
+/// `solved` holds only if every run solved, and `runs` counts them.
+fn read_side(paths: &[PathBuf], side: &str) -> Result<Value> {
+    let mut runs = Vec::new();
+    for path in paths {
+        let v = read_json(path)?;
+        if v["side"] != side {
+            return Err(format!("{} is not the {side} side (its \"side\" is {})", path.display(), v["side"]));
+        }
+        runs.push(v);
+    }
+    let mut merged = runs[0].clone();
+    let mut workloads = serde_json::Map::new();
+    let names: std::collections::BTreeSet<String> =
+        runs.iter().filter_map(|r| r["workloads"].as_object()).flat_map(|w| w.keys().cloned()).collect();
+    for name in names {
+        let measured: Vec<&Value> = runs.iter().map(|r| &r["workloads"][&name]).filter(|w| w.is_object()).collect();
+        let mut out = measured[0].clone();
+        for (key, value) in measured[0].as_object().expect("filtered to objects") {
+            if value.is_number() {
+                let mut xs: Vec<f64> = measured.iter().filter_map(|w| w[key].as_f64()).collect();
+                out[key] = json!(median(&mut xs));
+            } else if value.is_boolean() {
+                out[key] = json!(measured.iter().all(|w| w[key].as_bool() == Some(true)));
+            }
+        }
+        out["runs"] = json!(measured.len());
+        workloads.insert(name, out);
+    }
+    merged["workloads"] = Value::Object(workloads);
+    merged["runs"] = json!(runs.len());
+    Ok(merged)
+}
+
+fn table(rlx_paths: &[PathBuf], reference_paths: &[PathBuf]) -> Result<String> {
+    let rlx = read_side(rlx_paths, "rlx")?;
+    let reference = read_side(reference_paths, "reference")?;
+    let (r, x) = (&rlx["workloads"], &reference["workloads"]);
+    let mut out = String::new();
+    out += &format!(
+        "rlx {} ({} runs), reference {} ({} runs; ray {}, stable-baselines3 {}, gymnasium {}, torch {}); \
+         each figure is the median over the runs that measured it (the `n` column: rlx/reference)\n\n",
+        rlx["date"].as_str().unwrap_or("?"),
+        rlx["runs"],
+        reference["date"].as_str().unwrap_or("?"),
+        reference["runs"],
+        reference["versions"]["ray"].as_str().unwrap_or("?"),
+        reference["versions"]["stable_baselines3"].as_str().unwrap_or("?"),
+        reference["versions"]["gymnasium"].as_str().unwrap_or("?"),
+        reference["versions"]["torch"].as_str().unwrap_or("?"),
+    );
+    let tuned = &rlx["settings"]["ppo_tuned"];
+    let seeds = (&rlx["settings"]["seed"], &reference["settings"]["seed"]);
+    out += &format!(
+        "Solve runs use seed {} (rlx) and {} (reference). \"rlx tuned\" is {} (`{}`); RLlib runs its own tuned \
+         example, SB3 the rl-baselines3-zoo hyperparameters.\n\n",
+        seeds.0,
+        seeds.1,
+        tuned["file"].as_str().unwrap_or("?"),
+        tuned["config"]
+    );
+    out += "| workload | rlx | reference | reference is | rlx vs reference | n |\n|---|---|---|---|---|---|\n";
+    let rate = |w: &Value| w["steps_per_s"].as_f64();
+    out += &row(
+        More,
+        "CartPole-v1 raw stepping, one core (env steps/s)",
+        &r["raw_cartpole"],
+        &x["raw_cartpole"],
+        "Gymnasium, `gym.make`",
+        rate,
+        fmt_rate,
+    );
+    for n in 0..=2 {
+        let key = format!("sampling_{n}");
+        let what = format!("sampling, 2×64 tanh policy, {n} evaluators × 8 envs (env steps/s)");
+        out += &row(More, &what, &r[&key], &x[&key], &format!("RLlib PPO, {n} env runners × 8 envs"), rate, fmt_rate);
+    }
+    let best = |side: &Value| {
+        (0..=2)
+            .map(|n| &side[format!("sampling_{n}")])
+            .max_by(|a, b| rate(a).unwrap_or(0.0).total_cmp(&rate(b).unwrap_or(0.0)))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    out += &row(More, "sampling, the best of the three (env steps/s)", &best(r), &best(x), "RLlib PPO", rate, fmt_rate);
+    for (rk, alg, xk, who) in [
+        ("ppo_solve", "PPO (rlx defaults)", "rllib_ppo_solve", "RLlib PPO"),
+        ("ppo_solve", "PPO (rlx defaults)", "sb3_ppo_solve", "SB3 PPO"),
+        ("ppo_tuned_solve", "PPO (rlx tuned)", "rllib_ppo_solve", "RLlib PPO"),
+        ("ppo_tuned_solve", "PPO (rlx tuned)", "sb3_ppo_solve", "SB3 PPO"),
+        ("dqn_solve", "DQN", "sb3_dqn_solve", "SB3 DQN"),
+    ] {
+        let (rw, xw) = (&r[rk], &x[xk]);
+        let solved = |w: &Value, key: &str| w["solved"].as_bool().filter(|s| *s).and(w[key].as_f64());
+        out += &row(
+            Less,
+            &format!("{alg} to mean return 475, wall time"),
+            rw,
+            xw,
+            who,
+            |w| solved(w, "wall_s"),
+            |s| format!("{s:.1} s"),
+        );
+        out += &row(
+            Less,
+            &format!("{alg} to mean return 475, env steps"),
+            rw,
+            xw,
+            who,
+            |w| solved(w, "env_steps"),
+            |s| format!("{s:.0}"),
+        );
+        out += &row(Less, &format!("{alg} run, peak memory"), rw, xw, who, |w| w["peak_rss_bytes"].as_f64(), fmt_bytes);
+    }
+    Ok(out)
+}
+
+fn fmt_rate(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+fn fmt_bytes(x: f64) -> String {
+    if x >= 1e9 {
+        format!("{:.2} GB", x / 1e9)
+    } else {
+        format!("{:.0} MB", x / 1e6)
+    }
+}
+
+/// Whether more of a figure is better (throughput) or less (time, steps,
+/// memory); the ratio is written so that > 1 favours rlx either way.
+#[derive(Clone, Copy)]
+enum Better {
+    More,
+    Less,
+}
+use Better::{Less, More};
+
+/// One table row from the two sides' merged workloads.
+fn row(
+    better: Better,
+    what: &str,
+    rlx: &Value,
+    reference: &Value,
+    who: &str,
+    figure: impl Fn(&Value) -> Option<f64>,
+    fmt: impl Fn(f64) -> String,
+) -> String {
+    let (a, b) = (figure(rlx), figure(reference));
+    let ratio = match (better, a, b) {
+        (More, Some(a), Some(b)) if a >= b && b > 0.0 => format!("**{:.1}×** faster", a / b),
+        (More, Some(a), Some(b)) if a > 0.0 => format!("{:.1}× slower", b / a),
+        (Less, Some(a), Some(b)) if a <= b && a > 0.0 => format!("**{:.1}×** less", b / a),
+        (Less, Some(a), Some(b)) if b > 0.0 => format!("{:.1}× more", a / b),
+        _ => "—".into(),
+    };
+    let cell = |x: Option<f64>, w: &Value| x.map_or_else(|| missing(w), &fmt);
+    let n = |w: &Value| w["runs"].as_u64().map_or("0".into(), |n| n.to_string());
+    format!("| {what} | {} | {} | {who} | {ratio} | {}/{} |\n", cell(a, rlx), cell(b, reference), n(rlx), n(reference))
+}
+
+/// What a cell says when its figure is absent: the error, or how far an
+/// unsolved run got.
+fn missing(w: &Value) -> String {
+    if let Some(e) = w["error"].as_str() {
+        return format!("failed ({e})");
+    }
+    match (w["best_mean_return"].as_f64(), w["env_steps"].as_f64(), w["wall_s"].as_f64()) {
+        (Some(best), Some(steps), Some(wall)) => format!("not solved: best {best:.0} in {steps:.0} steps, {wall:.0} s"),
+        _ => "not measured".into(),
+    }
+}
