@@ -4,23 +4,7 @@
 //! stops at 100 instead, so that CI only checks that the suite runs.
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use rlx_algorithms::build_trainer;
-use serde_json::json;
-use std::time::{Duration, Instant};
-
-fn solve(rt: &tokio::runtime::Runtime, seed: u64, target: f64) -> (Duration, u64) {
-    rt.block_on(async {
-        let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &json!({"seed": seed})).await.expect("build");
-        let t0 = Instant::now();
-        loop {
-            let r = trainer.train().await.expect("train");
-            if r.episode_reward_mean.is_some_and(|m| m >= target) {
-                return (t0.elapsed(), r.timesteps_total);
-            }
-            assert!(r.timesteps_total < 2_000_000, "seed {seed} did not solve CartPole in 2M steps");
-        }
-    })
-}
+use std::time::Duration;
 
 fn ppo_to_475(c: &mut Criterion) {
     let rt = rlx_benches::runtime();
@@ -38,7 +22,7 @@ fn ppo_to_475(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let (t, steps) = solve(&rt, seed, target);
+                let (t, steps) = rlx_benches::solve_cartpole(&rt, "PPO", seed, target, 2_000_000);
                 eprintln!("seed {seed}: solved in {:.2} s, {steps} env steps", t.as_secs_f64());
                 seed += 1;
                 total += t;

@@ -9,9 +9,7 @@
 //! to 100 so that CI only checks that the suite runs.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
-use rlx_algorithms::build_trainer;
-use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// (algorithm, target mean return, env-step budget). With seed 0 on
 /// 2026-11-21, PG took 416k env steps, A2C 398k, A3C 315k, IMPALA 381k, APPO
@@ -30,20 +28,6 @@ const TARGETS: &[(&str, f64, u64)] = &[
     ("ARS", 475.0, 2_000_000),
 ];
 
-fn solve(rt: &tokio::runtime::Runtime, algorithm: &str, target: f64, budget: u64, seed: u64) -> (Duration, u64) {
-    rt.block_on(async {
-        let (mut trainer, _) = build_trainer(algorithm, "CartPole-v1", &json!({"seed": seed})).await.expect("build");
-        let t0 = Instant::now();
-        loop {
-            let r = trainer.train().await.expect("train");
-            if r.episode_reward_mean.is_some_and(|m| m >= target) {
-                return (t0.elapsed(), r.timesteps_total);
-            }
-            assert!(r.timesteps_total < budget, "{algorithm} seed {seed} did not reach {target} in {budget} env steps");
-        }
-    })
-}
-
 fn time_to_solve(c: &mut Criterion) {
     let rt = rlx_benches::runtime();
     let quick = rlx_benches::quick();
@@ -61,7 +45,7 @@ fn time_to_solve(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let (t, steps) = solve(&rt, algorithm, target, budget, seed);
+                    let (t, steps) = rlx_benches::solve_cartpole(&rt, algorithm, seed, target, budget);
                     eprintln!(
                         "{algorithm} seed {seed}: reached {target} in {:.2} s, {steps} env steps",
                         t.as_secs_f64()

@@ -47,3 +47,50 @@ pub mod criterion_config {
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
 }
+
+/// How a run to a target return went: the time-to-solve suites and
+/// `rlx-compare solve` share it.
+pub struct Solve {
+    /// Whether the 100-episode mean training return reached the target.
+    pub solved: bool,
+    /// Wall time from the first iteration.
+    pub wall: Duration,
+    /// Env steps sampled by then.
+    pub env_steps: u64,
+    /// The best 100-episode mean seen.
+    pub best_mean: f64,
+}
+
+/// Trains until the 100-episode mean return reaches `target`, or until
+/// `budget` env steps have been sampled.
+pub async fn train_until(trainer: &mut rlx::Trainer, target: f64, budget: u64) -> Result<Solve, rlx::OptimizerError> {
+    let t0 = std::time::Instant::now();
+    let mut best_mean = f64::NEG_INFINITY;
+    loop {
+        let r = trainer.train().await?;
+        let mean = r.episode_reward_mean.unwrap_or(f64::NEG_INFINITY);
+        best_mean = best_mean.max(mean);
+        if mean >= target || r.timesteps_total >= budget {
+            return Ok(Solve { solved: mean >= target, wall: t0.elapsed(), env_steps: r.timesteps_total, best_mean });
+        }
+    }
+}
+
+/// One time-to-solve sample of the criterion suites: `algorithm` with its
+/// defaults and `seed` on CartPole-v1 until the 100-episode mean reaches
+/// `target`; panics if `budget` env steps run out first.
+pub fn solve_cartpole(
+    rt: &tokio::runtime::Runtime,
+    algorithm: &str,
+    seed: u64,
+    target: f64,
+    budget: u64,
+) -> (Duration, u64) {
+    rt.block_on(async {
+        let config = serde_json::json!({"seed": seed});
+        let (mut trainer, _) = rlx_algorithms::build_trainer(algorithm, "CartPole-v1", &config).await.expect("build");
+        let s = train_until(&mut trainer, target, budget).await.expect("train");
+        assert!(s.solved, "{algorithm} seed {seed} did not reach {target} in {budget} env steps");
+        (s.wall, s.env_steps)
+    })
+}

@@ -232,24 +232,15 @@ fn solve(run: &str, seed: u64, budget_steps: u64, config: &str) -> Result<Value>
     };
     object.insert("seed".into(), json!(seed));
     let rt = rlx_benches::runtime();
-    let (solved, wall_s, steps, best) = rt.block_on(async {
+    let s = rt.block_on(async {
         let (mut trainer, _) = build_trainer(run, "CartPole-v1", &config).await.map_err(|e| e.to_string())?;
-        let t0 = Instant::now();
-        let mut best = f64::NEG_INFINITY;
-        loop {
-            let r = trainer.train().await.map_err(|e| e.to_string())?;
-            let mean = r.episode_reward_mean.unwrap_or(f64::NEG_INFINITY);
-            best = best.max(mean);
-            if mean >= SOLVE_RETURN || r.timesteps_total >= budget_steps {
-                return Ok::<_, String>((mean >= SOLVE_RETURN, t0.elapsed().as_secs_f64(), r.timesteps_total, best));
-            }
-        }
+        rlx_benches::train_until(&mut trainer, SOLVE_RETURN, budget_steps).await.map_err(|e| e.to_string())
     })?;
     Ok(json!({
-        "solved": solved,
-        "wall_s": wall_s,
-        "env_steps": steps,
-        "best_mean_return": best,
+        "solved": s.solved,
+        "wall_s": s.wall.as_secs_f64(),
+        "env_steps": s.env_steps,
+        "best_mean_return": s.best_mean,
         "peak_rss_bytes": peak_rss_bytes(),
     }))
 }
