@@ -43,6 +43,9 @@ enum Command {
     Rollout(RolloutArgs),
     /// Overlay the learning curves of several runs in one PNG.
     Plot(PlotArgs),
+    /// Run a worker node that drivers place evaluators on
+    /// (`rlx train ... --nodes HOST:PORT --cookie SECRET`). Runs until Ctrl-C.
+    Node(NodeArgs),
     /// List algorithms and envs, one line each.
     List,
     /// Print an algorithm's default config, each key with its documentation.
@@ -89,6 +92,30 @@ pub struct TrainArgs {
     /// Parent directory for this run's results directory.
     #[arg(long, default_value = "rlx_results")]
     pub results_dir: PathBuf,
+    /// Run the evaluators on these worker nodes (started with `rlx node`),
+    /// comma-separated HOST:PORT; same as the config key `nodes`.
+    #[arg(long)]
+    pub nodes: Option<String>,
+    /// The worker nodes' cookie (or the env var RLX_COOKIE); never written to results.
+    #[arg(long)]
+    pub cookie: Option<String>,
+}
+
+/// Arguments of `rlx node`.
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Address to accept drivers on (port 0 picks a free port; the node prints the address).
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    pub listen: std::net::SocketAddr,
+    /// Shared secret: drivers with another cookie are refused (or the env var RLX_COOKIE).
+    #[arg(long)]
+    pub cookie: Option<String>,
+    /// The node's name, unique in the cluster (default: node-PORT-PID).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Largest message accepted, in MiB.
+    #[arg(long, default_value_t = rlx_cluster::DEFAULT_MAX_FRAME_BYTES >> 20)]
+    pub max_frame_mib: u64,
 }
 
 /// Arguments of `rlx rollout`.
@@ -383,6 +410,12 @@ pub fn experiments(
         }
         if let Some(seed) = args.seed {
             config["seed"] = json!(seed);
+        }
+        if let Some(nodes) = &args.nodes {
+            config["nodes"] = json!(nodes);
+        }
+        if let Some(cookie) = &args.cookie {
+            config["cookie"] = json!(cookie);
         }
         translate_rllib(&mut config, RLLIB_RENAMED, RLLIB_IGNORED);
         let mut stop = entry.remove("stop").unwrap_or(Value::Null);
@@ -824,6 +857,7 @@ fn exit_code(outcome: Result<Outcome, CliError>) -> ExitCode {
 pub async fn algorithm_main(algorithm: &'static str) -> ExitCode {
     use clap::{Args as _, FromArgMatches as _};
     default_sigpipe();
+    init_logging();
     let command = clap::Command::new(format!("rlx-{}", algorithm.to_lowercase())).version(env!("CARGO_PKG_VERSION"));
     let about = format!("Train {algorithm} on an env (the same as `rlx train --run {algorithm}`)");
     let matches = TrainArgs::augment_args(command).about(about).get_matches();
@@ -845,9 +879,60 @@ fn default_sigpipe() {
     }
 }
 
+/// `rlx node`: serves evaluators to drivers until Ctrl-C.
+async fn node(args: NodeArgs) -> Result<(), CliError> {
+    let cookie = args
+        .cookie
+        .or_else(|| std::env::var("RLX_COOKIE").ok())
+        .ok_or_else(|| CliError::Usage("a node needs a cookie: pass --cookie SECRET (or set RLX_COOKIE)".into()))?;
+    if args.max_frame_mib == 0 || args.max_frame_mib > 1024 {
+        return Err(CliError::Usage(format!("--max-frame-mib {} is outside [1, 1024]", args.max_frame_mib)));
+    }
+    let config = rlx_cluster::NodeConfig {
+        listen: args.listen,
+        cookie,
+        name: args.name,
+        max_frame_bytes: args.max_frame_mib << 20,
+    };
+    let node = rlx_cluster::Node::start(config, crate::deploy::node_resolver())
+        .await
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    // Tests and scripts read this line for the bound address.
+    println!("rlx node {} listening on {}", node.name, node.addr);
+    let _ = tokio::signal::ctrl_c().await;
+    node.stop();
+    Ok(())
+}
+
+/// Runs a binary's main future on a multi-thread tokio runtime that the
+/// actix backend shares, so the process has one runtime.
+pub fn run_binary(main: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Arc::new(rt),
+        Err(e) => return fail(format!("cannot start the tokio runtime: {e}")),
+    };
+    rlx_cluster::actix_backend::share_runtime(runtime.clone());
+    runtime.block_on(main)
+}
+
+/// Logs to stderr: rlx's cluster events (nodes joining, lost, evaluators
+/// re-placed) at `info`, everything else at `warn`; `RUST_LOG` overrides.
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,rlx_cluster=info,ractor=error,ractor_cluster=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
+}
+
 /// Entry point of the `rlx` binary.
 pub async fn main() -> ExitCode {
     default_sigpipe();
+    init_logging();
     let cli = Cli::parse();
     match cli.command {
         Command::Train { run, args } => exit_code(train(run.as_deref(), &args).await),
@@ -860,6 +945,10 @@ pub async fn main() -> ExitCode {
                 println!("wrote {}", args.out.display());
                 ExitCode::SUCCESS
             }
+            Err(e) => fail(e),
+        },
+        Command::Node(args) => match node(args).await {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },
         Command::List => {

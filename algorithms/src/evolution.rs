@@ -502,6 +502,8 @@ pub enum WorkerMsg {
     Evaluate(Arc<EvalRequest>, Vec<Task>, ractor::RpcReplyPort<Result<Vec<PairResult>, EvaluatorError>>),
 }
 
+impl ractor::Message for WorkerMsg {}
+
 /// A worker's evaluator, or its children.
 pub enum WorkerState {
     /// Evaluates tasks itself.

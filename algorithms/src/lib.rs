@@ -24,6 +24,7 @@ pub mod appo;
 pub mod ars;
 pub mod cli;
 pub mod ddpg;
+pub mod deploy;
 pub mod device;
 pub mod dqn;
 pub mod es;
@@ -208,9 +209,25 @@ fn unknown_algorithm(name: &str) -> BuildError {
 /// # Errors
 /// Unknown algorithm or env, a bad config key or value, or an evaluator that
 /// fails to start.
+///
+/// With `"nodes"` (and `"cookie"`) in `overrides`, the evaluators run on
+/// those worker nodes, and with `"backend": "actix"` as actix actors
+/// ([`deploy`]); the resolved config keeps these keys but never the cookie.
 pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Result<(Trainer, Value), BuildError> {
+    let (deployment, overrides) = deploy::split(overrides)?;
     let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
-    build_trainer_with_env(algorithm, env_maker(env, &kwargs)?, overrides).await
+    let make_env = env_maker(env, &kwargs)?;
+    if deployment.actix {
+        let (trainer, mut resolved) = deploy::build_on_actix(algorithm, make_env, &overrides).await?;
+        resolved["backend"] = serde_json::json!("actix");
+        return Ok((trainer, resolved));
+    }
+    if deployment.nodes.is_empty() {
+        return build_trainer_with_env(algorithm, make_env, &overrides).await;
+    }
+    let (trainer, mut resolved) = deploy::build_on_nodes(algorithm, env, make_env, &overrides, &deployment).await?;
+    resolved["nodes"] = serde_json::json!(deployment.nodes);
+    Ok((trainer, resolved))
 }
 
 /// `overrides` merged over `C`'s defaults, and the resolved config as JSON.

@@ -443,6 +443,8 @@ pub enum MemberMsg {
     Weights(RpcReplyPort<Arc<FlatWeights>>),
 }
 
+impl ractor::Message for MemberMsg {}
+
 /// A population member: an actor owning a whole [`Trainer`] of the member
 /// algorithm (with its own evaluators), built in `pre_start`.
 #[derive(Clone)]

@@ -129,3 +129,33 @@ async fn asynchronous_algorithms_survive_an_evaluator_crash() {
         assert!(last.learner.get("policy_lag_mean").is_some(), "{algorithm}: {:?}", last.learner);
     }
 }
+
+/// The actix backend handles an env panic like the ractor one: the sync
+/// actor is rebuilt within the budget, and past it the error is as clear.
+#[test]
+fn actix_evaluators_restart_within_budget_and_fail_clearly_past_it() {
+    let runtime = std::sync::Arc::new(
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap(),
+    );
+    rlx_cluster::actix_backend::share_runtime(runtime.clone());
+    runtime.block_on(async {
+        let deploy = rlx_algorithms::deploy::build_on_actix;
+        let (mut trainer, _) = deploy("PPO", faulty(|n| n == 3000), &config()).await.unwrap();
+        let mut last = None;
+        for _ in 0..12 {
+            last = Some(trainer.train().await.expect("a single crash is within the restart budget"));
+        }
+        let last = last.unwrap();
+        assert_eq!(last.num_evaluator_restarts, 1);
+        assert_eq!(last.num_env_steps_trained, 12 * 512);
+
+        let (mut trainer, _) = deploy("PPO", faulty(|n| n % 700 == 0), &config()).await.unwrap();
+        let msg = loop {
+            match trainer.train().await {
+                Ok(r) => assert!(r.training_iteration < 20, "the run must fail once the budget is spent"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(msg.contains("at most 2 restarts") && msg.contains("simulator crashed"), "{msg}");
+    });
+}

@@ -1,5 +1,6 @@
 //! PPO learns CartPole-v1: with a fixed seed and a fixed budget of env steps
-//! the 100-episode mean return must pass 400.
+//! the 100-episode mean return must pass 400, with its evaluator a ractor
+//! actor (the default) and with it an actix sync actor.
 
 use rlx_algorithms::build_trainer;
 use serde_json::json;
@@ -11,7 +12,23 @@ const THRESHOLD: f64 = 400.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ppo_learns_cartpole_within_budget() {
-    let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &json!({"seed": 1, "num_workers": 1})).await.unwrap();
+    learns(json!({"seed": 1, "num_workers": 1})).await;
+}
+
+/// The same run on the actix backend, on one runtime shared with the actix
+/// System, as the `rlx` binary runs it.
+#[test]
+fn ppo_learns_cartpole_with_the_actix_backend() {
+    let runtime = std::sync::Arc::new(
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap(),
+    );
+    rlx_cluster::actix_backend::share_runtime(runtime.clone());
+    runtime.block_on(learns(json!({"seed": 1, "num_workers": 1, "backend": "actix"})));
+}
+
+async fn learns(config: serde_json::Value) {
+    let (mut trainer, resolved) = build_trainer("PPO", "CartPole-v1", &config).await.unwrap();
+    assert_eq!(resolved.get("backend"), config.get("backend"));
     let mut best = f64::NEG_INFINITY;
     loop {
         let r = trainer.train().await.unwrap();

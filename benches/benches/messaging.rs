@@ -7,16 +7,21 @@
 //! - `ractor`: a local ractor actor (`ActorRef::call`), as rlx's evaluators;
 //! - `actix_context`: an actix actor on the caller's arbiter (`Addr::send`);
 //! - `actix_sync_arbiter`: an actix `SyncArbiter` actor on its own OS thread.
+//! - `ractor_remote`: an actor on a second node process over loopback
+//!   (ractor_cluster), request and reply encoded as rlx encodes every
+//!   message (MessagePack + LZ4).
 //!
 //! RLlib's figure for a local Ray actor call is ~200 µs (Liang et al. 2018);
-//! DESIGN.md records ~1 ms sequential on this machine. A remote call to a
-//! second node process over loopback needs the cluster crate (issue 6).
+//! DESIGN.md records ~1 ms sequential on this machine.
 
 use actix::prelude::*;
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, BenchmarkId, Criterion};
 use ractor::{Actor as RactorActor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use rlx_benches::nodes::{self, NodeProcess};
+use rlx_cluster::wire::{self, SpawnSpec, Wire};
+use rlx_cluster::{Cluster, ClusterOptions};
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The answer: 8 observations of 4 floats.
 type Tiny = Vec<f32>;
@@ -39,6 +44,8 @@ impl Direct {
 enum RactorMsg {
     Sample(u64, RpcReplyPort<Tiny>),
 }
+
+impl ractor::Message for RactorMsg {}
 
 struct RactorSampler;
 
@@ -149,6 +156,36 @@ fn messaging(c: &mut Criterion) {
         system.block_on(async { (ActixSampler.start(), SyncArbiter::start(1, || ActixSyncSampler)) });
     actix_round_trip(&mut group, &system, "actix_context", context_addr);
     actix_round_trip(&mut group, &system, "actix_sync_arbiter", sync_addr);
+
+    // A second node process, reached through ractor_cluster.
+    let node = NodeProcess::start();
+    let spec = SpawnSpec { algorithm: "PPO".into(), env: "CartPole-v1".into(), config_json: "{}".into() };
+    let cluster = rt
+        .block_on(Cluster::connect(std::slice::from_ref(&node.addr), spec, ClusterOptions::new(nodes::COOKIE)))
+        .expect("connect to the node");
+    let echo: ActorRef<Wire<nodes::EchoProtocol>> = ractor::pg::get_members(&nodes::ECHO_GROUP.to_string())
+        .into_iter()
+        .find(|cell| !cell.get_id().is_local())
+        .expect("the node's echo actor")
+        .into();
+    group.bench_function(BenchmarkId::new("ractor_remote", "tiny_batch"), |b| {
+        b.iter_custom(|iters| {
+            let echo = echo.clone();
+            on_runtime(&rt, async move {
+                let t0 = Instant::now();
+                for seed in 0..iters {
+                    let request = wire::encode(&seed).expect("encode");
+                    let reply =
+                        echo.call(|r| Wire::call(request, r), Some(Duration::from_secs(10))).await.expect("node alive");
+                    let bytes = reply.expect("answered");
+                    black_box(wire::decode::<Tiny>(&bytes).expect("decode"));
+                }
+                t0.elapsed()
+            })
+        })
+    });
+    drop(cluster);
+    drop(node);
     group.finish();
 }
 
@@ -185,4 +222,12 @@ fn actix_round_trip<A>(
 }
 
 criterion_group!(benches, messaging);
-criterion_main!(benches);
+
+fn main() {
+    // The remote bar's node is this binary, re-run.
+    if nodes::serve_if_node() {
+        return;
+    }
+    benches();
+    criterion::Criterion::default().configure_from_args().final_summary();
+}

@@ -6,6 +6,7 @@
 /// The book's Rust examples, compiled as doctests of this crate.
 #[cfg(doctest)]
 mod book;
+pub mod nodes;
 
 use std::time::Duration;
 

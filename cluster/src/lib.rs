@@ -1,7 +1,79 @@
-//! # rlx-cluster: multi-node training (not built yet)
+//! Multi-node rlx on ractor_cluster: worker nodes (`rlx node`) and remote
+//! evaluators that optimizers drive through the same
+//! [`EvaluatorHandle`](rlx::EvaluatorHandle) as local ones.
 //!
-//! This crate will hold `rlx node` (a ractor_cluster node server with a
-//! spawner actor), remote evaluator handles that implement
-//! `rlx::EvaluatorHandle` over the wire format in `rlx::codec`, and the
-//! supervision tree across nodes. Until then, evaluators run in the driver
-//! or as supervised local ractor actors (`rlx::actor`).
+//! - [`node`]: what a worker node runs (a spawner and evaluator servers).
+//! - [`driver`]: the driver's side: connecting to nodes, placing evaluators
+//!   on them round-robin, and re-placing those of a node that dies.
+//! - [`wire`]: the messages, as MessagePack + LZ4 bytes.
+//! - [`actix_backend`]: local evaluators as actix sync actors instead of
+//!   ractor actors (`"backend": "actix"`).
+//!
+//! The driver runs an algorithm's ordinary build inside
+//! [`rlx::placement::with_placement`] with a [`driver::Cluster`]; nothing in
+//! the algorithm or its optimizer changes.
+
+pub mod actix_backend;
+pub mod driver;
+pub mod node;
+pub mod wire;
+
+pub use driver::{Cluster, ClusterOptions};
+pub use node::{Node, NodeConfig, Resolver, DEFAULT_MAX_FRAME_BYTES};
+
+use ractor::{Actor, ActorRef};
+use ractor_cluster::node::NodeConnectionMode;
+use ractor_cluster::{NodeServer, NodeServerMessage};
+
+/// What can go wrong setting up a cluster.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ClusterError {
+    /// A node's listen address cannot be bound.
+    #[error("cannot listen on {addr}: {reason}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// A node address is not of the form `HOST:PORT`, or does not resolve.
+    #[error("bad node address {addr:?}: {reason}")]
+    Address {
+        /// The address as given.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// No listed node could be used.
+    #[error("none of the nodes could be used: {}", .0.join("; "))]
+    NoNodes(Vec<String>),
+    /// A ractor actor failed to start or to answer.
+    #[error("actor error: {0}")]
+    Actor(String),
+}
+
+/// The host name rlx gives ractor_cluster (names are `NAME@localhost`;
+/// rlx addresses nodes by socket address, not by this name).
+const HOSTNAME: &str = "localhost";
+
+/// Starts this process's ractor_cluster NodeServer. Its own listener binds
+/// an ephemeral loopback port that nothing uses: nodes accept on the
+/// address rlx binds itself ([`Node::start`]), and drivers only dial out.
+async fn start_node_server(
+    name: &str,
+    cookie: &str,
+    max_frame_bytes: u64,
+) -> Result<ActorRef<NodeServerMessage>, ClusterError> {
+    let server = NodeServer::new(
+        0,
+        cookie.to_string(),
+        name.to_string(),
+        HOSTNAME.to_string(),
+        None,
+        Some(NodeConnectionMode::Isolated),
+    )
+    .with_listen_addr(std::net::Ipv4Addr::LOCALHOST.into())
+    .with_max_inbound_frame_size(max_frame_bytes);
+    let (server, _) = Actor::spawn(None, server, ()).await.map_err(|e| ClusterError::Actor(e.to_string()))?;
+    Ok(server)
+}

@@ -66,19 +66,20 @@ impl Default for RestartPolicy {
 /// The failures inside a [`RestartPolicy`]'s window (Erlang/OTP's restart
 /// intensity and period), for every supervisor in rlx.
 #[derive(Debug)]
-pub(crate) struct FailureWindow {
+pub struct FailureWindow {
     policy: RestartPolicy,
     failures: VecDeque<Instant>,
 }
 
 impl FailureWindow {
-    pub(crate) fn new(policy: RestartPolicy) -> Self {
+    /// An empty window for `policy`.
+    pub fn new(policy: RestartPolicy) -> Self {
         Self { policy, failures: VecDeque::new() }
     }
 
     /// Records a failure now. `Err` carries the failures inside the window
     /// when they exceed `max_restarts`: the supervisor must give up.
-    pub(crate) fn record(&mut self) -> Result<(), usize> {
+    pub fn record(&mut self) -> Result<(), usize> {
         let now = Instant::now();
         let window = Duration::from_secs_f64(self.policy.window_s);
         self.failures.push_back(now);
@@ -110,6 +111,8 @@ pub enum EvaluatorMsg {
     /// Restore a checkpoint's snapshot.
     LoadState(Arc<EvaluatorState>, RpcReplyPort<Result<(), EvaluatorError>>),
 }
+
+impl ractor::Message for EvaluatorMsg {}
 
 /// An actor owning one [`PolicyEvaluator`].
 pub struct EvaluatorActor;
@@ -189,6 +192,8 @@ pub enum SupervisorMsg {
         reply: RpcReplyPort<Result<(ActorRef<EvaluatorMsg>, u64), HandleError>>,
     },
 }
+
+impl ractor::Message for SupervisorMsg {}
 
 /// Supervises a set of [`EvaluatorActor`]s with a [`RestartPolicy`].
 pub struct EvaluatorSupervisor;
@@ -546,6 +551,12 @@ impl ActorEvaluatorSet {
     /// (a handle learns of a restart only on its next call).
     pub fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::Relaxed)
+    }
+}
+
+impl crate::placement::WorkerSet for ActorEvaluatorSet {
+    fn restarts(&self) -> u64 {
+        ActorEvaluatorSet::restarts(self)
     }
 }
 

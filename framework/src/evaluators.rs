@@ -7,6 +7,7 @@
 use crate::actor::{ActorEvaluatorSet, RestartPolicy};
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator};
 use crate::handle::{EvaluatorHandle, HandleError, HandleStats, LocalEvaluator};
+use crate::placement::{self, PlacedWorkers, WorkerSet};
 use std::collections::BTreeMap;
 
 /// The local evaluator and the worker handles an optimizer drives.
@@ -16,12 +17,13 @@ pub struct Evaluators {
     /// Counters of workers lent out to in-flight requests, as last seen.
     lent: BTreeMap<usize, HandleStats>,
     /// Keeps the worker actors alive (dropping it stops them) and counts restarts.
-    actors: Option<ActorEvaluatorSet>,
+    actors: Option<Box<dyn WorkerSet>>,
 }
 
 impl Evaluators {
-    /// Builds the local evaluator and `num_workers` supervised actor
-    /// evaluators from `factory`.
+    /// Builds the local evaluator and `num_workers` supervised workers from
+    /// `factory`: ractor actors in this process, or wherever the
+    /// [`Placement`](crate::placement::Placement) in scope puts them.
     ///
     /// # Errors
     /// If an evaluator cannot be built; the error names which.
@@ -31,11 +33,18 @@ impl Evaluators {
         restart: RestartPolicy,
     ) -> Result<Self, HandleError> {
         let local = factory(0, 0).map_err(|source| HandleError::Failed { index: 0, source })?;
-        let (actors, workers) = if num_workers == 0 {
-            (None, Vec::new())
-        } else {
-            let (set, handles) = ActorEvaluatorSet::spawn(factory, (1..=num_workers).collect(), restart).await?;
-            (Some(set), handles.into_iter().map(|h| Box::new(h) as Box<dyn EvaluatorHandle>).collect())
+        let indices: Vec<usize> = (1..=num_workers).collect();
+        let (actors, workers) = match placement::current() {
+            Some(placement) => {
+                let PlacedWorkers { handles, keep_alive } = placement.place(factory, indices, restart).await?;
+                (Some(keep_alive), handles)
+            }
+            None if num_workers == 0 => (None, Vec::new()),
+            None => {
+                let (set, handles) = ActorEvaluatorSet::spawn(factory, indices, restart).await?;
+                let set: Box<dyn WorkerSet> = Box::new(set);
+                (Some(set), handles.into_iter().map(|h| Box::new(h) as Box<dyn EvaluatorHandle>).collect())
+            }
         };
         Ok(Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), actors })
     }
@@ -89,6 +98,12 @@ impl Evaluators {
             Some(set) => set.restarts(),
             None => self.workers.iter().map(|w| w.stats().restarts).chain(self.lent.values().map(|s| s.restarts)).sum(),
         }
+    }
+
+    /// Failures of the workers' deployment so far (lost nodes, re-placed
+    /// evaluators); empty for workers in this process.
+    pub fn failures(&self) -> Vec<String> {
+        self.actors.as_ref().map(|a| a.failures()).unwrap_or_default()
     }
 
     /// Lends every worker handle out, for asynchronous optimizers that keep

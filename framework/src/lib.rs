@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod multi_agent;
 pub mod operators;
 pub mod optimizer;
+pub mod placement;
 pub mod plot;
 pub mod policy;
 pub mod pool;

@@ -102,6 +102,10 @@ pub struct TrainResult {
     pub env_steps_per_s: f64,
     /// Evaluator restarts after failures since the start of the run.
     pub num_evaluator_restarts: u64,
+    /// What failed in the evaluators' deployment since the start of the run
+    /// (refused or lost nodes, re-placed evaluators), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evaluator_failures: Vec<String>,
     /// The learner's statistics (losses, entropy, KL...), averaged over the
     /// iteration's minibatches.
     pub learner: LearnerStats,

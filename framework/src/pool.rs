@@ -95,6 +95,8 @@ pub enum PoolMsg<A: Actor> {
     },
 }
 
+impl<A: Actor> ractor::Message for PoolMsg<A> {}
+
 /// Starts, watches and restarts the children of an [`ActorPool`].
 pub struct PoolSupervisor<A>(PhantomData<fn() -> A>);
 
@@ -430,6 +432,8 @@ mod tests {
     enum DoublerMsg {
         Double(i64, RpcReplyPort<(i64, u64)>),
     }
+
+    impl ractor::Message for DoublerMsg {}
 
     impl Actor for Doubler {
         type Msg = DoublerMsg;

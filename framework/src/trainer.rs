@@ -183,6 +183,7 @@ impl Trainer {
             time_total_s: self.time_before_s + started.elapsed().as_secs_f64(),
             env_steps_per_s: step.steps_sampled as f64 / dt.max(1e-9),
             num_evaluator_restarts: self.optimizer.evaluators().num_restarts(),
+            evaluator_failures: self.optimizer.evaluators().failures(),
             learner: step.learner,
         };
         self.last = result.clone();

@@ -1,7 +1,6 @@
 //! `rlx-a3c --env ENV [--config JSON] [--stop JSON]`: A3C alone, the
 //! same as `rlx train --run A3C`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("A3C").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("A3C"))
 }

@@ -1,7 +1,6 @@
 //! `rlx-appo --env ENV [--config JSON] [--stop JSON]`: APPO alone, the
 //! same as `rlx train --run APPO`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("APPO").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("APPO"))
 }

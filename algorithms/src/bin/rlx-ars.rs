@@ -1,7 +1,6 @@
 //! `rlx-ars --env ENV [--config JSON] [--stop JSON]`: ARS alone, the same as
 //! `rlx train --run ARS`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("ARS").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("ARS"))
 }

@@ -1,7 +1,6 @@
 //! `rlx-dqn --env ENV [--config JSON] [--stop JSON]`: DQN alone, the
 //! same as `rlx train --run DQN`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("DQN").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("DQN"))
 }

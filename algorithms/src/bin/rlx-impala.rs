@@ -1,7 +1,6 @@
 //! `rlx-impala --env ENV [--config JSON] [--stop JSON]`: IMPALA alone, the
 //! same as `rlx train --run IMPALA`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("IMPALA").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("IMPALA"))
 }

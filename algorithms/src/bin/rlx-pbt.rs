@@ -1,7 +1,6 @@
 //! `rlx-pbt --env ENV [--config JSON] [--stop JSON]`: population-based
 //! training alone, the same as `rlx train --run PBT`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("PBT").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("PBT"))
 }

@@ -1,7 +1,6 @@
 //! `rlx-pg --env ENV [--config JSON] [--stop JSON]`: PG alone, the
 //! same as `rlx train --run PG`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("PG").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("PG"))
 }

@@ -1,7 +1,6 @@
 //! `rlx-ppo --env ENV [--config JSON] [--stop JSON]`: PPO alone, the
 //! same as `rlx train --run PPO`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("PPO").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("PPO"))
 }

@@ -1,7 +1,6 @@
 //! `rlx-sac --env ENV [--config JSON] [--stop JSON]`: SAC alone, the
 //! same as `rlx train --run SAC`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::algorithm_main("SAC").await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("SAC"))
 }

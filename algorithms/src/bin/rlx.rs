@@ -1,6 +1,5 @@
 //! The `rlx` command line: `rlx train --run PPO --env CartPole-v1`.
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::main().await
+fn main() -> std::process::ExitCode {
+    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::main())
 }

@@ -324,6 +324,8 @@ pub enum AggregatorMsg {
     Add(SampleBatch, u64, ractor::RpcReplyPort<()>),
 }
 
+impl ractor::Message for AggregatorMsg {}
+
 /// Concatenates batches into train batches for the learner.
 pub struct Aggregator;
 

@@ -50,6 +50,8 @@ pub enum ShardMsg {
     },
 }
 
+impl ractor::Message for ShardMsg {}
+
 /// One replay buffer as an actor.
 pub struct ReplayShard;
 
@@ -112,6 +114,8 @@ pub enum ShardSupervisorMsg {
         reply: RpcReplyPort<Result<(ActorRef<ShardMsg>, u64), ReplayError>>,
     },
 }
+
+impl ractor::Message for ShardSupervisorMsg {}
 
 /// Restarts replay shards one-for-one within a restart budget.
 pub struct ShardSupervisor;

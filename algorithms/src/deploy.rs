@@ -1,0 +1,206 @@
+//! Where a run's evaluators live: in this process (the default) or on
+//! worker nodes started with `rlx node`.
+//!
+//! Three config keys, taken out before the algorithm sees its config:
+//! - `"backend"`: `"ractor"` (default) or `"actix"`: which actor library
+//!   runs the local evaluators (actix: a `SyncArbiter` thread each).
+//! - `"nodes"`: `["127.0.0.1:7000", ...]` (or one comma-separated string);
+//!   evaluators are placed on them round-robin.
+//! - `"cookie"`: the nodes' shared secret (also `--cookie` or `RLX_COOKIE`).
+//!   It is never written to `params.json` or checkpoints.
+//!
+//! Nodes re-run the same algorithm build from the algorithm name, env and
+//! config ([`node_resolver`]), so an evaluator on a node is the one the
+//! driver would have built itself.
+
+use crate::{build_trainer_with_env, env_maker, BuildError, EnvMaker};
+use futures::future::BoxFuture;
+use rlx::actor::RestartPolicy;
+use rlx::config::ConfigError;
+use rlx::placement::{with_placement, PlacedWorkers, Placement, WorkerSet};
+use rlx::{EvaluatorFactory, HandleError, Trainer};
+use rlx_cluster::wire::SpawnSpec;
+use rlx_cluster::{Cluster, ClusterOptions, Resolver};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+
+/// The deployment keys of a config.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Deployment {
+    /// Node addresses; empty for a single-process run.
+    pub nodes: Vec<String>,
+    /// The nodes' cookie.
+    pub cookie: Option<String>,
+    /// Local evaluators as actix sync actors instead of ractor actors.
+    pub actix: bool,
+}
+
+/// Algorithms whose evaluators cannot be placed on nodes: ES and ARS drive
+/// their own perturbation workers, PBT builds one trainer per member.
+const LOCAL_ONLY: &[&str] = &["ES", "ARS", "PBT"];
+
+/// Splits `"nodes"`, `"cookie"` and `"backend"` off a config.
+///
+/// # Errors
+/// A key of the wrong type.
+pub fn split(overrides: &Value) -> Result<(Deployment, Value), BuildError> {
+    let mut rest = overrides.clone();
+    let Some(map) = rest.as_object_mut() else { return Ok((Deployment::default(), rest)) };
+    let bad = |key: &str, expected: &str| {
+        BuildError::Config(ConfigError::Invalid { key: key.to_string(), message: format!("expected {expected}") })
+    };
+    let nodes = match map.remove("nodes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|v| v.as_str().map(String::from).ok_or_else(|| bad("nodes", "a list of \"HOST:PORT\" strings")))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad("nodes", "a list of \"HOST:PORT\" strings")),
+    };
+    let cookie = match map.remove("cookie") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => return Err(bad("cookie", "a string")),
+    };
+    let actix = match map.remove("backend") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) if s == "ractor" => false,
+        Some(Value::String(s)) if s == "actix" => true,
+        Some(_) => return Err(bad("backend", "\"ractor\" or \"actix\"")),
+    };
+    if actix && !nodes.is_empty() {
+        return Err(bad("backend", "\"ractor\" with \"nodes\" (nodes run their evaluators as ractor actors)"));
+    }
+    Ok((Deployment { nodes, cookie, actix }, rest))
+}
+
+/// Builds the trainer with its evaluators on `deployment.nodes`.
+///
+/// # Errors
+/// No cookie, an algorithm that cannot run on nodes, no usable node, or
+/// what [`build_trainer_with_env`] reports.
+pub async fn build_on_nodes(
+    algorithm: &str,
+    env: &str,
+    make_env: EnvMaker,
+    overrides: &Value,
+    deployment: &Deployment,
+) -> Result<(Trainer, Value), BuildError> {
+    if LOCAL_ONLY.contains(&algorithm) {
+        return Err(BuildError::Unsupported(format!(
+            "{algorithm} cannot place its workers on nodes yet (\"nodes\" works for the algorithms whose workers are evaluators)"
+        )));
+    }
+    let cookie = deployment.cookie.clone().or_else(|| std::env::var("RLX_COOKIE").ok()).ok_or_else(|| {
+        BuildError::Config(ConfigError::Invalid {
+            key: "cookie".into(),
+            message: "\"nodes\" needs the nodes' cookie (\"cookie\", --cookie or RLX_COOKIE)".into(),
+        })
+    })?;
+    let spec = SpawnSpec { algorithm: algorithm.to_string(), env: env.to_string(), config_json: overrides.to_string() };
+    let cluster = Cluster::connect(&deployment.nodes, spec, ClusterOptions::new(cookie))
+        .await
+        .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    for line in cluster.failures() {
+        eprintln!("warning: {line}");
+    }
+    with_placement(Arc::new(cluster), build_trainer_with_env(algorithm, make_env, overrides)).await
+}
+
+/// Builds the trainer with its local evaluators as actix sync actors.
+///
+/// # Errors
+/// As [`build_trainer_with_env`].
+pub async fn build_on_actix(
+    algorithm: &str,
+    make_env: EnvMaker,
+    overrides: &Value,
+) -> Result<(Trainer, Value), BuildError> {
+    if LOCAL_ONLY.contains(&algorithm) {
+        return Err(BuildError::Unsupported(format!(
+            "{algorithm} runs its own workers; \"backend\": \"actix\" does not apply"
+        )));
+    }
+    let placement = Arc::new(rlx_cluster::actix_backend::ActixPlacement);
+    with_placement(placement, build_trainer_with_env(algorithm, make_env, overrides)).await
+}
+
+/// Builds the env maker for an env name and its `env_config`.
+pub type EnvResolver = Arc<dyn Fn(&str, &Value) -> Result<EnvMaker, BuildError> + Send + Sync>;
+
+/// What `rlx node` uses to build an evaluator from a driver's spec: the
+/// algorithm's own build, run with a placement that keeps the evaluator
+/// factory instead of starting workers. Envs come from the registry.
+pub fn node_resolver() -> Resolver {
+    node_resolver_with(Arc::new(|name, kwargs| Ok(env_maker(name, kwargs)?)))
+}
+
+/// [`node_resolver`] with envs from `envs` (e.g. a node program with envs
+/// of its own).
+pub fn node_resolver_with(envs: EnvResolver) -> Resolver {
+    Arc::new(move |spec: SpawnSpec| -> BoxFuture<'static, Result<EvaluatorFactory, String>> {
+        let envs = envs.clone();
+        Box::pin(async move {
+            let overrides: Value =
+                serde_json::from_str(&spec.config_json).map_err(|e| format!("config from the driver: {e}"))?;
+            let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
+            let make_env = envs(&spec.env, &kwargs).map_err(|e| e.to_string())?;
+            let capture = Arc::new(Capture::default());
+            let built =
+                with_placement(capture.clone(), build_trainer_with_env(&spec.algorithm, make_env, &overrides)).await;
+            let factory = capture.0.lock().expect("capture lock").take();
+            match (factory, built) {
+                (Some(factory), _) => Ok(factory),
+                (None, Err(e)) => Err(e.to_string()),
+                (None, Ok(_)) => Err(format!("{} builds no evaluators to place", spec.algorithm)),
+            }
+        })
+    })
+}
+
+/// A placement that records the evaluator factory and starts nothing.
+#[derive(Default)]
+struct Capture(Mutex<Option<EvaluatorFactory>>);
+
+struct NoWorkers;
+impl WorkerSet for NoWorkers {
+    fn restarts(&self) -> u64 {
+        0
+    }
+}
+
+impl Placement for Capture {
+    fn place(
+        &self,
+        factory: EvaluatorFactory,
+        _: Vec<usize>,
+        _: RestartPolicy,
+    ) -> BoxFuture<'static, Result<PlacedWorkers, HandleError>> {
+        self.0.lock().expect("capture lock").get_or_insert(factory);
+        Box::pin(async { Ok(PlacedWorkers { handles: Vec::new(), keep_alive: Box::new(NoWorkers) }) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn deployment_keys_are_split_off() {
+        let (d, rest) = split(&json!({"nodes": "127.0.0.1:1, 127.0.0.1:2", "cookie": "s", "lr": 0.1})).unwrap();
+        assert_eq!(d.nodes, ["127.0.0.1:1", "127.0.0.1:2"]);
+        assert_eq!(d.cookie.as_deref(), Some("s"));
+        assert_eq!(rest, json!({"lr": 0.1}));
+        let (d, _) = split(&json!({"nodes": ["a:1"]})).unwrap();
+        assert_eq!(d.nodes, ["a:1"]);
+        assert!(split(&json!({"nodes": 3})).unwrap_err().to_string().contains("nodes"));
+        assert!(split(&json!({"cookie": 3})).unwrap_err().to_string().contains("cookie"));
+        assert!(split(&json!({"backend": "actix"})).unwrap().0.actix);
+        assert!(!split(&json!({"backend": "ractor"})).unwrap().0.actix);
+        let err = split(&json!({"backend": "akka"})).unwrap_err().to_string();
+        assert!(err.contains("backend") && err.contains("actix"), "{err}");
+        assert!(split(&json!({"backend": "actix", "nodes": ["a:1"]})).is_err());
+    }
+}

@@ -1,0 +1,299 @@
+//! The actix backend (`"backend": "actix"`): each worker evaluator is an
+//! actix [`SyncArbiter`] actor on its own OS thread, behind the same
+//! [`EvaluatorHandle`] as the ractor actors.
+//!
+//! ```text
+//! actix System (one thread; the arbiter that forwards to sync actors)
+//!   ├── SyncArbiter ── thread ── SyncEvaluator 1
+//!   └── SyncArbiter ── thread ── SyncEvaluator 2
+//! ```
+//!
+//! Why a sync actor: sampling is CPU-bound, and a thread per evaluator
+//! keeps it off the async runtime entirely. The actix System runs on the
+//! process's tokio runtime when the binary shares it
+//! ([`share_runtime`], as `rlx` does), so the process has one runtime.
+//!
+//! Supervision: a panic while sampling is caught in the actor, which
+//! answers [`EvaluatorError::Panicked`] and stops; the SyncArbiter then
+//! builds a fresh one from the factory (next generation, next seed). The
+//! handle counts the failure against the restart budget, brings the new
+//! actor up to date with the latest weights and filter statistics, and
+//! retries, as [`ActorEvaluator`](rlx::actor::ActorEvaluator) does. Only
+//! one-for-one restarts exist here: evaluators share nothing.
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use rlx::actor::{FailureWindow, RestartPolicy, RestartStrategy};
+use rlx::evaluator::{EvaluatorState, GradientRollout, Rollout};
+use rlx::filter::RunningStat;
+use rlx::handle::{panic_message, HandleStats};
+use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
+use rlx::{EvaluatorError, EvaluatorFactory, EvaluatorHandle, FlatWeights, HandleError, PolicyEvaluator};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+static RUNTIME: OnceLock<Arc<tokio::runtime::Runtime>> = OnceLock::new();
+static SYSTEM: OnceLock<System> = OnceLock::new();
+
+/// Lets the actix System run on this process's tokio runtime instead of a
+/// runtime of its own. Call once, before the first actix evaluator.
+pub fn share_runtime(runtime: Arc<tokio::runtime::Runtime>) {
+    let _ = RUNTIME.set(runtime);
+}
+
+/// The process's actix System, started on first use on a thread of its own.
+fn system() -> System {
+    SYSTEM
+        .get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::Builder::new()
+                .name("rlx-actix-system".into())
+                .spawn(move || {
+                    let runner = match RUNTIME.get() {
+                        Some(rt) => System::with_tokio_rt(|| rt.clone()),
+                        None => System::new(),
+                    };
+                    let _ = tx.send(System::current());
+                    let _ = runner.run();
+                })
+                .expect("spawn the actix system thread");
+            rx.recv().expect("the actix system starts")
+        })
+        .clone()
+}
+
+/// One request to a [`SyncEvaluator`].
+enum Request {
+    Sample,
+    SetWeights(Arc<FlatWeights>),
+    SampleAndComputeGradients,
+    SetFilterStatistics(Arc<RunningStat>),
+    SaveState,
+    LoadState(Arc<EvaluatorState>),
+}
+
+enum Answer {
+    Rollout(Rollout),
+    Gradients(GradientRollout),
+    State(EvaluatorState),
+    Done,
+}
+
+impl Message for Request {
+    type Result = Result<Answer, EvaluatorError>;
+}
+
+/// A sync actor owning one evaluator (or the error that kept it from being built).
+struct SyncEvaluator {
+    index: usize,
+    evaluator: Result<PolicyEvaluator, EvaluatorError>,
+}
+
+impl Actor for SyncEvaluator {
+    type Context = SyncContext<Self>;
+}
+
+impl Handler<Request> for SyncEvaluator {
+    type Result = Result<Answer, EvaluatorError>;
+
+    fn handle(&mut self, request: Request, ctx: &mut SyncContext<Self>) -> Self::Result {
+        let index = self.index;
+        let evaluator = self.evaluator.as_mut().map_err(|e| e.clone())?;
+        let run = AssertUnwindSafe(|| match request {
+            Request::Sample => evaluator.sample().map(Answer::Rollout),
+            Request::SetWeights(w) => evaluator.set_weights(&w).map(|()| Answer::Done),
+            Request::SampleAndComputeGradients => evaluator.sample_and_compute_gradients().map(Answer::Gradients),
+            Request::SetFilterStatistics(s) => {
+                evaluator.set_filter_statistics(&s);
+                Ok(Answer::Done)
+            }
+            Request::SaveState => Ok(Answer::State(evaluator.save_state(index))),
+            Request::LoadState(s) => evaluator.load_state(&s).map(|()| Answer::Done),
+        });
+        catch_unwind(run).unwrap_or_else(|panic| {
+            // The evaluator may be half-updated: replace it.
+            ctx.stop();
+            Err(EvaluatorError::Panicked(panic_message(&*panic)))
+        })
+    }
+}
+
+/// Places workers as actix sync actors in this process.
+#[derive(Default)]
+pub struct ActixPlacement;
+
+impl Placement for ActixPlacement {
+    fn place(
+        &self,
+        factory: EvaluatorFactory,
+        indices: Vec<usize>,
+        restart: RestartPolicy,
+    ) -> BoxFuture<'static, Result<PlacedWorkers, HandleError>> {
+        let placed = place(factory, indices, restart);
+        Box::pin(async move { placed })
+    }
+}
+
+fn place(factory: EvaluatorFactory, indices: Vec<usize>, restart: RestartPolicy) -> Result<PlacedWorkers, HandleError> {
+    if restart.strategy == RestartStrategy::OneForAll {
+        return Err(HandleError::Spawn {
+            index: indices.first().copied().unwrap_or(0),
+            reason: "the actix backend restarts one-for-one only; use the ractor backend for one_for_all".into(),
+        });
+    }
+    System::set_current(system());
+    let restarts = Arc::new(AtomicU64::new(0));
+    let window = Arc::new(Mutex::new(FailureWindow::new(restart)));
+    let mut handles: Vec<Box<dyn EvaluatorHandle>> = Vec::with_capacity(indices.len());
+    for index in indices {
+        let generation = Arc::new(AtomicU64::new(0));
+        let factory = factory.clone();
+        // SyncArbiter calls this at the start and after every stop.
+        let addr = SyncArbiter::start(1, move || SyncEvaluator {
+            index,
+            evaluator: factory(index, generation.fetch_add(1, Ordering::Relaxed)),
+        });
+        handles.push(Box::new(ActixEvaluator {
+            index,
+            addr,
+            policy: restart,
+            window: window.clone(),
+            restarts: restarts.clone(),
+            latest_weights: None,
+            latest_filter: None,
+            stats: HandleStats::default(),
+        }));
+    }
+    Ok(PlacedWorkers { handles, keep_alive: Box::new(ActixWorkers { restarts }) })
+}
+
+/// Counts the restarts of a set of actix workers (dropping every handle stops them).
+struct ActixWorkers {
+    restarts: Arc<AtomicU64>,
+}
+
+impl WorkerSet for ActixWorkers {
+    fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+}
+
+/// The handle to one actix sync evaluator.
+pub struct ActixEvaluator {
+    index: usize,
+    addr: Addr<SyncEvaluator>,
+    policy: RestartPolicy,
+    window: Arc<Mutex<FailureWindow>>,
+    restarts: Arc<AtomicU64>,
+    latest_weights: Option<Arc<FlatWeights>>,
+    latest_filter: Option<Arc<RunningStat>>,
+    stats: HandleStats,
+}
+
+impl ActixEvaluator {
+    /// Sends `make()`; after a panic, counts it, updates the rebuilt actor
+    /// and retries.
+    async fn call(&mut self, make: impl Fn() -> Request) -> Result<Answer, HandleError> {
+        loop {
+            match self.send(make()).await? {
+                Err(EvaluatorError::Panicked(reason)) => self.restarted(reason).await?,
+                other => return other.map_err(|source| HandleError::Failed { index: self.index, source }),
+            }
+        }
+    }
+
+    async fn send(&self, request: Request) -> Result<Result<Answer, EvaluatorError>, HandleError> {
+        self.addr
+            .send(request)
+            .await
+            .map_err(|e| HandleError::Unreachable { index: self.index, reason: format!("actix evaluator: {e}") })
+    }
+
+    async fn restarted(&mut self, reason: String) -> Result<(), HandleError> {
+        let recorded = self.window.lock().expect("window lock").record();
+        if let Err(failures) = recorded {
+            return Err(HandleError::RestartBudgetExceeded {
+                index: self.index,
+                failures,
+                max_restarts: self.policy.max_restarts,
+                window_s: self.policy.window_s,
+                last_failure: reason,
+            });
+        }
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+        self.stats.restarts += 1;
+        if let Some(w) = self.latest_weights.clone() {
+            let _ = self.send(Request::SetWeights(w)).await;
+        }
+        if let Some(s) = self.latest_filter.clone() {
+            let _ = self.send(Request::SetFilterStatistics(s)).await;
+        }
+        Ok(())
+    }
+
+    fn unexpected(&self) -> HandleError {
+        HandleError::Failed { index: self.index, source: EvaluatorError::Config("unexpected answer".into()) }
+    }
+}
+
+#[async_trait::async_trait]
+impl EvaluatorHandle for ActixEvaluator {
+    fn index(&self) -> usize {
+        self.index
+    }
+
+    async fn sample(&mut self) -> Result<Rollout, HandleError> {
+        match self.call(|| Request::Sample).await? {
+            Answer::Rollout(r) => {
+                self.stats.steps_sampled += r.batch.len() as u64;
+                Ok(r)
+            }
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
+        self.latest_weights = Some(weights.clone());
+        self.call(|| Request::SetWeights(weights.clone())).await.map(drop)
+    }
+
+    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
+        self.latest_weights = Some(weights.clone());
+        // Applied before the actor's next request (its mailbox is FIFO).
+        self.addr.do_send(Request::SetWeights(weights));
+    }
+
+    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
+        match self.call(|| Request::SampleAndComputeGradients).await? {
+            Answer::Gradients(g) => {
+                self.stats.steps_sampled += g.steps as u64;
+                Ok(g)
+            }
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
+        self.latest_filter = Some(statistics.clone());
+        self.call(|| Request::SetFilterStatistics(statistics.clone())).await.map(drop)
+    }
+
+    fn stats(&self) -> HandleStats {
+        self.stats
+    }
+
+    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
+        match self.call(|| Request::SaveState).await? {
+            Answer::State(mut s) => {
+                s.index = self.index;
+                Ok(s)
+            }
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
+        self.call(|| Request::LoadState(state.clone())).await.map(drop)
+    }
+}

@@ -1,0 +1,625 @@
+//! The driver's side of a cluster: connect to nodes, place evaluators on
+//! them, and keep every evaluator somewhere while nodes come and go.
+//!
+//! ```text
+//! Cluster (the Placement; one per run)
+//!   ├── node A: spawner ── remote evaluators 1, 3, …
+//!   ├── node B: spawner ── remote evaluators 2, 4, …
+//!   └── local fallback: ActorEvaluatorSets for evaluators with no node left
+//! ```
+//!
+//! Failure handling, per layer:
+//! - **On the node**, an evaluator that panics is restarted by its
+//!   node-local supervisor with the run's restart policy, exactly like a
+//!   local one; past that budget the driver gets
+//!   [`HandleError::RestartBudgetExceeded`].
+//! - **A node that dies** (its session ends, or a call times out): every
+//!   handle that was using it notices on its next call, marks the node down,
+//!   and re-places its evaluator on the next live node (or in this process
+//!   if none is left) with the latest weights and filter statistics, then
+//!   retries the call. Re-placements count as restarts against the same
+//!   budget and are listed in [`Cluster::failures`].
+
+use crate::node::{serve, DEFAULT_MAX_FRAME_BYTES};
+use crate::wire::{
+    self, EvalProtocol, EvalReply, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, Wire,
+};
+use crate::ClusterError;
+use futures::future::BoxFuture;
+use ractor::rpc::CallResult;
+use ractor::{ActorCell, ActorRef};
+use ractor_cluster::NodeServerMessage;
+use rlx::actor::{ActorEvaluator, ActorEvaluatorSet, FailureWindow, RestartPolicy};
+use rlx::evaluator::{EvaluatorState, GradientRollout, Rollout};
+use rlx::filter::RunningStat;
+use rlx::handle::HandleStats;
+use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
+use rlx::{codec, EvaluatorError, EvaluatorFactory, EvaluatorHandle, FlatWeights, HandleError};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the driver talks to its nodes.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// The shared secret.
+    pub cookie: String,
+    /// How long a node gets to accept and authenticate the driver.
+    pub connect_timeout: Duration,
+    /// How long one evaluator request may take before its node is presumed
+    /// dead (a remote request whose reply is lost is otherwise never answered).
+    pub call_timeout: Duration,
+    /// Largest frame the driver accepts, in bytes.
+    pub max_frame_bytes: u64,
+}
+
+impl ClusterOptions {
+    /// Defaults for `cookie`: 5 s to connect, 120 s per request, 256 MiB frames.
+    pub fn new(cookie: impl Into<String>) -> Self {
+        Self {
+            cookie: cookie.into(),
+            connect_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(120),
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+        }
+    }
+}
+
+/// One process, one NodeServer: ractor_cluster numbers nodes per
+/// NodeServer, and process groups are process-wide.
+static CONNECTED: AtomicBool = AtomicBool::new(false);
+
+/// A connection to a set of nodes; the [`Placement`] that puts evaluators
+/// on them. Dropping the last clone disconnects (and the nodes stop this
+/// driver's evaluators).
+#[derive(Clone)]
+pub struct Cluster {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    server: ActorRef<NodeServerMessage>,
+    /// This driver's node name, as nodes see it.
+    name: String,
+    spec: SpawnSpec,
+    options: ClusterOptions,
+    nodes: Mutex<Vec<NodeLink>>,
+    next: AtomicUsize,
+    /// Re-placements so far.
+    replacements: AtomicU64,
+    /// Node-side restarts, per evaluator, as last reported by its current node.
+    node_restarts: Mutex<BTreeMap<usize, u64>>,
+    /// Node-side restarts on nodes since lost.
+    retired_restarts: AtomicU64,
+    /// Evaluators running in this process because no node was left.
+    local: Mutex<Vec<ActorEvaluatorSet>>,
+    failures: Mutex<Vec<String>>,
+    /// Peer addresses whose sessions ended (from the NodeServer's events).
+    closed: Arc<Mutex<Vec<String>>>,
+    /// Lost nodes inside the restart window (a lost node is one failure,
+    /// however many evaluators it hosted).
+    window: Mutex<Option<FailureWindow>>,
+    /// Set once lost nodes exceed the restart budget: every handle then fails.
+    exhausted: Mutex<Option<(usize, String)>>,
+    restart: Mutex<Option<RestartPolicy>>,
+}
+
+#[derive(Clone)]
+struct NodeLink {
+    addr: SocketAddr,
+    node_id: u64,
+    spawner: ActorRef<Wire<SpawnProtocol>>,
+    up: bool,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.server.stop(Some("cluster dropped".into()));
+        CONNECTED.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Cluster {
+    /// Connects to every node in `addrs` (`HOST:PORT`) that answers with the
+    /// right cookie; evaluators then run the build described by `spec`.
+    /// Nodes that refuse (wrong cookie, not an rlx node, not listening) are
+    /// reported in [`failures`](Self::failures) and skipped.
+    ///
+    /// # Errors
+    /// A malformed address, a second cluster in this process, or no usable
+    /// node at all (each node's reason is listed).
+    pub async fn connect(addrs: &[String], spec: SpawnSpec, options: ClusterOptions) -> Result<Self, ClusterError> {
+        let mut resolved = Vec::new();
+        for addr in addrs {
+            let found = tokio::net::lookup_host(addr.as_str())
+                .await
+                .map_err(|e| ClusterError::Address { addr: addr.clone(), reason: e.to_string() })?
+                .next()
+                .ok_or_else(|| ClusterError::Address { addr: addr.clone(), reason: "resolves to nothing".into() })?;
+            if !resolved.contains(&found) {
+                resolved.push(found);
+            }
+        }
+        if CONNECTED.swap(true, Ordering::SeqCst) {
+            return Err(ClusterError::Actor("this process is already connected to a cluster".into()));
+        }
+        // A previous connection's remote actors leave the process groups
+        // as its NodeServer shuts down; node ids restart at 0, so wait for
+        // them to be gone rather than mistake one for a new node's.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ractor::pg::get_members(&wire::SPAWNER_GROUP.to_string()).iter().any(|c| !c.get_id().is_local())
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Unique across machines: nodes key a driver's evaluators by its name.
+        let node_name = format!("driver-{}-{:08x}", std::process::id(), rand::random::<u32>());
+        let server = match crate::start_node_server(&node_name, &options.cookie, options.max_frame_bytes).await {
+            Ok(server) => server,
+            Err(e) => {
+                CONNECTED.store(false, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        let closed: Arc<Mutex<Vec<String>>> = Arc::default();
+        let _ = server.cast(NodeServerMessage::SubscribeToEvents {
+            id: "rlx.driver".into(),
+            subscription: Box::new(SessionEnds(closed.clone())),
+        });
+        let shared = Arc::new(Shared {
+            closed,
+            server,
+            name: format!("{node_name}@{}", crate::HOSTNAME),
+            spec,
+            options,
+            nodes: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+            replacements: AtomicU64::new(0),
+            node_restarts: Mutex::default(),
+            retired_restarts: AtomicU64::new(0),
+            local: Mutex::default(),
+            failures: Mutex::default(),
+            window: Mutex::new(None),
+            exhausted: Mutex::new(None),
+            restart: Mutex::new(None),
+        });
+        let joined = futures::future::join_all(resolved.iter().map(|a| shared.join(*a))).await;
+        let mut refused = Vec::new();
+        for (addr, result) in resolved.iter().zip(joined) {
+            match result {
+                Ok(link) => shared.nodes.lock().expect("nodes lock").push(link),
+                Err(reason) => {
+                    let line = format!("node {addr} refused: {reason}");
+                    tracing::warn!("{line}");
+                    shared.failures.lock().expect("failures lock").push(line.clone());
+                    refused.push(line);
+                }
+            }
+        }
+        if shared.nodes.lock().expect("nodes lock").is_empty() {
+            return Err(ClusterError::NoNodes(refused));
+        }
+        Ok(Self { shared })
+    }
+
+    /// The addresses of the nodes in use (those still up).
+    pub fn live_nodes(&self) -> Vec<SocketAddr> {
+        self.shared.nodes.lock().expect("nodes lock").iter().filter(|n| n.up).map(|n| n.addr).collect()
+    }
+
+    /// What went wrong so far: refused nodes, lost nodes, re-placed evaluators.
+    pub fn failures(&self) -> Vec<String> {
+        self.shared.failures.lock().expect("failures lock").clone()
+    }
+
+    /// Evaluators re-placed after their node was lost.
+    pub fn replacements(&self) -> u64 {
+        self.shared.replacements.load(Ordering::Relaxed)
+    }
+}
+
+impl Shared {
+    /// Dials `addr` and waits until the session is authenticated and the
+    /// node's spawner is visible.
+    async fn join(&self, addr: SocketAddr) -> Result<NodeLink, String> {
+        let timeout = self.options.connect_timeout;
+        tokio::time::timeout(timeout, ractor_cluster::client_connect(&self.server, addr))
+            .await
+            .map_err(|_| format!("no TCP connection within {timeout:?}"))?
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let deadline = Instant::now() + timeout;
+        let addr_text = addr.to_string();
+        loop {
+            if let Some(link) = self.find_spawner(addr).await {
+                return Ok(link);
+            }
+            if self.closed.lock().expect("closed lock").contains(&addr_text) {
+                return Err(
+                    "it closed the connection during the handshake: wrong cookie? (the node's log says why)".into()
+                );
+            }
+            if Instant::now() > deadline {
+                return Err(format!("not ready within {timeout:?}: not an rlx node, or overloaded"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn find_spawner(&self, addr: SocketAddr) -> Option<NodeLink> {
+        let sessions = self.server.call(NodeServerMessage::GetSessions, Some(Duration::from_secs(1))).await.ok()?;
+        let CallResult::Success(sessions) = sessions else { return None };
+        let addr_text = addr.to_string();
+        let session = sessions.values().find(|s| s.peer_addr == addr_text)?;
+        let node_id = session.node_id;
+        let cell = ractor::pg::get_members(&wire::SPAWNER_GROUP.to_string())
+            .into_iter()
+            .find(|c| !c.get_id().is_local() && c.get_id().node() == node_id)?;
+        Some(NodeLink { addr, node_id, spawner: cell.into(), up: true })
+    }
+
+    /// Marks a node down (once), recording why; a lost node counts once
+    /// against the restart budget.
+    fn node_lost(&self, node_id: u64, reason: &str) {
+        let mut nodes = self.nodes.lock().expect("nodes lock");
+        let Some(n) = nodes.iter_mut().find(|n| n.node_id == node_id && n.up) else { return };
+        n.up = false;
+        let line = format!("node {} lost: {reason}", n.addr);
+        tracing::warn!("{line}");
+        self.failures.lock().expect("failures lock").push(line.clone());
+        let policy = self.restart.lock().expect("restart lock").unwrap_or_default();
+        let mut window = self.window.lock().expect("window lock");
+        if let Err(failures) = window.get_or_insert_with(|| FailureWindow::new(policy)).record() {
+            *self.exhausted.lock().expect("exhausted lock") = Some((failures, line));
+        }
+    }
+
+    /// The next live node, round-robin.
+    fn next_node(&self) -> Option<NodeLink> {
+        let nodes = self.nodes.lock().expect("nodes lock");
+        let live: Vec<&NodeLink> = nodes.iter().filter(|n| n.up).collect();
+        if live.is_empty() {
+            return None;
+        }
+        Some(live[self.next.fetch_add(1, Ordering::Relaxed) % live.len()].clone())
+    }
+
+    /// Starts evaluator `index` on a live node, or in this process when
+    /// no node is left.
+    async fn place(
+        &self,
+        index: usize,
+        restart: RestartPolicy,
+        factory: &EvaluatorFactory,
+    ) -> Result<Home, HandleError> {
+        while let Some(node) = self.next_node() {
+            match self.spawn_on(&node, index, restart).await {
+                Ok(home) => return Ok(home),
+                Err(SpawnFailure::Node(reason)) => self.node_lost(node.node_id, &reason),
+                Err(SpawnFailure::Evaluator(reason)) => return Err(HandleError::Spawn { index, reason }),
+            }
+        }
+        let (set, mut handles) = ActorEvaluatorSet::spawn(factory.clone(), vec![index], restart).await?;
+        self.local.lock().expect("local lock").push(set);
+        Ok(Home::Local(handles.pop().expect("one handle per index")))
+    }
+
+    async fn spawn_on(&self, node: &NodeLink, index: usize, restart: RestartPolicy) -> Result<Home, SpawnFailure> {
+        let spawn_id = format!("{}-{index}-{:016x}", std::process::id(), rand::random::<u64>());
+        let request = SpawnRequest {
+            spec: self.spec.clone(),
+            index,
+            restart,
+            spawn_id: spawn_id.clone(),
+            driver: self.name.clone(),
+            driver_max_frame_bytes: self.options.max_frame_bytes,
+        };
+        let payload = wire::encode(&request).map_err(|e| SpawnFailure::Evaluator(e.to_string()))?;
+        let timeout = self.options.call_timeout;
+        let bytes = match node.spawner.call(|reply| Wire::call(payload, reply), Some(timeout)).await {
+            Ok(CallResult::Success(bytes)) => bytes,
+            Ok(CallResult::Timeout) => {
+                return Err(SpawnFailure::Node(format!("spawn request timed out after {timeout:?}")))
+            }
+            Ok(CallResult::SenderError) | Err(_) => return Err(SpawnFailure::Node("connection lost".into())),
+        };
+        let reply: Result<SpawnReply, String> =
+            wire::decode(&bytes).map_err(|e| SpawnFailure::Node(format!("undecodable spawn reply: {e}")))?;
+        let reply = reply.map_err(SpawnFailure::Evaluator)?;
+        // The evaluator's group reaches this process shortly after the reply.
+        let deadline = Instant::now() + self.options.connect_timeout;
+        loop {
+            let member = ractor::pg::get_members(&reply.group)
+                .into_iter()
+                .find(|c: &ActorCell| !c.get_id().is_local() && c.get_id().node() == node.node_id);
+            if let Some(cell) = member {
+                return Ok(Home::Remote {
+                    actor: cell.into(),
+                    node_id: node.node_id,
+                    addr: node.addr,
+                    max_frame_bytes: reply.max_frame_bytes,
+                });
+            }
+            if Instant::now() > deadline {
+                return Err(SpawnFailure::Node(format!("evaluator group {} never appeared", reply.group)));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Books a re-placement; fails once lost nodes exceed the restart budget.
+    fn record_replacement(&self, index: usize, restart: RestartPolicy, reason: &str) -> Result<(), HandleError> {
+        if let Some((failures, last_failure)) = self.exhausted.lock().expect("exhausted lock").clone() {
+            return Err(HandleError::RestartBudgetExceeded {
+                index,
+                failures,
+                max_restarts: restart.max_restarts,
+                window_s: restart.window_s,
+                last_failure,
+            });
+        }
+        self.replacements.fetch_add(1, Ordering::Relaxed);
+        self.failures.lock().expect("failures lock").push(format!("evaluator {index} re-placed: {reason}"));
+        Ok(())
+    }
+}
+
+/// Records the peer address of every session that ends.
+struct SessionEnds(Arc<Mutex<Vec<String>>>);
+
+impl ractor_cluster::NodeEventSubscription for SessionEnds {
+    fn node_session_opened(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
+    fn node_session_authenticated(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
+    fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        self.0.lock().expect("closed lock").push(ses.peer_addr);
+    }
+}
+
+enum SpawnFailure {
+    /// The node is unusable (lost, timed out): try another.
+    Node(String),
+    /// The evaluator cannot be built (e.g. an unknown env): no node will do better.
+    Evaluator(String),
+}
+
+/// Where one evaluator lives now.
+enum Home {
+    Remote { actor: ActorRef<Wire<EvalProtocol>>, node_id: u64, addr: SocketAddr, max_frame_bytes: u64 },
+    Local(ActorEvaluator),
+}
+
+impl Placement for Cluster {
+    fn place(
+        &self,
+        factory: EvaluatorFactory,
+        indices: Vec<usize>,
+        restart: RestartPolicy,
+    ) -> BoxFuture<'static, Result<PlacedWorkers, HandleError>> {
+        let shared = self.shared.clone();
+        shared.restart.lock().expect("restart lock").get_or_insert(restart);
+        Box::pin(async move {
+            let homes = futures::future::join_all(indices.iter().map(|&i| shared.place(i, restart, &factory))).await;
+            let mut handles: Vec<Box<dyn EvaluatorHandle>> = Vec::with_capacity(indices.len());
+            for (&index, home) in indices.iter().zip(homes) {
+                handles.push(Box::new(RemoteEvaluator {
+                    index,
+                    home: home?,
+                    restart,
+                    factory: factory.clone(),
+                    shared: shared.clone(),
+                    latest_weights: None,
+                    latest_filter: None,
+                    stats: HandleStats::default(),
+                }));
+            }
+            Ok(PlacedWorkers { handles, keep_alive: Box::new(Cluster { shared }) })
+        })
+    }
+}
+
+impl WorkerSet for Cluster {
+    fn restarts(&self) -> u64 {
+        let s = &self.shared;
+        let node_side: u64 = s.node_restarts.lock().expect("restarts lock").values().sum();
+        let local: u64 = s.local.lock().expect("local lock").iter().map(ActorEvaluatorSet::restarts).sum();
+        s.replacements.load(Ordering::Relaxed) + s.retired_restarts.load(Ordering::Relaxed) + node_side + local
+    }
+
+    fn failures(&self) -> Vec<String> {
+        Cluster::failures(self)
+    }
+}
+
+/// The handle to an evaluator placed by a [`Cluster`]: on a node, or in
+/// this process after its node was lost.
+pub struct RemoteEvaluator {
+    index: usize,
+    home: Home,
+    restart: RestartPolicy,
+    factory: EvaluatorFactory,
+    shared: Arc<Shared>,
+    latest_weights: Option<Arc<FlatWeights>>,
+    latest_filter: Option<Arc<RunningStat>>,
+    stats: HandleStats,
+}
+
+/// Why a request did not get an answer from its evaluator's home.
+enum Lost {
+    /// The node is gone or silent: re-place and retry.
+    Node(String),
+    /// The evaluator answered with an error (or the request is unsendable).
+    Error(HandleError),
+}
+
+impl RemoteEvaluator {
+    /// Sends `request` to the evaluator; if its node is lost, re-places it
+    /// and retries (within the restart budget).
+    async fn request(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+        let payload = wire::encode(&request).map_err(|e| self.config_error(e.to_string()))?;
+        loop {
+            match self.send(&payload).await {
+                Ok(reply) => return Ok(reply),
+                Err(Lost::Error(e)) => return Err(e),
+                Err(Lost::Node(reason)) => self.replace(&reason).await?,
+            }
+        }
+    }
+
+    async fn send(&mut self, payload: &[u8]) -> Result<EvalReply, Lost> {
+        let index = self.index;
+        match &mut self.home {
+            Home::Local(handle) => {
+                let request = wire::decode(payload).map_err(|e| Lost::Error(self_config(index, e.to_string())))?;
+                serve(handle, request).await.map_err(|e| Lost::Error(e.into_handle(index, "local")))
+            }
+            Home::Remote { actor, node_id, addr, max_frame_bytes } => {
+                // ractor_cluster drops the whole connection on an oversized
+                // frame, so refuse it here with a clear error instead.
+                let limit = max_frame_bytes.saturating_sub(4096);
+                if payload.len() as u64 > limit {
+                    return Err(Lost::Error(self_config(
+                        index,
+                        format!(
+                            "a request of {} bytes exceeds node {addr}'s frame limit of {limit} bytes",
+                            payload.len()
+                        ),
+                    )));
+                }
+                let timeout = self.shared.options.call_timeout;
+                let owned = payload.to_vec();
+                let bytes = match actor.call(|reply| Wire::call(owned, reply), Some(timeout)).await {
+                    Ok(CallResult::Success(bytes)) => bytes,
+                    Ok(CallResult::Timeout) => {
+                        let reason = format!("no reply from node {addr} within {timeout:?}");
+                        self.shared.node_lost(*node_id, &reason);
+                        return Err(Lost::Node(reason));
+                    }
+                    Ok(CallResult::SenderError) | Err(_) => {
+                        let reason = format!("connection to node {addr} lost");
+                        self.shared.node_lost(*node_id, &reason);
+                        return Err(Lost::Node(reason));
+                    }
+                };
+                let answer: Result<(EvalReply, u64), wire::WireError> = wire::decode(&bytes)
+                    .map_err(|e| Lost::Error(self_config(index, format!("undecodable reply from node {addr}: {e}"))))?;
+                let (reply, node_restarts) =
+                    answer.map_err(|e| Lost::Error(e.into_handle(index, &addr.to_string())))?;
+                self.shared.node_restarts.lock().expect("restarts lock").insert(index, node_restarts);
+                Ok(reply)
+            }
+        }
+    }
+
+    /// Puts the evaluator on another node (or here) and brings it up to date.
+    async fn replace(&mut self, reason: &str) -> Result<(), HandleError> {
+        self.shared.record_replacement(self.index, self.restart, reason)?;
+        // Restarts counted on the lost node stay counted.
+        let on_old_node = self.shared.node_restarts.lock().expect("restarts lock").remove(&self.index).unwrap_or(0);
+        self.shared.retired_restarts.fetch_add(on_old_node, Ordering::Relaxed);
+        self.stats.restarts += 1 + on_old_node;
+        self.home = self.shared.place(self.index, self.restart, &self.factory).await?;
+        let where_ = match &self.home {
+            Home::Remote { addr, .. } => format!("node {addr}"),
+            Home::Local(_) => "the driver".to_string(),
+        };
+        tracing::warn!(index = self.index, "evaluator re-placed on {where_}: {reason}");
+        // If these fail, the caller's retry notices and re-places again.
+        if let Some(w) = self.latest_weights.clone() {
+            let _ = self.send(&self.encode(&EvalRequest::SetWeights(w.to_vec()))?).await;
+        }
+        if let Some(s) = self.latest_filter.clone() {
+            let _ = self.send(&self.encode(&EvalRequest::SetFilterStatistics((*s).clone()))?).await;
+        }
+        Ok(())
+    }
+
+    fn encode(&self, request: &EvalRequest) -> Result<Vec<u8>, HandleError> {
+        wire::encode(request).map_err(|e| self.config_error(e.to_string()))
+    }
+
+    fn config_error(&self, message: String) -> HandleError {
+        self_config(self.index, message)
+    }
+
+    fn unexpected(&self, reply: EvalReply) -> HandleError {
+        self.config_error(format!("unexpected reply {reply:?}"))
+    }
+}
+
+fn self_config(index: usize, message: String) -> HandleError {
+    HandleError::Failed { index, source: EvaluatorError::Config(message) }
+}
+
+#[async_trait::async_trait]
+impl EvaluatorHandle for RemoteEvaluator {
+    fn index(&self) -> usize {
+        self.index
+    }
+
+    async fn sample(&mut self) -> Result<Rollout, HandleError> {
+        match self.request(EvalRequest::Sample).await? {
+            EvalReply::Rollout { batch, episodes, filter_delta } => {
+                let batch = codec::decode(&batch).map_err(|e| self.config_error(format!("undecodable batch: {e}")))?;
+                self.stats.steps_sampled += batch.len() as u64;
+                Ok(Rollout { batch, episodes, filter_delta })
+            }
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
+        self.latest_weights = Some(weights.clone());
+        self.request(EvalRequest::SetWeights(weights.to_vec())).await.map(drop)
+    }
+
+    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
+        self.latest_weights = Some(weights.clone());
+        // Fire and forget: if the node is gone, the next request re-places
+        // the evaluator and sends it these weights.
+        if let (Home::Remote { actor, max_frame_bytes, .. }, Ok(payload)) =
+            (&self.home, wire::encode(&EvalRequest::PushWeights(weights.to_vec())))
+        {
+            // Too large for the node: skip it; the next request's size check reports it.
+            if payload.len() as u64 <= max_frame_bytes.saturating_sub(4096) {
+                let _ = actor.cast(Wire::cast(payload));
+            }
+        } else if let Home::Local(handle) = &mut self.home {
+            handle.push_weights(weights);
+        }
+    }
+
+    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
+        match self.request(EvalRequest::SampleAndComputeGradients).await? {
+            EvalReply::Gradients { grads, stats, steps, episodes } => {
+                self.stats.steps_sampled += steps as u64;
+                Ok(GradientRollout { grads, stats, steps, episodes })
+            }
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
+        self.latest_filter = Some(statistics.clone());
+        self.request(EvalRequest::SetFilterStatistics((*statistics).clone())).await.map(drop)
+    }
+
+    fn stats(&self) -> HandleStats {
+        let node_side = self.shared.node_restarts.lock().expect("restarts lock").get(&self.index).copied().unwrap_or(0);
+        HandleStats { steps_sampled: self.stats.steps_sampled, restarts: self.stats.restarts + node_side }
+    }
+
+    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
+        match self.request(EvalRequest::SaveState).await? {
+            EvalReply::State(mut state) => {
+                state.index = self.index;
+                Ok(state)
+            }
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
+        self.request(EvalRequest::LoadState((*state).clone())).await.map(drop)
+    }
+}

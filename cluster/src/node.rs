@@ -1,0 +1,333 @@
+//! A worker node: what `rlx node` runs.
+//!
+//! ```text
+//! NodeServer (ractor_cluster; sessions with drivers)
+//! Spawner            joins process group `rlx.spawner`
+//!   └── EvaluatorServer   one per remote evaluator, joins `rlx.eval.<id>`
+//!         └── EvaluatorSupervisor   the node-local restart budget
+//!               └── EvaluatorActor
+//! ```
+//!
+//! ractor_cluster has no remote spawn, so the driver asks the spawner (found
+//! through its process group) to build an evaluator; the new
+//! [`EvaluatorServer`] joins a group of its own, through which the driver
+//! reaches it. The node rebuilds the evaluator by re-running the algorithm's
+//! build from the [`SpawnSpec`] (the [`Resolver`] the binary passes in), so a
+//! remote evaluator is exactly the one the driver would have built locally.
+
+use crate::wire::{
+    self, EvalProtocol, EvalReply, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, Wire, WireError,
+    SPAWNER_GROUP,
+};
+use crate::ClusterError;
+use futures::FutureExt as _;
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor_cluster::node::NodeServerSessionInformation;
+use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
+use rlx::actor::{ActorEvaluator, ActorEvaluatorSet, RestartPolicy};
+use rlx::{EvaluatorFactory, EvaluatorHandle};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+
+/// Builds the evaluator factory for a spec (the algorithm's build, run on
+/// the node). Injected by the binary: this crate knows no algorithms.
+pub type Resolver =
+    Arc<dyn Fn(SpawnSpec) -> futures::future::BoxFuture<'static, Result<EvaluatorFactory, String>> + Send + Sync>;
+
+/// Default inbound frame limit of rlx nodes and drivers: 256 MiB, raised
+/// deliberately from ractor_cluster's 16 MiB so a large batch travels as one
+/// frame. Senders check it before sending (an oversized frame would make
+/// the receiver drop the whole connection).
+pub const DEFAULT_MAX_FRAME_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How to run a node.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// Where to accept drivers (e.g. `127.0.0.1:7000`; port 0 picks one).
+    pub listen: SocketAddr,
+    /// The shared secret; drivers with another cookie are refused.
+    pub cookie: String,
+    /// The node's name, unique in the cluster (`None`: `node-PORT-PID`).
+    pub name: Option<String>,
+    /// Largest frame accepted, in bytes.
+    pub max_frame_bytes: u64,
+}
+
+/// A running node. Dropping it does not stop it; call [`Node::stop`].
+pub struct Node {
+    /// The address drivers connect to.
+    pub addr: SocketAddr,
+    /// The node's name.
+    pub name: String,
+    server: ActorRef<NodeServerMessage>,
+    spawner: ActorRef<Wire<SpawnProtocol>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Node {
+    /// Starts a node: binds `listen`, starts the NodeServer and the spawner.
+    ///
+    /// # Errors
+    /// The address cannot be bound, or an actor fails to start.
+    pub async fn start(config: NodeConfig, resolver: Resolver) -> Result<Self, ClusterError> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| ClusterError::Bind { addr: config.listen.to_string(), reason: e.to_string() })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| ClusterError::Bind { addr: config.listen.to_string(), reason: e.to_string() })?;
+        let name = config.name.clone().unwrap_or_else(|| format!("node-{}-{}", addr.port(), std::process::id()));
+        let server = crate::start_node_server(&name, &config.cookie, config.max_frame_bytes).await?;
+        let owned: Owned = Arc::default();
+        server
+            .cast(NodeServerMessage::SubscribeToEvents {
+                id: "rlx.spawner".into(),
+                subscription: Box::new(StopOrphans(owned.clone())),
+            })
+            .map_err(|e| ClusterError::Actor(e.to_string()))?;
+        let args = SpawnerState { resolver, owned, max_frame_bytes: config.max_frame_bytes };
+        let (spawner, _) = Actor::spawn(None, Spawner, args).await.map_err(|e| ClusterError::Actor(e.to_string()))?;
+        // rlx accepts connections itself (rather than ractor_cluster's
+        // listener) so that port 0 works and the bound address is known.
+        let accept_server = server.clone();
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((stream, peer_addr)) = listener.accept().await else { continue };
+                let _ = stream.set_nodelay(true);
+                let Ok(local_addr) = stream.local_addr() else { continue };
+                let stream = Box::new(ractor_cluster::NetworkStream::Raw { stream, peer_addr, local_addr });
+                if accept_server.cast(NodeServerMessage::ConnectionOpened { stream, is_server: true }).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Self { addr, name, server, spawner, accept })
+    }
+
+    /// Stops the node and every evaluator on it.
+    pub fn stop(self) {
+        self.accept.abort();
+        self.spawner.stop(Some("node stopped".into()));
+        self.server.stop(Some("node stopped".into()));
+    }
+}
+
+/// Evaluator servers per driver name, to stop when that driver leaves.
+type Owned = Arc<Mutex<HashMap<String, Vec<ActorCell>>>>;
+
+/// Stops a driver's evaluators when its session ends, so a restarted driver
+/// does not leave its predecessor's evaluators sampling on the node.
+struct StopOrphans(Owned);
+
+impl NodeEventSubscription for StopOrphans {
+    fn node_session_opened(&self, _: NodeServerSessionInformation) {}
+    fn node_session_authenticated(&self, _: NodeServerSessionInformation) {}
+    fn node_session_disconnected(&self, ses: NodeServerSessionInformation) {
+        let Some(peer) = ses.peer_name else { return };
+        let cells = self.0.lock().expect("owned lock").remove(&peer.name).unwrap_or_default();
+        if !cells.is_empty() {
+            tracing::info!(driver = %peer.name, evaluators = cells.len(), "driver left; stopping its evaluators");
+        }
+        for cell in cells {
+            cell.stop(Some(format!("driver {} left", peer.name)));
+        }
+    }
+}
+
+/// Starts evaluators on request.
+struct Spawner;
+
+struct SpawnerState {
+    resolver: Resolver,
+    owned: Owned,
+    max_frame_bytes: u64,
+}
+
+impl Actor for Spawner {
+    type Msg = Wire<SpawnProtocol>;
+    type State = SpawnerState;
+    type Arguments = SpawnerState;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: SpawnerState,
+    ) -> Result<SpawnerState, ActorProcessingErr> {
+        ractor::pg::join(SPAWNER_GROUP.to_string(), vec![myself.get_cell()]);
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut SpawnerState,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(reply) = msg.reply else {
+            tracing::warn!("spawner: ignored a cast");
+            return Ok(());
+        };
+        let result = match wire::decode::<SpawnRequest>(&msg.payload) {
+            Ok(request) => spawn_evaluator(myself.get_cell(), state, request).await,
+            Err(e) => Err(format!("undecodable spawn request: {e}")),
+        };
+        match wire::encode(&result) {
+            Ok(bytes) => {
+                let _ = reply.send(bytes);
+            }
+            Err(e) => tracing::error!("spawner: cannot encode reply: {e}"),
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut SpawnerState,
+    ) -> Result<(), ActorProcessingErr> {
+        // An evaluator server ended (its driver left, or it was stopped):
+        // forget it; the spawner itself carries on.
+        if let SupervisionEvent::ActorTerminated(cell, ..) | SupervisionEvent::ActorFailed(cell, _) = event {
+            for cells in state.owned.lock().expect("owned lock").values_mut() {
+                cells.retain(|c| c.get_id() != cell.get_id());
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn spawn_evaluator(
+    spawner: ActorCell,
+    state: &SpawnerState,
+    request: SpawnRequest,
+) -> Result<SpawnReply, String> {
+    let spec = request.spec.clone();
+    let factory =
+        std::panic::AssertUnwindSafe((state.resolver)(spec.clone())).catch_unwind().await.map_err(|p| {
+            format!("building {} on {} panicked: {}", spec.algorithm, spec.env, rlx::handle::panic_message(&*p))
+        })??;
+    let group = wire::eval_group(&request.spawn_id);
+    let args = ServerArgs {
+        factory,
+        index: request.index,
+        restart: request.restart,
+        group: group.clone(),
+        reply_limit: request.driver_max_frame_bytes.saturating_sub(4096),
+    };
+    let (server, _) = Actor::spawn_linked(None, EvaluatorServer, args, spawner).await.map_err(|e| match e {
+        ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
+        other => other.to_string(),
+    })?;
+    state.owned.lock().expect("owned lock").entry(request.driver.clone()).or_default().push(server.get_cell());
+    tracing::info!(index = request.index, driver = %request.driver, "started evaluator");
+    Ok(SpawnReply { group, max_frame_bytes: state.max_frame_bytes })
+}
+
+/// One remote evaluator: decodes the driver's requests and forwards them to
+/// a node-local supervised evaluator actor.
+pub struct EvaluatorServer;
+
+/// Arguments of an [`EvaluatorServer`].
+pub struct ServerArgs {
+    factory: EvaluatorFactory,
+    index: usize,
+    restart: RestartPolicy,
+    group: String,
+    /// Largest reply the driver accepts.
+    reply_limit: u64,
+}
+
+/// The node-local evaluator set (kept alive) and its handle.
+pub struct ServerState {
+    _set: ActorEvaluatorSet,
+    handle: ActorEvaluator,
+    reply_limit: u64,
+}
+
+impl Actor for EvaluatorServer {
+    type Msg = Wire<EvalProtocol>;
+    type State = ServerState;
+    type Arguments = ServerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: ServerArgs,
+    ) -> Result<ServerState, ActorProcessingErr> {
+        let (set, mut handles) = ActorEvaluatorSet::spawn(args.factory, vec![args.index], args.restart).await?;
+        let handle = handles.pop().expect("one handle per index");
+        ractor::pg::join(args.group, vec![myself.get_cell()]);
+        Ok(ServerState { _set: set, handle, reply_limit: args.reply_limit })
+    }
+
+    async fn handle(
+        &self,
+        _: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut ServerState,
+    ) -> Result<(), ActorProcessingErr> {
+        let reply = match wire::decode::<EvalRequest>(&msg.payload) {
+            Err(e) => Err(WireError::BadRequest(e.to_string())),
+            Ok(request) => serve(&mut state.handle, request).await,
+        };
+        let Some(port) = msg.reply else {
+            if let Err(e) = reply {
+                tracing::warn!("evaluator server: a cast failed: {e:?}");
+            }
+            return Ok(());
+        };
+        let reply = reply.map(|r| (r, state.handle.stats().restarts));
+        let bytes = match wire::encode(&reply) {
+            Ok(bytes) if bytes.len() as u64 <= state.reply_limit => {
+                if bytes.len() as u64 > ractor_cluster::DEFAULT_MAX_INBOUND_FRAME_SIZE {
+                    tracing::info!(
+                        "large reply: {} MiB, above ractor_cluster's default frame limit of 16 MiB",
+                        bytes.len() >> 20
+                    );
+                }
+                Ok(bytes)
+            }
+            Ok(bytes) => Err(format!(
+                "a reply of {} bytes exceeds the driver's frame limit of {} bytes",
+                bytes.len(),
+                state.reply_limit
+            )),
+            Err(e) => Err(e.to_string()),
+        };
+        let bytes = bytes.or_else(|e| {
+            wire::encode(&Err::<(EvalReply, u64), _>(WireError::Unavailable(e))).map_err(|e| e.to_string())
+        });
+        match bytes {
+            Ok(bytes) => {
+                let _ = port.send(bytes);
+            }
+            Err(e) => tracing::error!("evaluator server: cannot encode reply: {e}"),
+        }
+        Ok(())
+    }
+}
+
+/// Runs one request on a (node-local or driver-local) evaluator handle.
+pub(crate) async fn serve(handle: &mut ActorEvaluator, request: EvalRequest) -> Result<EvalReply, WireError> {
+    let done = |r: Result<(), rlx::HandleError>| r.map(|()| EvalReply::Done).map_err(WireError::from_handle);
+    match request {
+        EvalRequest::Sample => {
+            let rollout = handle.sample().await.map_err(WireError::from_handle)?;
+            EvalReply::rollout(rollout).map_err(|e| WireError::Unavailable(e.to_string()))
+        }
+        EvalRequest::SetWeights(w) => done(handle.set_weights(Arc::new(w)).await),
+        EvalRequest::PushWeights(w) => {
+            handle.push_weights(Arc::new(w));
+            Ok(EvalReply::Done)
+        }
+        EvalRequest::SampleAndComputeGradients => {
+            handle.sample_and_compute_gradients().await.map(EvalReply::gradients).map_err(WireError::from_handle)
+        }
+        EvalRequest::SetFilterStatistics(s) => done(handle.set_filter_statistics(Arc::new(s)).await),
+        EvalRequest::SaveState => handle.save_state().await.map(EvalReply::State).map_err(WireError::from_handle),
+        EvalRequest::LoadState(s) => done(handle.load_state(Arc::new(s)).await),
+    }
+}

@@ -1,0 +1,353 @@
+//! What crosses the wire between a driver and its nodes.
+//!
+//! Every rlx message to a remote actor is a [`Wire`]: one opaque payload of
+//! MessagePack + LZ4 bytes ([`rlx::codec::encode_value`]) and, for a call, a
+//! reply port for the reply's bytes. ractor_cluster carries it as one
+//! "variant" string plus those bytes. Decoding happens in rlx, never in
+//! ractor's serialization traits (several of which panic on bad bytes), so a
+//! malformed payload becomes an error reply, not a crash.
+//!
+//! Two protocols share the envelope: [`EvalProtocol`] (a driver's handle to
+//! a remote evaluator) and [`SpawnProtocol`] (a driver to a node's spawner).
+//! Their variant strings differ, so a message sent to the wrong kind of actor
+//! fails to decode instead of being misread.
+
+use ractor::message::{BoxedDowncastErr, SerializedMessage};
+use ractor::RpcReplyPort;
+use rlx::actor::RestartPolicy;
+use rlx::codec::{self, CodecError};
+use rlx::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, Rollout};
+use rlx::filter::RunningStat;
+use rlx::{EpisodeSummary, HandleError, LearnerStats};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
+
+/// A protocol carried in a [`Wire`] envelope.
+pub trait Protocol: Send + 'static {
+    /// The variant string ractor_cluster sends; includes a version.
+    const VARIANT: &'static str;
+    /// Requests of this protocol.
+    type Request: Serialize + DeserializeOwned;
+    /// Replies of this protocol (already `Result`s where they can fail).
+    type Reply: Serialize + DeserializeOwned;
+}
+
+/// Driver ↔ remote evaluator.
+pub struct EvalProtocol;
+impl Protocol for EvalProtocol {
+    const VARIANT: &'static str = "rlx.eval.v1";
+    type Request = EvalRequest;
+    /// The reply and the evaluator's node-side restarts so far.
+    type Reply = Result<(EvalReply, u64), WireError>;
+}
+
+/// Driver ↔ node spawner.
+pub struct SpawnProtocol;
+impl Protocol for SpawnProtocol {
+    const VARIANT: &'static str = "rlx.spawn.v1";
+    type Request = SpawnRequest;
+    type Reply = Result<SpawnReply, String>;
+}
+
+/// The envelope: encoded request bytes, plus a reply port for calls.
+pub struct Wire<P> {
+    /// [`codec::encode_value`] of a `P::Request`.
+    pub payload: Vec<u8>,
+    /// Where the encoded `P::Reply` goes (`None` for a cast).
+    pub reply: Option<RpcReplyPort<Vec<u8>>>,
+    protocol: PhantomData<fn() -> P>,
+}
+
+impl<P: Protocol> Wire<P> {
+    /// A one-way message.
+    pub fn cast(payload: Vec<u8>) -> Self {
+        Self { payload, reply: None, protocol: PhantomData }
+    }
+
+    /// A request whose reply goes to `reply`.
+    pub fn call(payload: Vec<u8>, reply: RpcReplyPort<Vec<u8>>) -> Self {
+        Self { payload, reply: Some(reply), protocol: PhantomData }
+    }
+}
+
+impl<P: Protocol> ractor::Message for Wire<P> {
+    fn serializable() -> bool {
+        true
+    }
+
+    fn serialize(self) -> Result<SerializedMessage, BoxedDowncastErr> {
+        let variant = P::VARIANT.to_string();
+        Ok(match self.reply {
+            None => SerializedMessage::Cast { variant, args: self.payload, metadata: None },
+            Some(reply) => SerializedMessage::Call { variant, args: self.payload, reply, metadata: None },
+        })
+    }
+
+    fn deserialize(message: SerializedMessage) -> Result<Self, BoxedDowncastErr> {
+        match message {
+            SerializedMessage::Cast { variant, args, .. } if variant == P::VARIANT => Ok(Self::cast(args)),
+            SerializedMessage::Call { variant, args, reply, .. } if variant == P::VARIANT => {
+                Ok(Self::call(args, reply))
+            }
+            _ => Err(BoxedDowncastErr),
+        }
+    }
+}
+
+/// A request to a remote evaluator: the [`rlx::EvaluatorHandle`] methods.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum EvalRequest {
+    /// `sample()`.
+    Sample,
+    /// `set_weights()`.
+    SetWeights(Vec<f32>),
+    /// `push_weights()` (sent as a cast).
+    PushWeights(Vec<f32>),
+    /// `sample_and_compute_gradients()`.
+    SampleAndComputeGradients,
+    /// `set_filter_statistics()`.
+    SetFilterStatistics(RunningStat),
+    /// `save_state()`.
+    SaveState,
+    /// `load_state()`.
+    LoadState(EvaluatorState),
+}
+
+/// A remote evaluator's answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum EvalReply {
+    /// For `Sample`: the batch in [`codec::encode`]'s columnar form.
+    Rollout {
+        /// The encoded batch.
+        batch: serde_bytes::ByteBuf,
+        /// Episodes that ended.
+        episodes: Vec<EpisodeSummary>,
+        /// The filter's delta.
+        filter_delta: Option<RunningStat>,
+    },
+    /// For `SampleAndComputeGradients`.
+    Gradients {
+        /// The flat gradient.
+        grads: Vec<f32>,
+        /// Learner statistics.
+        stats: LearnerStats,
+        /// Env steps the gradient was computed on.
+        steps: usize,
+        /// Episodes that ended.
+        episodes: Vec<EpisodeSummary>,
+    },
+    /// For `SaveState`.
+    State(EvaluatorState),
+    /// For everything else.
+    Done,
+}
+
+impl EvalReply {
+    /// The wire form of a rollout.
+    ///
+    /// # Errors
+    /// A batch too large for the codec.
+    pub fn rollout(rollout: Rollout) -> Result<Self, CodecError> {
+        Ok(Self::Rollout {
+            batch: serde_bytes::ByteBuf::from(codec::encode(&rollout.batch)?),
+            episodes: rollout.episodes,
+            filter_delta: rollout.filter_delta,
+        })
+    }
+
+    /// The wire form of a gradient.
+    pub fn gradients(g: GradientRollout) -> Self {
+        Self::Gradients { grads: g.grads, stats: g.stats, steps: g.steps, episodes: g.episodes }
+    }
+}
+
+/// A [`HandleError`] on the wire. Evaluator errors keep their kind where
+/// the driver acts on it (a panic stays a panic) and their message always.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WireError {
+    /// [`HandleError::Failed`]; `panicked` marks [`EvaluatorError::Panicked`].
+    Failed {
+        /// Whether the evaluator panicked.
+        panicked: bool,
+        /// The error's message.
+        message: String,
+    },
+    /// [`HandleError::RestartBudgetExceeded`] on the node.
+    RestartBudgetExceeded {
+        /// Failures inside the window.
+        failures: usize,
+        /// The node's `max_restarts`.
+        max_restarts: usize,
+        /// The node's window in seconds.
+        window_s: f64,
+        /// The last failure's reason.
+        last_failure: String,
+    },
+    /// The evaluator could not start or is unreachable on its node.
+    Unavailable(String),
+    /// The request could not be decoded (a version mismatch or corruption).
+    BadRequest(String),
+}
+
+impl WireError {
+    /// The wire form of a handle error.
+    pub fn from_handle(e: HandleError) -> Self {
+        match e {
+            HandleError::Failed { source: EvaluatorError::Panicked(message), .. } => {
+                Self::Failed { panicked: true, message }
+            }
+            HandleError::Failed { source: EvaluatorError::Config(message), .. } => {
+                Self::Failed { panicked: false, message }
+            }
+            HandleError::Failed { source, .. } => Self::Failed { panicked: false, message: source.to_string() },
+            HandleError::RestartBudgetExceeded { failures, max_restarts, window_s, last_failure, .. } => {
+                Self::RestartBudgetExceeded { failures, max_restarts, window_s, last_failure }
+            }
+            HandleError::Spawn { reason, .. } | HandleError::Unreachable { reason, .. } => Self::Unavailable(reason),
+        }
+    }
+
+    /// Back to a handle error for evaluator `index` on `node`.
+    pub fn into_handle(self, index: usize, node: &str) -> HandleError {
+        match self {
+            Self::Failed { panicked: true, message } => {
+                HandleError::Failed { index, source: EvaluatorError::Panicked(message) }
+            }
+            Self::Failed { panicked: false, message } => {
+                HandleError::Failed { index, source: EvaluatorError::Config(message) }
+            }
+            Self::RestartBudgetExceeded { failures, max_restarts, window_s, last_failure } => {
+                HandleError::RestartBudgetExceeded {
+                    index,
+                    failures,
+                    max_restarts,
+                    window_s,
+                    last_failure: format!("{last_failure} (on node {node})"),
+                }
+            }
+            Self::Unavailable(reason) => {
+                HandleError::Unreachable { index, reason: format!("on node {node}: {reason}") }
+            }
+            Self::BadRequest(reason) => {
+                HandleError::Unreachable { index, reason: format!("node {node} could not decode a request: {reason}") }
+            }
+        }
+    }
+}
+
+/// What a node needs to build an evaluator exactly as the driver would:
+/// the algorithm's build is re-run on the node from these.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpawnSpec {
+    /// Algorithm name (e.g. `"PPO"`).
+    pub algorithm: String,
+    /// Registered env name.
+    pub env: String,
+    /// The run's config overrides, as JSON text.
+    pub config_json: String,
+}
+
+/// Start evaluator `index` on the node.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    /// What to build.
+    pub spec: SpawnSpec,
+    /// The evaluator's index (workers count from 1).
+    pub index: usize,
+    /// Restart policy of the node-local supervisor.
+    pub restart: RestartPolicy,
+    /// A unique id; the evaluator joins process group `rlx.eval.<spawn_id>`.
+    pub spawn_id: String,
+    /// The driver's node name (the node stops the evaluator when that driver leaves).
+    pub driver: String,
+    /// The driver's inbound frame limit: the node refuses to send a larger reply.
+    pub driver_max_frame_bytes: u64,
+}
+
+/// A started evaluator.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SpawnReply {
+    /// The process group the evaluator joined.
+    pub group: String,
+    /// The node's inbound frame limit in bytes.
+    pub max_frame_bytes: u64,
+}
+
+/// The process group every node's spawner joins.
+pub const SPAWNER_GROUP: &str = "rlx.spawner";
+
+/// The process group of one spawned evaluator.
+pub fn eval_group(spawn_id: &str) -> String {
+    format!("rlx.eval.{spawn_id}")
+}
+
+/// Encodes a request or reply.
+///
+/// # Errors
+/// A value too large for the codec.
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
+    codec::encode_value(value)
+}
+
+/// Decodes a request or reply; never panics on bad bytes.
+///
+/// # Errors
+/// What is wrong with the bytes.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    codec::decode_value(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ractor::Message;
+
+    #[test]
+    fn envelope_round_trips_and_rejects_other_protocols() {
+        let payload = encode(&EvalRequest::SetWeights(vec![1.0, 2.0])).unwrap();
+        let serialized = Wire::<EvalProtocol>::cast(payload.clone()).serialize().unwrap();
+        let SerializedMessage::Cast { variant, args, .. } = serialized else { panic!("a cast") };
+        assert_eq!(variant, "rlx.eval.v1");
+        let back = Wire::<EvalProtocol>::deserialize(SerializedMessage::Cast {
+            variant: variant.clone(),
+            args,
+            metadata: None,
+        })
+        .unwrap();
+        assert_eq!(back.payload, payload);
+        // A spawner refuses an evaluator's message.
+        let wrong = SerializedMessage::Cast { variant, args: payload, metadata: None };
+        assert!(Wire::<SpawnProtocol>::deserialize(wrong).is_err());
+    }
+
+    #[test]
+    fn garbage_payloads_are_errors_not_panics() {
+        for bytes in [&b""[..], b"\x00", b"garbage that is not lz4", &[0xff; 64]] {
+            assert!(decode::<EvalRequest>(bytes).is_err());
+        }
+        let mut truncated = encode(&EvalRequest::SetWeights(vec![0.5; 1000])).unwrap();
+        truncated.truncate(truncated.len() / 2);
+        assert!(decode::<EvalRequest>(&truncated).is_err());
+    }
+
+    #[test]
+    fn handle_errors_keep_their_kind_across_the_wire() {
+        let panicked = HandleError::Failed { index: 3, source: EvaluatorError::Panicked("boom".into()) };
+        let back: WireError = decode(&encode(&WireError::from_handle(panicked.clone())).unwrap()).unwrap();
+        assert_eq!(back.into_handle(3, "n1"), panicked);
+        let budget = HandleError::RestartBudgetExceeded {
+            index: 2,
+            failures: 4,
+            max_restarts: 3,
+            window_s: 60.0,
+            last_failure: "boom".into(),
+        };
+        match WireError::from_handle(budget).into_handle(2, "n1") {
+            HandleError::RestartBudgetExceeded { failures: 4, max_restarts: 3, last_failure, .. } => {
+                assert!(last_failure.contains("n1"), "{last_failure}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
