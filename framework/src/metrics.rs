@@ -102,18 +102,48 @@ pub struct TrainResult {
     pub env_steps_per_s: f64,
     /// Evaluator restarts after failures since the start of the run.
     pub num_evaluator_restarts: u64,
-    /// What failed in the evaluators' deployment since the start of the run
-    /// (refused or lost nodes, re-placed evaluators), oldest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub evaluator_failures: Vec<String>,
     /// The learner's statistics (losses, entropy, KL...), averaged over the
     /// iteration's minibatches.
     pub learner: LearnerStats,
+    /// What failed in the evaluators' deployment since the start of the run
+    /// (refused or lost nodes, re-placed evaluators), oldest first.
+    ///
+    /// Last, and left out when empty: checkpoints store results as
+    /// MessagePack arrays, where only a trailing field may be missing (and
+    /// checkpoints written before this field existed still load).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evaluator_failures: Vec<String>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Checkpoints encode results inside other structs as MessagePack
+    /// arrays: a result with and without failures must round-trip there.
+    #[test]
+    fn results_round_trip_in_checkpoint_encoding_with_and_without_failures() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Wrapped {
+            last: TrainResult,
+            after: Vec<u32>,
+        }
+        let mut learner = LearnerStats::default();
+        learner.set("kl", 0.5);
+        for failures in [vec![], vec!["node 127.0.0.1:1 lost".to_string()]] {
+            let w = Wrapped {
+                last: TrainResult {
+                    training_iteration: 3,
+                    learner: learner.clone(),
+                    evaluator_failures: failures,
+                    ..Default::default()
+                },
+                after: vec![7],
+            };
+            let bytes = crate::codec::encode_value(&w).unwrap();
+            assert_eq!(crate::codec::decode_value::<Wrapped>(&bytes).unwrap(), w);
+        }
+    }
 
     fn ep(r: f64) -> EpisodeSummary {
         EpisodeSummary { episode_return: r, length: r as u64, truncated: false }
