@@ -1,13 +1,19 @@
 //! Where a run's evaluators live: in this process (the default) or on
 //! worker nodes started with `rlx node`.
 //!
-//! Three config keys, taken out before the algorithm sees its config:
+//! Four config keys, taken out before the algorithm sees its config:
 //! - `"backend"`: `"ractor"` (default) or `"actix"`: which actor library
 //!   runs the local evaluators (actix: a `SyncArbiter` thread each).
 //! - `"nodes"`: `["127.0.0.1:7000", ...]` (or one comma-separated string);
 //!   evaluators are placed on them round-robin.
 //! - `"cookie"`: the nodes' shared secret (also `--cookie` or `RLX_COOKIE`).
 //!   It is never written to `params.json` or checkpoints.
+//! - `"cluster"`: how the driver supervises its nodes, with `"nodes"` only:
+//!   `{"heartbeat_s": 1, "node_timeout_s": 10, "call_timeout_s": 120,
+//!   "connect_timeout_s": 5, "node_restart": {"max_restarts": 3, "window_s": 60}}`
+//!   (the defaults; `node_restart`, the budget for lost nodes, is the run's
+//!   `restart` unless given). The run's `restart` stays the evaluator-level
+//!   policy, on the nodes as locally.
 //!
 //! Nodes re-run the same algorithm build from the algorithm name, env and
 //! config ([`node_resolver`]), so an evaluator on a node is the one the
@@ -21,8 +27,10 @@ use rlx::placement::{with_placement, PlacedWorkers, Placement, WorkerSet};
 use rlx::{EvaluatorFactory, HandleError, Trainer};
 use rlx_cluster::wire::SpawnSpec;
 use rlx_cluster::{Cluster, ClusterOptions, Resolver};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The deployment keys of a config.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -33,22 +41,83 @@ pub struct Deployment {
     pub cookie: Option<String>,
     /// Local evaluators as actix sync actors instead of ractor actors.
     pub actix: bool,
+    /// The `"cluster"` key.
+    pub cluster: ClusterKeys,
+}
+
+/// The `"cluster"` key: the driver's supervision of its nodes. Every field
+/// is optional; see [`ClusterOptions`] for the defaults and meanings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterKeys {
+    /// Seconds a node gets to accept the driver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_s: Option<f64>,
+    /// Seconds one evaluator request may take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_timeout_s: Option<f64>,
+    /// Seconds between heartbeats to each node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat_s: Option<f64>,
+    /// Seconds without a heartbeat reply before a node is lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_timeout_s: Option<f64>,
+    /// The budget for lost nodes (one-for-one only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_restart: Option<RestartPolicy>,
+}
+
+impl ClusterKeys {
+    /// `options` with these keys applied.
+    ///
+    /// # Errors
+    /// A duration that is not a positive number of seconds, or options that
+    /// do not fit together (named in the message).
+    pub fn apply(&self, mut options: ClusterOptions) -> Result<ClusterOptions, BuildError> {
+        let seconds = |key: &str, value: f64| {
+            Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
+                invalid(&format!("cluster.{key}"), &format!("expected a positive number of seconds, got {value}"))
+            })
+        };
+        if let Some(v) = self.connect_timeout_s {
+            options.connect_timeout = seconds("connect_timeout_s", v)?;
+        }
+        if let Some(v) = self.call_timeout_s {
+            options.call_timeout = seconds("call_timeout_s", v)?;
+        }
+        if let Some(v) = self.heartbeat_s {
+            options.heartbeat = seconds("heartbeat_s", v)?;
+        }
+        if let Some(v) = self.node_timeout_s {
+            options.node_timeout = seconds("node_timeout_s", v)?;
+        }
+        if let Some(policy) = self.node_restart {
+            if !(policy.window_s.is_finite() && policy.window_s > 0.0) {
+                return Err(invalid("cluster.node_restart.window_s", "expected a positive number of seconds"));
+            }
+            options.node_restart = Some(policy);
+        }
+        options.validate().map_err(|message| invalid("cluster", &message))?;
+        Ok(options)
+    }
+}
+
+fn invalid(key: &str, message: &str) -> BuildError {
+    BuildError::Config(ConfigError::Invalid { key: key.to_string(), message: message.to_string() })
 }
 
 /// Algorithms whose evaluators cannot be placed on nodes: ES and ARS drive
 /// their own perturbation workers, PBT builds one trainer per member.
 const LOCAL_ONLY: &[&str] = &["ES", "ARS", "PBT"];
 
-/// Splits `"nodes"`, `"cookie"` and `"backend"` off a config.
+/// Splits `"nodes"`, `"cookie"`, `"backend"` and `"cluster"` off a config.
 ///
 /// # Errors
 /// A key of the wrong type.
 pub fn split(overrides: &Value) -> Result<(Deployment, Value), BuildError> {
     let mut rest = overrides.clone();
     let Some(map) = rest.as_object_mut() else { return Ok((Deployment::default(), rest)) };
-    let bad = |key: &str, expected: &str| {
-        BuildError::Config(ConfigError::Invalid { key: key.to_string(), message: format!("expected {expected}") })
-    };
+    let bad = |key: &str, expected: &str| invalid(key, &format!("expected {expected}"));
     let nodes = match map.remove("nodes") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
@@ -72,7 +141,14 @@ pub fn split(overrides: &Value) -> Result<(Deployment, Value), BuildError> {
     if actix && !nodes.is_empty() {
         return Err(bad("backend", "\"ractor\" with \"nodes\" (nodes run their evaluators as ractor actors)"));
     }
-    Ok((Deployment { nodes, cookie, actix }, rest))
+    let cluster = match map.remove("cluster") {
+        None | Some(Value::Null) => ClusterKeys::default(),
+        Some(value) if nodes.is_empty() => {
+            return Err(invalid("cluster", &format!("applies only with \"nodes\" (got {value})")))
+        }
+        Some(value) => serde_json::from_value(value).map_err(|e| invalid("cluster", &e.to_string()))?,
+    };
+    Ok((Deployment { nodes, cookie, actix, cluster }, rest))
 }
 
 /// Builds the trainer with its evaluators on `deployment.nodes`.
@@ -99,9 +175,9 @@ pub async fn build_on_nodes(
         })
     })?;
     let spec = SpawnSpec { algorithm: algorithm.to_string(), env: env.to_string(), config_json: overrides.to_string() };
-    let cluster = Cluster::connect(&deployment.nodes, spec, ClusterOptions::new(cookie))
-        .await
-        .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    let options = deployment.cluster.apply(ClusterOptions::new(cookie))?;
+    let cluster =
+        Cluster::connect(&deployment.nodes, spec, options).await.map_err(|e| BuildError::Unsupported(e.to_string()))?;
     for line in cluster.failures() {
         eprintln!("warning: {line}");
     }
@@ -202,5 +278,28 @@ mod tests {
         let err = split(&json!({"backend": "akka"})).unwrap_err().to_string();
         assert!(err.contains("backend") && err.contains("actix"), "{err}");
         assert!(split(&json!({"backend": "actix", "nodes": ["a:1"]})).is_err());
+    }
+
+    #[test]
+    fn cluster_keys_are_checked_and_name_the_bad_one() {
+        let with = |cluster: Value| split(&json!({"nodes": ["a:1"], "cluster": cluster}));
+        let (d, _) = with(json!({"heartbeat_s": 0.25, "node_timeout_s": 2})).unwrap();
+        let options = d.cluster.apply(ClusterOptions::new("s")).unwrap();
+        assert_eq!((options.heartbeat, options.node_timeout), (Duration::from_millis(250), Duration::from_secs(2)));
+        assert_eq!(options.call_timeout, Duration::from_secs(120), "unset keys keep their defaults");
+        let err = with(json!({"heartbeat": 1})).unwrap_err().to_string();
+        assert!(err.contains("cluster") && err.contains("heartbeat_s"), "{err}");
+        let err = split(&json!({"cluster": {"heartbeat_s": 1}})).unwrap_err().to_string();
+        assert!(err.contains("\"nodes\""), "{err}");
+        let apply = |cluster: Value| with(cluster).unwrap().0.cluster.apply(ClusterOptions::new("s"));
+        let err = apply(json!({"node_timeout_s": -1.0})).unwrap_err().to_string();
+        assert!(err.contains("cluster.node_timeout_s") && err.contains("-1"), "{err}");
+        let err = apply(json!({"heartbeat_s": 5, "node_timeout_s": 2})).unwrap_err().to_string();
+        assert!(err.contains("heartbeat_s") && err.contains("shorter"), "{err}");
+        let one_for_all = json!({"node_restart": {"strategy": "one_for_all", "max_restarts": 1, "window_s": 60}});
+        let err = apply(one_for_all).unwrap_err().to_string();
+        assert!(err.contains("one_for_one"), "{err}");
+        let budget = apply(json!({"node_restart": {"max_restarts": 1, "window_s": 30}})).unwrap().node_restart;
+        assert_eq!(budget.map(|p| (p.max_restarts, p.window_s)), Some((1, 30.0)));
     }
 }

@@ -227,6 +227,9 @@ pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Res
     }
     let (trainer, mut resolved) = deploy::build_on_nodes(algorithm, env, make_env, &overrides, &deployment).await?;
     resolved["nodes"] = serde_json::json!(deployment.nodes);
+    if deployment.cluster != deploy::ClusterKeys::default() {
+        resolved["cluster"] = serde_json::to_value(&deployment.cluster).expect("cluster keys serialize");
+    }
     Ok((trainer, resolved))
 }
 

@@ -8,6 +8,9 @@
 //!   iteration is in `result.json`.
 //! - A node with another cookie is refused and the driver carries on; a
 //!   peer sending malformed frames is dropped and the node carries on.
+//! - A node that hangs (SIGSTOP) is found by the driver's heartbeat and its
+//!   evaluators move; losing more nodes than the `cluster.node_restart`
+//!   budget allows stops the run with a clear error and keeps its results.
 //! - An env that panics inside a remote evaluator is restarted by the
 //!   node's supervisor within budget, and past it the driver gets a clear
 //!   error naming the evaluator, the budget and the panic.
@@ -154,12 +157,7 @@ fn killing_a_node_mid_run_loses_no_finished_iteration() {
     let nodes = [Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE), Node::start(&dir, "c", COOKIE)];
     let mut driver = train(&dir, &nodes.iter().collect::<Vec<_>>(), COOKIE, json!({"num_workers": 6}), PPO_STOP());
     // Let a few iterations finish with evaluators on all three nodes.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while results(&dir).len() < 3 {
-        assert!(Instant::now() < deadline, "no progress:\n{}", driver.log());
-        assert!(driver.child.try_wait().unwrap().is_none(), "driver exited early:\n{}", driver.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_iterations(&dir, &mut driver, 3);
     let [a, b, mut c] = nodes;
     c.proc.child.kill().unwrap(); // SIGKILL
     c.proc.child.wait().unwrap();
@@ -179,6 +177,69 @@ fn killing_a_node_mid_run_loses_no_finished_iteration() {
     // On the surviving nodes.
     let started = a.proc.log().matches("started evaluator").count() + b.proc.log().matches("started evaluator").count();
     assert_eq!(started, 4 + 2);
+}
+
+/// Sends `signal` (e.g. `"-STOP"`) to a child.
+fn signal(proc: &Proc, signal: &str) {
+    let status = Command::new("kill").args([signal, &proc.child.id().to_string()]).status().unwrap();
+    assert!(status.success(), "kill {signal} failed");
+}
+
+/// Waits until at least `n` iterations are in `result.json`.
+fn wait_for_iterations(dir: &Path, driver: &mut Proc, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while results(dir).len() < n {
+        assert!(Instant::now() < deadline, "no progress:\n{}", driver.log());
+        assert!(driver.child.try_wait().unwrap().is_none(), "driver exited early:\n{}", driver.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_hung_node_is_noticed_by_its_heartbeat_and_its_evaluators_move() {
+    let dir = tmp("hung-node");
+    let (a, b) = (Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE));
+    // Requests time out only after 120 s: within the test's wait, only the
+    // heartbeat (every 0.2 s, lost after 2 s of silence) can free the run.
+    let config = json!({"num_workers": 4, "cluster": {"heartbeat_s": 0.2, "node_timeout_s": 2.0}});
+    let mut driver = train(&dir, &[&a, &b], COOKIE, config, json!({"training_iteration": 8}));
+    wait_for_iterations(&dir, &mut driver, 2);
+    // SIGSTOP: the node hangs with its connection open, so no session ends.
+    signal(&b.proc, "-STOP");
+    let status = driver.wait(Duration::from_secs(60));
+    signal(&b.proc, "-CONT");
+    assert!(status.success(), "driver failed:\n{}", driver.log());
+    let results = results(&dir);
+    let iterations: Vec<u64> = results.iter().map(|r| r["training_iteration"].as_u64().unwrap()).collect();
+    assert_eq!(iterations, (1..=8).collect::<Vec<_>>());
+    let failures = results.last().unwrap()["evaluator_failures"].to_string();
+    assert!(failures.contains(&format!("node {} lost: no heartbeat reply within 2s", b.addr)), "{failures}");
+    assert!(failures.contains("evaluator 2 re-placed") && failures.contains("evaluator 4 re-placed"), "{failures}");
+    assert_eq!(a.proc.log().matches("started evaluator").count(), 2 + 2, "{}", a.proc.log());
+    // The driver closed its session with b, so b, once it wakes, stops the
+    // evaluators it was keeping for that driver.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !b.proc.log().contains("driver left; stopping its evaluators") {
+        assert!(Instant::now() < deadline, "node b kept its evaluators:\n{}", b.proc.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn losing_more_nodes_than_the_node_budget_allows_fails_the_run_clearly() {
+    let dir = tmp("node-budget");
+    let (a, mut b) = (Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE));
+    let config = json!({"num_workers": 2, "cluster": {"node_restart": {"max_restarts": 0, "window_s": 600}}});
+    let mut driver = train(&dir, &[&a, &b], COOKIE, config, json!({"training_iteration": 50}));
+    wait_for_iterations(&dir, &mut driver, 2);
+    b.proc.child.kill().unwrap();
+    b.proc.child.wait().unwrap();
+    let status = driver.wait(Duration::from_secs(60));
+    assert!(!status.success(), "the run should stop past the node budget:\n{}", driver.log());
+    let log = driver.log();
+    assert!(log.contains("at most 0 restarts allowed") && log.contains(&format!("node {} lost", b.addr)), "{log}");
+    // The iterations finished before the loss are kept.
+    assert!(results(&dir).len() >= 2);
 }
 
 #[test]
@@ -307,7 +368,8 @@ fn test_node_process() {
 /// Builds PPO in this process with its evaluators on `node`.
 async fn driver_on(node: &Node) -> rlx::Trainer {
     let config = json!({"num_workers": 2, "seed": 1, "train_batch_size": 1000, "sgd_minibatch_size": 250});
-    let deployment = Deployment { nodes: vec![node.addr.clone()], cookie: Some(COOKIE.into()), actix: false };
+    let deployment =
+        Deployment { nodes: vec![node.addr.clone()], cookie: Some(COOKIE.into()), actix: false, ..Default::default() };
     let make_env = rlx_algorithms::env_maker("CartPole-v1", &Value::Null).unwrap();
     deploy::build_on_nodes("PPO", "CartPole-v1", make_env, &config, &deployment).await.unwrap().0
 }

@@ -2,34 +2,40 @@
 //! them, and keep every evaluator somewhere while nodes come and go.
 //!
 //! ```text
-//! Cluster (the Placement; one per run)
-//!   ├── node A: spawner ── remote evaluators 1, 3, …
-//!   ├── node B: spawner ── remote evaluators 2, 4, …
+//! Cluster (the Placement; one per run)     budget: node losses (`node_restart`)
+//!   ├── node A watcher (heartbeat) ── spawner ── driver's set on A: evaluators 1, 3, …
+//!   ├── node B watcher (heartbeat) ── spawner ── driver's set on B: evaluators 2, 4, …
 //!   └── local fallback: ActorEvaluatorSets for evaluators with no node left
 //! ```
 //!
-//! Failure handling, per layer:
-//! - **On the node**, an evaluator that panics is restarted by its
-//!   node-local supervisor with the run's restart policy, exactly like a
-//!   local one; past that budget the driver gets
+//! Failure handling, per level:
+//! - **On the node**, an evaluator that panics is restarted by the
+//!   supervisor of this driver's evaluators on that node, with the run's
+//!   `restart` policy exactly as locally (one-for-all restarts every
+//!   evaluator of the driver on that node); past that budget the driver gets
 //!   [`HandleError::RestartBudgetExceeded`].
-//! - **A node that dies** (its session ends, or a call times out): every
-//!   handle that was using it notices on its next call, marks the node down,
-//!   and re-places its evaluator on the next live node (or in this process
-//!   if none is left) with the latest weights and filter statistics, then
-//!   retries the call. Re-placements count as restarts against the same
-//!   budget and are listed in [`Cluster::failures`].
+//! - **A node that dies or hangs**: its watcher's heartbeat goes unanswered
+//!   for `node_timeout` (or its session ends, or a call times out). The node
+//!   is marked down and its session closed; every handle using it stops
+//!   waiting, re-places its evaluator on the next live node (or in this
+//!   process if none is left) with the latest weights and filter statistics,
+//!   and retries the call. Lost nodes count against their own budget,
+//!   `node_restart` (the run's `restart` unless set), one failure per node
+//!   however many evaluators it hosted; they are listed in
+//!   [`Cluster::failures`] and their re-placements count as restarts.
 
 use crate::node::{serve, DEFAULT_MAX_FRAME_BYTES};
 use crate::wire::{
-    self, EvalProtocol, EvalReply, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, Wire,
+    self, EvalProtocol, EvalReply, EvalRequest, SpawnProtocol, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest,
+    Wire,
 };
 use crate::ClusterError;
 use futures::future::BoxFuture;
 use ractor::rpc::CallResult;
 use ractor::{ActorCell, ActorRef};
+use ractor_cluster::node::NodeSessionMessage;
 use ractor_cluster::NodeServerMessage;
-use rlx::actor::{ActorEvaluator, ActorEvaluatorSet, FailureWindow, RestartPolicy};
+use rlx::actor::{ActorEvaluator, ActorEvaluatorSet, FailureWindow, RestartPolicy, RestartStrategy};
 use rlx::evaluator::{EvaluatorState, GradientRollout, Rollout};
 use rlx::filter::RunningStat;
 use rlx::handle::HandleStats;
@@ -38,8 +44,9 @@ use rlx::{codec, EvaluatorError, EvaluatorFactory, EvaluatorHandle, FlatWeights,
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// How the driver talks to its nodes.
 #[derive(Clone, Debug)]
@@ -51,19 +58,63 @@ pub struct ClusterOptions {
     /// How long one evaluator request may take before its node is presumed
     /// dead (a remote request whose reply is lost is otherwise never answered).
     pub call_timeout: Duration,
+    /// How often the driver pings each node's spawner.
+    pub heartbeat: Duration,
+    /// A node whose spawner has not answered a ping for this long is lost
+    /// (it hangs, or its machine is gone without closing the connection).
+    pub node_timeout: Duration,
+    /// The budget for lost nodes (the driver's level of supervision);
+    /// `None`: the run's `restart` policy. Must be one-for-one.
+    pub node_restart: Option<RestartPolicy>,
     /// Largest frame the driver accepts, in bytes.
     pub max_frame_bytes: u64,
 }
 
 impl ClusterOptions {
-    /// Defaults for `cookie`: 5 s to connect, 120 s per request, 256 MiB frames.
+    /// Defaults for `cookie`: 5 s to connect, 120 s per request, a
+    /// heartbeat every second with a 10 s node timeout, the run's restart
+    /// budget for lost nodes, 256 MiB frames.
     pub fn new(cookie: impl Into<String>) -> Self {
         Self {
             cookie: cookie.into(),
             connect_timeout: Duration::from_secs(5),
             call_timeout: Duration::from_secs(120),
+            heartbeat: Duration::from_secs(1),
+            node_timeout: Duration::from_secs(10),
+            node_restart: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
         }
+    }
+
+    /// Checks the options make sense together.
+    ///
+    /// # Errors
+    /// A zero duration, a heartbeat not shorter than the node timeout, or a
+    /// one-for-all `node_restart`; the message names the option.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, d) in [
+            ("connect_timeout_s", self.connect_timeout),
+            ("call_timeout_s", self.call_timeout),
+            ("heartbeat_s", self.heartbeat),
+            ("node_timeout_s", self.node_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(format!("{name} must be positive"));
+            }
+        }
+        if self.heartbeat >= self.node_timeout {
+            return Err(format!(
+                "heartbeat_s ({:?}) must be shorter than node_timeout_s ({:?})",
+                self.heartbeat, self.node_timeout
+            ));
+        }
+        if self.node_restart.is_some_and(|p| p.strategy == RestartStrategy::OneForAll) {
+            return Err("node_restart.strategy must be one_for_one: a lost node's evaluators are re-placed, \
+                        and evaluators on other nodes have nothing to restart from (one_for_all applies to \
+                        the evaluators on one node, through the run's `restart`)"
+                .into());
+        }
+        Ok(())
     }
 }
 
@@ -104,6 +155,8 @@ struct Shared {
     /// Set once lost nodes exceed the restart budget: every handle then fails.
     exhausted: Mutex<Option<(usize, String)>>,
     restart: Mutex<Option<RestartPolicy>>,
+    /// One heartbeat task per node.
+    watchers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 #[derive(Clone)]
@@ -111,11 +164,18 @@ struct NodeLink {
     addr: SocketAddr,
     node_id: u64,
     spawner: ActorRef<Wire<SpawnProtocol>>,
+    /// The driver's session with the node; stopping it closes the connection.
+    session: ActorRef<NodeSessionMessage>,
     up: bool,
+    /// Turns `true` once the node is lost: handles waiting on it give up.
+    down: Arc<watch::Sender<bool>>,
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        for watcher in self.watchers.lock().expect("watchers lock").drain(..) {
+            watcher.abort();
+        }
         self.server.stop(Some("cluster dropped".into()));
         CONNECTED.store(false, Ordering::SeqCst);
     }
@@ -131,6 +191,7 @@ impl Cluster {
     /// A malformed address, a second cluster in this process, or no usable
     /// node at all (each node's reason is listed).
     pub async fn connect(addrs: &[String], spec: SpawnSpec, options: ClusterOptions) -> Result<Self, ClusterError> {
+        options.validate().map_err(ClusterError::Options)?;
         let mut resolved = Vec::new();
         for addr in addrs {
             let found = tokio::net::lookup_host(addr.as_str())
@@ -184,6 +245,7 @@ impl Cluster {
             window: Mutex::new(None),
             exhausted: Mutex::new(None),
             restart: Mutex::new(None),
+            watchers: Mutex::default(),
         });
         let joined = futures::future::join_all(resolved.iter().map(|a| shared.join(*a))).await;
         let mut refused = Vec::new();
@@ -198,9 +260,12 @@ impl Cluster {
                 }
             }
         }
-        if shared.nodes.lock().expect("nodes lock").is_empty() {
+        let links = shared.nodes.lock().expect("nodes lock").clone();
+        if links.is_empty() {
             return Err(ClusterError::NoNodes(refused));
         }
+        let watchers = links.into_iter().map(|link| tokio::spawn(watch_node(Arc::downgrade(&shared), link)));
+        shared.watchers.lock().expect("watchers lock").extend(watchers);
         Ok(Self { shared })
     }
 
@@ -256,19 +321,34 @@ impl Shared {
         let cell = ractor::pg::get_members(&wire::SPAWNER_GROUP.to_string())
             .into_iter()
             .find(|c| !c.get_id().is_local() && c.get_id().node() == node_id)?;
-        Some(NodeLink { addr, node_id, spawner: cell.into(), up: true })
+        Some(NodeLink {
+            addr,
+            node_id,
+            spawner: cell.into(),
+            session: session.actor.clone(),
+            up: true,
+            down: Arc::new(watch::channel(false).0),
+        })
     }
 
-    /// Marks a node down (once), recording why; a lost node counts once
-    /// against the restart budget.
+    /// The budget for lost nodes.
+    fn node_policy(&self) -> RestartPolicy {
+        self.options.node_restart.or(*self.restart.lock().expect("restart lock")).unwrap_or_default()
+    }
+
+    /// Marks a node down (once), recording why, and closes its session (so
+    /// a node that only hung stops this driver's evaluators when it wakes);
+    /// a lost node counts once against the node budget.
     fn node_lost(&self, node_id: u64, reason: &str) {
         let mut nodes = self.nodes.lock().expect("nodes lock");
         let Some(n) = nodes.iter_mut().find(|n| n.node_id == node_id && n.up) else { return };
         n.up = false;
+        n.down.send_replace(true);
+        n.session.stop(Some(format!("node lost: {reason}")));
         let line = format!("node {} lost: {reason}", n.addr);
         tracing::warn!("{line}");
         self.failures.lock().expect("failures lock").push(line.clone());
-        let policy = self.restart.lock().expect("restart lock").unwrap_or_default();
+        let policy = self.node_policy();
         let mut window = self.window.lock().expect("window lock");
         if let Err(failures) = window.get_or_insert_with(|| FailureWindow::new(policy)).record() {
             *self.exhausted.lock().expect("exhausted lock") = Some((failures, line));
@@ -286,47 +366,63 @@ impl Shared {
     }
 
     /// Starts evaluator `index` on a live node, or in this process when
-    /// no node is left.
+    /// no node is left. `generation` is its first generation there.
     async fn place(
         &self,
         index: usize,
+        generation: u64,
         restart: RestartPolicy,
         factory: &EvaluatorFactory,
     ) -> Result<Home, HandleError> {
         while let Some(node) = self.next_node() {
-            match self.spawn_on(&node, index, restart).await {
+            match self.spawn_on(&node, index, generation, restart).await {
                 Ok(home) => return Ok(home),
                 Err(SpawnFailure::Node(reason)) => self.node_lost(node.node_id, &reason),
                 Err(SpawnFailure::Evaluator(reason)) => return Err(HandleError::Spawn { index, reason }),
             }
         }
-        let (set, mut handles) = ActorEvaluatorSet::spawn(factory.clone(), vec![index], restart).await?;
+        let (set, _) = ActorEvaluatorSet::spawn(factory.clone(), Vec::new(), restart).await?;
+        let handle = set.add(index, generation).await?;
         self.local.lock().expect("local lock").push(set);
-        Ok(Home::Local(handles.pop().expect("one handle per index")))
+        Ok(Home::Local(handle))
     }
 
-    async fn spawn_on(&self, node: &NodeLink, index: usize, restart: RestartPolicy) -> Result<Home, SpawnFailure> {
+    async fn spawn_on(
+        &self,
+        node: &NodeLink,
+        index: usize,
+        generation: u64,
+        restart: RestartPolicy,
+    ) -> Result<Home, SpawnFailure> {
         let spawn_id = format!("{}-{index}-{:016x}", std::process::id(), rand::random::<u64>());
-        let request = SpawnRequest {
+        let request = SpawnerRequest::Spawn(SpawnRequest {
             spec: self.spec.clone(),
             index,
+            generation,
             restart,
             spawn_id: spawn_id.clone(),
             driver: self.name.clone(),
             driver_max_frame_bytes: self.options.max_frame_bytes,
-        };
+        });
         let payload = wire::encode(&request).map_err(|e| SpawnFailure::Evaluator(e.to_string()))?;
         let timeout = self.options.call_timeout;
-        let bytes = match node.spawner.call(|reply| Wire::call(payload, reply), Some(timeout)).await {
+        let mut down = node.down.subscribe();
+        let answer = tokio::select! {
+            answer = node.spawner.call(|reply| Wire::call(payload, reply), Some(timeout)) => answer,
+            () = marked_lost(&mut down) => return Err(SpawnFailure::Node("lost while spawning".into())),
+        };
+        let bytes = match answer {
             Ok(CallResult::Success(bytes)) => bytes,
             Ok(CallResult::Timeout) => {
                 return Err(SpawnFailure::Node(format!("spawn request timed out after {timeout:?}")))
             }
             Ok(CallResult::SenderError) | Err(_) => return Err(SpawnFailure::Node("connection lost".into())),
         };
-        let reply: Result<SpawnReply, String> =
+        let reply: Result<SpawnerReply, String> =
             wire::decode(&bytes).map_err(|e| SpawnFailure::Node(format!("undecodable spawn reply: {e}")))?;
-        let reply = reply.map_err(SpawnFailure::Evaluator)?;
+        let SpawnerReply::Spawned(reply) = reply.map_err(SpawnFailure::Evaluator)? else {
+            return Err(SpawnFailure::Node("the spawner answered a spawn request with a pong".into()));
+        };
         // The evaluator's group reaches this process shortly after the reply.
         let deadline = Instant::now() + self.options.connect_timeout;
         loop {
@@ -339,6 +435,7 @@ impl Shared {
                     node_id: node.node_id,
                     addr: node.addr,
                     max_frame_bytes: reply.max_frame_bytes,
+                    down,
                 });
             }
             if Instant::now() > deadline {
@@ -348,20 +445,56 @@ impl Shared {
         }
     }
 
-    /// Books a re-placement; fails once lost nodes exceed the restart budget.
-    fn record_replacement(&self, index: usize, restart: RestartPolicy, reason: &str) -> Result<(), HandleError> {
+    /// Books a re-placement; fails once lost nodes exceed their budget.
+    fn record_replacement(&self, index: usize, reason: &str) -> Result<(), HandleError> {
         if let Some((failures, last_failure)) = self.exhausted.lock().expect("exhausted lock").clone() {
+            let budget = self.node_policy();
             return Err(HandleError::RestartBudgetExceeded {
                 index,
                 failures,
-                max_restarts: restart.max_restarts,
-                window_s: restart.window_s,
+                max_restarts: budget.max_restarts,
+                window_s: budget.window_s,
                 last_failure,
             });
         }
         self.replacements.fetch_add(1, Ordering::Relaxed);
         self.failures.lock().expect("failures lock").push(format!("evaluator {index} re-placed: {reason}"));
         Ok(())
+    }
+}
+
+/// The driver's watcher of one node: pings its spawner every `heartbeat`
+/// and marks the node lost when a ping goes unanswered for `node_timeout`
+/// or the connection drops. Ends when the node is lost or the cluster dropped.
+async fn watch_node(shared: Weak<Shared>, link: NodeLink) {
+    let Some((every, timeout)) = shared.upgrade().map(|s| (s.options.heartbeat, s.options.node_timeout)) else {
+        return;
+    };
+    let Ok(ping) = wire::encode(&SpawnerRequest::Ping) else { return };
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if *link.down.borrow() {
+            return;
+        }
+        let reason = match link.spawner.call(|reply| Wire::call(ping.clone(), reply), Some(timeout)).await {
+            Ok(CallResult::Success(_)) => continue,
+            Ok(CallResult::Timeout) => format!("no heartbeat reply within {timeout:?}"),
+            Ok(CallResult::SenderError) | Err(_) => "connection lost (heartbeat)".to_string(),
+        };
+        if let Some(shared) = shared.upgrade() {
+            shared.node_lost(link.node_id, &reason);
+        }
+        return;
+    }
+}
+
+/// Resolves once the node behind `down` is marked lost.
+async fn marked_lost(down: &mut watch::Receiver<bool>) {
+    if down.wait_for(|lost| *lost).await.is_err() {
+        // The cluster is gone, and with it every node's flag: nothing to wait for.
+        std::future::pending::<()>().await;
     }
 }
 
@@ -385,7 +518,14 @@ enum SpawnFailure {
 
 /// Where one evaluator lives now.
 enum Home {
-    Remote { actor: ActorRef<Wire<EvalProtocol>>, node_id: u64, addr: SocketAddr, max_frame_bytes: u64 },
+    Remote {
+        actor: ActorRef<Wire<EvalProtocol>>,
+        node_id: u64,
+        addr: SocketAddr,
+        max_frame_bytes: u64,
+        /// The node's lost flag.
+        down: watch::Receiver<bool>,
+    },
     Local(ActorEvaluator),
 }
 
@@ -399,12 +539,13 @@ impl Placement for Cluster {
         let shared = self.shared.clone();
         shared.restart.lock().expect("restart lock").get_or_insert(restart);
         Box::pin(async move {
-            let homes = futures::future::join_all(indices.iter().map(|&i| shared.place(i, restart, &factory))).await;
+            let homes = futures::future::join_all(indices.iter().map(|&i| shared.place(i, 0, restart, &factory))).await;
             let mut handles: Vec<Box<dyn EvaluatorHandle>> = Vec::with_capacity(indices.len());
             for (&index, home) in indices.iter().zip(homes) {
                 handles.push(Box::new(RemoteEvaluator {
                     index,
                     home: home?,
+                    placements: 0,
                     restart,
                     factory: factory.clone(),
                     shared: shared.clone(),
@@ -436,6 +577,8 @@ impl WorkerSet for Cluster {
 pub struct RemoteEvaluator {
     index: usize,
     home: Home,
+    /// Times this evaluator was re-placed.
+    placements: u64,
     restart: RestartPolicy,
     factory: EvaluatorFactory,
     shared: Arc<Shared>,
@@ -443,6 +586,10 @@ pub struct RemoteEvaluator {
     latest_filter: Option<Arc<RunningStat>>,
     stats: HandleStats,
 }
+
+/// A re-placed evaluator starts at generation `placements << 16`, past any
+/// its earlier homes could have reached within a restart budget.
+const GENERATIONS_PER_PLACEMENT_BITS: u32 = 16;
 
 /// Why a request did not get an answer from its evaluator's home.
 enum Lost {
@@ -473,7 +620,7 @@ impl RemoteEvaluator {
                 let request = wire::decode(payload).map_err(|e| Lost::Error(self_config(index, e.to_string())))?;
                 serve(handle, request).await.map_err(|e| Lost::Error(e.into_handle(index, "local")))
             }
-            Home::Remote { actor, node_id, addr, max_frame_bytes } => {
+            Home::Remote { actor, node_id, addr, max_frame_bytes, down } => {
                 // ractor_cluster drops the whole connection on an oversized
                 // frame, so refuse it here with a clear error instead.
                 let limit = max_frame_bytes.saturating_sub(4096);
@@ -488,7 +635,11 @@ impl RemoteEvaluator {
                 }
                 let timeout = self.shared.options.call_timeout;
                 let owned = payload.to_vec();
-                let bytes = match actor.call(|reply| Wire::call(owned, reply), Some(timeout)).await {
+                let answer = tokio::select! {
+                    answer = actor.call(|reply| Wire::call(owned, reply), Some(timeout)) => answer,
+                    () = marked_lost(down) => return Err(Lost::Node(format!("node {addr} was lost"))),
+                };
+                let bytes = match answer {
                     Ok(CallResult::Success(bytes)) => bytes,
                     Ok(CallResult::Timeout) => {
                         let reason = format!("no reply from node {addr} within {timeout:?}");
@@ -513,12 +664,15 @@ impl RemoteEvaluator {
 
     /// Puts the evaluator on another node (or here) and brings it up to date.
     async fn replace(&mut self, reason: &str) -> Result<(), HandleError> {
-        self.shared.record_replacement(self.index, self.restart, reason)?;
+        self.shared.record_replacement(self.index, reason)?;
         // Restarts counted on the lost node stay counted.
         let on_old_node = self.shared.node_restarts.lock().expect("restarts lock").remove(&self.index).unwrap_or(0);
         self.shared.retired_restarts.fetch_add(on_old_node, Ordering::Relaxed);
         self.stats.restarts += 1 + on_old_node;
-        self.home = self.shared.place(self.index, self.restart, &self.factory).await?;
+        // Each placement gets its own range of generations (and so of seeds).
+        self.placements += 1;
+        let generation = self.placements << GENERATIONS_PER_PLACEMENT_BITS;
+        self.home = self.shared.place(self.index, generation, self.restart, &self.factory).await?;
         let where_ = match &self.home {
             Home::Remote { addr, .. } => format!("node {addr}"),
             Home::Local(_) => "the driver".to_string(),

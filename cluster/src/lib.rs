@@ -47,6 +47,9 @@ pub enum ClusterError {
     /// No listed node could be used.
     #[error("none of the nodes could be used: {}", .0.join("; "))]
     NoNodes(Vec<String>),
+    /// Cluster options that do not make sense (the message names which).
+    #[error("cluster options: {0}")]
+    Options(String),
     /// A ractor actor failed to start or to answer.
     #[error("actor error: {0}")]
     Actor(String),

@@ -2,10 +2,12 @@
 //!
 //! ```text
 //! NodeServer (ractor_cluster; sessions with drivers)
-//! Spawner            joins process group `rlx.spawner`
+//! Spawner            joins process group `rlx.spawner`; answers heartbeats
 //!   └── EvaluatorServer   one per remote evaluator, joins `rlx.eval.<id>`
-//!         └── EvaluatorSupervisor   the node-local restart budget
-//!               └── EvaluatorActor
+//!
+//! EvaluatorSupervisor   one per driver: the node level of supervision
+//!   ├── EvaluatorActor    (the run's `restart` policy; one-for-all
+//!   └── EvaluatorActor     restarts every evaluator of that driver here)
 //! ```
 //!
 //! ractor_cluster has no remote spawn, so the driver asks the spawner (found
@@ -16,19 +18,20 @@
 //! remote evaluator is exactly the one the driver would have built locally.
 
 use crate::wire::{
-    self, EvalProtocol, EvalReply, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, Wire, WireError,
-    SPAWNER_GROUP,
+    self, EvalProtocol, EvalReply, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, SpawnerReply,
+    SpawnerRequest, Wire, WireError, SPAWNER_GROUP,
 };
 use crate::ClusterError;
 use futures::FutureExt as _;
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
-use rlx::actor::{ActorEvaluator, ActorEvaluatorSet, RestartPolicy};
+use rlx::actor::{ActorEvaluator, ActorEvaluatorSet};
 use rlx::{EvaluatorFactory, EvaluatorHandle};
+use serde::Serialize;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use tokio::net::TcpListener;
 
 /// Builds the evaluator factory for a spec (the algorithm's build, run on
@@ -87,7 +90,7 @@ impl Node {
                 subscription: Box::new(StopOrphans(owned.clone())),
             })
             .map_err(|e| ClusterError::Actor(e.to_string()))?;
-        let args = SpawnerState { resolver, owned, max_frame_bytes: config.max_frame_bytes };
+        let args = SpawnerState { resolver, owned, sets: HashMap::new(), max_frame_bytes: config.max_frame_bytes };
         let (spawner, _) = Actor::spawn(None, Spawner, args).await.map_err(|e| ClusterError::Actor(e.to_string()))?;
         // rlx accepts connections itself (rather than ractor_cluster's
         // listener) so that port 0 works and the bound address is known.
@@ -142,6 +145,9 @@ struct Spawner;
 struct SpawnerState {
     resolver: Resolver,
     owned: Owned,
+    /// Each driver's evaluators on this node share one supervisor (so
+    /// one-for-all spans them); it stops when its last server stops.
+    sets: HashMap<String, Weak<ActorEvaluatorSet>>,
     max_frame_bytes: u64,
 }
 
@@ -169,16 +175,14 @@ impl Actor for Spawner {
             tracing::warn!("spawner: ignored a cast");
             return Ok(());
         };
-        let result = match wire::decode::<SpawnRequest>(&msg.payload) {
-            Ok(request) => spawn_evaluator(myself.get_cell(), state, request).await,
+        let result = match wire::decode::<SpawnerRequest>(&msg.payload) {
+            Ok(SpawnerRequest::Ping) => Ok(SpawnerReply::Pong),
+            Ok(SpawnerRequest::Spawn(request)) => {
+                spawn_evaluator(myself.get_cell(), state, request).await.map(SpawnerReply::Spawned)
+            }
             Err(e) => Err(format!("undecodable spawn request: {e}")),
         };
-        match wire::encode(&result) {
-            Ok(bytes) => {
-                let _ = reply.send(bytes);
-            }
-            Err(e) => tracing::error!("spawner: cannot encode reply: {e}"),
-        }
+        send_encoded(reply, &result);
         Ok(())
     }
 
@@ -194,26 +198,50 @@ impl Actor for Spawner {
             for cells in state.owned.lock().expect("owned lock").values_mut() {
                 cells.retain(|c| c.get_id() != cell.get_id());
             }
+            state.sets.retain(|_, set| set.strong_count() > 0);
         }
         Ok(())
     }
 }
 
-async fn spawn_evaluator(
-    spawner: ActorCell,
-    state: &SpawnerState,
-    request: SpawnRequest,
-) -> Result<SpawnReply, String> {
+/// Encodes `reply` and sends it to `port`; one that cannot be encoded is
+/// logged, and the caller sees its reply port dropped.
+fn send_encoded<T: Serialize>(port: RpcReplyPort<Vec<u8>>, reply: &T) {
+    match wire::encode(reply) {
+        Ok(bytes) => {
+            let _ = port.send(bytes);
+        }
+        Err(e) => tracing::error!("cannot encode a reply: {e}"),
+    }
+}
+
+/// The driver's evaluator set on this node, started on its first spawn.
+async fn driver_set(state: &mut SpawnerState, request: &SpawnRequest) -> Result<Arc<ActorEvaluatorSet>, String> {
+    if let Some(set) = state.sets.get(&request.driver).and_then(Weak::upgrade) {
+        return Ok(set);
+    }
     let spec = request.spec.clone();
-    let factory =
+    let factory: EvaluatorFactory =
         std::panic::AssertUnwindSafe((state.resolver)(spec.clone())).catch_unwind().await.map_err(|p| {
             format!("building {} on {} panicked: {}", spec.algorithm, spec.env, rlx::handle::panic_message(&*p))
         })??;
+    let (set, _) = ActorEvaluatorSet::spawn(factory, Vec::new(), request.restart).await.map_err(|e| e.to_string())?;
+    let set = Arc::new(set);
+    state.sets.insert(request.driver.clone(), Arc::downgrade(&set));
+    Ok(set)
+}
+
+async fn spawn_evaluator(
+    spawner: ActorCell,
+    state: &mut SpawnerState,
+    request: SpawnRequest,
+) -> Result<SpawnReply, String> {
+    let set = driver_set(state, &request).await?;
+    let handle = set.add(request.index, request.generation).await.map_err(|e| e.to_string())?;
     let group = wire::eval_group(&request.spawn_id);
     let args = ServerArgs {
-        factory,
-        index: request.index,
-        restart: request.restart,
+        set,
+        handle,
         group: group.clone(),
         reply_limit: request.driver_max_frame_bytes.saturating_sub(4096),
     };
@@ -232,17 +260,16 @@ pub struct EvaluatorServer;
 
 /// Arguments of an [`EvaluatorServer`].
 pub struct ServerArgs {
-    factory: EvaluatorFactory,
-    index: usize,
-    restart: RestartPolicy,
+    set: Arc<ActorEvaluatorSet>,
+    handle: ActorEvaluator,
     group: String,
     /// Largest reply the driver accepts.
     reply_limit: u64,
 }
 
-/// The node-local evaluator set (kept alive) and its handle.
+/// The driver's node-local evaluator set (kept alive) and this evaluator's handle.
 pub struct ServerState {
-    _set: ActorEvaluatorSet,
+    _set: Arc<ActorEvaluatorSet>,
     handle: ActorEvaluator,
     reply_limit: u64,
 }
@@ -257,10 +284,8 @@ impl Actor for EvaluatorServer {
         myself: ActorRef<Self::Msg>,
         args: ServerArgs,
     ) -> Result<ServerState, ActorProcessingErr> {
-        let (set, mut handles) = ActorEvaluatorSet::spawn(args.factory, vec![args.index], args.restart).await?;
-        let handle = handles.pop().expect("one handle per index");
         ractor::pg::join(args.group, vec![myself.get_cell()]);
-        Ok(ServerState { _set: set, handle, reply_limit: args.reply_limit })
+        Ok(ServerState { _set: args.set, handle: args.handle, reply_limit: args.reply_limit })
     }
 
     async fn handle(
@@ -297,14 +322,11 @@ impl Actor for EvaluatorServer {
             )),
             Err(e) => Err(e.to_string()),
         };
-        let bytes = bytes.or_else(|e| {
-            wire::encode(&Err::<(EvalReply, u64), _>(WireError::Unavailable(e))).map_err(|e| e.to_string())
-        });
         match bytes {
             Ok(bytes) => {
                 let _ = port.send(bytes);
             }
-            Err(e) => tracing::error!("evaluator server: cannot encode reply: {e}"),
+            Err(e) => send_encoded(port, &Err::<(EvalReply, u64), _>(WireError::Unavailable(e))),
         }
         Ok(())
     }

@@ -45,9 +45,9 @@ impl Protocol for EvalProtocol {
 /// Driver ↔ node spawner.
 pub struct SpawnProtocol;
 impl Protocol for SpawnProtocol {
-    const VARIANT: &'static str = "rlx.spawn.v1";
-    type Request = SpawnRequest;
-    type Reply = Result<SpawnReply, String>;
+    const VARIANT: &'static str = "rlx.spawn.v2";
+    type Request = SpawnerRequest;
+    type Reply = Result<SpawnerReply, String>;
 }
 
 /// The envelope: encoded request bytes, plus a reply port for calls.
@@ -255,6 +255,8 @@ pub struct SpawnRequest {
     pub spec: SpawnSpec,
     /// The evaluator's index (workers count from 1).
     pub index: usize,
+    /// Its first generation: past those it used on nodes lost before.
+    pub generation: u64,
     /// Restart policy of the node-local supervisor.
     pub restart: RestartPolicy,
     /// A unique id; the evaluator joins process group `rlx.eval.<spawn_id>`.
@@ -263,6 +265,24 @@ pub struct SpawnRequest {
     pub driver: String,
     /// The driver's inbound frame limit: the node refuses to send a larger reply.
     pub driver_max_frame_bytes: u64,
+}
+
+/// What a driver asks of a node's spawner.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum SpawnerRequest {
+    /// Start an evaluator.
+    Spawn(SpawnRequest),
+    /// The driver's heartbeat: is the node alive and responsive?
+    Ping,
+}
+
+/// A spawner's answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum SpawnerReply {
+    /// For `Spawn`.
+    Spawned(SpawnReply),
+    /// For `Ping`.
+    Pong,
 }
 
 /// A started evaluator.
@@ -309,6 +329,7 @@ mod tests {
         let serialized = Wire::<EvalProtocol>::cast(payload.clone()).serialize().unwrap();
         let SerializedMessage::Cast { variant, args, .. } = serialized else { panic!("a cast") };
         assert_eq!(variant, "rlx.eval.v1");
+        assert_eq!(SpawnProtocol::VARIANT, "rlx.spawn.v2");
         let back = Wire::<EvalProtocol>::deserialize(SerializedMessage::Cast {
             variant: variant.clone(),
             args,

@@ -191,6 +191,16 @@ pub enum SupervisorMsg {
         /// Where to send the answer.
         reply: RpcReplyPort<Result<(ActorRef<EvaluatorMsg>, u64), HandleError>>,
     },
+    /// Start one more evaluator, `index`, under this supervisor (a node
+    /// adds each evaluator a driver places on it to that driver's set).
+    Add {
+        /// Evaluator index; must not be in the set yet.
+        index: usize,
+        /// Its first generation (seeds differ per generation).
+        generation: u64,
+        /// Where to send the outcome.
+        reply: RpcReplyPort<Result<(), HandleError>>,
+    },
 }
 
 impl ractor::Message for SupervisorMsg {}
@@ -343,11 +353,29 @@ impl Actor for EvaluatorSupervisor {
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         msg: SupervisorMsg,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            SupervisorMsg::Add { index, generation, reply } => {
+                if let Some(err) = &state.gave_up {
+                    let _ = reply.send(Err(err.clone()));
+                    return Ok(());
+                }
+                if state.slots.iter().any(|s| s.index == index) {
+                    let reason = "an evaluator with this index is already in the set".into();
+                    let _ = reply.send(Err(HandleError::Spawn { index, reason }));
+                    return Ok(());
+                }
+                state.slots.push(Slot { index, actor: None, generation, restarts: 0, waiting: Vec::new() });
+                let slot = state.slots.len() - 1;
+                let result = spawn_slot(&myself, state, slot).await;
+                if result.is_err() {
+                    state.slots.pop();
+                }
+                let _ = reply.send(result);
+            }
             SupervisorMsg::Lookup { index, dead, reply } => {
                 if let Some(err) = &state.gave_up {
                     let _ = reply.send(Err(err.clone()));
@@ -419,6 +447,19 @@ impl ActorEvaluator {
             .await
             .map_err(|e| HandleError::Unreachable { index, reason: format!("supervisor: {e}") })?
             .success_or(HandleError::Unreachable { index, reason: "supervisor stopped".into() })?
+    }
+
+    /// A new handle to evaluator `index` of `supervisor`'s set.
+    async fn attach(supervisor: &ActorRef<SupervisorMsg>, index: usize) -> Result<Self, HandleError> {
+        let (actor, restarts) = Self::lookup(supervisor, index, None).await?;
+        Ok(Self {
+            index,
+            actor,
+            supervisor: supervisor.clone(),
+            latest_weights: None,
+            latest_filter: None,
+            stats: HandleStats { steps_sampled: 0, restarts },
+        })
     }
 
     /// Calls the actor; if it died, fetches its replacement, brings it up to
@@ -532,21 +573,31 @@ impl ActorEvaluatorSet {
         let set = Self { supervisor: supervisor.clone(), restarts };
         let mut handles = Vec::with_capacity(indices.len());
         for index in indices {
-            let (actor, restarts) = ActorEvaluator::lookup(&supervisor, index, None).await?;
-            handles.push(ActorEvaluator {
-                index,
-                actor,
-                supervisor: supervisor.clone(),
-                latest_weights: None,
-                latest_filter: None,
-                stats: HandleStats { steps_sampled: 0, restarts },
-            });
+            handles.push(ActorEvaluator::attach(&supervisor, index).await?);
         }
         Ok((set, handles))
     }
 }
 
 impl ActorEvaluatorSet {
+    /// Starts evaluator `index` under this set's supervisor, so that its
+    /// restart policy (one-for-all included) and budget cover it too.
+    /// `generation` is its first generation: an evaluator that already ran
+    /// elsewhere (re-placed from a lost node) starts past the generations it
+    /// used there, so its envs do not replay the same seeds.
+    ///
+    /// # Errors
+    /// The supervisor has given up, `index` is taken, or the evaluator
+    /// cannot be built.
+    pub async fn add(&self, index: usize, generation: u64) -> Result<ActorEvaluator, HandleError> {
+        self.supervisor
+            .call(|reply| SupervisorMsg::Add { index, generation, reply }, None)
+            .await
+            .map_err(|e| HandleError::Unreachable { index, reason: format!("supervisor: {e}") })?
+            .success_or(HandleError::Unreachable { index, reason: "supervisor stopped".into() })??;
+        ActorEvaluator::attach(&self.supervisor, index).await
+    }
+
     /// Evaluator restarts so far, counted by the supervisor as they happen
     /// (a handle learns of a restart only on its next call).
     pub fn restarts(&self) -> u64 {

@@ -1,8 +1,9 @@
 //! Evaluators in both homes, with a tiny env and policy declared here:
 //! sampling sizes and episode accounting, weight broadcast, and supervision
-//! (restart with current weights; a clear error past the budget).
+//! (restart with current weights, one-for-all over a set grown with `add`;
+//! a clear error past the budget).
 
-use rlx::actor::ActorEvaluatorSet;
+use rlx::actor::{ActorEvaluatorSet, RestartStrategy};
 use rlx::env::invalid_action;
 use rlx::policy::bootstrap_needed;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
@@ -354,6 +355,33 @@ async fn actor_restarts_with_current_weights_and_keeps_sampling() {
     let restarts: u64 = handles.iter().map(|h| h.stats().restarts).sum();
     assert_eq!(restarts, 1);
     assert!(steps.load(Ordering::SeqCst) >= 160);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_for_all_restarts_every_evaluator_of_the_set_including_added_ones() {
+    // How a node runs a driver's evaluators: an empty set, one `add` per
+    // evaluator placed there. The 30th env step anywhere panics, once.
+    let steps = Arc::new(AtomicUsize::new(0));
+    let policy = RestartPolicy { strategy: RestartStrategy::OneForAll, max_restarts: 2, window_s: 60.0 };
+    let (set, handles) = ActorEvaluatorSet::spawn(factory(steps, 30, 1, 20), vec![], policy).await.unwrap();
+    assert!(handles.is_empty());
+    let mut handles = vec![set.add(1, 0).await.unwrap(), set.add(2, 0).await.unwrap()];
+    let err = set.add(2, 0).await.err().unwrap().to_string();
+    assert!(err.contains("evaluator 2") && err.contains("already"), "{err}");
+    for round in 1..=3 {
+        let w = Arc::new(vec![round as f32]);
+        for h in handles.iter_mut() {
+            h.set_weights(w.clone()).await.unwrap();
+        }
+        for h in handles.iter_mut() {
+            let rollout = h.sample().await.unwrap();
+            assert_eq!(rollout.batch.len(), 20);
+            assert!(rollout.batch.f32("w0").unwrap().iter().all(|&w| w == round as f32), "round {round}");
+        }
+    }
+    // Evaluator 2 panicked (steps 21..40); one-for-all restarted both.
+    assert_eq!(set.restarts(), 2);
+    assert_eq!(handles.iter().map(|h| h.stats().restarts).collect::<Vec<_>>(), [1, 1]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
