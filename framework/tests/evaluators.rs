@@ -332,14 +332,11 @@ async fn local_handle_reports_a_panic_as_an_error() {
     assert!(err.to_string().contains("injected env failure"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn actor_restarts_with_current_weights_and_keeps_sampling() {
-    // The 30th env step anywhere panics, once.
-    let steps = Arc::new(AtomicUsize::new(0));
-    let policy = RestartPolicy { max_restarts: 2, window_s: 60.0, ..Default::default() };
-    let (_set, mut handles) =
-        ActorEvaluatorSet::spawn(factory(steps.clone(), 30, 2, 20), vec![1, 2], policy).await.unwrap();
-    for round in 1..=4 {
+/// For each of `rounds` rounds, sends every handle the weights `[round]`,
+/// then samples 20 rows from each and checks every row was sampled with
+/// this round's weights, even by an evaluator restarted mid-round.
+async fn sample_rounds_with_fresh_weights(handles: &mut [rlx::actor::ActorEvaluator], rounds: usize) {
+    for round in 1..=rounds {
         let w = Arc::new(vec![round as f32]);
         for h in handles.iter_mut() {
             h.set_weights(w.clone()).await.unwrap();
@@ -347,11 +344,19 @@ async fn actor_restarts_with_current_weights_and_keeps_sampling() {
         for h in handles.iter_mut() {
             let rollout = h.sample().await.unwrap();
             assert_eq!(rollout.batch.len(), 20);
-            // Every row was sampled with the weights sent this round, even
-            // by an evaluator that was restarted in the middle of the round.
             assert!(rollout.batch.f32("w0").unwrap().iter().all(|&w| w == round as f32), "round {round}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_restarts_with_current_weights_and_keeps_sampling() {
+    // The 30th env step anywhere panics, once.
+    let steps = Arc::new(AtomicUsize::new(0));
+    let policy = RestartPolicy { max_restarts: 2, window_s: 60.0, ..Default::default() };
+    let (_set, mut handles) =
+        ActorEvaluatorSet::spawn(factory(steps.clone(), 30, 2, 20), vec![1, 2], policy).await.unwrap();
+    sample_rounds_with_fresh_weights(&mut handles, 4).await;
     let restarts: u64 = handles.iter().map(|h| h.stats().restarts).sum();
     assert_eq!(restarts, 1);
     assert!(steps.load(Ordering::SeqCst) >= 160);
@@ -368,17 +373,7 @@ async fn one_for_all_restarts_every_evaluator_of_the_set_including_added_ones() 
     let mut handles = vec![set.add(1, 0).await.unwrap(), set.add(2, 0).await.unwrap()];
     let err = set.add(2, 0).await.err().unwrap().to_string();
     assert!(err.contains("evaluator 2") && err.contains("already"), "{err}");
-    for round in 1..=3 {
-        let w = Arc::new(vec![round as f32]);
-        for h in handles.iter_mut() {
-            h.set_weights(w.clone()).await.unwrap();
-        }
-        for h in handles.iter_mut() {
-            let rollout = h.sample().await.unwrap();
-            assert_eq!(rollout.batch.len(), 20);
-            assert!(rollout.batch.f32("w0").unwrap().iter().all(|&w| w == round as f32), "round {round}");
-        }
-    }
+    sample_rounds_with_fresh_weights(&mut handles, 3).await;
     // Evaluator 2 panicked (steps 21..40); one-for-all restarted both.
     assert_eq!(set.restarts(), 2);
     assert_eq!(handles.iter().map(|h| h.stats().restarts).collect::<Vec<_>>(), [1, 1]);
