@@ -20,7 +20,7 @@ use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer};
+use rlx::{EnvShards, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// A2C's configuration (A3C uses the same keys plus its own).
@@ -56,6 +56,12 @@ pub struct A2cConfig {
     pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
     /// Straggler mitigation: learn once this fraction of the evaluators has
     /// returned (the late batches are dropped and counted as
     /// `straggler_batches_dropped`); 1.0 waits for all.
@@ -79,6 +85,7 @@ impl Default for A2cConfig {
             seed: 0,
             device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
+            env_shards: EnvShards::default(),
             min_sample_fraction: 1.0,
         }
     }
@@ -89,6 +96,7 @@ impl Validate for A2cConfig {
         self.device.check_available()?;
         check_sync_sampling(
             self.num_envs_per_worker,
+            &self.env_shards,
             self.train_batch_size,
             self.min_sample_fraction,
             self.observation_filter,
@@ -137,6 +145,7 @@ impl A2cConfig {
             self.seed,
             self.restart,
         )
+        .with_env_shards(self.env_shards)
     }
 }
 

@@ -34,7 +34,7 @@ use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncReplayConfig, AsyncReplayOptimizer};
 use rlx::replay::{LinearSchedule, PrioritizedReplayConfig};
-use rlx::{RestartPolicy, RestartStrategy, Space, Trainer};
+use rlx::{EnvShards, RestartPolicy, RestartStrategy, Space, Trainer};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -107,6 +107,12 @@ pub struct ApexConfig {
     pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
     /// How replay shard actors are restarted after a failure (a restarted
     /// shard starts empty; its transitions are counted as lost).
     pub shard_restart: RestartPolicy,
@@ -145,6 +151,7 @@ impl Default for ApexConfig {
             seed: 0,
             device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
+            env_shards: EnvShards::default(),
             shard_restart: RestartPolicy::default(),
         }
     }
@@ -178,7 +185,7 @@ impl Validate for ApexConfig {
             independent,
             "must be one_for_one (shards are independent)",
         )?;
-        check("shard_restart.window_s", self.shard_restart.window_s, self.shard_restart.window_s > 0.0, "must be > 0")
+        self.shard_restart.validate("shard_restart")
     }
 }
 
@@ -226,6 +233,7 @@ impl ApexConfig {
             seed: self.seed,
             device: self.device,
             restart: self.restart,
+            env_shards: self.env_shards,
             ..DqnConfig::default()
         }
     }
@@ -286,6 +294,7 @@ pub async fn build(make_env: EnvMaker, cfg: ApexConfig) -> Result<Trainer, Build
         observation_filter: ObservationFilter::NoFilter,
         seed: cfg.seed,
         restart: cfg.restart,
+        env_shards: cfg.env_shards,
     };
     let policy_cfg = cfg.clone();
     let make = Arc::new(move |o: &Space, a: &Space, seed, index| make_policy(&policy_cfg, o, a, seed, index));

@@ -23,7 +23,7 @@ use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::optimizer::AsyncSamplesConfig;
-use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Trainer};
+use rlx::{fields, EnvShards, LearnerStats, PolicyError, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// APPO's configuration: IMPALA's keys plus the clip and the epochs.
@@ -73,6 +73,12 @@ pub struct AppoConfig {
     pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: rlx::RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
 }
 
 impl Default for AppoConfig {
@@ -100,6 +106,7 @@ impl Default for AppoConfig {
             seed: i.seed,
             device: i.device,
             restart: i.restart,
+            env_shards: i.env_shards,
         }
     }
 }
@@ -127,6 +134,7 @@ impl AppoConfig {
             seed: self.seed,
             device: self.device,
             restart: self.restart,
+            env_shards: self.env_shards,
         }
     }
 }
@@ -196,7 +204,14 @@ impl ActorCriticLoss for AppoConfig {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// or aggregation actor fails to start.
 pub async fn build(make_env: EnvMaker, cfg: AppoConfig) -> Result<Trainer, BuildError> {
-    let sampling = plan(cfg.num_workers, cfg.num_envs_per_worker, cfg.rollout_fragment_length, cfg.seed, cfg.restart);
+    let sampling = plan(
+        cfg.num_workers,
+        cfg.num_envs_per_worker,
+        cfg.rollout_fragment_length,
+        cfg.seed,
+        cfg.restart,
+        cfg.env_shards,
+    );
     let optimizer = AsyncSamplesConfig {
         train_batch_size: cfg.train_batch_size,
         learner_queue_size: cfg.learner_queue_size,

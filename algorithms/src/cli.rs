@@ -916,8 +916,9 @@ pub fn run_binary(main: impl std::future::Future<Output = ExitCode>) -> ExitCode
 }
 
 /// Logs to stderr: rlx's cluster events (nodes joining, lost, evaluators
-/// re-placed) at `info`, everything else at `warn`; `RUST_LOG` overrides.
-fn init_logging() {
+/// re-placed) at `info`, everything else at `warn` (restarts of actors
+/// among it); `RUST_LOG` overrides.
+pub fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("warn,rlx_cluster=info,ractor=error,ractor_cluster=warn"));

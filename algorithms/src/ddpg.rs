@@ -61,8 +61,8 @@ use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
 use rlx::{
-    fields, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space,
-    SyncReplayOptimizer, Trainer,
+    fields, EnvShards, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch,
+    Space, SyncReplayOptimizer, Trainer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -133,6 +133,12 @@ pub struct DdpgConfig {
     pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
 }
 
 impl Default for DdpgConfig {
@@ -165,6 +171,7 @@ impl Default for DdpgConfig {
             seed: 0,
             device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
+            env_shards: EnvShards::default(),
         }
     }
 }
@@ -189,7 +196,7 @@ impl Validate for DdpgConfig {
         if let Some(c) = self.grad_clip {
             check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
         }
-        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
+        self.restart.validate("restart")
     }
 }
 
@@ -206,6 +213,7 @@ pub(crate) struct ReplaySettings {
     pub n_step: usize,
     pub seed: u64,
     pub restart: RestartPolicy,
+    pub env_shards: EnvShards,
 }
 
 impl From<&DdpgConfig> for ReplaySettings {
@@ -222,6 +230,7 @@ impl From<&DdpgConfig> for ReplaySettings {
             n_step: c.n_step,
             seed: c.seed,
             restart: c.restart,
+            env_shards: c.env_shards,
         }
     }
 }
@@ -230,6 +239,7 @@ impl From<&DdpgConfig> for ReplaySettings {
 pub(crate) fn check_replay(s: &ReplaySettings) -> Result<(), ConfigError> {
     let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
     positive("num_envs_per_worker", s.num_envs_per_worker)?;
+    s.env_shards.validate(s.num_envs_per_worker)?;
     positive("rollout_fragment_length", s.rollout_fragment_length)?;
     positive("timesteps_per_iteration", s.timesteps_per_iteration)?;
     positive("buffer_size", s.buffer_size)?;
@@ -270,6 +280,7 @@ impl ReplaySettings {
             observation_filter: ObservationFilter::NoFilter,
             seed: self.seed,
             restart: self.restart,
+            env_shards: self.env_shards,
         }
     }
 }

@@ -42,8 +42,8 @@ use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
 use rlx::replay::{LinearSchedule, PrioritizedReplayConfig, TD_ERRORS, WEIGHTS};
 use rlx::{
-    fields, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space,
-    SyncReplayOptimizer, Trainer,
+    fields, EnvShards, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch,
+    Space, SyncReplayOptimizer, Trainer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -118,6 +118,12 @@ pub struct DqnConfig {
     pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
 }
 
 impl Default for DqnConfig {
@@ -152,6 +158,7 @@ impl Default for DqnConfig {
             seed: 0,
             device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
+            env_shards: EnvShards::default(),
         }
     }
 }
@@ -161,6 +168,7 @@ impl Validate for DqnConfig {
         self.device.check_available()?;
         let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
         positive("num_envs_per_worker", self.num_envs_per_worker)?;
+        self.env_shards.validate(self.num_envs_per_worker)?;
         positive("rollout_fragment_length", self.rollout_fragment_length)?;
         positive("timesteps_per_iteration", self.timesteps_per_iteration)?;
         positive("buffer_size", self.buffer_size)?;
@@ -195,7 +203,7 @@ impl Validate for DqnConfig {
         if let Some(c) = self.grad_clip {
             check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
         }
-        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
+        self.restart.validate("restart")
     }
 }
 
@@ -616,6 +624,7 @@ pub async fn build(make_env: EnvMaker, cfg: DqnConfig) -> Result<Trainer, BuildE
         observation_filter: ObservationFilter::NoFilter,
         seed: cfg.seed,
         restart: cfg.restart,
+        env_shards: cfg.env_shards,
     };
     let replay = cfg.replay();
     let policy_cfg = cfg.clone();

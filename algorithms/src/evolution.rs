@@ -642,7 +642,7 @@ pub fn check_settings(
     )?;
     check("noise_stdev", noise_stdev, noise_stdev > 0.0 && noise_stdev.is_finite(), "must be positive")?;
     check("noise_size", noise_size, noise_size > 0, "must be positive")?;
-    check("restart.window_s", restart.window_s, restart.window_s > 0.0, "must be positive")
+    restart.validate("restart")
 }
 
 /// Drives perturbation workers and applies an [`UpdateRule`]: the

@@ -9,8 +9,8 @@ use rlx::evaluator::evaluator_seed;
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer, SyncSamplesConfig};
 use rlx::{
-    fields, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, PolicyGraph, RestartPolicy, Space,
-    SyncSamplesOptimizer, Trainer, VectorEnv,
+    fields, EnvShards, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, PolicyGraph, RestartPolicy,
+    Space, SyncSamplesOptimizer, Trainer, VectorEnv,
 };
 use std::sync::Arc;
 
@@ -29,6 +29,8 @@ pub struct SamplingSettings {
     pub seed: u64,
     /// Restart policy of the evaluator actors.
     pub restart: RestartPolicy,
+    /// Env shards of the sampling evaluators.
+    pub env_shards: EnvShards,
 }
 
 /// Builds a policy for the env's spaces with the given action-sampling seed,
@@ -40,7 +42,10 @@ pub type PolicyMaker =
 /// The local evaluator and `num_workers` supervised actor evaluators, each
 /// with `num_envs_per_worker` envs from `make_env` and a policy from
 /// `make_policy`. The env and policy are built once up front so a bad env or
-/// an unsupported space is reported before any actor starts.
+/// an unsupported space is reported before any actor starts. With
+/// `env_shards`, the evaluators that sample (the workers, or the local one
+/// when there are none) step their copies in shard actors; the local
+/// evaluator of a run with workers never samples, so its copies stay put.
 ///
 /// # Errors
 /// An env that cannot be built, unsupported spaces, or an evaluator that
@@ -56,8 +61,13 @@ pub async fn spawn_evaluators(
     let settings = s.clone();
     let factory: EvaluatorFactory = Arc::new(move |index, generation| {
         let seed = evaluator_seed(settings.seed, index, generation);
-        let envs = (0..settings.num_envs_per_worker).map(|_| make_env()).collect::<Result<Vec<_>, _>>()?;
-        let env = VectorEnv::new(envs)?;
+        let n = settings.num_envs_per_worker;
+        let samples = index > 0 || settings.num_workers == 0;
+        let env = if settings.env_shards.enabled() && samples {
+            VectorEnv::sharded(make_env.clone(), n, &settings.env_shards)?
+        } else {
+            VectorEnv::new((0..n).map(|_| make_env()).collect::<Result<Vec<_>, _>>()?)?
+        };
         let policy = make_policy(env.observation_space(), env.action_space(), seed, index)
             .map_err(|e| EvaluatorError::Config(e.to_string()))?;
         let dim = env.obs_dim();
@@ -82,7 +92,13 @@ impl SamplingSettings {
         restart: RestartPolicy,
     ) -> Self {
         let sample_size = train_batch_size.div_ceil(num_workers.max(1));
-        Self { num_workers, num_envs_per_worker, sample_size, observation_filter, seed, restart }
+        let env_shards = EnvShards::default();
+        Self { num_workers, num_envs_per_worker, sample_size, observation_filter, seed, restart, env_shards }
+    }
+
+    /// These settings with the evaluators' copies split over `env_shards`.
+    pub fn with_env_shards(self, env_shards: EnvShards) -> Self {
+        Self { env_shards, ..self }
     }
 }
 
@@ -144,7 +160,7 @@ pub fn check_learning(
     if let Some(c) = grad_clip {
         check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
     }
-    check("restart.window_s", restart.window_s, restart.window_s > 0.0, "must be > 0")
+    restart.validate("restart")
 }
 
 /// Range checks of synchronous sampling.
@@ -153,11 +169,13 @@ pub fn check_learning(
 /// The first out-of-range key.
 pub fn check_sync_sampling(
     num_envs_per_worker: usize,
+    env_shards: &EnvShards,
     train_batch_size: usize,
     min_sample_fraction: f64,
     observation_filter: ObservationFilter,
 ) -> Result<(), ConfigError> {
     check("num_envs_per_worker", num_envs_per_worker, num_envs_per_worker >= 1, "must be >= 1")?;
+    env_shards.validate(num_envs_per_worker)?;
     check("train_batch_size", train_batch_size, train_batch_size >= 1, "must be >= 1")?;
     let f = min_sample_fraction;
     check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")?;
@@ -165,4 +183,28 @@ pub fn check_sync_sampling(
     // would wait for the straggler after all.
     let filtered = observation_filter != ObservationFilter::NoFilter;
     check("min_sample_fraction", f, f == 1.0 || !filtered, "must be 1.0 when an observation_filter is set")
+}
+
+#[cfg(test)]
+mod tests {
+    use rlx::Space;
+    use serde_json::json;
+
+    #[test]
+    fn every_sampling_algorithm_checks_env_shards_and_names_the_key() {
+        let (o, a) = (Space::uniform_box(-1.0, 1.0, vec![3]).unwrap(), Space::discrete(2));
+        for algorithm in ["PG", "A2C", "A3C", "PPO", "IMPALA", "APPO", "DQN", "APEX", "DDPG", "TD3", "SAC"] {
+            let defaults = crate::default_config(algorithm).unwrap();
+            assert_eq!(defaults["env_shards"]["num_shards"], 0, "{algorithm}: off by default");
+            for (bad, named) in [
+                (json!({"num_shards": 1000}), "env_shards.num_shards"),
+                (json!({"restart": {"window_s": 0.0}}), "env_shards.restart.window_s"),
+                (json!({"num_shard": 2}), "did you mean `num_shards`"),
+            ] {
+                let config = json!({"env_shards": bad});
+                let err = crate::make_policy(algorithm, &config, &o, &a, 0).err().expect("a bad value");
+                assert!(err.to_string().contains(named), "{algorithm}: {err}");
+            }
+        }
+    }
 }

@@ -28,7 +28,7 @@ use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 use rlx::postprocessing::vtrace;
-use rlx::{fields, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space, Trainer};
+use rlx::{fields, EnvShards, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -75,6 +75,12 @@ pub struct ImpalaConfig {
     pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
 }
 
 impl Default for ImpalaConfig {
@@ -99,6 +105,7 @@ impl Default for ImpalaConfig {
             seed: 0,
             device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
+            env_shards: EnvShards::default(),
         }
     }
 }
@@ -116,6 +123,7 @@ impl Validate for ImpalaConfig {
         ] {
             check(key, v, v >= 1, "must be >= 1")?;
         }
+        self.env_shards.validate(self.num_envs_per_worker)?;
         let (rho, c) = (self.vtrace_clip_rho_threshold, self.vtrace_clip_c_threshold);
         check("vtrace_clip_rho_threshold", rho, rho > 0.0, "must be > 0")?;
         check("vtrace_clip_c_threshold", c, c > 0.0, "must be > 0")?;
@@ -224,6 +232,7 @@ pub(crate) fn plan(
     rollout_fragment_length: usize,
     seed: u64,
     restart: RestartPolicy,
+    env_shards: EnvShards,
 ) -> SamplingSettings {
     SamplingSettings {
         num_workers,
@@ -232,6 +241,7 @@ pub(crate) fn plan(
         observation_filter: ObservationFilter::NoFilter,
         seed,
         restart,
+        env_shards,
     }
 }
 
@@ -260,7 +270,14 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// or aggregation actor fails to start.
 pub async fn build(make_env: EnvMaker, cfg: ImpalaConfig) -> Result<Trainer, BuildError> {
-    let sampling = plan(cfg.num_workers, cfg.num_envs_per_worker, cfg.rollout_fragment_length, cfg.seed, cfg.restart);
+    let sampling = plan(
+        cfg.num_workers,
+        cfg.num_envs_per_worker,
+        cfg.rollout_fragment_length,
+        cfg.seed,
+        cfg.restart,
+        cfg.env_shards,
+    );
     let optimizer = AsyncSamplesConfig {
         train_batch_size: cfg.train_batch_size,
         learner_queue_size: cfg.learner_queue_size,

@@ -39,15 +39,13 @@ pub mod sac;
 pub mod td3;
 
 use rlx::config::{closest_n, merge_json, ConfigError, Validate};
-use rlx::{Env, EnvError, HandleError, Trainer};
+use rlx::{EnvError, HandleError, Trainer};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// Builds one copy of an env; evaluators call it once per env copy, and
-/// again when they restart.
-pub type EnvMaker = Arc<dyn Fn() -> Result<Box<dyn Env>, EnvError> + Send + Sync>;
+pub use rlx::env::EnvMaker;
 
 /// An [`EnvMaker`] for a registered env name with keyword arguments
 /// (`null` for none).

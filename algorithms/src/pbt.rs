@@ -218,7 +218,7 @@ impl Validate for PbtConfig {
         check("resample_probability", p, (0.0..=1.0).contains(&p), "must be in [0, 1]")?;
         let n = self.perturbation_interval;
         check("perturbation_interval", n, n >= 1, "must be >= 1")?;
-        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")?;
+        self.restart.validate("restart")?;
         let Value::Object(config) = &self.config else {
             return Err(ConfigError::Invalid { key: "config".into(), message: "must be a JSON object".into() });
         };

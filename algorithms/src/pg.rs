@@ -22,7 +22,7 @@ use dfdx::prelude::*;
 use rlx::config::{ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{fields, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer};
+use rlx::{fields, EnvShards, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// PG's configuration.
@@ -56,6 +56,12 @@ pub struct PgConfig {
     pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
     /// Straggler mitigation: learn once this fraction of the evaluators has
     /// returned (the late batches are dropped and counted as
     /// `straggler_batches_dropped`); 1.0 waits for all.
@@ -78,6 +84,7 @@ impl Default for PgConfig {
             seed: 0,
             device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
+            env_shards: EnvShards::default(),
             min_sample_fraction: 1.0,
         }
     }
@@ -88,6 +95,7 @@ impl Validate for PgConfig {
         self.device.check_available()?;
         check_sync_sampling(
             self.num_envs_per_worker,
+            &self.env_shards,
             self.train_batch_size,
             self.min_sample_fraction,
             self.observation_filter,
@@ -141,7 +149,8 @@ pub async fn build(make_env: EnvMaker, cfg: PgConfig) -> Result<Trainer, BuildEr
         cfg.observation_filter,
         cfg.seed,
         cfg.restart,
-    );
+    )
+    .with_env_shards(cfg.env_shards);
     let min_sample_fraction = cfg.min_sample_fraction;
     sync_trainer("PG", make_env, cfg, sampling, min_sample_fraction, 1).await
 }

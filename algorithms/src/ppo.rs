@@ -34,7 +34,7 @@ use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer};
+use rlx::{fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// PPO's configuration. Every key is optional in `--config`; unknown keys are
@@ -87,6 +87,12 @@ pub struct PpoConfig {
     pub num_devices: usize,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
     /// Straggler mitigation: learn once this fraction of the evaluators has
     /// returned (the late batches are dropped and counted as
     /// `straggler_batches_dropped`); 1.0 waits for all.
@@ -115,6 +121,7 @@ impl Default for PpoConfig {
             device: DeviceSpec::Cpu,
             num_devices: 1,
             restart: RestartPolicy::default(),
+            env_shards: EnvShards::default(),
             min_sample_fraction: 1.0,
         }
     }
@@ -125,6 +132,7 @@ impl Validate for PpoConfig {
         self.device.check_available()?;
         check_sync_sampling(
             self.num_envs_per_worker,
+            &self.env_shards,
             self.train_batch_size,
             self.min_sample_fraction,
             self.observation_filter,
@@ -244,7 +252,8 @@ pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildE
         cfg.observation_filter,
         cfg.seed,
         cfg.restart,
-    );
+    )
+    .with_env_shards(cfg.env_shards);
     let (min_sample_fraction, num_devices) = (cfg.min_sample_fraction, cfg.num_devices);
     sync_trainer("PPO", make_env, cfg, sampling, min_sample_fraction, num_devices).await
 }

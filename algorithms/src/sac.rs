@@ -55,8 +55,8 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::postprocessing::n_step_returns;
 use rlx::{
-    fields, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space,
-    SyncReplayOptimizer, Trainer,
+    fields, EnvShards, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch,
+    Space, SyncReplayOptimizer, Trainer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -122,6 +122,12 @@ pub struct SacConfig {
     pub device: DeviceSpec,
     /// How evaluator actors are restarted after a failure.
     pub restart: RestartPolicy,
+    /// Splits each sampling evaluator's env copies over this many
+    /// supervised child actors that step them in parallel, for slow envs
+    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
+    /// `restart` is the shards' own restart policy. See the book's "Env
+    /// shards" section.
+    pub env_shards: EnvShards,
 }
 
 impl Default for SacConfig {
@@ -150,6 +156,7 @@ impl Default for SacConfig {
             seed: 0,
             device: DeviceSpec::Cpu,
             restart: RestartPolicy::default(),
+            env_shards: EnvShards::default(),
         }
     }
 }
@@ -171,7 +178,7 @@ impl Validate for SacConfig {
         if let Some(c) = self.grad_clip {
             check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
         }
-        check("restart.window_s", self.restart.window_s, self.restart.window_s > 0.0, "must be > 0")
+        self.restart.validate("restart")
     }
 }
 
@@ -189,6 +196,7 @@ impl From<&SacConfig> for ReplaySettings {
             n_step: c.n_step,
             seed: c.seed,
             restart: c.restart,
+            env_shards: c.env_shards,
         }
     }
 }

@@ -13,7 +13,8 @@
 //!   budget allows stops the run with a clear error and keeps its results.
 //! - An env that panics inside a remote evaluator is restarted by the
 //!   node's supervisor within budget, and past it the driver gets a clear
-//!   error naming the evaluator, the budget and the panic.
+//!   error naming the evaluator, the budget and the panic. With env shards
+//!   the node restarts only the shard, one level further down.
 //!
 //! Every process binds 127.0.0.1 port 0 and is killed when its guard drops.
 
@@ -349,6 +350,7 @@ fn test_node_process() {
             Ok(Box::new(Panicky { inner: rlx_envs::make("CartPole-v1")?, steps: steps.clone(), at }) as Box<dyn Env>)
         }))
     });
+    rlx_algorithms::cli::init_logging();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let config = rlx_cluster::NodeConfig {
@@ -365,9 +367,11 @@ fn test_node_process() {
     });
 }
 
-/// Builds PPO in this process with its evaluators on `node`.
-async fn driver_on(node: &Node) -> rlx::Trainer {
-    let config = json!({"num_workers": 2, "seed": 1, "train_batch_size": 1000, "sgd_minibatch_size": 250});
+/// Builds PPO in this process with its evaluators on `node`, with `extra`
+/// config keys.
+async fn driver_on(node: &Node, extra: Value) -> rlx::Trainer {
+    let mut config = json!({"num_workers": 2, "seed": 1, "train_batch_size": 1000, "sgd_minibatch_size": 250});
+    rlx::config::deep_merge(&mut config, &extra);
     let deployment =
         Deployment { nodes: vec![node.addr.clone()], cookie: Some(COOKIE.into()), actix: false, ..Default::default() };
     let make_env = rlx_algorithms::env_maker("CartPole-v1", &Value::Null).unwrap();
@@ -381,7 +385,7 @@ async fn env_panics_in_remote_evaluators_are_restarted_within_budget_and_reporte
     // One panic on the node (at its 3000th env step): restarted there, training goes on.
     {
         let node = Node::start_faulty(&dir, "once", "3000");
-        let mut trainer = driver_on(&node).await;
+        let mut trainer = driver_on(&node, Value::Null).await;
         let mut last = None;
         for _ in 0..6 {
             last = Some(trainer.train().await.unwrap_or_else(|e| panic!("{e}\nnode:\n{}", node.proc.log())));
@@ -390,10 +394,25 @@ async fn env_panics_in_remote_evaluators_are_restarted_within_budget_and_reporte
         assert_eq!(last.num_evaluator_restarts, 1, "{last:?}");
         assert_eq!(last.training_iteration, 6);
     }
+    // The same panic under env shards, the level below the evaluator on
+    // the node: the node restarts the shard, the evaluator carries on, and
+    // one step of the shard's copies is lost.
+    {
+        let node = Node::start_faulty(&dir, "sharded", "3000");
+        let mut trainer = driver_on(&node, json!({"num_envs_per_worker": 4, "env_shards": {"num_shards": 2}})).await;
+        let mut last = None;
+        for _ in 0..6 {
+            last = Some(trainer.train().await.unwrap_or_else(|e| panic!("{e}\nnode:\n{}", node.proc.log())));
+        }
+        let last = last.unwrap();
+        assert_eq!(last.num_evaluator_restarts, 0, "{last:?}");
+        assert_eq!(last.num_env_steps_trained, 6 * 1000 - 2, "{last:?}");
+        assert!(node.proc.log().contains("env shard was restarted"), "{}", node.proc.log());
+    }
     // A panic every 50 steps: past the default budget (3 restarts in 60 s)
     // the driver's error names the evaluator, the budget and the panic.
     let node = Node::start_faulty(&dir, "always", "always");
-    let mut trainer = driver_on(&node).await;
+    let mut trainer = driver_on(&node, Value::Null).await;
     let err = loop {
         match trainer.train().await {
             Ok(r) => assert!(r.training_iteration < 20, "never failed"),

@@ -1,6 +1,8 @@
 //! PPO keeps training when an evaluator's env panics (the evaluator is
 //! restarted with the current weights and the restart is reported), and
-//! fails with a clear error once the restart budget is spent.
+//! fails with a clear error once the restart budget is spent. With env
+//! shards, the level below: a panic restarts the shard and costs one step
+//! of its copies; shards past their budget escalate to the evaluator.
 
 use rlx::{Action, Env, EnvError, Space, Step};
 use rlx_algorithms::{build_trainer_with_env, EnvMaker};
@@ -55,11 +57,7 @@ fn config() -> serde_json::Value {
 async fn env_panic_restarts_the_evaluator_and_training_continues() {
     // One crash, a few iterations in.
     let (mut trainer, _) = build_trainer_with_env("PPO", faulty(|n| n == 3000), &config()).await.unwrap();
-    let mut last = None;
-    for _ in 0..12 {
-        last = Some(trainer.train().await.expect("a single crash is within the restart budget"));
-    }
-    let last = last.unwrap();
+    let last = train_12(&mut trainer).await;
     assert_eq!(last.num_evaluator_restarts, 1);
     assert_eq!(last.training_iteration, 12);
     // No iteration came up short: every one trained on a full batch.
@@ -83,6 +81,45 @@ async fn past_the_restart_budget_training_fails_with_a_clear_error() {
     assert!(msg.contains("evaluator"), "{msg}");
     assert!(msg.contains("at most 2 restarts"), "{msg}");
     assert!(msg.contains("simulator crashed"), "{msg}");
+}
+
+/// `config()` with each evaluator's 4 copies split over 2 shards.
+fn sharded_config(shard_restart: serde_json::Value) -> serde_json::Value {
+    let mut cfg = config();
+    cfg["env_shards"] = json!({"num_shards": 2, "restart": shard_restart});
+    cfg
+}
+
+/// Trains 12 iterations, each of which must succeed.
+async fn train_12(trainer: &mut rlx::Trainer) -> rlx::TrainResult {
+    let mut last = None;
+    for _ in 0..12 {
+        last = Some(trainer.train().await.expect("a single crash is within the restart budget"));
+    }
+    last.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_env_panic_in_a_shard_restarts_the_shard_and_costs_one_step_of_its_copies() {
+    let cfg = sharded_config(json!({"max_restarts": 1, "window_s": 60.0}));
+    let (mut trainer, _) = build_trainer_with_env("PPO", faulty(|n| n == 3000), &cfg).await.unwrap();
+    let last = train_12(&mut trainer).await;
+    // The shard was restarted below the evaluator, which never noticed...
+    assert_eq!(last.num_evaluator_restarts, 0);
+    // ...and the crashed step of the shard's 2 copies is all that was lost.
+    assert_eq!(last.num_env_steps_trained, 12 * 512 - 2);
+    assert!(last.episode_reward_mean.unwrap() > 25.0, "{:?}", last.episode_reward_mean);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_past_their_budget_escalate_to_an_evaluator_restart() {
+    let cfg = sharded_config(json!({"max_restarts": 0, "window_s": 60.0}));
+    let (mut trainer, _) = build_trainer_with_env("PPO", faulty(|n| n == 3000), &cfg).await.unwrap();
+    let last = train_12(&mut trainer).await;
+    // The shards gave up, so the evaluator was restarted with new ones and
+    // its sample taken again in full.
+    assert_eq!(last.num_evaluator_restarts, 1);
+    assert_eq!(last.num_env_steps_trained, 12 * 512);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,7 +168,8 @@ async fn asynchronous_algorithms_survive_an_evaluator_crash() {
 }
 
 /// The actix backend handles an env panic like the ractor one: the sync
-/// actor is rebuilt within the budget, and past it the error is as clear.
+/// actor is rebuilt within the budget (or, with env shards, only the
+/// shard), and past it the error is as clear.
 #[test]
 fn actix_evaluators_restart_within_budget_and_fail_clearly_past_it() {
     let runtime = std::sync::Arc::new(
@@ -141,13 +179,16 @@ fn actix_evaluators_restart_within_budget_and_fail_clearly_past_it() {
     runtime.block_on(async {
         let deploy = rlx_algorithms::deploy::build_on_actix;
         let (mut trainer, _) = deploy("PPO", faulty(|n| n == 3000), &config()).await.unwrap();
-        let mut last = None;
-        for _ in 0..12 {
-            last = Some(trainer.train().await.expect("a single crash is within the restart budget"));
-        }
-        let last = last.unwrap();
+        let last = train_12(&mut trainer).await;
         assert_eq!(last.num_evaluator_restarts, 1);
         assert_eq!(last.num_env_steps_trained, 12 * 512);
+
+        // Sync actors run outside the runtime, and their shards on it.
+        let cfg = sharded_config(json!({"max_restarts": 1, "window_s": 60.0}));
+        let (mut trainer, _) = deploy("PPO", faulty(|n| n == 3000), &cfg).await.unwrap();
+        let last = train_12(&mut trainer).await;
+        assert_eq!(last.num_evaluator_restarts, 0);
+        assert_eq!(last.num_env_steps_trained, 12 * 512 - 2);
 
         let (mut trainer, _) = deploy("PPO", faulty(|n| n % 700 == 0), &config()).await.unwrap();
         let msg = loop {

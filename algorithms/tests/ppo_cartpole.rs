@@ -1,6 +1,7 @@
 //! PPO learns CartPole-v1: with a fixed seed and a fixed budget of env steps
 //! the 100-episode mean return must pass 400, with its evaluator a ractor
-//! actor (the default) and with it an actix sync actor.
+//! actor (the default) and with it an actix sync actor. With its env copies
+//! split over shard actors it trains exactly as without.
 
 use rlx_algorithms::build_trainer;
 use serde_json::json;
@@ -24,6 +25,28 @@ fn ppo_learns_cartpole_with_the_actix_backend() {
     );
     rlx_cluster::actix_backend::share_runtime(runtime.clone());
     runtime.block_on(learns(json!({"seed": 1, "num_workers": 1, "backend": "actix"})));
+}
+
+/// Env shards change where the copies step, not what is sampled: PPO with
+/// its 8 copies over 2 and over 3 shard actors trains exactly as without,
+/// iteration by iteration, to the same weights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ppo_with_env_shards_trains_exactly_as_without() {
+    async fn run(config: serde_json::Value) -> (Vec<(Option<f64>, u64, Option<f64>)>, Vec<f32>) {
+        let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &config).await.unwrap();
+        let mut results = Vec::new();
+        for _ in 0..4 {
+            let r = trainer.train().await.unwrap();
+            results.push((r.episode_reward_mean, r.episodes_total, r.learner.get("policy_loss")));
+        }
+        (results, trainer.optimizer().evaluators().local().policy().get_weights())
+    }
+    let want = run(json!({"seed": 1, "num_workers": 1})).await;
+    assert!(want.0.last().unwrap().1 > 20, "episodes end within the test: {:?}", want.0);
+    for shards in [2, 3] {
+        let got = run(json!({"seed": 1, "num_workers": 1, "env_shards": {"num_shards": shards}})).await;
+        assert!(got == want, "{shards} shards: {:?}\nwithout: {:?}", got.0, want.0);
+    }
 }
 
 async fn learns(config: serde_json::Value) {

@@ -14,7 +14,8 @@
 //! ([`share_runtime`], as `rlx` does), so the process has one runtime.
 //!
 //! Supervision: a panic while sampling is caught in the actor, which
-//! answers [`EvaluatorError::Panicked`] and stops; the SyncArbiter then
+//! answers [`EvaluatorError::Panicked`] and stops (so does an error that
+//! [escalates](EvaluatorError::escalates): its env shards gave up); the SyncArbiter then
 //! builds a fresh one from the factory (next generation, next seed). The
 //! handle counts the failure against the restart budget, brings the new
 //! actor up to date with the latest weights and filter statistics, and
@@ -111,11 +112,20 @@ impl Handler<Request> for SyncEvaluator {
             Request::SaveState => Ok(Answer::State(evaluator.save_state(index))),
             Request::LoadState(s) => evaluator.load_state(&s).map(|()| Answer::Done),
         });
-        catch_unwind(run).unwrap_or_else(|panic| {
-            // The evaluator may be half-updated: replace it.
-            ctx.stop();
-            Err(EvaluatorError::Panicked(panic_message(&*panic)))
-        })
+        match catch_unwind(run) {
+            // The env shards below gave up: only a new evaluator brings new
+            // ones. The handle counts it like a panic.
+            Ok(Err(e)) if e.escalates() => {
+                ctx.stop();
+                Err(e)
+            }
+            Ok(result) => result,
+            Err(panic) => {
+                // The evaluator may be half-updated: replace it.
+                ctx.stop();
+                Err(EvaluatorError::Panicked(panic_message(&*panic)))
+            }
+        }
     }
 }
 
@@ -143,16 +153,19 @@ fn place(factory: EvaluatorFactory, indices: Vec<usize>, restart: RestartPolicy)
         });
     }
     System::set_current(system());
+    // The factory runs on the sync actor's thread, outside the runtime;
+    // entering it there lets an evaluator start env shards on it.
+    let runtime = tokio::runtime::Handle::try_current().ok();
     let restarts = Arc::new(AtomicU64::new(0));
     let window = Arc::new(Mutex::new(FailureWindow::new(restart)));
     let mut handles: Vec<Box<dyn EvaluatorHandle>> = Vec::with_capacity(indices.len());
     for index in indices {
         let generation = Arc::new(AtomicU64::new(0));
-        let factory = factory.clone();
+        let (factory, runtime) = (factory.clone(), runtime.clone());
         // SyncArbiter calls this at the start and after every stop.
-        let addr = SyncArbiter::start(1, move || SyncEvaluator {
-            index,
-            evaluator: factory(index, generation.fetch_add(1, Ordering::Relaxed)),
+        let addr = SyncArbiter::start(1, move || {
+            let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
+            SyncEvaluator { index, evaluator: factory(index, generation.fetch_add(1, Ordering::Relaxed)) }
         });
         handles.push(Box::new(ActixEvaluator {
             index,
@@ -198,6 +211,7 @@ impl ActixEvaluator {
         loop {
             match self.send(make()).await? {
                 Err(EvaluatorError::Panicked(reason)) => self.restarted(reason).await?,
+                Err(e) if e.escalates() => self.restarted(e.to_string()).await?,
                 other => return other.map_err(|source| HandleError::Failed { index: self.index, source }),
             }
         }

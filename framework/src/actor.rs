@@ -19,6 +19,7 @@
 //! every call returns [`HandleError::RestartBudgetExceeded`], naming the
 //! evaluator whose failure exhausted the budget and why it failed.
 
+use crate::config::{check, ConfigError};
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
 use crate::filter::RunningStat;
 use crate::handle::{EvaluatorHandle, HandleError, HandleStats};
@@ -60,6 +61,18 @@ impl Default for RestartPolicy {
     /// One-for-one, at most 3 restarts in 60 s.
     fn default() -> Self {
         Self { strategy: RestartStrategy::OneForOne, max_restarts: 3, window_s: 60.0 }
+    }
+}
+
+impl RestartPolicy {
+    /// Range checks for a policy given under the config key `key` (e.g.
+    /// `"restart"`): the window must be a positive number of seconds.
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] naming `key.window_s`.
+    pub fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        let w = self.window_s;
+        check(&format!("{key}.window_s"), w, w > 0.0 && w.is_finite(), "must be > 0")
     }
 }
 
@@ -147,11 +160,11 @@ impl Actor for EvaluatorActor {
         state: &mut PolicyEvaluator,
     ) -> Result<(), ActorProcessingErr> {
         // A panic in here fails the actor and reaches the supervisor; a dropped
-        // reply port tells the caller the actor died.
+        // reply port tells the caller the actor died. So does an error that
+        // escalates (the env shards below gave up): the supervisor restarts
+        // this evaluator with new shards and the caller's handle retries.
         match msg {
-            EvaluatorMsg::Sample(reply) => {
-                let _ = reply.send(state.sample());
-            }
+            EvaluatorMsg::Sample(reply) => answer(reply, state.sample())?,
             EvaluatorMsg::SetWeights(w, reply) => {
                 let _ = reply.send(state.set_weights(&w));
             }
@@ -160,9 +173,7 @@ impl Actor for EvaluatorActor {
                 // actor so the supervisor reports it.
                 state.set_weights(&w)?;
             }
-            EvaluatorMsg::SampleAndComputeGradients(reply) => {
-                let _ = reply.send(state.sample_and_compute_gradients());
-            }
+            EvaluatorMsg::SampleAndComputeGradients(reply) => answer(reply, state.sample_and_compute_gradients())?,
             EvaluatorMsg::SetFilterStatistics(s, reply) => {
                 state.set_filter_statistics(&s);
                 let _ = reply.send(Ok(()));
@@ -171,11 +182,24 @@ impl Actor for EvaluatorActor {
                 // The handle knows the evaluator's index and fills it in.
                 let _ = reply.send(Ok(state.save_state(0)));
             }
-            EvaluatorMsg::LoadState(s, reply) => {
-                let _ = reply.send(state.load_state(&s));
-            }
+            EvaluatorMsg::LoadState(s, reply) => answer(reply, state.load_state(&s))?,
         }
         Ok(())
+    }
+}
+
+/// Sends `result` to the caller, or fails the actor with an error that
+/// [escalates](EvaluatorError::escalates) (dropping the reply port).
+fn answer<T>(
+    reply: RpcReplyPort<Result<T, EvaluatorError>>,
+    result: Result<T, EvaluatorError>,
+) -> Result<(), ActorProcessingErr> {
+    match result {
+        Err(e) if e.escalates() => Err(e.into()),
+        result => {
+            let _ = reply.send(result);
+            Ok(())
+        }
     }
 }
 

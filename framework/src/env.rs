@@ -64,6 +64,18 @@ pub enum EnvError {
         /// What is wrong.
         message: String,
     },
+    /// The actors an evaluator's env copies were sharded over
+    /// ([`crate::env_shards`]) failed past their restart budget, could not
+    /// be started, or need a runtime that is not there. An evaluator that
+    /// meets this error fails, so that its own supervisor restarts it with
+    /// fresh shards (escalation, as in Erlang/OTP).
+    #[error("{env}: {reason}")]
+    Shards {
+        /// The env's name.
+        env: String,
+        /// What the shards' supervisor reported.
+        reason: String,
+    },
     /// Anything else the env wants to report.
     #[error("{env}: {message}")]
     Other {
@@ -179,6 +191,10 @@ pub trait Env: Send {
         None
     }
 }
+
+/// Builds one copy of an env. Whatever runs env copies calls it once per
+/// copy, and again for the copies of a restarted evaluator or env shard.
+pub type EnvMaker = std::sync::Arc<dyn Fn() -> Result<Box<dyn Env>, EnvError> + Send + Sync>;
 
 /// An env's snapshot: opaque bytes (see [`Env::save_state`]).
 pub type EnvState = Vec<u8>;

@@ -69,6 +69,15 @@ pub enum EvaluatorError {
     Panicked(String),
 }
 
+impl EvaluatorError {
+    /// Whether the evaluator should fail on this error rather than answer
+    /// it, so that its supervisor restarts it: its env shards gave up
+    /// ([`EnvError::Shards`]), and only a new evaluator brings new ones.
+    pub fn escalates(&self) -> bool {
+        matches!(self, EvaluatorError::Env(EnvError::Shards { .. }))
+    }
+}
+
 /// An evaluator's snapshot for checkpoints: everything but the weights
 /// (which the checkpoint stores once, from the learner).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -111,6 +120,8 @@ pub struct PolicyEvaluator {
     step_out: SampleBatch,
     step: VectorStep,
     fragment: SampleBatch,
+    /// Per fragment row: the copy's env shard was restarted at that step.
+    interrupted: Vec<bool>,
     steps_sampled: u64,
     filter: Option<MeanStdFilter>,
 }
@@ -153,6 +164,7 @@ impl PolicyEvaluator {
             step_out: SampleBatch::new(),
             step: VectorStep::default(),
             fragment: SampleBatch::new(),
+            interrupted: Vec::new(),
             steps_sampled: 0,
             filter: None,
         })
@@ -203,7 +215,9 @@ impl PolicyEvaluator {
     }
 
     /// Steps every env copy `ceil(sample_size / num_envs)` times and returns
-    /// the postprocessed batch.
+    /// the postprocessed batch. With env shards, the rows of copies whose
+    /// shard was restarted mid-step are left out (they are no transitions),
+    /// so the batch can fall short of `sample_size` by those rows.
     ///
     /// # Errors
     /// Env, policy or batch errors; the evaluator stays usable after an env
@@ -213,6 +227,7 @@ impl PolicyEvaluator {
         let d = self.env.obs_dim();
         let horizon = self.sample_size.div_ceil(n);
         self.fragment.clear();
+        self.interrupted.clear();
         for _ in 0..horizon {
             let mut obs = self.env.observations().to_vec();
             if let Some(f) = &mut self.filter {
@@ -236,11 +251,16 @@ impl PolicyEvaluator {
             self.step_out.insert_f32(fields::TERMINATEDS, flag(&self.step.terminated), 1)?;
             self.step_out.insert_f32(fields::TRUNCATEDS, flag(&self.step.truncated), 1)?;
             self.fragment.append(&self.step_out)?;
+            self.interrupted.extend_from_slice(&self.step.interrupted);
         }
-        self.steps_sampled += (horizon * n) as u64;
+        let lost = self.interrupted.iter().filter(|&&x| x).count();
+        self.steps_sampled += (horizon * n - lost) as u64;
 
         // Rows are time-major: row t * n + i is copy i at step t. Cut each
         // copy's steps into single-episode trajectories and postprocess them.
+        // An interrupted row (the copy's shard restarted) is dropped and cuts
+        // the trajectory before it, which then bootstraps from its last
+        // observation as at a fragment's end: the episode was cut, not ended.
         let terminated = self.fragment.f32(fields::TERMINATEDS)?.to_vec();
         let truncated = self.fragment.f32(fields::TRUNCATEDS)?.to_vec();
         let mut trajectories = Vec::new();
@@ -249,8 +269,11 @@ impl PolicyEvaluator {
             rows.clear();
             for t in 0..horizon {
                 let r = t * n + i;
-                rows.push(r);
-                if terminated[r] != 0.0 || truncated[r] != 0.0 || t + 1 == horizon {
+                if !self.interrupted[r] {
+                    rows.push(r);
+                }
+                let cut = self.interrupted[r] || terminated[r] != 0.0 || truncated[r] != 0.0 || t + 1 == horizon;
+                if cut && !rows.is_empty() {
                     let mut traj = self.fragment.gather(&rows);
                     self.policy.postprocess_trajectory(&mut traj)?;
                     trajectories.push(traj);

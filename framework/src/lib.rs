@@ -28,6 +28,7 @@ pub mod checkpoint;
 pub mod codec;
 pub mod config;
 pub mod env;
+pub mod env_shards;
 pub mod evaluator;
 pub mod evaluators;
 pub mod filter;
@@ -54,7 +55,8 @@ pub use actor::{RestartPolicy, RestartStrategy};
 /// re-exported so a crate implementing them needs no `async-trait`
 /// dependency of its own: write `#[rlx::async_trait]`.
 pub use async_trait::async_trait;
-pub use env::{Env, EnvError, Step};
+pub use env::{Env, EnvError, EnvMaker, Step};
+pub use env_shards::EnvShards;
 pub use evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator, Rollout};
 pub use evaluators::Evaluators;
 pub use handle::{EvaluatorHandle, HandleError, LocalEvaluator};

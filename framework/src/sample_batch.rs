@@ -146,6 +146,16 @@ impl Column {
         }
     }
 
+    /// Copies rows `rows` into a new column.
+    ///
+    /// # Panics
+    /// If `rows` goes past the end of the column.
+    pub fn slice_rows(&self, rows: Range<usize>) -> Column {
+        let mut out = self.empty_like();
+        out.extend_rows(self, rows);
+        out
+    }
+
     fn same_layout(&self, other: &Column) -> bool {
         self.kind_name() == other.kind_name() && self.width() == other.width()
     }
@@ -410,15 +420,7 @@ impl SampleBatch {
     /// If `range` goes past the end of the batch.
     pub fn slice(&self, range: Range<usize>) -> SampleBatch {
         assert!(range.start <= range.end && range.end <= self.len, "slice {range:?} of a batch of {} rows", self.len);
-        let columns = self
-            .columns
-            .iter()
-            .map(|(k, c)| {
-                let mut out = c.empty_like();
-                out.extend_rows(c, range.clone());
-                (k.clone(), out)
-            })
-            .collect();
+        let columns = self.columns.iter().map(|(k, c)| (k.clone(), c.slice_rows(range.clone()))).collect();
         SampleBatch { columns, len: range.len() }
     }
 

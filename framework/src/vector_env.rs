@@ -5,8 +5,14 @@
 //! as soon as its episode ends (keeping the real final observation for
 //! bootstrapping) and records each finished episode's return and length.
 //! After construction, stepping allocates nothing.
+//!
+//! The copies step one after another in the caller's thread, or, built
+//! with [`VectorEnv::sharded`], in supervised child actors that each own a
+//! contiguous range of them ([`crate::env_shards`]). Either way the caller
+//! sees the same buffers, seeds and episode records.
 
-use crate::env::{invalid_action, Env, EnvError, EnvState};
+use crate::env::{invalid_action, Env, EnvError, EnvMaker, EnvState};
+use crate::env_shards::{EnvShardSet, EnvShards};
 use crate::sample_batch::Column;
 use crate::space::{Action, Space};
 use serde::{Deserialize, Serialize};
@@ -34,6 +40,24 @@ pub struct VectorStep {
     /// The observation each copy reached, `[num_envs, obs_dim]`. For a copy
     /// whose episode ended this is the final observation, not the reset one.
     pub new_obs: Vec<f32>,
+    /// Copies whose env shard was restarted during this step (an env
+    /// panicked): their row is no transition (no reward, no `new_obs`),
+    /// their episode in progress is lost, and they start a new one from the
+    /// reset observation in [`VectorEnv::observations`]. Always `false`
+    /// for copies that step in the caller's thread.
+    pub interrupted: Vec<bool>,
+}
+
+impl VectorStep {
+    /// Sizes every buffer for `n` copies of width `obs_dim`.
+    fn resize(&mut self, n: usize, obs_dim: usize) {
+        self.rewards.resize(n, 0.0);
+        self.terminated.resize(n, false);
+        self.truncated.resize(n, false);
+        self.new_obs.resize(n * obs_dim, 0.0);
+        self.interrupted.clear();
+        self.interrupted.resize(n, false);
+    }
 }
 
 /// A [`VectorEnv`]'s snapshot, for checkpoints.
@@ -53,12 +77,23 @@ pub struct VectorEnvState {
 
 /// `num_envs` copies of an env behind one flat observation buffer.
 pub struct VectorEnv {
-    envs: Vec<Box<dyn Env>>,
+    copies: Copies,
+    name: String,
+    obs_space: Space,
+    act_space: Space,
+    num_envs: usize,
     obs_dim: usize,
     obs: Vec<f32>,
-    returns: Vec<f64>,
-    lengths: Vec<u64>,
     finished: Vec<EpisodeSummary>,
+}
+
+/// Where the copies step.
+enum Copies {
+    /// In the caller's thread, one after another, with the running return
+    /// and length of each copy's episode.
+    Here { envs: Vec<Box<dyn Env>>, returns: Vec<f64>, lengths: Vec<u64> },
+    /// In child actors, each a `Here` vector env over a range of copies.
+    Sharded(EnvShardSet),
 }
 
 impl VectorEnv {
@@ -78,16 +113,44 @@ impl VectorEnv {
                 message: "the copies of a vector env must share observation and action spaces".into(),
             });
         }
+        let name = first.name().to_string();
         let n = envs.len();
+        let copies = Copies::Here { envs, returns: vec![0.0; n], lengths: vec![0; n] };
+        Ok(Self::around(copies, name, obs_space, act_space, n))
+    }
+
+    /// Builds `num_envs` copies from `make`, split into `shards.num_shards`
+    /// contiguous ranges, each stepped by a child actor under a supervisor
+    /// with `shards.restart` ([`crate::env_shards`]). Seeds, observations
+    /// and episode records are those of [`new`](Self::new) over the same
+    /// copies; only where the copies step differs. Needs a multi-threaded
+    /// tokio runtime (the actors run on it; stepping blocks the calling
+    /// thread in `block_in_place` while they work).
+    ///
+    /// # Errors
+    /// A copy that cannot be built, a shard count outside
+    /// `1..=num_envs`, or no multi-threaded runtime.
+    pub fn sharded(make: EnvMaker, num_envs: usize, shards: &EnvShards) -> Result<Self, EnvError> {
+        let probe = make()?;
+        let (name, obs_space, act_space) =
+            (probe.name().to_string(), probe.observation_space().clone(), probe.action_space().clone());
+        drop(probe);
+        let set = EnvShardSet::spawn(make, &name, num_envs, obs_space.flat_dim(), shards)?;
+        Ok(Self::around(Copies::Sharded(set), name, obs_space, act_space, num_envs))
+    }
+
+    fn around(copies: Copies, name: String, obs_space: Space, act_space: Space, n: usize) -> Self {
         let obs_dim = obs_space.flat_dim();
-        Ok(Self {
-            envs,
+        Self {
+            copies,
+            name,
+            obs_space,
+            act_space,
+            num_envs: n,
             obs_dim,
             obs: vec![0.0; n * obs_dim],
-            returns: vec![0.0; n],
-            lengths: vec![0; n],
             finished: Vec::new(),
-        })
+        }
     }
 
     /// Resets every copy; copy `i` is seeded with `seed + i`.
@@ -95,17 +158,25 @@ impl VectorEnv {
     /// # Errors
     /// The first copy's reset error.
     pub fn reset(&mut self, seed: u64) -> Result<(), EnvError> {
-        for (i, env) in self.envs.iter_mut().enumerate() {
-            env.reset(Some(seed.wrapping_add(i as u64)), &mut self.obs[i * self.obs_dim..(i + 1) * self.obs_dim])?;
+        match &mut self.copies {
+            Copies::Here { envs, returns, lengths } => {
+                for (i, env) in envs.iter_mut().enumerate() {
+                    env.reset(
+                        Some(seed.wrapping_add(i as u64)),
+                        &mut self.obs[i * self.obs_dim..(i + 1) * self.obs_dim],
+                    )?;
+                }
+                returns.iter_mut().for_each(|r| *r = 0.0);
+                lengths.iter_mut().for_each(|l| *l = 0);
+                Ok(())
+            }
+            Copies::Sharded(set) => set.reset(seed, &mut self.obs),
         }
-        self.returns.iter_mut().for_each(|r| *r = 0.0);
-        self.lengths.iter_mut().for_each(|l| *l = 0);
-        Ok(())
     }
 
     /// Number of copies.
     pub fn num_envs(&self) -> usize {
-        self.envs.len()
+        self.num_envs
     }
 
     /// Width of one observation row.
@@ -115,22 +186,30 @@ impl VectorEnv {
 
     /// The observation space shared by all copies.
     pub fn observation_space(&self) -> &Space {
-        self.envs[0].observation_space()
+        &self.obs_space
     }
 
     /// The action space shared by all copies.
     pub fn action_space(&self) -> &Space {
-        self.envs[0].action_space()
+        &self.act_space
     }
 
     /// The name of the env.
     pub fn name(&self) -> &str {
-        self.envs[0].name()
+        &self.name
     }
 
     /// Current observations, `[num_envs, obs_dim]`: what the policy acts on next.
     pub fn observations(&self) -> &[f32] {
         &self.obs
+    }
+
+    /// The shard actors' supervision, if the copies are sharded.
+    pub fn shards(&self) -> Option<&EnvShardSet> {
+        match &self.copies {
+            Copies::Here { .. } => None,
+            Copies::Sharded(set) => Some(set),
+        }
     }
 
     /// Steps every copy with its row of `actions` (`[num_envs, width]`, `i64`
@@ -139,24 +218,27 @@ impl VectorEnv {
     /// whether an out-of-bounds box action is clipped or rejected is the
     /// env's decision (as in its reference). A copy whose episode ends is
     /// reset at once; its final observation is in `out.new_obs` and its reset
-    /// observation in [`observations`](Self::observations).
+    /// observation in [`observations`](Self::observations). With shards, a
+    /// shard restarted since its last step marks its copies in
+    /// `out.interrupted` instead of stepping them.
     ///
     /// # Errors
     /// An action of the wrong kind or outside the action space, or an env error.
     pub fn step(&mut self, actions: &Column, out: &mut VectorStep) -> Result<(), EnvError> {
-        let n = self.envs.len();
+        let n = self.num_envs;
         if actions.rows() != n {
             return Err(EnvError::BadArgument {
-                env: self.name().to_string(),
+                env: self.name.clone(),
                 message: format!("got {} actions for {n} env copies", actions.rows()),
             });
         }
-        out.rewards.resize(n, 0.0);
-        out.terminated.resize(n, false);
-        out.truncated.resize(n, false);
-        out.new_obs.resize(n * self.obs_dim, 0.0);
+        out.resize(n, self.obs_dim);
+        let (envs, returns, lengths) = match &mut self.copies {
+            Copies::Here { envs, returns, lengths } => (envs, returns, lengths),
+            Copies::Sharded(set) => return set.step(actions, out, &mut self.obs, &mut self.finished),
+        };
         let d = self.obs_dim;
-        for (i, env) in self.envs.iter_mut().enumerate() {
+        for (i, env) in envs.iter_mut().enumerate() {
             let action = match (env.action_space(), actions) {
                 (Space::Discrete { .. }, Column::I64 { data, width: 1 }) => Action::Discrete(data[i]),
                 (Space::MultiDiscrete { .. }, Column::I64 { data, width }) => {
@@ -187,17 +269,17 @@ impl VectorEnv {
             out.rewards[i] = step.reward as f32;
             out.terminated[i] = step.terminated;
             out.truncated[i] = step.truncated;
-            self.returns[i] += step.reward;
-            self.lengths[i] += 1;
+            returns[i] += step.reward;
+            lengths[i] += 1;
             let obs = &mut self.obs[i * d..(i + 1) * d];
             if step.done() {
                 self.finished.push(EpisodeSummary {
-                    episode_return: self.returns[i],
-                    length: self.lengths[i],
+                    episode_return: returns[i],
+                    length: lengths[i],
                     truncated: !step.terminated,
                 });
-                self.returns[i] = 0.0;
-                self.lengths[i] = 0;
+                returns[i] = 0.0;
+                lengths[i] = 0;
                 env.reset(None, obs)?;
             } else {
                 obs.copy_from_slice(new_obs);
@@ -213,16 +295,25 @@ impl VectorEnv {
 
     /// A snapshot of every copy (see [`Env::save_state`]) with the current
     /// observations and the running returns and lengths of the episodes in
-    /// progress, or `None` if any copy cannot snapshot itself.
+    /// progress, or `None` if any copy cannot snapshot itself. Sharded or
+    /// not, the snapshot has the same form, so either kind restores it.
     pub fn save_state(&self) -> Option<VectorEnvState> {
-        let envs = self.envs.iter().map(|e| e.save_state()).collect::<Option<Vec<_>>>()?;
-        Some(VectorEnvState {
-            envs,
-            obs: self.obs.clone(),
-            returns: self.returns.clone(),
-            lengths: self.lengths.clone(),
-            finished: self.finished.clone(),
-        })
+        let (envs, returns, lengths) = match &self.copies {
+            Copies::Here { envs, returns, lengths } => {
+                (envs.iter().map(|e| e.save_state()).collect::<Option<Vec<_>>>()?, returns.clone(), lengths.clone())
+            }
+            Copies::Sharded(set) => {
+                let parts = set.save_states()?;
+                let mut whole = (Vec::new(), Vec::new(), Vec::new());
+                for part in parts {
+                    whole.0.extend(part.envs);
+                    whole.1.extend(part.returns);
+                    whole.2.extend(part.lengths);
+                }
+                whole
+            }
+        };
+        Some(VectorEnvState { envs, obs: self.obs.clone(), returns, lengths, finished: self.finished.clone() })
     }
 
     /// Restores a snapshot taken by [`save_state`](Self::save_state) on a
@@ -232,10 +323,14 @@ impl VectorEnv {
     /// If the number of copies or the observation width differ, or a copy
     /// rejects its snapshot.
     pub fn load_state(&mut self, state: &VectorEnvState) -> Result<(), EnvError> {
-        let n = self.envs.len();
-        if state.envs.len() != n || state.obs.len() != n * self.obs_dim || state.returns.len() != n {
+        let n = self.num_envs;
+        if state.envs.len() != n
+            || state.obs.len() != n * self.obs_dim
+            || state.returns.len() != n
+            || state.lengths.len() != n
+        {
             return Err(EnvError::BadArgument {
-                env: self.name().to_string(),
+                env: self.name.clone(),
                 message: format!(
                     "saved state is for {} env copies with {} observation values; this vector env has {n} copies of width {}",
                     state.envs.len(),
@@ -244,12 +339,17 @@ impl VectorEnv {
                 ),
             });
         }
-        for (env, s) in self.envs.iter_mut().zip(&state.envs) {
-            env.load_state(s)?;
+        match &mut self.copies {
+            Copies::Here { envs, returns, lengths } => {
+                for (env, s) in envs.iter_mut().zip(&state.envs) {
+                    env.load_state(s)?;
+                }
+                returns.clone_from(&state.returns);
+                lengths.clone_from(&state.lengths);
+            }
+            Copies::Sharded(set) => set.load_states(state)?,
         }
         self.obs.clone_from(&state.obs);
-        self.returns.clone_from(&state.returns);
-        self.lengths.clone_from(&state.lengths);
         self.finished.clone_from(&state.finished);
         Ok(())
     }

@@ -1,0 +1,98 @@
+//! Env shards: env steps per second of one evaluator's 8 CartPole-v1
+//! copies, stepped in the evaluator's own thread (`in_thread`) or split
+//! over 1, 2 and 4 supervised shard actors, for two step costs:
+//!
+//! - `cartpole`: the env as it is (tens of nanoseconds a step), where the
+//!   shards' message round trip per step is all that shows;
+//! - `busy_100us`: each step first spins for 100 µs, a stand-in for a
+//!   simulator or game engine, where the shards' parallelism pays.
+//!
+//! The loop runs as a task on a runtime worker thread, where an evaluator
+//! actor steps its env.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rlx::{Action, Column, Env, EnvError, EnvMaker, EnvShards, Space, Step, VectorEnv};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const COPIES: usize = 8;
+
+/// An env whose step spins for `cost` before stepping `inner`.
+struct Busy {
+    inner: Box<dyn Env>,
+    cost: Duration,
+}
+
+impl Env for Busy {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn observation_space(&self) -> &Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> &Space {
+        self.inner.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        let t0 = Instant::now();
+        while t0.elapsed() < self.cost {
+            std::hint::spin_loop();
+        }
+        self.inner.step(action, obs)
+    }
+}
+
+fn maker(cost: Duration) -> EnvMaker {
+    Arc::new(move || Ok(Box::new(Busy { inner: rlx_envs::make("CartPole-v1")?, cost }) as Box<dyn Env>))
+}
+
+fn env_shards(c: &mut Criterion) {
+    let cfg = rlx_benches::criterion();
+    let rt = rlx_benches::runtime();
+    let mut group = c.benchmark_group("env_shards");
+    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    group.throughput(Throughput::Elements(COPIES as u64));
+    let actions = Arc::new(Column::I64 { data: (0..COPIES as i64).map(|i| i % 2).collect(), width: 1 });
+    for (env, cost) in [("cartpole", Duration::ZERO), ("busy_100us", Duration::from_micros(100))] {
+        for shards in [0, 1, 2, 4] {
+            let make = maker(cost);
+            let venv = {
+                let _runtime = rt.enter();
+                if shards == 0 {
+                    VectorEnv::new((0..COPIES).map(|_| make().unwrap()).collect()).unwrap()
+                } else {
+                    let s = EnvShards { num_shards: shards, ..EnvShards::default() };
+                    VectorEnv::sharded(make, COPIES, &s).unwrap()
+                }
+            };
+            let venv = Arc::new(Mutex::new(venv));
+            venv.lock().unwrap().reset(0).unwrap();
+            let name = if shards == 0 { "in_thread".to_string() } else { format!("{shards}_shards") };
+            group.bench_function(BenchmarkId::new(env, name), |b| {
+                b.iter_custom(|iters| {
+                    let (venv, actions) = (venv.clone(), actions.clone());
+                    let task = rt.spawn(async move {
+                        let mut venv = venv.lock().unwrap();
+                        let mut out = rlx::vector_env::VectorStep::default();
+                        let t0 = Instant::now();
+                        for _ in 0..iters {
+                            venv.step(&actions, &mut out).expect("valid actions");
+                        }
+                        t0.elapsed()
+                    });
+                    rt.block_on(task).expect("bench task")
+                })
+            });
+            // Stop the shards inside the runtime's context.
+            let _runtime = rt.enter();
+            drop(venv);
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, env_shards);
+criterion_main!(benches);
