@@ -204,14 +204,7 @@ impl ActorCriticLoss for AppoConfig {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// or aggregation actor fails to start.
 pub async fn build(make_env: EnvMaker, cfg: AppoConfig) -> Result<Trainer, BuildError> {
-    let sampling = plan(
-        cfg.num_workers,
-        cfg.num_envs_per_worker,
-        cfg.rollout_fragment_length,
-        cfg.seed,
-        cfg.restart,
-        cfg.env_shards,
-    );
+    let sampling = plan(&cfg.as_impala());
     let optimizer = AsyncSamplesConfig {
         train_batch_size: cfg.train_batch_size,
         learner_queue_size: cfg.learner_queue_size,

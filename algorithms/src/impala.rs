@@ -226,22 +226,15 @@ impl ActorCriticLoss for ImpalaConfig {
 }
 
 /// How IMPALA-style configs sample and feed the learner.
-pub(crate) fn plan(
-    num_workers: usize,
-    num_envs_per_worker: usize,
-    rollout_fragment_length: usize,
-    seed: u64,
-    restart: RestartPolicy,
-    env_shards: EnvShards,
-) -> SamplingSettings {
+pub(crate) fn plan(cfg: &ImpalaConfig) -> SamplingSettings {
     SamplingSettings {
-        num_workers,
-        num_envs_per_worker,
-        sample_size: rollout_fragment_length * num_envs_per_worker,
+        num_workers: cfg.num_workers,
+        num_envs_per_worker: cfg.num_envs_per_worker,
+        sample_size: cfg.rollout_fragment_length * cfg.num_envs_per_worker,
         observation_filter: ObservationFilter::NoFilter,
-        seed,
-        restart,
-        env_shards,
+        seed: cfg.seed,
+        restart: cfg.restart,
+        env_shards: cfg.env_shards,
     }
 }
 
@@ -270,14 +263,7 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// or aggregation actor fails to start.
 pub async fn build(make_env: EnvMaker, cfg: ImpalaConfig) -> Result<Trainer, BuildError> {
-    let sampling = plan(
-        cfg.num_workers,
-        cfg.num_envs_per_worker,
-        cfg.rollout_fragment_length,
-        cfg.seed,
-        cfg.restart,
-        cfg.env_shards,
-    );
+    let sampling = plan(&cfg);
     let optimizer = AsyncSamplesConfig {
         train_batch_size: cfg.train_batch_size,
         learner_queue_size: cfg.learner_queue_size,

@@ -406,6 +406,7 @@ async fn env_panics_in_remote_evaluators_are_restarted_within_budget_and_reporte
         }
         let last = last.unwrap();
         assert_eq!(last.num_evaluator_restarts, 0, "{last:?}");
+        assert_eq!(last.learner.get("env_shard_restarts"), Some(1.0), "{last:?}");
         assert_eq!(last.num_env_steps_trained, 6 * 1000 - 2, "{last:?}");
         assert!(node.proc.log().contains("env shard was restarted"), "{}", node.proc.log());
     }

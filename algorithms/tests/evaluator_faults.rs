@@ -99,15 +99,23 @@ async fn train_12(trainer: &mut rlx::Trainer) -> rlx::TrainResult {
     last.unwrap()
 }
 
+/// Trains 12 iterations of a run whose env crashes once inside a shard,
+/// and checks that the shard alone was restarted and lost one step.
+async fn train_12_through_one_shard_restart(trainer: &mut rlx::Trainer) -> rlx::TrainResult {
+    let last = train_12(trainer).await;
+    // The shard was restarted below the evaluator, which never noticed...
+    assert_eq!(last.num_evaluator_restarts, 0);
+    assert_eq!(last.learner.get("env_shard_restarts"), Some(1.0));
+    // ...and the crashed step of the shard's 2 copies is all that was lost.
+    assert_eq!(last.num_env_steps_trained, 12 * 512 - 2);
+    last
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_env_panic_in_a_shard_restarts_the_shard_and_costs_one_step_of_its_copies() {
     let cfg = sharded_config(json!({"max_restarts": 1, "window_s": 60.0}));
     let (mut trainer, _) = build_trainer_with_env("PPO", faulty(|n| n == 3000), &cfg).await.unwrap();
-    let last = train_12(&mut trainer).await;
-    // The shard was restarted below the evaluator, which never noticed...
-    assert_eq!(last.num_evaluator_restarts, 0);
-    // ...and the crashed step of the shard's 2 copies is all that was lost.
-    assert_eq!(last.num_env_steps_trained, 12 * 512 - 2);
+    let last = train_12_through_one_shard_restart(&mut trainer).await;
     assert!(last.episode_reward_mean.unwrap() > 25.0, "{:?}", last.episode_reward_mean);
 }
 
@@ -119,6 +127,7 @@ async fn shards_past_their_budget_escalate_to_an_evaluator_restart() {
     // The shards gave up, so the evaluator was restarted with new ones and
     // its sample taken again in full.
     assert_eq!(last.num_evaluator_restarts, 1);
+    assert_eq!(last.learner.get("env_shard_restarts"), None, "no shard came back");
     assert_eq!(last.num_env_steps_trained, 12 * 512);
 }
 
@@ -186,9 +195,7 @@ fn actix_evaluators_restart_within_budget_and_fail_clearly_past_it() {
         // Sync actors run outside the runtime, and their shards on it.
         let cfg = sharded_config(json!({"max_restarts": 1, "window_s": 60.0}));
         let (mut trainer, _) = deploy("PPO", faulty(|n| n == 3000), &cfg).await.unwrap();
-        let last = train_12(&mut trainer).await;
-        assert_eq!(last.num_evaluator_restarts, 0);
-        assert_eq!(last.num_env_steps_trained, 12 * 512 - 2);
+        train_12_through_one_shard_restart(&mut trainer).await;
 
         let (mut trainer, _) = deploy("PPO", faulty(|n| n % 700 == 0), &config()).await.unwrap();
         let msg = loop {

@@ -4,8 +4,9 @@
 //!
 //! - `cartpole`: the env as it is (tens of nanoseconds a step), where the
 //!   shards' message round trip per step is all that shows;
-//! - `busy_100us`: each step first spins for 100 µs, a stand-in for a
-//!   simulator or game engine, where the shards' parallelism pays.
+//! - `busy_100us` and `busy_1ms`: each step first spins for 100 µs or
+//!   1 ms, a stand-in for a simulator or game engine, where the shards'
+//!   parallelism pays.
 //!
 //! The loop runs as a task on a runtime worker thread, where an evaluator
 //! actor steps its env.
@@ -56,7 +57,8 @@ fn env_shards(c: &mut Criterion) {
     group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
     group.throughput(Throughput::Elements(COPIES as u64));
     let actions = Arc::new(Column::I64 { data: (0..COPIES as i64).map(|i| i % 2).collect(), width: 1 });
-    for (env, cost) in [("cartpole", Duration::ZERO), ("busy_100us", Duration::from_micros(100))] {
+    let costs = [("cartpole", 0), ("busy_100us", 100), ("busy_1ms", 1000)];
+    for (env, cost) in costs.map(|(env, us)| (env, Duration::from_micros(us))) {
         for shards in [0, 1, 2, 4] {
             let make = maker(cost);
             let venv = {

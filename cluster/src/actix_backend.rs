@@ -260,7 +260,7 @@ impl EvaluatorHandle for ActixEvaluator {
     async fn sample(&mut self) -> Result<Rollout, HandleError> {
         match self.call(|| Request::Sample).await? {
             Answer::Rollout(r) => {
-                self.stats.steps_sampled += r.batch.len() as u64;
+                self.stats.record(r.batch.len(), r.env_shard_restarts);
                 Ok(r)
             }
             _ => Err(self.unexpected()),
@@ -281,7 +281,7 @@ impl EvaluatorHandle for ActixEvaluator {
     async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
         match self.call(|| Request::SampleAndComputeGradients).await? {
             Answer::Gradients(g) => {
-                self.stats.steps_sampled += g.steps as u64;
+                self.stats.record(g.steps, g.env_shard_restarts);
                 Ok(g)
             }
             _ => Err(self.unexpected()),

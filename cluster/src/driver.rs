@@ -713,10 +713,10 @@ impl EvaluatorHandle for RemoteEvaluator {
 
     async fn sample(&mut self) -> Result<Rollout, HandleError> {
         match self.request(EvalRequest::Sample).await? {
-            EvalReply::Rollout { batch, episodes, filter_delta } => {
+            EvalReply::Rollout { batch, episodes, filter_delta, env_shard_restarts } => {
                 let batch = codec::decode(&batch).map_err(|e| self.config_error(format!("undecodable batch: {e}")))?;
-                self.stats.steps_sampled += batch.len() as u64;
-                Ok(Rollout { batch, episodes, filter_delta })
+                self.stats.record(batch.len(), env_shard_restarts);
+                Ok(Rollout { batch, episodes, filter_delta, env_shard_restarts })
             }
             other => Err(self.unexpected(other)),
         }
@@ -745,9 +745,9 @@ impl EvaluatorHandle for RemoteEvaluator {
 
     async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
         match self.request(EvalRequest::SampleAndComputeGradients).await? {
-            EvalReply::Gradients { grads, stats, steps, episodes } => {
-                self.stats.steps_sampled += steps as u64;
-                Ok(GradientRollout { grads, stats, steps, episodes })
+            EvalReply::Gradients { grads, stats, steps, episodes, env_shard_restarts } => {
+                self.stats.record(steps, env_shard_restarts);
+                Ok(GradientRollout { grads, stats, steps, episodes, env_shard_restarts })
             }
             other => Err(self.unexpected(other)),
         }
@@ -760,7 +760,7 @@ impl EvaluatorHandle for RemoteEvaluator {
 
     fn stats(&self) -> HandleStats {
         let node_side = self.shared.node_restarts.lock().expect("restarts lock").get(&self.index).copied().unwrap_or(0);
-        HandleStats { steps_sampled: self.stats.steps_sampled, restarts: self.stats.restarts + node_side }
+        HandleStats { restarts: self.stats.restarts + node_side, ..self.stats }
     }
 
     async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {

@@ -36,7 +36,7 @@ pub trait Protocol: Send + 'static {
 /// Driver ↔ remote evaluator.
 pub struct EvalProtocol;
 impl Protocol for EvalProtocol {
-    const VARIANT: &'static str = "rlx.eval.v1";
+    const VARIANT: &'static str = "rlx.eval.v2";
     type Request = EvalRequest;
     /// The reply and the evaluator's node-side restarts so far.
     type Reply = Result<(EvalReply, u64), WireError>;
@@ -125,6 +125,8 @@ pub enum EvalReply {
         episodes: Vec<EpisodeSummary>,
         /// The filter's delta.
         filter_delta: Option<RunningStat>,
+        /// Env shard restarts during the call.
+        env_shard_restarts: u64,
     },
     /// For `SampleAndComputeGradients`.
     Gradients {
@@ -136,6 +138,8 @@ pub enum EvalReply {
         steps: usize,
         /// Episodes that ended.
         episodes: Vec<EpisodeSummary>,
+        /// Env shard restarts during the call.
+        env_shard_restarts: u64,
     },
     /// For `SaveState`.
     State(EvaluatorState),
@@ -153,12 +157,15 @@ impl EvalReply {
             batch: serde_bytes::ByteBuf::from(codec::encode(&rollout.batch)?),
             episodes: rollout.episodes,
             filter_delta: rollout.filter_delta,
+            env_shard_restarts: rollout.env_shard_restarts,
         })
     }
 
     /// The wire form of a gradient.
     pub fn gradients(g: GradientRollout) -> Self {
-        Self::Gradients { grads: g.grads, stats: g.stats, steps: g.steps, episodes: g.episodes }
+        let (grads, stats, steps, episodes, env_shard_restarts) =
+            (g.grads, g.stats, g.steps, g.episodes, g.env_shard_restarts);
+        Self::Gradients { grads, stats, steps, episodes, env_shard_restarts }
     }
 }
 
@@ -328,7 +335,7 @@ mod tests {
         let payload = encode(&EvalRequest::SetWeights(vec![1.0, 2.0])).unwrap();
         let serialized = Wire::<EvalProtocol>::cast(payload.clone()).serialize().unwrap();
         let SerializedMessage::Cast { variant, args, .. } = serialized else { panic!("a cast") };
-        assert_eq!(variant, "rlx.eval.v1");
+        assert_eq!(variant, "rlx.eval.v2");
         assert_eq!(SpawnProtocol::VARIANT, "rlx.spawn.v2");
         let back = Wire::<EvalProtocol>::deserialize(SerializedMessage::Cast {
             variant: variant.clone(),

@@ -482,7 +482,7 @@ impl ActorEvaluator {
             supervisor: supervisor.clone(),
             latest_weights: None,
             latest_filter: None,
-            stats: HandleStats { steps_sampled: 0, restarts },
+            stats: HandleStats { restarts, ..HandleStats::default() },
         })
     }
 
@@ -527,7 +527,7 @@ impl EvaluatorHandle for ActorEvaluator {
 
     async fn sample(&mut self) -> Result<Rollout, HandleError> {
         let rollout = self.call(EvaluatorMsg::Sample).await?;
-        self.stats.steps_sampled += rollout.batch.len() as u64;
+        self.stats.record(rollout.batch.len(), rollout.env_shard_restarts);
         Ok(rollout)
     }
 
@@ -545,7 +545,7 @@ impl EvaluatorHandle for ActorEvaluator {
 
     async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
         let out = self.call(EvaluatorMsg::SampleAndComputeGradients).await?;
-        self.stats.steps_sampled += out.steps as u64;
+        self.stats.record(out.steps, out.env_shard_restarts);
         Ok(out)
     }
 

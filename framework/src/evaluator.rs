@@ -17,13 +17,18 @@ use std::sync::Arc;
 /// A postprocessed batch and the episodes that finished while sampling it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Rollout {
-    /// At least `sample_size` postprocessed rows.
+    /// At least `sample_size` postprocessed rows, less the rows of env
+    /// copies whose shard restarted during the call (see
+    /// [`PolicyEvaluator::sample`]).
     pub batch: SampleBatch,
     /// Episodes that ended during this call.
     pub episodes: Vec<EpisodeSummary>,
     /// What the evaluator's observation filter saw during this call, for
     /// the driver to merge (`None` without a filter).
     pub filter_delta: Option<RunningStat>,
+    /// Env shards found restarted during this call (each cost its copies
+    /// one step and their episodes in progress); 0 without shards.
+    pub env_shard_restarts: u64,
 }
 
 /// A gradient computed by an evaluator on its own fresh samples (A3C style).
@@ -37,6 +42,8 @@ pub struct GradientRollout {
     pub steps: usize,
     /// Episodes that ended while sampling.
     pub episodes: Vec<EpisodeSummary>,
+    /// As [`Rollout::env_shard_restarts`].
+    pub env_shard_restarts: u64,
 }
 
 /// Why an evaluator could not do its job.
@@ -228,6 +235,7 @@ impl PolicyEvaluator {
         let horizon = self.sample_size.div_ceil(n);
         self.fragment.clear();
         self.interrupted.clear();
+        let restarts_before = self.shard_restarts();
         for _ in 0..horizon {
             let mut obs = self.env.observations().to_vec();
             if let Some(f) = &mut self.filter {
@@ -285,6 +293,7 @@ impl PolicyEvaluator {
             batch: SampleBatch::concat(&trajectories)?,
             episodes: self.env.drain_finished(),
             filter_delta: self.filter.as_mut().map(MeanStdFilter::take_delta),
+            env_shard_restarts: self.shard_restarts() - restarts_before,
         })
     }
 
@@ -295,7 +304,17 @@ impl PolicyEvaluator {
     pub fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, EvaluatorError> {
         let rollout = self.sample()?;
         let (grads, stats) = self.policy.compute_gradients(&rollout.batch)?;
-        Ok(GradientRollout { grads, stats, steps: rollout.batch.len(), episodes: rollout.episodes })
+        Ok(GradientRollout {
+            grads,
+            stats,
+            steps: rollout.batch.len(),
+            episodes: rollout.episodes,
+            env_shard_restarts: rollout.env_shard_restarts,
+        })
+    }
+
+    fn shard_restarts(&self) -> u64 {
+        self.env.shards().map_or(0, |s| s.restarts())
     }
 
     /// Overwrites the policy's weights.

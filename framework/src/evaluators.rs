@@ -100,6 +100,13 @@ impl Evaluators {
         }
     }
 
+    /// Env shard restarts the samplers' rollouts have reported so far.
+    pub fn num_env_shard_restarts(&self) -> u64 {
+        let workers = self.workers.iter().map(|w| w.stats().env_shard_restarts);
+        let lent = self.lent.values().map(|s| s.env_shard_restarts);
+        workers.chain(lent).sum::<u64>() + self.local.stats().env_shard_restarts
+    }
+
     /// Failures of the workers' deployment so far (lost nodes, re-placed
     /// evaluators); empty for workers in this process.
     pub fn failures(&self) -> Vec<String> {

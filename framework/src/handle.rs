@@ -72,6 +72,18 @@ pub struct HandleStats {
     pub steps_sampled: u64,
     /// Times the evaluator behind this handle was restarted after a failure.
     pub restarts: u64,
+    /// Restarts of the evaluator's env shards, as its rollouts reported
+    /// them (those of a sample that was then lost with its evaluator are
+    /// not among them).
+    pub env_shard_restarts: u64,
+}
+
+impl HandleStats {
+    /// Counts a rollout of `rows` rows that met `env_shard_restarts`.
+    pub fn record(&mut self, rows: usize, env_shard_restarts: u64) {
+        self.steps_sampled += rows as u64;
+        self.env_shard_restarts += env_shard_restarts;
+    }
 }
 
 /// The async interface to one evaluator, wherever it runs.
@@ -184,7 +196,7 @@ impl EvaluatorHandle for LocalEvaluator {
 
     async fn sample(&mut self) -> Result<Rollout, HandleError> {
         let rollout = self.guarded(PolicyEvaluator::sample)?;
-        self.stats.steps_sampled += rollout.batch.len() as u64;
+        self.stats.record(rollout.batch.len(), rollout.env_shard_restarts);
         Ok(rollout)
     }
 
@@ -200,7 +212,7 @@ impl EvaluatorHandle for LocalEvaluator {
 
     async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
         let out = self.guarded(PolicyEvaluator::sample_and_compute_gradients)?;
-        self.stats.steps_sampled += out.steps as u64;
+        self.stats.record(out.steps, out.env_shard_restarts);
         Ok(out)
     }
 

@@ -164,8 +164,12 @@ impl Trainer {
     pub async fn train(&mut self) -> Result<TrainResult, OptimizerError> {
         let started = *self.started.get_or_insert_with(Instant::now);
         let t0 = Instant::now();
-        let step = self.optimizer.step().await?;
+        let mut step = self.optimizer.step().await?;
         let dt = t0.elapsed().as_secs_f64();
+        let env_shard_restarts = self.optimizer.evaluators().num_env_shard_restarts();
+        if env_shard_restarts > 0 {
+            step.learner.set("env_shard_restarts", env_shard_restarts as f64);
+        }
         self.window.extend(step.episodes.iter().copied());
         let prev = &self.last;
         let result = TrainResult {

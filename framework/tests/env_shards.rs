@@ -167,6 +167,7 @@ async fn a_panicking_env_restarts_its_shard_and_costs_only_its_copies_episodes()
         let got = ev.sample().expect("one panic is within the shards' budget");
         let restarted = ev.env().shards().unwrap().restarts();
         assert_eq!(restarted, interrupted as u64 / 2, "{strategy:?}");
+        assert_eq!(got.env_shard_restarts, restarted, "{strategy:?}: the rollout reports them");
         // One step of the restarted shards' copies is missing; nothing else.
         assert_eq!(got.batch.len(), ROWS - interrupted, "{strategy:?}");
         assert_eq!(ev.steps_sampled(), (ROWS - interrupted) as u64, "{strategy:?}");
@@ -189,7 +190,29 @@ async fn a_panicking_env_restarts_its_shard_and_costs_only_its_copies_episodes()
             }
         }
         // The restarted copies go on from new seeds: the next sample is whole.
-        assert_eq!(ev.sample().unwrap().batch.len(), ROWS, "{strategy:?}");
+        let next = ev.sample().unwrap();
+        assert_eq!((next.batch.len(), next.env_shard_restarts), (ROWS, 0), "{strategy:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_shard_is_replaced_and_only_its_copies_lose_a_step() {
+    let mut reference = unsharded(COPIES, SEED);
+    let mut ev = sharded(COPIES, SEED, shards(2, RestartStrategy::OneForOne, 1), None);
+    assert_eq!(ev.sample().unwrap(), reference.sample().unwrap());
+    ev.env().shards().unwrap().actor(1).kill();
+    // Let the kill land before the next step reaches the shard.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let (got, want) = (ev.sample().unwrap(), reference.sample().unwrap());
+    assert_eq!(got.env_shard_restarts, 1);
+    // Shard 1's copies (2 and 3) lost the first step of this sample and
+    // went on from new seeds; shard 0's copies are untouched.
+    assert_eq!(got.batch.len(), ROWS - 2);
+    for copy in 0..2 {
+        assert_eq!(rows_tagged(&got.batch, SEED + copy), rows_tagged(&want.batch, SEED + copy), "copy {copy}");
+    }
+    for copy in 2..4 {
+        assert_eq!(rows_tagged(&got.batch, SEED + copy).len(), 0, "copy {copy} has new seeds");
     }
 }
 
@@ -221,6 +244,7 @@ async fn past_both_budgets_the_error_names_the_evaluator_the_shard_and_the_panic
     let policy = RestartPolicy { max_restarts: 0, window_s: 60.0, ..Default::default() };
     let (_set, mut handles) = ActorEvaluatorSet::spawn(escalating_factory(&[0, 1]), vec![1], policy).await.unwrap();
     let err = handles[0].sample().await.unwrap_err();
+    eprintln!("{err}");
     let HandleError::RestartBudgetExceeded { index: 1, failures: 1, max_restarts: 0, last_failure, .. } = &err else {
         panic!("expected the evaluators' budget to be spent, got {err:?}");
     };
