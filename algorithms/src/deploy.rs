@@ -92,9 +92,7 @@ impl ClusterKeys {
             options.node_timeout = seconds("node_timeout_s", v)?;
         }
         if let Some(policy) = self.node_restart {
-            if !(policy.window_s.is_finite() && policy.window_s > 0.0) {
-                return Err(invalid("cluster.node_restart.window_s", "expected a positive number of seconds"));
-            }
+            policy.validate("cluster.node_restart")?;
             options.node_restart = Some(policy);
         }
         options.validate().map_err(|message| invalid("cluster", &message))?;

@@ -163,8 +163,7 @@ impl EvalReply {
 
     /// The wire form of a gradient.
     pub fn gradients(g: GradientRollout) -> Self {
-        let (grads, stats, steps, episodes, env_shard_restarts) =
-            (g.grads, g.stats, g.steps, g.episodes, g.env_shard_restarts);
+        let GradientRollout { grads, stats, steps, episodes, env_shard_restarts } = g;
         Self::Gradients { grads, stats, steps, episodes, env_shard_restarts }
     }
 }

@@ -96,15 +96,19 @@ impl Evaluators {
     pub fn num_restarts(&self) -> u64 {
         match &self.actors {
             Some(set) => set.restarts(),
-            None => self.workers.iter().map(|w| w.stats().restarts).chain(self.lent.values().map(|s| s.restarts)).sum(),
+            None => self.worker_stats().map(|s| s.restarts).sum(),
         }
     }
 
     /// Env shard restarts the samplers' rollouts have reported so far.
     pub fn num_env_shard_restarts(&self) -> u64 {
-        let workers = self.workers.iter().map(|w| w.stats().env_shard_restarts);
-        let lent = self.lent.values().map(|s| s.env_shard_restarts);
-        workers.chain(lent).sum::<u64>() + self.local.stats().env_shard_restarts
+        self.worker_stats().map(|s| s.env_shard_restarts).sum::<u64>() + self.local.stats().env_shard_restarts
+    }
+
+    /// Every worker's counters: the handles at home as they are now, those
+    /// lent out as last seen.
+    fn worker_stats(&self) -> impl Iterator<Item = HandleStats> + '_ {
+        self.workers.iter().map(|w| w.stats()).chain(self.lent.values().copied())
     }
 
     /// Failures of the workers' deployment so far (lost nodes, re-placed
