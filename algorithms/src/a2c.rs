@@ -14,9 +14,10 @@
 
 use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::device::DeviceSpec;
+use crate::device::NetDevice;
 use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
+use crate::model::{ModelConfig, ModelSupport};
 use crate::{BuildError, EnvMaker};
-use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
@@ -47,6 +48,9 @@ pub struct A2cConfig {
     pub grad_clip: Option<f64>,
     /// `"NoFilter"` or `"MeanStdFilter"`.
     pub observation_filter: ObservationFilter,
+    /// The network: hidden layers, convolutions, LSTM (RLlib's `model`
+    /// keys; see the book's "Models" page).
+    pub model: ModelConfig,
     /// Keyword arguments for the env.
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
@@ -81,6 +85,7 @@ impl Default for A2cConfig {
             entropy_coeff: 0.0,
             grad_clip: Some(0.5),
             observation_filter: ObservationFilter::NoFilter,
+            model: ModelConfig::default(),
             env_config: serde_json::Value::Null,
             seed: 0,
             device: DeviceSpec::Cpu,
@@ -94,6 +99,7 @@ impl Default for A2cConfig {
 impl Validate for A2cConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.device.check_available()?;
+        self.model.validate(ModelSupport { algorithm: "A2C", conv: true, lstm: true, custom: true })?;
         check_sync_sampling(
             self.num_envs_per_worker,
             &self.env_shards,
@@ -118,15 +124,19 @@ impl ActorCriticLoss for A2cConfig {
         }
     }
 
+    fn model(&self) -> &ModelConfig {
+        &self.model
+    }
+
     /// GAE(γ, λ) advantages and value targets.
     fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
         let estimator = AdvantageEstimator::Gae { gamma: self.gamma as f32, lambda: self.lambda as f32 };
         Ok(compute_advantages(traj, bootstrap, estimator)?)
     }
 
-    fn loss<const A: usize, D: Device<f32>>(
+    fn loss<D: NetDevice>(
         &self,
-        fwd: Forward<A, D>,
+        fwd: Forward<D>,
         mb: &SampleBatch,
         dev: &D,
     ) -> Result<(Loss<D>, LearnerStats), PolicyError> {

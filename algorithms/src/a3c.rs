@@ -15,13 +15,15 @@
 
 use crate::a2c::A2cConfig;
 use crate::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::device::NetDevice;
 use crate::execution::spawn_evaluators;
+use crate::model::sequences::SEQ_MASK;
+use crate::model::ModelConfig;
 use crate::{BuildError, EnvMaker};
-use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncGradientsConfig, AsyncGradientsOptimizer};
-use rlx::sample_batch::standardize;
+use rlx::sample_batch::standardize_masked;
 use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -64,14 +66,20 @@ impl ActorCriticLoss for A3cConfig {
     }
 
     /// A2C's loss, with advantages standardized over this worker's batch.
-    fn loss<const A: usize, D: Device<f32>>(
+    fn model(&self) -> &ModelConfig {
+        &self.0.model
+    }
+
+    fn loss<D: NetDevice>(
         &self,
-        fwd: Forward<A, D>,
+        fwd: Forward<D>,
         mb: &SampleBatch,
         dev: &D,
     ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
         let mut mb = mb.clone();
-        standardize(mb.f32_mut(fields::ADVANTAGES)?);
+        // Over padded sequences (an LSTM), with the real rows' statistics.
+        let mask = mb.get(SEQ_MASK).map(|_| mb.f32(SEQ_MASK).map(<[f32]>::to_vec)).transpose()?;
+        standardize_masked(mb.f32_mut(fields::ADVANTAGES)?, mask.as_deref());
         policy_gradient_loss(fwd, &mb, dev, self.0.vf_loss_coeff, self.0.entropy_coeff)
     }
 }

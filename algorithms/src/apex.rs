@@ -29,6 +29,7 @@
 use crate::device::DeviceSpec;
 use crate::dqn::{self, DqnConfig};
 use crate::execution::{spawn_evaluators, SamplingSettings};
+use crate::model::ModelConfig;
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
@@ -98,6 +99,8 @@ pub struct ApexConfig {
     pub prioritized_replay_eps: f64,
     /// Maximum global gradient norm; `null` disables clipping.
     pub grad_clip: Option<f64>,
+    /// The Q-network's layers before its heads (as DQN's `model`).
+    pub model: ModelConfig,
     /// Keyword arguments for the env (see `rlx list`).
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration, replay and env resets.
@@ -147,6 +150,7 @@ impl Default for ApexConfig {
             prioritized_replay_beta_annealing_timesteps: 20_000,
             prioritized_replay_eps: 1e-6,
             grad_clip: Some(10.0),
+            model: ModelConfig::relu(),
             env_config: serde_json::Value::Null,
             seed: 0,
             device: DeviceSpec::Cpu,
@@ -229,6 +233,7 @@ impl ApexConfig {
             prioritized_replay_eps: self.prioritized_replay_eps,
             worker_side_prioritization: self.prioritized_replay,
             grad_clip: self.grad_clip,
+            model: self.model.clone(),
             env_config: self.env_config.clone(),
             seed: self.seed,
             device: self.device,

@@ -18,7 +18,9 @@
 
 use crate::actor_critic::{ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::device::DeviceSpec;
+use crate::device::NetDevice;
 use crate::impala::{build_async, plan, vtrace_batch, ImpalaConfig};
+use crate::model::ModelConfig;
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
@@ -64,6 +66,9 @@ pub struct AppoConfig {
     pub broadcast_interval: usize,
     /// Aggregation actors concatenating batches before the learner.
     pub num_aggregation_workers: usize,
+    /// The network: hidden layers, convolutions, LSTM (RLlib's `model`
+    /// keys; see the book's "Models" page).
+    pub model: ModelConfig,
     /// Keyword arguments for the env.
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
@@ -102,6 +107,7 @@ impl Default for AppoConfig {
             learner_queue_size: i.learner_queue_size,
             broadcast_interval: i.broadcast_interval,
             num_aggregation_workers: i.num_aggregation_workers,
+            model: i.model,
             env_config: i.env_config,
             seed: i.seed,
             device: i.device,
@@ -130,6 +136,7 @@ impl AppoConfig {
             learner_queue_size: self.learner_queue_size,
             broadcast_interval: self.broadcast_interval,
             num_aggregation_workers: self.num_aggregation_workers,
+            model: self.model.clone(),
             env_config: self.env_config.clone(),
             seed: self.seed,
             device: self.device,
@@ -154,20 +161,24 @@ impl ActorCriticLoss for AppoConfig {
         LearnerSettings { num_sgd_iter: self.num_sgd_iter, ..self.as_impala().learner() }
     }
 
+    fn model(&self) -> &ModelConfig {
+        &self.model
+    }
+
     /// Nothing: V-trace needs the learner's current weights.
     fn postprocess(&self, _traj: &mut SampleBatch, _bootstrap: f32) -> Result<(), PolicyError> {
         Ok(())
     }
 
-    fn loss<const A: usize, D: Device<f32>>(
+    fn loss<D: NetDevice>(
         &self,
-        fwd: Forward<A, D>,
+        fwd: Forward<D>,
         mb: &SampleBatch,
         dev: &D,
     ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
         let n = mb.len();
-        let next_values = fwd.next_values.clone().expect("NEEDS_NEXT_VALUES is set");
-        let (logp, entropy, values) = fwd.split();
+        let Forward { logp, entropy, values, next_values, rows } = fwd;
+        let next_values = next_values.expect("NEEDS_NEXT_VALUES is set");
         let target_logp = logp.as_vec();
         let (vs, adv) = vtrace_batch(
             mb,
@@ -186,14 +197,15 @@ impl ActorCriticLoss for AppoConfig {
         let ratios = ratio.as_vec();
         let surr1 = ratio.with_empty_tape() * advantages.clone();
         let surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * advantages;
-        let policy_loss = surr1.minimum(surr2).mean().negate();
-        let vf_loss = (values - dev.tensor_from_vec(vs, (n,))).square().mean() * 0.5;
+        let policy_loss = rows.mean(surr1.minimum(surr2)).negate();
+        let vf_loss = rows.mean((values - dev.tensor_from_vec(vs, (n,))).square()) * 0.5;
+        let entropy = rows.mean(entropy);
         let mut stats = LearnerStats::default();
         stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
         stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
         stats.set("entropy", entropy.as_vec()[0] as f64);
-        stats.set("mean_rho", ratios.iter().map(|&r| r as f64).sum::<f64>() / n as f64);
-        stats.set("clip_frac", ratios.iter().filter(|&&r| (r - 1.0).abs() > eps).count() as f64 / n as f64);
+        stats.set("mean_rho", rows.host_mean(ratios.iter().map(|&r| r as f64)));
+        stats.set("clip_frac", rows.host_mean(ratios.iter().map(|&r| if (r - 1.0).abs() > eps { 1.0 } else { 0.0 })));
         Ok((policy_loss + vf_loss * self.vf_loss_coeff as f32 - entropy * self.entropy_coeff as f32, stats))
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Mania, Guy and Recht, "Simple random search of static linear policies
 //! is competitive for reinforcement learning", NeurIPS 2018: the V2-t
-//! variant. The policy is linear in normalized observations (`hidden: []`);
+//! variant. The policy is linear in normalized observations (`model: {fcnet_hiddens: []}`);
 //! each iteration evaluates `num_perturbations` directions δ as antithetic
 //! pairs M ± νδ and steps along the best ones.
 //!
@@ -26,9 +26,10 @@
 //! `worker_restarts`.
 
 use crate::evolution::{
-    check_settings, weighted_noise_sum, EvolutionOptimizer, EvolutionSettings, FlatPolicy, NoiseTable, PairResult,
-    PerturberSpec, UpdateRule,
+    check_model, check_settings, hiddens, weighted_noise_sum, EvolutionOptimizer, EvolutionSettings, FlatPolicy,
+    NoiseTable, PairResult, PerturberSpec, UpdateRule,
 };
+use crate::model::ModelConfig;
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
@@ -51,8 +52,10 @@ pub struct ArsConfig {
     pub noise_stdev: f64,
     /// α, the step size.
     pub stepsize: f64,
-    /// Hidden layer widths; `[]` is the paper's linear policy.
-    pub hidden: Vec<usize>,
+    /// The policy network's hidden layers: `fcnet_hiddens` (`[]` is a
+    /// linear policy) and `fcnet_activation`; the other `model` keys do not
+    /// apply.
+    pub model: ModelConfig,
     /// `"MeanStdFilter"` (V2: normalize states) or `"NoFilter"` (V1).
     pub observation_filter: ObservationFilter,
     /// Length of the shared noise table (values; 4 bytes each, generated once per process).
@@ -76,7 +79,7 @@ impl Default for ArsConfig {
             top_directions: 8,
             noise_stdev: 0.03,
             stepsize: 0.02,
-            hidden: Vec::new(),
+            model: hiddens(&[]),
             observation_filter: ObservationFilter::MeanStdFilter,
             noise_size: 10_000_000,
             noise_seed: 123,
@@ -100,7 +103,7 @@ impl Validate for ArsConfig {
         let b = self.top_directions;
         check("top_directions", b, b > 0 && b <= self.num_perturbations, "must be in 1..=num_perturbations")?;
         check("stepsize", self.stepsize, self.stepsize > 0.0 && self.stepsize.is_finite(), "must be positive")?;
-        check("hidden", format!("{:?}", self.hidden), self.hidden.iter().all(|&h| h > 0), "widths must be positive")
+        check_model(&self.model, "ARS")
     }
 }
 
@@ -143,7 +146,7 @@ impl UpdateRule for ArsUpdate {
 /// Unsupported spaces.
 pub fn make_policy(cfg: &ArsConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
     let normalize = cfg.observation_filter == ObservationFilter::MeanStdFilter;
-    let policy = FlatPolicy::new(obs, act, &cfg.hidden, normalize, seed);
+    let policy = FlatPolicy::new(obs, act, &cfg.model, normalize, seed);
     Ok(Box::new(policy.map_err(|e| BuildError::Unsupported(format!("ARS {e}")))?))
 }
 
@@ -162,7 +165,7 @@ pub async fn build(make_env: EnvMaker, cfg: ArsConfig) -> Result<Trainer, BuildE
         restart: cfg.restart,
         spec: PerturberSpec {
             make_env,
-            hidden: cfg.hidden.clone(),
+            model: cfg.model.clone(),
             normalize: cfg.observation_filter == ObservationFilter::MeanStdFilter,
             noise_seed: cfg.noise_seed,
             noise_size: cfg.noise_size,

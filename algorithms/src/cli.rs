@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rlx::checkpoint::{self, Checkpoint, CheckpointError, RunInfo};
 use rlx::config::{closest, deep_merge, from_value, ConfigError};
 use rlx::results::{read_results, ResultsWriter};
-use rlx::{fields, Action, Column, OptimizerError, SampleBatch, StopCriteria, TrainResult};
+use rlx::{fields, Action, Column, OptimizerError, SampleBatch, Space, StopCriteria, TrainResult};
 use serde_json::{json, Map, Value};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -757,8 +757,13 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
     let mut out = SampleBatch::new();
     let mut summary = RolloutSummary { returns: Vec::new(), lengths: Vec::new() };
+    // Recurrent policies carry their state from step to step; masks come
+    // from the env at every step.
+    let mut acting = rlx::acting::Acting::new(policy.as_ref(), 1);
+    let mut mask = vec![1.0f32; env.action_space().mask_width().unwrap_or(0)];
     for episode in 0..args.episodes {
         env.reset(Some(args.seed + episode as u64), &mut obs).map_err(|e| fail(&e))?;
+        acting.episode_started(0);
         let (mut ret, mut len) = (0.0, 0u64);
         loop {
             if args.render {
@@ -775,11 +780,22 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
             if let Some(f) = &filter {
                 f.normalize(&mut input);
             }
-            policy.compute_actions(&input, args.explore, &mut out).map_err(|e| fail(&e))?;
-            let step = match out.get(fields::ACTIONS) {
-                Some(Column::I64 { data, .. }) => env.step(Action::Discrete(data[0]), &mut obs),
-                Some(Column::F32 { data, .. }) => env.step(Action::Continuous(data), &mut obs),
-                None => return Err(CliError::Rollout("the policy wrote no actions".into())),
+            let masked =
+                !mask.is_empty() && rlx::env::read_action_mask(env.as_ref(), &mut mask, len).map_err(|e| fail(&e))?;
+            let mask_input = masked.then_some(&mask[..]);
+            acting.act(policy.as_mut(), &input, mask_input, args.explore, &mut out).map_err(|e| fail(&e))?;
+            let step = match (out.get(fields::ACTIONS), env.action_space()) {
+                (Some(Column::I64 { data, .. }), Space::MultiDiscrete { .. }) => {
+                    env.step(Action::MultiDiscrete(data), &mut obs)
+                }
+                (Some(Column::I64 { data, .. }), _) => env.step(Action::Discrete(data[0]), &mut obs),
+                (Some(Column::F32 { data, .. }), space) => {
+                    // Within the bounds, as evaluators step envs.
+                    let mut clipped = data.clone();
+                    space.clip(&mut clipped);
+                    env.step(Action::Continuous(&clipped), &mut obs)
+                }
+                (None, _) => return Err(CliError::Rollout("the policy wrote no actions".into())),
             }
             .map_err(|e| fail(&e))?;
             ret += step.reward;
@@ -818,6 +834,19 @@ fn print_config(algorithm: &str, json_only: bool) -> Result<(), CliError> {
         println!();
         for line in doc.lines() {
             println!("# {}", line.trim());
+        }
+        if key == "model" && cfg[key].is_object() {
+            // The network's keys, each with its own documentation.
+            println!("model:");
+            for (sub, doc) in crate::model_docs() {
+                for line in doc.lines() {
+                    println!("  # {}", line.trim());
+                }
+                let value = serde_yaml_ng::to_string(&json!({ sub: cfg[key][sub] })).expect("YAML");
+                print!("  {}", value.trim_end().replace('\n', "\n  "));
+                println!();
+            }
+            continue;
         }
         let value = serde_yaml_ng::to_string(&json!({ key: cfg[key] })).expect("YAML");
         print!("{value}");

@@ -48,27 +48,25 @@
 //! `critic_grad_norm` and `actor_grad_norm` (before clipping),
 //! `num_actor_updates`, `num_updates` and `replay_buffer_size`.
 
-use crate::actor_critic::MovableDevice;
-use crate::device::DeviceSpec;
-use crate::nn;
-use crate::{dispatch_continuous_dims, BuildError, EnvMaker};
+use crate::continuous::{
+    bellman_targets, check_replay, continuous_spaces, critic_gradient, critic_input, critic_input_taped, min_q,
+    random_steps_per_evaluator, ActionBounds, Critic, ReplaySettings,
+};
+use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
+use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
+use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
-use rlx::filter::ObservationFilter;
-use rlx::optimizer::SyncReplayConfig;
-use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
+use rlx::postprocessing::n_step_returns;
 use rlx::{
-    fields, EnvShards, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch,
-    Space, SyncReplayOptimizer, Trainer,
+    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space,
+    SyncReplayOptimizer, Trainer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-
-/// Hidden width of the actor and critic MLPs of DDPG, TD3 and SAC.
-pub const CONTINUOUS_HIDDEN: usize = 64;
 
 /// DDPG's configuration (TD3's too, with other defaults). Every key is
 /// optional in `--config`; unknown keys are errors.
@@ -124,6 +122,9 @@ pub struct DdpgConfig {
     /// Maximum global gradient norm of each network; `null` disables
     /// clipping.
     pub grad_clip: Option<f64>,
+    /// The actor's and the critics' hidden layers (`fcnet_hiddens`,
+    /// `fcnet_activation`; `relu` by default, as in the papers).
+    pub model: ModelConfig,
     /// Keyword arguments for the env (see `rlx list`).
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration, replay and env resets.
@@ -167,6 +168,7 @@ impl Default for DdpgConfig {
             target_noise_clip: 0.5,
             exploration_noise: 0.1,
             grad_clip: None,
+            model: ModelConfig::relu(),
             env_config: serde_json::Value::Null,
             seed: 0,
             device: DeviceSpec::Cpu,
@@ -179,6 +181,7 @@ impl Default for DdpgConfig {
 impl Validate for DdpgConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.device.check_available()?;
+        self.model.validate(ModelSupport { algorithm: "DDPG", conv: false, lstm: false, custom: false })?;
         check_replay(&ReplaySettings::from(self))?;
         for (key, lr) in [("actor_lr", self.actor_lr), ("critic_lr", self.critic_lr)] {
             check(key, lr, lr > 0.0 && lr.is_finite(), "must be > 0")?;
@@ -200,22 +203,6 @@ impl Validate for DdpgConfig {
     }
 }
 
-/// The sampling and replay keys DDPG, TD3 and SAC share.
-pub(crate) struct ReplaySettings {
-    pub num_workers: usize,
-    pub num_envs_per_worker: usize,
-    pub rollout_fragment_length: usize,
-    pub timesteps_per_iteration: usize,
-    pub buffer_size: usize,
-    pub learning_starts: usize,
-    pub train_batch_size: usize,
-    pub training_intensity: Option<f64>,
-    pub n_step: usize,
-    pub seed: u64,
-    pub restart: RestartPolicy,
-    pub env_shards: EnvShards,
-}
-
 impl From<&DdpgConfig> for ReplaySettings {
     fn from(c: &DdpgConfig) -> Self {
         Self {
@@ -235,683 +222,266 @@ impl From<&DdpgConfig> for ReplaySettings {
     }
 }
 
-/// Range checks of the shared sampling and replay keys.
-pub(crate) fn check_replay(s: &ReplaySettings) -> Result<(), ConfigError> {
-    let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
-    positive("num_envs_per_worker", s.num_envs_per_worker)?;
-    s.env_shards.validate(s.num_envs_per_worker)?;
-    positive("rollout_fragment_length", s.rollout_fragment_length)?;
-    positive("timesteps_per_iteration", s.timesteps_per_iteration)?;
-    positive("buffer_size", s.buffer_size)?;
-    let ls = s.learning_starts;
-    check("learning_starts", ls, ls <= s.buffer_size, "must be <= buffer_size (or learning never starts)")?;
-    positive("train_batch_size", s.train_batch_size)?;
-    positive("n_step", s.n_step)?;
-    // Returns are summed within a sampled fragment, so a longer n would
-    // silently be cut to the fragment.
-    let (n, len) = (s.n_step, s.rollout_fragment_length);
-    check("n_step", n, n <= len, "must be <= rollout_fragment_length (n-step returns stay within a fragment)")?;
-    if let Some(ti) = s.training_intensity {
-        check("training_intensity", ti, ti > 0.0 && ti.is_finite(), "must be > 0 or null")?;
-    }
-    Ok(())
+/// The deterministic actor `μ(s) = tanh(head(mlp(s)))`, in normalized
+/// units.
+struct Actor {
+    mlp: Mlp,
+    head: Linear,
 }
 
-impl ReplaySettings {
-    /// The replay optimizer's settings (uniform replay).
-    pub(crate) fn replay(&self) -> SyncReplayConfig {
-        SyncReplayConfig {
-            buffer_size: self.buffer_size,
-            prioritized: None,
-            learning_starts: self.learning_starts,
-            train_batch_size: self.train_batch_size,
-            training_intensity: self.training_intensity.unwrap_or(self.train_batch_size as f64),
-            timesteps_per_iteration: self.timesteps_per_iteration,
-            seed: self.seed,
-        }
-    }
-
-    /// How the evaluators sample.
-    pub(crate) fn sampling(&self) -> crate::execution::SamplingSettings {
-        crate::execution::SamplingSettings {
-            num_workers: self.num_workers,
-            num_envs_per_worker: self.num_envs_per_worker,
-            sample_size: self.rollout_fragment_length * self.num_envs_per_worker,
-            observation_filter: ObservationFilter::NoFilter,
-            seed: self.seed,
-            restart: self.restart,
-            env_shards: self.env_shards,
-        }
-    }
-}
-
-/// An evaluator's share of `random_timesteps`: each of the samplers takes
-/// about 1/`samplers` of the run's steps.
-pub(crate) fn random_steps_per_evaluator(random_timesteps: u64, num_workers: usize) -> u64 {
-    random_timesteps / num_workers.max(1) as u64
-}
-
-/// The actor: `O → H → H → A` with ReLU, ending in `tanh`.
-pub type DeterministicActor<const O: usize, const A: usize, const H: usize = CONTINUOUS_HIDDEN> =
-    (Linear<O, H>, ReLU, Linear<H, H>, ReLU, Linear<H, A>, Tanh);
-/// [`DeterministicActor`] built on device `D`.
-type ActorNet<const O: usize, const A: usize, const H: usize, D> = (
-    modules::Linear<O, H, f32, D>,
-    modules::ReLU,
-    modules::Linear<H, H, f32, D>,
-    modules::ReLU,
-    modules::Linear<H, A, f32, D>,
-    modules::Tanh,
-);
-
-/// A critic `Q(s, a)`: `I → H → H → 1` with ReLU, where the input is the
-/// normalized action and the observation, `I = A + O` wide.
-pub type Critic<const I: usize, const H: usize = CONTINUOUS_HIDDEN> =
-    (Linear<I, H>, ReLU, Linear<H, H>, ReLU, Linear<H, 1>);
-/// [`Critic`] built on device `D`.
-pub(crate) type CriticNet<const I: usize, const H: usize, D> = (
-    modules::Linear<I, H, f32, D>,
-    modules::ReLU,
-    modules::Linear<H, H, f32, D>,
-    modules::ReLU,
-    modules::Linear<H, 1, f32, D>,
-);
-
-/// The bounds of a `Box` action space, mapping between env units and the
-/// actors' normalized `[−1, 1]`.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ActionBounds {
-    low: Vec<f32>,
-    high: Vec<f32>,
-}
-
-impl ActionBounds {
-    /// The bounds of `space`.
-    ///
-    /// # Errors
-    /// [`BuildError::Unsupported`] unless `space` is a `Box` with finite
-    /// bounds.
-    pub(crate) fn new(space: &Space, algorithm: &str) -> Result<Self, BuildError> {
-        match space {
-            Space::Box { low, high, .. } if low.iter().chain(high).all(|x| x.is_finite()) => {
-                Ok(Self { low: low.clone(), high: high.clone() })
-            }
-            _ => Err(BuildError::Unsupported(format!(
-                "{algorithm} needs a Box action space with finite bounds (its actor's tanh output is scaled to them); \
-                 got {space}"
-            ))),
-        }
-    }
-
-    /// Rows of normalized actions in env units:
-    /// `low + (u + 1)/2 · (high − low)`.
-    pub(crate) fn to_env(&self, u: &[f32]) -> Vec<f32> {
-        let w = self.low.len();
-        u.iter()
-            .enumerate()
-            .map(|(i, &u)| self.low[i % w] + (u + 1.0) * 0.5 * (self.high[i % w] - self.low[i % w]))
-            .collect()
-    }
-
-    /// Rows of env actions in normalized units (the inverse of
-    /// [`to_env`](Self::to_env)); out-of-range actions are clipped first,
-    /// as the env clips them.
-    pub(crate) fn to_normalized(&self, a: &[f32]) -> Vec<f32> {
-        let w = self.low.len();
-        a.iter()
-            .enumerate()
-            .map(|(i, &a)| {
-                let (lo, hi) = (self.low[i % w], self.high[i % w]);
-                if hi > lo {
-                    (2.0 * (a.clamp(lo, hi) - lo) / (hi - lo) - 1.0).clamp(-1.0, 1.0)
-                } else {
-                    0.0
-                }
-            })
-            .collect()
-    }
-}
-
-/// Row-major `[n, O]` observations as a tensor.
-pub(crate) fn obs_tensor<const O: usize, D: Device<f32>>(
-    dev: &D,
-    obs: &[f32],
-) -> Result<Tensor<(usize, Const<O>), f32, D>, PolicyError> {
-    if !obs.len().is_multiple_of(O) {
-        return Err(PolicyError::Other(format!(
-            "{} observation values is not a whole number of rows of {O}",
-            obs.len()
-        )));
-    }
-    Ok(dev.tensor_from_vec(obs.to_vec(), (obs.len() / O, Const::<O>)))
-}
-
-/// The critic input `[u, s]` of every row, from normalized actions `u`
-/// (`[n, A]`) and observations `s` (`[n, O]`).
-///
-/// # Errors
-/// If the two have different numbers of rows.
-pub(crate) fn critic_input<const O: usize, const A: usize, const I: usize, D: Device<f32>>(
-    dev: &D,
-    u: &[f32],
-    obs: &[f32],
-) -> Result<Tensor<(usize, Const<I>), f32, D>, PolicyError> {
-    debug_assert_eq!(I, O + A);
-    let n = obs.len() / O;
-    if u.len() != n * A || obs.len() != n * O {
-        return Err(PolicyError::Other(format!(
-            "{} action values do not match {} observation rows of {O} (actions are {A} wide)",
-            u.len(),
-            n
-        )));
-    }
-    let mut x = Vec::with_capacity(n * I);
-    for (u, s) in u.chunks_exact(A).zip(obs.chunks_exact(O)) {
-        x.extend_from_slice(u);
-        x.extend_from_slice(s);
-    }
-    Ok(dev.tensor_from_vec(x, (n, Const::<I>)))
-}
-
-/// [`critic_input`] for actions on a gradient tape (the actor's output),
-/// so that `∂Q/∂u` flows back into the actor.
-pub(crate) fn critic_input_taped<const O: usize, const A: usize, const I: usize, D: Device<f32>>(
-    u: Tensor<(usize, Const<A>), f32, D, OwnedTape<f32, D>>,
-    obs: Tensor<(usize, Const<O>), f32, D>,
-) -> Tensor<(usize, Const<I>), f32, D, OwnedTape<f32, D>> {
-    let u: Tensor<(usize, usize), f32, D, _> = u.realize();
-    let obs: Tensor<(usize, usize), f32, D> = obs.realize();
-    (u, obs).concat_along(Axis::<1>).realize()
-}
-
-/// Q-values of the rows of `x` under each critic (no gradient), then their
-/// element-wise minimum: one `Vec` per critic and the minimum.
-pub(crate) fn q_values<const I: usize, const H: usize, D: Device<f32>>(
-    critics: &[CriticNet<I, H, D>],
-    x: &Tensor<(usize, Const<I>), f32, D>,
-) -> (Vec<Vec<f32>>, Vec<f32>) {
-    let each: Vec<Vec<f32>> = critics.iter().map(|c| c.forward(x.clone()).as_vec()).collect();
-    let min = (0..each[0].len()).map(|i| each.iter().map(|q| q[i]).fold(f32::INFINITY, f32::min)).collect();
-    (each, min)
-}
-
-/// `R + γ^k (1 − terminated) · next_value` of every row.
-pub(crate) fn bellman_targets(batch: &SampleBatch, next_value: &[f32]) -> Result<Vec<f32>, PolicyError> {
-    let (rewards, terminated) = (batch.f32(fields::REWARDS)?, batch.f32(fields::TERMINATEDS)?);
-    let discounts = batch.f32(N_STEP_DISCOUNTS)?;
-    Ok((0..batch.len()).map(|i| rewards[i] + discounts[i] * (1.0 - terminated[i]) * next_value[i]).collect())
-}
-
-/// The summed MSE loss `Σ_j mean (Q_j(x) − y)²` of `critics` and its flat
-/// gradient (critic after critic), with `mean_q`, `mean_td_error` (of the
-/// first critic) and `critic_loss` in the stats.
-pub(crate) fn critic_backward<const I: usize, const H: usize, D: Device<f32>>(
-    dev: &D,
-    critics: &[CriticNet<I, H, D>],
-    x: Tensor<(usize, Const<I>), f32, D>,
-    targets: &[f32],
-    stats: &mut LearnerStats,
-) -> Result<Vec<f32>, PolicyError> {
-    let n = targets.len();
-    let y = dev.tensor_from_vec(targets.to_vec(), (n, Const::<1>));
-    let (mut flat, mut total) = (Vec::new(), 0.0f32);
-    for (j, critic) in critics.iter().enumerate() {
-        let q = critic.forward(x.clone().traced(critic.alloc_grads()));
-        if j == 0 {
-            let q = q.as_vec();
-            stats.set("mean_q", q.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
-            let td = q.iter().zip(targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
-            stats.set("mean_td_error", td / n as f64);
-        }
-        let loss = (q - y.clone()).square().mean();
-        total += loss.as_vec()[0];
-        let grads = loss.backward();
-        flat.extend(nn::flat_grads(critic, &grads));
-    }
-    if !total.is_finite() {
-        return Err(PolicyError::NonFinite("critic loss".into()));
-    }
-    stats.set("critic_loss", total as f64);
-    stats.set("mean_target_q", targets.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64);
-    Ok(flat)
-}
-
-/// The parameters of several networks of one type, concatenated.
-pub(crate) fn flat_params_of<D: Device<f32>, M: TensorCollection<f32, D>>(nets: &[M]) -> Vec<f32> {
-    nets.iter().flat_map(|m| nn::flat_params(m)).collect()
-}
-
-/// Loads [`flat_params_of`]'s layout back.
-pub(crate) fn load_params_of<D: Device<f32>, M: TensorCollection<f32, D> + NumParams<f32, D>>(
-    nets: &mut [M],
-    src: &[f32],
-) -> Result<(), PolicyError> {
-    let expected: usize = nets.iter().map(|m| m.num_trainable_params()).sum();
-    if src.len() != expected {
-        return Err(PolicyError::WrongLength { what: "weights", expected, got: src.len() });
-    }
-    let mut pos = 0;
-    for m in nets {
-        let k = m.num_trainable_params();
-        nn::load_params(m, &src[pos..pos + k])?;
-        pos += k;
-    }
-    Ok(())
-}
-
-/// Clips `grad`, takes one Adam step on `params` and returns the norm
-/// before clipping.
-pub(crate) fn adam_step(
-    adam: &mut nn::Adam,
-    params: &mut [f32],
-    grad: &mut [f32],
-    grad_clip: Option<f64>,
-) -> Result<f32, PolicyError> {
-    let norm = nn::clip_grad_norm(grad, grad_clip.map(|c| c as f32))?;
-    adam.update(params, grad)?;
-    Ok(norm)
-}
-
-/// A DDPG/TD3 policy for `O`-dimensional observations and `A`-dimensional
-/// actions (`I = A + O`) on device `D`: the actor, one or two critics,
-/// their targets, two Adams, and Gaussian exploration.
-pub struct DdpgPolicy<
-    const O: usize,
-    const A: usize,
-    const I: usize,
-    D: Device<f32> = Cpu,
-    const H: usize = CONTINUOUS_HIDDEN,
-> {
+/// DDPG's (and TD3's) part of the policy: the actor, one or two critics,
+/// Gaussian exploration, and the update schedule. The weights are the
+/// actor's, then each critic's; the core's optimizers 0 and 1 are the
+/// actor's and the critics'.
+pub struct Ddpg {
     cfg: DdpgConfig,
-    dev: D,
-    actor: ActorNet<O, A, H, D>,
-    critics: Vec<CriticNet<I, H, D>>,
-    target_actor: ActorNet<O, A, H, D>,
-    target_critics: Vec<CriticNet<I, H, D>>,
-    actor_adam: nn::Adam,
-    critic_adam: nn::Adam,
+    input: Input,
     bounds: ActionBounds,
-    rng: ChaCha8Rng,
+    actor: Actor,
+    critics: Vec<Critic>,
     /// This evaluator's share of `random_timesteps`.
     random_steps: u64,
+    state: DdpgState,
+}
+
+/// What DDPG saves besides the core's state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DdpgState {
     /// Env steps this policy has acted on with exploration.
     steps_explored: u64,
     /// Critic updates applied.
     updates: u64,
     /// Actor (and target) updates applied.
     actor_updates: u64,
-    observation_space: Space,
-    action_space: Space,
 }
 
-// SAFETY: as for `ActorCriticPolicy` (see the argument there): the public
-// constructors build the device, no method hands out a clone of it or of a
-// tensor, so sending the policy sends every clone of its device handle; the
-// other fields are plain data.
-unsafe impl<const O: usize, const A: usize, const I: usize, D: MovableDevice, const H: usize> Send
-    for DdpgPolicy<O, A, I, D, H>
-{
-}
+const ACTOR: usize = 0;
+const CRITICS: usize = 1;
 
-impl<const O: usize, const A: usize, const I: usize, const H: usize> DdpgPolicy<O, A, I, Cpu, H> {
-    /// A policy on the CPU. Initial weights depend only on `cfg.seed`;
-    /// exploration and target noise use `rng_seed`.
-    ///
-    /// # Errors
-    /// [`BuildError::Unsupported`] unless the action space is a bounded
-    /// `Box`.
-    pub fn new(
-        cfg: DdpgConfig,
-        observation_space: Space,
-        action_space: Space,
-        rng_seed: u64,
-    ) -> Result<Self, BuildError> {
-        let dev = Cpu::seed_from_u64(cfg.seed);
-        Self::on_device(dev, cfg, observation_space, action_space, rng_seed)
-    }
-}
-
-#[cfg(feature = "cuda")]
-impl<const O: usize, const A: usize, const I: usize, const H: usize> DdpgPolicy<O, A, I, Cuda, H> {
-    /// A policy on CUDA device `ordinal`.
-    ///
-    /// # Errors
-    /// [`BuildError::Unsupported`] if the device cannot be opened or the
-    /// action space is not a bounded `Box`.
-    pub fn on_cuda(
-        ordinal: usize,
-        cfg: DdpgConfig,
-        observation_space: Space,
-        action_space: Space,
-        rng_seed: u64,
-    ) -> Result<Self, BuildError> {
-        let dev = crate::device::open_cuda(ordinal, cfg.seed)?;
-        Self::on_device(dev, cfg, observation_space, action_space, rng_seed)
-    }
-}
-
-impl<const O: usize, const A: usize, const I: usize, D: Device<f32>, const H: usize> DdpgPolicy<O, A, I, D, H> {
-    fn on_device(
-        dev: D,
-        cfg: DdpgConfig,
-        observation_space: Space,
-        action_space: Space,
-        rng_seed: u64,
-    ) -> Result<Self, BuildError> {
-        assert_eq!(I, O + A, "the critic input is [action, observation]");
-        let bounds = ActionBounds::new(&action_space, "DDPG")?;
-        let actor = ActorNet::<O, A, H, D>::build(&dev);
-        let critics: Vec<_> = (0..if cfg.twin_q { 2 } else { 1 }).map(|_| CriticNet::<I, H, D>::build(&dev)).collect();
-        let critic_params = critics.iter().map(|c| c.num_trainable_params()).sum();
-        Ok(Self {
-            actor_adam: nn::Adam::new(actor.num_trainable_params(), cfg.actor_lr as f32, 1e-8),
-            critic_adam: nn::Adam::new(critic_params, cfg.critic_lr as f32, 1e-8),
-            random_steps: random_steps_per_evaluator(cfg.random_timesteps, cfg.num_workers),
-            cfg,
-            target_actor: actor.clone(),
-            target_critics: critics.clone(),
-            actor,
-            critics,
-            dev,
-            bounds,
-            rng: ChaCha8Rng::seed_from_u64(rng_seed),
-            steps_explored: 0,
-            updates: 0,
-            actor_updates: 0,
-            observation_space,
-            action_space,
-        })
-    }
-
-    fn num_actor_params(&self) -> usize {
-        self.actor.num_trainable_params()
-    }
-
+impl Ddpg {
     /// The normalized actions `μ(s) ∈ [−1, 1]^A` of every row of `obs` under
-    /// `actor` (online or target), no gradient.
-    fn actions(&self, actor: &ActorNet<O, A, H, D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
-        Ok(actor.forward(obs_tensor::<O, D>(&self.dev, obs)?).as_vec())
+    /// `p` (online or target), no gradient.
+    fn actions<D: NetDevice>(&self, p: &Params<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        let x = self.input.encode(p.device(), obs)?;
+        Ok(to_vec(&self.actor.head.forward(p, self.actor.mlp.forward(p, x)).tanh()))
     }
 
     /// The target `y = R + γ^k (1 − terminated) min_j Q'_j(s', u')` of every
     /// row, with `u' = μ'(s')`, smoothed with clipped noise if configured.
-    fn td_targets(&mut self, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+    fn td_targets<D: NetDevice>(&self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+        let target = core.target.as_ref().expect("DDPG keeps target networks");
         let new_obs = batch.f32(fields::NEW_OBS)?;
-        let mut next = self.actions(&self.target_actor, new_obs)?;
+        let mut next = self.actions(target, new_obs)?;
         if self.cfg.smooth_target_policy {
             let (sigma, c) = (self.cfg.target_noise as f32, self.cfg.target_noise_clip as f32);
             for u in &mut next {
-                let eps: f32 = self.rng.sample(StandardNormal);
+                let eps: f32 = core.rng.sample(StandardNormal);
                 *u = (*u + (sigma * eps).clamp(-c, c)).clamp(-1.0, 1.0);
             }
         }
-        let x = critic_input::<O, A, I, D>(&self.dev, &next, new_obs)?;
-        let (_, q_min) = q_values(&self.target_critics, &x);
-        bellman_targets(batch, &q_min)
+        let target = core.target.as_ref().expect("DDPG keeps target networks");
+        let s = self.input.encode_host(new_obs)?;
+        let x = critic_input(target.device(), &next, self.bounds.dim(), &s, self.input.features())?;
+        bellman_targets(batch, &min_q(&self.critics, target, &x))
     }
 
-    /// The critics' summed MSE gradient on `batch` (critics' layout).
-    fn critic_gradient(&mut self, batch: &SampleBatch, stats: &mut LearnerStats) -> Result<Vec<f32>, PolicyError> {
-        let targets = self.td_targets(batch)?;
-        let obs = batch.f32(fields::OBS)?;
+    /// The critics' summed MSE gradient on `batch` (critics' span).
+    fn critic_gradient<D: NetDevice>(
+        &self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+        stats: &mut LearnerStats,
+    ) -> Result<Vec<f32>, PolicyError> {
+        let targets = self.td_targets(core, batch)?;
         let u = self.bounds.to_normalized(batch.f32(fields::ACTIONS)?);
-        let x = critic_input::<O, A, I, D>(&self.dev, &u, obs)?;
-        critic_backward(&self.dev, &self.critics, x, &targets, stats)
+        let s = self.input.encode_host(batch.f32(fields::OBS)?)?;
+        let x = critic_input(core.params.device(), &u, self.bounds.dim(), &s, self.input.features())?;
+        critic_gradient(core, &self.critics, x, &targets, core.range(CRITICS), stats)
     }
 
-    /// The actor loss `−mean Q_1(s, μ(s))` and its gradient (actor's layout).
-    fn actor_gradient(&self, batch: &SampleBatch, stats: &mut LearnerStats) -> Result<Vec<f32>, PolicyError> {
-        let obs = obs_tensor::<O, D>(&self.dev, batch.f32(fields::OBS)?)?;
-        let u = self.actor.forward(obs.clone().traced(self.actor.alloc_grads()));
-        let q = self.critics[0].forward(critic_input_taped::<O, A, I, D>(u, obs));
-        let loss = q.mean() * -1.0;
-        let value = loss.as_vec()[0];
-        if !value.is_finite() {
-            return Err(PolicyError::NonFinite("actor loss".into()));
-        }
+    /// The actor loss `−mean Q_1(s, μ(s))` and its gradient (actor's span).
+    fn actor_gradient<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        stats: &mut LearnerStats,
+    ) -> Result<Vec<f32>, PolicyError> {
+        let p = &core.params;
+        let s = self.input.encode(p.device(), batch.f32(fields::OBS)?)?;
+        let u = self.actor.head.forward(p, self.actor.mlp.forward(p, s.clone().leaky_traced())).tanh();
+        let q = self.critics[0].forward(p, critic_input_taped(u, s));
+        let (value, grad) = core.backward(q.mean() * -1.0, "actor loss", core.range(ACTOR))?;
         stats.set("actor_loss", value as f64);
-        let grads = loss.backward();
-        Ok(nn::flat_grads(&self.actor, &grads))
+        Ok(grad)
     }
 
     /// Whether the next update moves the actor.
     fn actor_due(&self) -> bool {
-        (self.updates + 1).is_multiple_of(self.cfg.policy_delay)
-    }
-
-    /// Applies a gradient in [`get_weights`](PolicyGraph::get_weights)'s
-    /// layout: the critics always; the actor and the targets every
-    /// `policy_delay`-th update.
-    fn step(&mut self, grad: &mut [f32], stats: &mut LearnerStats) -> Result<(), PolicyError> {
-        let (actor_grad, critic_grad) = grad.split_at_mut(self.num_actor_params());
-        let mut params = flat_params_of(&self.critics);
-        let norm = adam_step(&mut self.critic_adam, &mut params, critic_grad, self.cfg.grad_clip)?;
-        load_params_of(&mut self.critics, &params)?;
-        stats.set("critic_grad_norm", norm as f64);
-        self.updates += 1;
-        if self.updates.is_multiple_of(self.cfg.policy_delay) {
-            let mut params = nn::flat_params(&self.actor);
-            let norm = adam_step(&mut self.actor_adam, &mut params, actor_grad, self.cfg.grad_clip)?;
-            nn::load_params(&mut self.actor, &params)?;
-            stats.set("actor_grad_norm", norm as f64);
-            let tau = self.cfg.tau as f32;
-            nn::soft_update(&mut self.target_actor, &self.actor, tau)?;
-            for (target, online) in self.target_critics.iter_mut().zip(&self.critics) {
-                nn::soft_update(target, online, tau)?;
-            }
-            self.actor_updates += 1;
-        }
-        stats.set("num_actor_updates", self.actor_updates as f64);
-        Ok(())
+        (self.state.updates + 1).is_multiple_of(self.cfg.policy_delay)
     }
 }
 
-/// What [`DdpgPolicy`] saves besides its weights.
-#[derive(Serialize, Deserialize)]
-struct SavedState {
-    actor_adam: nn::Adam,
-    critic_adam: nn::Adam,
-    rng: ChaCha8Rng,
-    target_actor: Vec<f32>,
-    target_critics: Vec<f32>,
-    steps_explored: u64,
-    updates: u64,
-    actor_updates: u64,
-}
-
-impl<const O: usize, const A: usize, const I: usize, D: Device<f32>, const H: usize> PolicyGraph
-    for DdpgPolicy<O, A, I, D, H>
-where
-    Self: Send,
-{
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.action_space
-    }
+impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
+    type State = DdpgState;
 
     /// `μ(s)` in env units; when exploring, uniformly random actions for
     /// this evaluator's share of `random_timesteps`, then `μ(s)` plus
     /// Gaussian noise, clipped to the bounds.
-    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        let mut u = self.actions(&self.actor, obs)?;
+    fn act(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        input: &PolicyInput<'_>,
+        explore: bool,
+        out: &mut SampleBatch,
+    ) -> Result<(), PolicyError> {
+        let a = self.bounds.dim();
+        let mut u = self.actions(&core.params, input.obs)?;
         if explore {
             let sigma = self.cfg.exploration_noise as f32;
-            for row in u.chunks_exact_mut(A) {
-                let random = self.steps_explored < self.random_steps;
+            for row in u.chunks_exact_mut(a) {
+                let random = self.state.steps_explored < self.random_steps;
                 for x in row {
                     *x = if random {
-                        self.rng.gen_range(-1.0..=1.0)
+                        core.rng.gen_range(-1.0..=1.0)
                     } else {
-                        let eps: f32 = self.rng.sample(StandardNormal);
+                        let eps: f32 = core.rng.sample(StandardNormal);
                         (*x + sigma * eps).clamp(-1.0, 1.0)
                     };
                 }
-                self.steps_explored += 1;
+                self.state.steps_explored += 1;
             }
         }
         *out = SampleBatch::new();
-        out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), A)?;
+        out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), a)?;
         Ok(())
     }
 
     /// n-step returns and each row's bootstrap discount.
-    fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
+    fn postprocess(&mut self, _core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
         Ok(n_step_returns(traj, self.cfg.n_step, self.cfg.gamma as f32)?)
     }
 
-    /// One update on the (replayed) batch: the critics, and every
-    /// `policy_delay`-th time the actor and the targets.
-    fn learn_on_batch(&mut self, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
-        let mut stats = LearnerStats::default();
-        let critic_grad = self.critic_gradient(batch, &mut stats)?;
-        // The actor's gradient is only computed when it will be used.
-        let mut grad =
-            if self.actor_due() { self.actor_gradient(batch, &mut stats)? } else { vec![0.0; self.num_actor_params()] };
+    /// The actor's and the critics' gradients, in the weights' layout
+    /// (`apply` uses the actor's part every `policy_delay`-th time).
+    fn gradient(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+        stats: &mut LearnerStats,
+    ) -> Result<Vec<f32>, PolicyError> {
+        let critic_grad = self.critic_gradient(core, batch, stats)?;
+        let mut grad = self.actor_gradient(core, batch, stats)?;
         grad.extend(critic_grad);
-        self.step(&mut grad, &mut stats)?;
+        Ok(grad)
+    }
+
+    /// The critics always; the actor and the targets every
+    /// `policy_delay`-th update.
+    fn apply(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        grad: &mut [f32],
+        stats: &mut LearnerStats,
+    ) -> Result<(), PolicyError> {
+        let critic_range = core.range(CRITICS);
+        let norm = core.step(CRITICS, &mut grad[critic_range])?;
+        stats.set("critic_grad_norm", norm as f64);
+        self.state.updates += 1;
+        if self.state.updates.is_multiple_of(self.cfg.policy_delay) {
+            let actor_range = core.range(ACTOR);
+            let norm = core.step(ACTOR, &mut grad[actor_range])?;
+            stats.set("actor_grad_norm", norm as f64);
+            let params = core.params.clone();
+            core.target.as_mut().expect("DDPG keeps target networks").soft_update(&params, self.cfg.tau as f32);
+            self.state.actor_updates += 1;
+        }
+        stats.set("num_actor_updates", self.state.actor_updates as f64);
+        Ok(())
+    }
+
+    /// One update: the critics, and every `policy_delay`-th time the actor
+    /// and the targets (the actor's gradient is only computed then).
+    fn learn(&mut self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
+        let mut stats = LearnerStats::default();
+        let critic_grad = self.critic_gradient(core, batch, &mut stats)?;
+        let mut grad = if self.actor_due() {
+            self.actor_gradient(core, batch, &mut stats)?
+        } else {
+            vec![0.0; core.range(ACTOR).len()]
+        };
+        grad.extend(critic_grad);
+        self.apply(core, &mut grad, &mut stats)?;
         Ok(stats)
     }
 
-    /// The actor's and the critics' gradients, in the weights' layout
-    /// (`apply_gradients` uses the actor's part every `policy_delay`-th
-    /// time).
-    fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
-        let mut stats = LearnerStats::default();
-        let critic_grad = self.critic_gradient(batch, &mut stats)?;
-        let mut grad = self.actor_gradient(batch, &mut stats)?;
-        grad.extend(critic_grad);
-        stats.set("grad_norm", rlx::policy::global_norm(&grad));
-        Ok((grad, stats))
+    fn state(&self) -> DdpgState {
+        self.state
     }
 
-    fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
-        let expected = self.num_actor_params() + self.critic_adam.num_params();
-        if grads.len() != expected {
-            return Err(PolicyError::WrongLength { what: "gradients", expected, got: grads.len() });
-        }
-        self.step(&mut grads.to_vec(), &mut LearnerStats::default())
+    fn set_state(&mut self, state: DdpgState) {
+        self.state = state;
     }
-
-    /// The actor's parameters, then each critic's.
-    fn get_weights(&self) -> FlatWeights {
-        let mut w = nn::flat_params(&self.actor);
-        w.extend(flat_params_of(&self.critics));
-        w
-    }
-
-    /// Sets the online networks and their targets alike: a policy given
-    /// weights (a restored checkpoint) bootstraps from them too.
-    fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
-        let expected = self.num_actor_params() + self.critic_adam.num_params();
-        if weights.len() != expected {
-            return Err(PolicyError::WrongLength { what: "weights", expected, got: weights.len() });
-        }
-        let (actor, critics) = weights.split_at(self.num_actor_params());
-        nn::load_params(&mut self.actor, actor)?;
-        load_params_of(&mut self.critics, critics)?;
-        self.target_actor = self.actor.clone();
-        self.target_critics = self.critics.clone();
-        Ok(())
-    }
-
-    fn save_state(&self) -> Option<Vec<u8>> {
-        let saved = SavedState {
-            actor_adam: self.actor_adam.clone(),
-            critic_adam: self.critic_adam.clone(),
-            rng: self.rng.clone(),
-            target_actor: nn::flat_params(&self.target_actor),
-            target_critics: flat_params_of(&self.target_critics),
-            steps_explored: self.steps_explored,
-            updates: self.updates,
-            actor_updates: self.actor_updates,
-        };
-        rlx::codec::encode_value(&saved).ok()
-    }
-
-    fn load_state(&mut self, state: &[u8]) -> Result<(), PolicyError> {
-        let saved: SavedState = rlx::codec::decode_value(state)
-            .map_err(|e| PolicyError::Other(format!("not a saved state of this policy: {e}")))?;
-        let (na, nc) = (self.num_actor_params(), self.critic_adam.num_params());
-        if saved.actor_adam.num_params() != na
-            || saved.target_actor.len() != na
-            || saved.critic_adam.num_params() != nc
-            || saved.target_critics.len() != nc
-        {
-            return Err(PolicyError::Other(format!(
-                "the saved state is for other networks (this policy has {na} actor and {nc} critic parameters)"
-            )));
-        }
-        nn::load_params(&mut self.target_actor, &saved.target_actor)?;
-        load_params_of(&mut self.target_critics, &saved.target_critics)?;
-        (self.actor_adam, self.critic_adam, self.rng) = (saved.actor_adam, saved.critic_adam, saved.rng);
-        (self.steps_explored, self.updates, self.actor_updates) =
-            (saved.steps_explored, saved.updates, saved.actor_updates);
-        Ok(())
-    }
-}
-
-/// The observation and action widths of a `Box` → `Box` env, or why
-/// `algorithm` cannot run on it.
-pub(crate) fn continuous_dims(
-    algorithm: &str,
-    observation_space: &Space,
-    action_space: &Space,
-) -> Result<(usize, usize), BuildError> {
-    match (observation_space, action_space) {
-        (Space::Box { .. }, Space::Box { .. }) => Ok((observation_space.flat_dim(), action_space.flat_dim())),
-        _ => Err(BuildError::Unsupported(format!(
-            "{algorithm} supports a Box observation space with Box (continuous) actions; got {observation_space} and \
-             {action_space}"
-        ))),
-    }
-}
-
-/// The error for widths without a compiled network.
-pub(crate) fn no_network(algorithm: &str, obs_dim: usize, action_dim: usize) -> BuildError {
-    BuildError::Unsupported(format!(
-        "no compiled {algorithm} network for {obs_dim} observations and {action_dim} action dimensions; supported \
-         (obs, action): {:?}",
-        nn::SUPPORTED_CONTINUOUS_DIMS
-    ))
 }
 
 /// A DDPG/TD3 policy for the given spaces on the config's device.
 ///
 /// # Errors
-/// [`BuildError::Unsupported`] unless both spaces are `Box`es (the action
-/// space bounded) with a compiled network size, or for a device this build
-/// or machine lacks.
+/// [`BuildError::Unsupported`] unless the action space is a `Box` with
+/// finite bounds; a device this build or machine lacks.
 pub fn make_policy(
     cfg: &DdpgConfig,
     observation_space: &Space,
     action_space: &Space,
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    let (obs_dim, action_dim) = continuous_dims("DDPG", observation_space, action_space)?;
-    let (o, a, cfg) = (observation_space.clone(), action_space.clone(), cfg.clone());
-    dispatch_continuous_dims!(
-        obs_dim,
-        action_dim,
-        |OBS, ACT, IN| build_on::<OBS, ACT, IN>(cfg, o, a, rng_seed),
-        Err(no_network("DDPG", obs_dim, action_dim))
-    )
+    let (input, bounds) = continuous_spaces("DDPG", observation_space, action_space)?;
+    let build = Build { cfg, obs: observation_space, act: action_space, input, bounds, rng_seed };
+    on_device(cfg.device, cfg.seed, build)
 }
 
-fn build_on<const O: usize, const A: usize, const I: usize>(
-    cfg: DdpgConfig,
-    o: Space,
-    a: Space,
+struct Build<'a> {
+    cfg: &'a DdpgConfig,
+    obs: &'a Space,
+    act: &'a Space,
+    input: Input,
+    bounds: ActionBounds,
     rng_seed: u64,
-) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    match cfg.device {
-        DeviceSpec::Cpu => Ok(Box::new(DdpgPolicy::<O, A, I>::new(cfg, o, a, rng_seed)?)),
-        #[cfg(feature = "cuda")]
-        DeviceSpec::Cuda(n) => Ok(Box::new(DdpgPolicy::<O, A, I, Cuda>::on_cuda(n, cfg, o, a, rng_seed)?)),
-        #[cfg(not(feature = "cuda"))]
-        DeviceSpec::Cuda(_) => Err(cfg.device.check_available().expect_err("CUDA is not in this build").into()),
+}
+
+impl OnDevice for Build<'_> {
+    type Output = Box<dyn PolicyGraph>;
+
+    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
+        Ok(Box::new(self.policy(dev)?))
+    }
+}
+
+impl Build<'_> {
+    fn policy<D: NetDevice>(self, dev: D) -> Result<CorePolicy<Ddpg, D>, BuildError> {
+        let (cfg, model) = (self.cfg, &self.cfg.model);
+        let (f, a) = (self.input.features(), self.bounds.dim());
+        let mut p = Params::new(dev);
+        let start = p.next_id();
+        let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
+        let head = Linear::new(&mut p, "actor.out", mlp.features(), a);
+        let critics_start = p.next_id();
+        let critics = (0..if cfg.twin_q { 2 } else { 1 })
+            .map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model))
+            .collect();
+        let (actor_range, critic_range) = (p.range(start, critics_start), p.range(critics_start, p.next_id()));
+        let mut core = PolicyCore::new(p, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
+        core.add_optimizer(actor_range, cfg.actor_lr, 1e-8, cfg.grad_clip);
+        core.add_optimizer(critic_range, cfg.critic_lr, 1e-8, cfg.grad_clip);
+        let ddpg = Ddpg {
+            random_steps: random_steps_per_evaluator(cfg.random_timesteps, cfg.num_workers),
+            cfg: cfg.clone(),
+            input: self.input,
+            bounds: self.bounds,
+            actor: Actor { mlp, head },
+            critics,
+            state: DdpgState::default(),
+        };
+        Ok(CorePolicy::new(core, ddpg))
     }
 }
 
@@ -935,16 +505,19 @@ pub async fn build(make_env: EnvMaker, cfg: DdpgConfig) -> Result<Trainer, Build
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rlx::postprocessing::N_STEP_DISCOUNTS;
 
     fn spaces() -> (Space, Space) {
         (Space::uniform_box(-1.0, 1.0, vec![3]).unwrap(), Space::uniform_box(-2.0, 2.0, vec![1]).unwrap())
     }
 
-    type Policy = DdpgPolicy<3, 1, 4>;
+    type Policy = CorePolicy<Ddpg, Cpu>;
 
     fn policy(cfg: DdpgConfig) -> Policy {
         let (o, a) = spaces();
-        Policy::new(cfg, o, a, 0).unwrap()
+        let (input, bounds) = continuous_spaces("DDPG", &o, &a).unwrap();
+        let dev = Cpu::seed_from_u64(cfg.seed);
+        Build { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed: 0 }.policy(dev).unwrap()
     }
 
     /// Four transitions with hand-picked rewards and ends.
@@ -965,25 +538,25 @@ mod tests {
         crate::td3::Td3Config::default().0
     }
 
-    #[test]
-    fn action_bounds_round_trip() {
-        let b = ActionBounds::new(&Space::bounded(vec![-2.0, 0.0], vec![2.0, 1.0], vec![2]).unwrap(), "X").unwrap();
-        assert_eq!(b.to_env(&[-1.0, -1.0, 0.0, 1.0]), vec![-2.0, 0.0, 0.0, 1.0]);
-        assert_eq!(b.to_normalized(&[-2.0, 0.0, 0.0, 1.0, 5.0, -3.0]), vec![-1.0, -1.0, 0.0, 1.0, 1.0, -1.0]);
-        let unbounded = Space::uniform_box(f32::NEG_INFINITY, f32::INFINITY, vec![1]).unwrap();
-        assert!(ActionBounds::new(&unbounded, "X").unwrap_err().to_string().contains("finite bounds"));
+    /// The actor's and the critics' weights, online and target.
+    fn parts(p: &Policy) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>) {
+        let core = p.core();
+        let (a, c) = (core.range(ACTOR), core.range(CRITICS));
+        let target = core.target.as_ref().unwrap();
+        (core.params.read(a.clone()), core.params.read(c.clone()), target.read(a), target.read(c))
     }
 
     #[test]
     fn td3_targets_use_the_min_of_twin_targets_and_clipped_smoothing_noise() {
         let mut p = policy(DdpgConfig { target_noise: 10.0, target_noise_clip: 0.3, ..td3() });
-        assert_eq!(p.critics.len(), 2);
+        assert_eq!(p.algorithm().critics.len(), 2);
         let b = batch();
         let new_obs = b.f32(fields::NEW_OBS).unwrap().to_vec();
-        let mu = p.actions(&p.target_actor, &new_obs).unwrap();
+        let target = p.core().target.clone().unwrap();
+        let mu = p.algorithm().actions(&target, &new_obs).unwrap();
         // Replay the policy's noise draws: with σ = 10 every draw is clipped
         // to ±0.3.
-        let mut rng = p.rng.clone();
+        let mut rng = p.core().rng.clone();
         let smoothed: Vec<f32> = mu
             .iter()
             .map(|&u| {
@@ -992,10 +565,11 @@ mod tests {
             })
             .collect();
         assert!(smoothed.iter().zip(&mu).all(|(s, m)| (s - m).abs() <= 0.3 + 1e-6 && (s - m).abs() > 0.0));
-        let x = critic_input::<3, 1, 4, Cpu>(&p.dev, &smoothed, &new_obs).unwrap();
-        let q1 = p.target_critics[0].forward(x.clone()).as_vec();
-        let q2 = p.target_critics[1].forward(x).as_vec();
-        let targets = p.td_targets(&b).unwrap();
+        let x = critic_input(target.device(), &smoothed, 1, &new_obs, 3).unwrap();
+        let critics = &p.algorithm().critics;
+        let (q1, q2) = (critics[0].forward(&target, x.clone()).as_vec(), critics[1].forward(&target, x).as_vec());
+        let (core, algo) = p.parts_mut();
+        let targets = algo.td_targets(core, &b).unwrap();
         let r = b.f32(fields::REWARDS).unwrap();
         for i in 0..4 {
             let next = if i == 2 { 0.0 } else { 0.99 * q1[i].min(q2[i]) };
@@ -1003,48 +577,42 @@ mod tests {
         }
         // Without smoothing and twin critics: the single target critic at μ'(s').
         let mut p = policy(DdpgConfig::default());
-        let x = critic_input::<3, 1, 4, Cpu>(&p.dev, &mu, &new_obs).unwrap();
-        let q = p.target_critics[0].forward(x).as_vec();
-        let targets = p.td_targets(&b).unwrap();
+        let target = p.core().target.clone().unwrap();
+        let x = critic_input(target.device(), &mu, 1, &new_obs, 3).unwrap();
+        let q = p.algorithm().critics[0].forward(&target, x).as_vec();
+        let (core, algo) = p.parts_mut();
+        let targets = algo.td_targets(core, &b).unwrap();
         assert!((targets[3] - (2.0 + 0.99 * q[3])).abs() < 1e-5, "truncation bootstraps");
-    }
-
-    #[test]
-    fn critic_input_puts_the_action_first_and_the_taped_path_agrees() {
-        let dev = Cpu::default();
-        let x = critic_input::<2, 1, 3, Cpu>(&dev, &[0.5, -0.5], &[1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!(x.as_vec(), vec![0.5, 1.0, 2.0, -0.5, 3.0, 4.0]);
-        let u = dev.tensor_from_vec(vec![0.5, -0.5], (2, Const::<1>));
-        let obs = dev.tensor_from_vec(vec![1.0, 2.0, 3.0, 4.0], (2, Const::<2>));
-        let taped = critic_input_taped::<2, 1, 3, Cpu>(u.leaky_traced(), obs);
-        assert_eq!(taped.as_vec(), x.as_vec());
-        assert!(critic_input::<2, 1, 3, Cpu>(&dev, &[0.5], &[1.0, 2.0, 3.0, 4.0]).is_err());
     }
 
     #[test]
     fn soft_update_moves_targets_by_tau_and_the_actor_waits_for_the_delay() {
         let mut p = policy(DdpgConfig { tau: 0.1, policy_delay: 2, ..td3() });
         let b = batch();
-        let (actor0, target0) = (nn::flat_params(&p.actor), nn::flat_params(&p.target_actor));
-        let critic_target0 = flat_params_of(&p.target_critics);
-        let critic0 = flat_params_of(&p.critics);
+        let (actor0, critic0, target_actor0, target_critic0) = parts(&p);
         let stats = p.learn_on_batch(&b).unwrap();
-        assert_eq!(nn::flat_params(&p.actor), actor0, "the actor waits");
-        assert_eq!(flat_params_of(&p.target_critics), critic_target0, "the targets wait");
-        assert_ne!(flat_params_of(&p.critics), critic0, "the critics move");
+        let (actor1, critic1, target_actor1, target_critic1) = parts(&p);
+        assert_eq!(actor1, actor0, "the actor waits");
+        assert_eq!(
+            (target_actor1, target_critic1),
+            (target_actor0.clone(), target_critic0.clone()),
+            "the targets wait"
+        );
+        assert_ne!(critic1, critic0, "the critics move");
         assert!(stats.get("actor_loss").is_none() && stats.get("critic_loss").is_some());
         let stats = p.learn_on_batch(&b).unwrap();
         assert_eq!(stats.get("num_actor_updates"), Some(1.0));
         assert!(stats.get("actor_loss").is_some());
-        assert_ne!(nn::flat_params(&p.actor), actor0, "the actor moves on the second update");
-        let (actor, target) = (nn::flat_params(&p.actor), nn::flat_params(&p.target_actor));
+        let (actor, critics, target_actor, target_critics) = parts(&p);
+        assert_ne!(actor, actor0, "the actor moves on the second update");
         for i in 0..actor.len() {
-            let expected = 0.1 * actor[i] + 0.9 * target0[i];
-            assert!((target[i] - expected).abs() < 1e-6, "param {i}");
+            assert!((target_actor[i] - (0.1 * actor[i] + 0.9 * target_actor0[i])).abs() < 1e-6, "param {i}");
         }
-        let (critics, targets) = (flat_params_of(&p.critics), flat_params_of(&p.target_critics));
         for i in 0..critics.len() {
-            assert!((targets[i] - (0.1 * critics[i] + 0.9 * critic_target0[i])).abs() < 1e-6, "critic param {i}");
+            assert!(
+                (target_critics[i] - (0.1 * critics[i] + 0.9 * target_critic0[i])).abs() < 1e-6,
+                "critic param {i}"
+            );
         }
     }
 
@@ -1072,7 +640,7 @@ mod tests {
                 x.apply_gradients(&g).unwrap();
                 y.learn_on_batch(&b).unwrap();
                 assert_eq!(x.get_weights(), y.get_weights(), "delay {delay}");
-                assert_eq!(nn::flat_params(&x.target_actor), nn::flat_params(&y.target_actor));
+                assert_eq!(parts(&x).2, parts(&y).2);
             }
             let (g, _) = x.compute_gradients(&b).unwrap();
             assert!(x.apply_gradients(&g[1..]).is_err());
@@ -1107,8 +675,7 @@ mod tests {
         let b = batch();
         p.learn_on_batch(&b).unwrap();
         p.learn_on_batch(&b).unwrap();
-        let (o, a) = spaces();
-        let mut q = Policy::new(cfg, o, a, 0).unwrap();
+        let mut q = policy(cfg);
         q.set_weights(&p.get_weights()).unwrap();
         q.load_state(&p.save_state().unwrap()).unwrap();
         for _ in 0..2 {
@@ -1138,8 +705,16 @@ mod tests {
         let (o, _) = spaces();
         let err = make_policy(&DdpgConfig::default(), &o, &Space::discrete(2), 0).err().unwrap();
         assert!(err.to_string().contains("Box (continuous) actions"), "{err}");
+        // Any width: 7 observations, 3 action dimensions.
         let wide = Space::uniform_box(-1.0, 1.0, vec![7]).unwrap();
-        let err = make_policy(&DdpgConfig::default(), &wide, &spaces().1, 0).err().unwrap();
-        assert!(err.to_string().contains("no compiled DDPG network"), "{err}");
+        let three = Space::uniform_box(-1.0, 1.0, vec![3]).unwrap();
+        let mut p = make_policy(&DdpgConfig::default(), &wide, &three, 0).unwrap();
+        p.compute_actions(&[0.5; 14], true, &mut missing).unwrap();
+        assert_eq!(missing.f32(fields::ACTIONS).unwrap().len(), 6);
+        for (key, value) in [("use_lstm", serde_json::json!(true)), ("conv_filters", serde_json::json!([[8, 3, 1]]))] {
+            let err = rlx::config::merge_json(&DdpgConfig::default(), &serde_json::json!({"model": { key: value }}))
+                .unwrap_err();
+            assert!(err.to_string().contains(&format!("model.{key}")), "{err}");
+        }
     }
 }

@@ -81,6 +81,97 @@ impl std::str::FromStr for DeviceSpec {
     }
 }
 
+/// A dfdx device the built-in networks run on: dfdx's `Device<f32>`, and
+/// the promise that makes the policies `Send`.
+///
+/// # Safety
+/// Implement only for devices whose handle may move to another thread
+/// together with everything that holds a clone of it. A policy owns every
+/// clone of its device (its parameter tensors hold them); sending the
+/// policy sends them all together. `Cpu` is `Send` outright. dfdx 0.13's
+/// `Cuda` (without dfdx's `cudnn` feature, whose handle cudarc keeps
+/// `!Send` on purpose; rlx never enables it) is `!Send` only because
+/// cudarc 0.9's `CudaStream` (a raw `CUstream` handle) lacks the marker;
+/// cudarc's `CudaDevice` is `Send + Sync` and binds its context to the
+/// calling thread before every allocation and kernel launch, and CUDA lets
+/// any host thread use a stream of its context.
+pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
+    /// Whether tensors live in host memory, where acting uses the fast
+    /// tanh ([`crate::model::tanh_approx`]) instead of the device's.
+    const HOST: bool;
+
+    /// The builder of a registered custom model for this device.
+    fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self>;
+
+    /// Opens the device `spec` names, seeding dfdx's random initializers.
+    ///
+    /// # Errors
+    /// [`crate::BuildError::Unsupported`] if `spec` names another kind of
+    /// device or it cannot be opened.
+    fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::BuildError>;
+}
+
+// SAFETY: `Cpu` is `Send + Sync` (its RNG and allocation cache are behind
+// locks).
+unsafe impl NetDevice for dfdx::prelude::Cpu {
+    const HOST: bool = true;
+
+    fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self> {
+        model.cpu
+    }
+
+    fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::BuildError> {
+        match spec {
+            DeviceSpec::Cpu => Ok(dfdx::prelude::Cpu::seed_from_u64(seed)),
+            other => Err(crate::BuildError::Unsupported(format!("{other} is not the CPU"))),
+        }
+    }
+}
+
+// SAFETY: see the trait's safety section.
+#[cfg(feature = "cuda")]
+unsafe impl NetDevice for dfdx::prelude::Cuda {
+    const HOST: bool = false;
+
+    fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self> {
+        model.cuda
+    }
+
+    fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::BuildError> {
+        match spec {
+            DeviceSpec::Cuda(n) => open_cuda(n, seed),
+            other => Err(crate::BuildError::Unsupported(format!("{other} is not a CUDA device"))),
+        }
+    }
+}
+
+/// Something built on whichever device a config names ([`on_device`]).
+pub trait OnDevice {
+    /// What is built.
+    type Output;
+
+    /// Builds it on `dev`.
+    ///
+    /// # Errors
+    /// Whatever building it can fail with.
+    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, crate::BuildError>;
+}
+
+/// Opens the device `spec` names with `seed` and builds `f` on it: the one
+/// place where a device name becomes a device type.
+///
+/// # Errors
+/// A device this build or machine does not have, or `f`'s error.
+pub fn on_device<F: OnDevice>(spec: DeviceSpec, seed: u64, f: F) -> Result<F::Output, crate::BuildError> {
+    match spec {
+        DeviceSpec::Cpu => f.run(<dfdx::prelude::Cpu as NetDevice>::open(spec, seed)?),
+        #[cfg(feature = "cuda")]
+        DeviceSpec::Cuda(_) => f.run(<dfdx::prelude::Cuda as NetDevice>::open(spec, seed)?),
+        #[cfg(not(feature = "cuda"))]
+        DeviceSpec::Cuda(_) => Err(spec.check_available().expect_err("CUDA is not in this build").into()),
+    }
+}
+
 /// Opens CUDA device `ordinal` with `seed` for dfdx's random initializers.
 ///
 /// # Errors

@@ -29,21 +29,20 @@
 //! `grad_norm` (before clipping), `num_target_updates`, `num_updates` and
 //! `replay_buffer_size`.
 
-use crate::actor_critic::MovableDevice;
-use crate::device::DeviceSpec;
-use crate::nn::{self, HIDDEN};
-use crate::{dispatch_dims, BuildError, EnvMaker};
+use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
+use crate::model::{to_vec, Linear, Matrix, ModelConfig, ModelSupport, Params, Torso};
+use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
 use rlx::replay::{LinearSchedule, PrioritizedReplayConfig, TD_ERRORS, WEIGHTS};
 use rlx::{
-    fields, EnvShards, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch,
-    Space, SyncReplayOptimizer, Trainer,
+    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space,
+    SyncReplayOptimizer, Trainer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -109,6 +108,9 @@ pub struct DqnConfig {
     pub worker_side_prioritization: bool,
     /// Maximum global gradient norm; `null` disables clipping.
     pub grad_clip: Option<f64>,
+    /// The Q-network's layers before its heads (RLlib's `model` keys; see
+    /// the book's "Models" page); `relu` by default, as in the DQN paper.
+    pub model: ModelConfig,
     /// Keyword arguments for the env (see `rlx list`).
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration, replay and env resets.
@@ -154,6 +156,7 @@ impl Default for DqnConfig {
             prioritized_replay_eps: 1e-6,
             worker_side_prioritization: false,
             grad_clip: Some(10.0),
+            model: ModelConfig::relu(),
             env_config: serde_json::Value::Null,
             seed: 0,
             device: DeviceSpec::Cpu,
@@ -166,6 +169,7 @@ impl Default for DqnConfig {
 impl Validate for DqnConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.device.check_available()?;
+        self.model.validate(ModelSupport { algorithm: "DQN", conv: true, lstm: false, custom: true })?;
         let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
         positive("num_envs_per_worker", self.num_envs_per_worker)?;
         self.env_shards.validate(self.num_envs_per_worker)?;
@@ -243,236 +247,157 @@ impl DqnConfig {
     }
 }
 
-/// The Q-network: a 2×`H` ReLU torso, then an advantage head (`A` outputs)
-/// and a value head (1 output). The advantage head comes first because
-/// dfdx's `SplitInto` hands the torso's tape to its first output.
-pub type QNetwork<const O: usize, const A: usize, const H: usize = HIDDEN> =
-    ((Linear<O, H>, ReLU, Linear<H, H>, ReLU), SplitInto<(Linear<H, A>, Linear<H, 1>)>);
-/// [`QNetwork`] built on device `D`.
-type Model<const O: usize, const A: usize, const H: usize, D> = (
-    (modules::Linear<O, H, f32, D>, modules::ReLU, modules::Linear<H, H, f32, D>, modules::ReLU),
-    SplitInto<(modules::Linear<H, A, f32, D>, modules::Linear<H, 1, f32, D>)>,
-);
+/// The Q-network: the `model`'s layers, then an advantage head (one output
+/// per action) and a value head, combined by the dueling formula (or the
+/// advantage head alone without `dueling`).
+pub struct QNetwork<D: NetDevice> {
+    torso: Torso<D>,
+    advantage: Linear,
+    value: Linear,
+    actions: usize,
+    dueling: bool,
+}
 
-/// A DQN policy for `O`-dimensional observations and `A` actions on device
-/// `D`: the online and target networks, Adam, and ε-greedy exploration.
-pub struct DqnPolicy<const O: usize, const A: usize, D: Device<f32> = Cpu, const H: usize = HIDDEN> {
+impl<D: NetDevice> QNetwork<D> {
+    /// The network for `n` actions on observations of `obs`: tensors
+    /// `q.torso.…`, `q.advantage` and `q.value`.
+    ///
+    /// # Errors
+    /// A model that does not fit the observation space.
+    pub fn build(cfg: &DqnConfig, obs: &Space, actions: usize, p: &mut Params<D>) -> Result<Self, BuildError> {
+        let torso = Torso::build(&cfg.model, obs, p, "q.torso")?;
+        let advantage = Linear::new(p, "q.advantage", torso.features(), actions);
+        let value = Linear::new(p, "q.value", torso.features(), 1);
+        Ok(Self { torso, advantage, value, actions, dueling: cfg.dueling })
+    }
+
+    /// `Q(s, ·)` of every row on `params` (online or target), any tape.
+    fn forward<T: crate::model::TapeKind<D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        let features = self.torso.forward(p, x);
+        if !self.dueling {
+            return self.advantage.forward(p, features);
+        }
+        let value = self.value.forward(p, features.with_empty_tape());
+        let adv = self.advantage.forward(p, features);
+        let shape = *adv.shape();
+        let mean = adv.with_empty_tape().mean::<(usize,), Axis<1>>().broadcast_like::<(usize, usize), Axis<1>>(&shape);
+        let value = value.reshape_like(&(shape.0,)).broadcast_like::<(usize, usize), Axis<1>>(&shape);
+        adv - mean + value
+    }
+
+    /// Q-values of every row of `obs` on `params`, no gradient, row-major
+    /// `[n, actions]` on the host. The dueling formula is applied on the
+    /// host: for the few rows an evaluator acts on, that is cheaper than
+    /// three more device operations.
+    fn q_values(&self, p: &Params<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        let features = self.torso.forward(p, self.torso.input().encode(p.device(), obs)?);
+        if !self.dueling {
+            return Ok(to_vec(&self.advantage.forward(p, features)));
+        }
+        let value = to_vec(&self.value.forward(p, features.clone()));
+        let mut q = to_vec(&self.advantage.forward(p, features));
+        for (row, v) in q.chunks_exact_mut(self.actions).zip(value) {
+            let mean = row.iter().sum::<f32>() / self.actions as f32;
+            row.iter_mut().for_each(|x| *x += v - mean);
+        }
+        Ok(q)
+    }
+}
+
+/// DQN's part of the policy: the Q-network, ε-greedy exploration and the
+/// target-network schedule.
+pub struct Dqn<D: NetDevice> {
     cfg: DqnConfig,
-    dev: D,
-    model: Model<O, A, H, D>,
-    target: Model<O, A, H, D>,
-    adam: nn::Adam,
-    grads: Option<Gradients<f32, D>>,
-    rng: ChaCha8Rng,
+    net: QNetwork<D>,
     exploration: LinearSchedule,
+    state: DqnState,
+}
+
+/// What DQN saves besides the core's state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DqnState {
     /// Env steps this policy has acted on with exploration.
     steps_explored: u64,
     /// Gradient updates applied.
     updates: u64,
+    /// Copies of the online network into the target network.
     num_target_updates: u64,
-    observation_space: Space,
-    action_space: Space,
 }
 
-// SAFETY: as for `ActorCriticPolicy` (see the argument there): the public
-// constructors build the device, no method hands out a clone of it or of a
-// tensor, so sending the policy sends every clone of its device handle; the
-// other fields are plain data.
-unsafe impl<const O: usize, const A: usize, D: MovableDevice, const H: usize> Send for DqnPolicy<O, A, D, H> {}
-
-impl<const O: usize, const A: usize, const H: usize> DqnPolicy<O, A, Cpu, H> {
-    /// A policy on the CPU. Initial weights depend only on `cfg.seed`;
-    /// exploration uses `rng_seed`.
-    pub fn new(cfg: DqnConfig, observation_space: Space, action_space: Space, rng_seed: u64) -> Self {
-        let dev = Cpu::seed_from_u64(cfg.seed);
-        Self::on_device(dev, cfg, observation_space, action_space, rng_seed)
-    }
-}
-
-#[cfg(feature = "cuda")]
-impl<const O: usize, const A: usize, const H: usize> DqnPolicy<O, A, Cuda, H> {
-    /// A policy on CUDA device `ordinal`.
-    ///
-    /// # Errors
-    /// [`BuildError::Unsupported`] if the device cannot be opened.
-    pub fn on_cuda(
-        ordinal: usize,
-        cfg: DqnConfig,
-        observation_space: Space,
-        action_space: Space,
-        rng_seed: u64,
-    ) -> Result<Self, BuildError> {
-        let dev = crate::device::open_cuda(ordinal, cfg.seed)?;
-        Ok(Self::on_device(dev, cfg, observation_space, action_space, rng_seed))
-    }
-}
-
-impl<const O: usize, const A: usize, D: Device<f32>, const H: usize> DqnPolicy<O, A, D, H> {
-    fn on_device(dev: D, cfg: DqnConfig, observation_space: Space, action_space: Space, rng_seed: u64) -> Self {
-        let model = Model::<O, A, H, D>::build(&dev);
-        let adam = nn::Adam::new(model.num_trainable_params(), cfg.lr as f32, 1e-8);
-        Self {
-            exploration: cfg.exploration(),
-            cfg,
-            target: model.clone(),
-            model,
-            dev,
-            adam,
-            grads: None,
-            rng: ChaCha8Rng::seed_from_u64(rng_seed),
-            steps_explored: 0,
-            updates: 0,
-            num_target_updates: 0,
-            observation_space,
-            action_space,
-        }
-    }
-
+impl<D: NetDevice> Dqn<D> {
     /// ε now.
     pub fn epsilon(&self) -> f64 {
-        self.exploration.value(self.steps_explored)
-    }
-
-    fn obs_tensor(&self, obs: &[f32]) -> Result<Tensor<(usize, Const<O>), f32, D>, PolicyError> {
-        if obs.len() % O != 0 {
-            return Err(PolicyError::Other(format!(
-                "{} observation values is not a whole number of rows of {O}",
-                obs.len()
-            )));
-        }
-        Ok(self.dev.tensor_from_vec(obs.to_vec(), (obs.len() / O, Const::<O>)))
-    }
-
-    /// Q-values of every row of `obs` under `net` (online or target), no
-    /// gradient, row-major `[n, A]` on the host.
-    fn q_values(&self, net: &Model<O, A, H, D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
-        let (adv, value) = net.forward(self.obs_tensor(obs)?);
-        let (mut q, value) = (adv.as_vec(), value.as_vec());
-        if self.cfg.dueling {
-            for (row, v) in q.chunks_exact_mut(A).zip(value) {
-                let mean = row.iter().sum::<f32>() / A as f32;
-                row.iter_mut().for_each(|x| *x += v - mean);
-            }
-        }
-        Ok(q)
+        self.exploration.value(self.state.steps_explored)
     }
 
     /// The bootstrapped target `R + γ^k (1 − terminated) Q_target(s', a*)`
-    /// of every row, with `a*` from the online network (double Q) or the
-    /// target network.
-    fn td_targets(&self, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+    /// of every row, with `a*` the best legal action of `s'` by the online
+    /// network (double Q) or the target network.
+    fn td_targets(&self, core: &PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+        let a = self.net.actions;
         let new_obs = batch.f32(fields::NEW_OBS)?;
         let (rewards, terminated) = (batch.f32(fields::REWARDS)?, batch.f32(fields::TERMINATEDS)?);
         let discounts = batch.f32(N_STEP_DISCOUNTS)?;
-        let q_target = self.q_values(&self.target, new_obs)?;
-        let q_select = if self.cfg.double_q { self.q_values(&self.model, new_obs)? } else { q_target.clone() };
+        let target = core.target.as_ref().expect("DQN keeps a target network");
+        let q_target = self.net.q_values(target, new_obs)?;
+        let q_select = if self.cfg.double_q { self.net.q_values(&core.params, new_obs)? } else { q_target.clone() };
+        let masks = batch.get(fields::NEW_ACTION_MASK).map(|_| batch.f32(fields::NEW_ACTION_MASK)).transpose()?;
         Ok((0..batch.len())
             .map(|i| {
-                let next = argmax(&q_select[i * A..(i + 1) * A]);
-                rewards[i] + discounts[i] * (1.0 - terminated[i]) * q_target[i * A + next]
+                let mask = masks.map(|m| &m[i * a..(i + 1) * a]);
+                let next = argmax(&q_select[i * a..(i + 1) * a], mask);
+                rewards[i] + discounts[i] * (1.0 - terminated[i]) * q_target[i * a + next]
             })
             .collect())
     }
-
-    /// The weighted Huber loss on `batch` and its flat, unclipped gradient.
-    fn backward(&mut self, batch: &SampleBatch) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
-        let n = batch.len();
-        let targets = self.td_targets(batch)?;
-        let weights = match batch.f32(WEIGHTS) {
-            Ok(w) => w.to_vec(),
-            Err(_) => vec![1.0; n],
-        };
-        let actions: Vec<usize> = batch.i64(fields::ACTIONS)?.iter().map(|&a| a as usize).collect();
-        if let Some(&a) = actions.iter().find(|&&a| a >= A) {
-            return Err(PolicyError::Other(format!("action {a} is outside the {A} actions of this network")));
-        }
-        let obs = self.obs_tensor(batch.f32(fields::OBS)?)?;
-        let grads = self.grads.take().unwrap_or_else(|| self.model.alloc_grads());
-        let (adv, value) = self.model.forward(obs.traced(grads));
-        let shape = *adv.shape();
-        let q = if self.cfg.dueling {
-            let mean = adv.with_empty_tape().mean::<(usize,), Axis<1>>().broadcast_like(&shape);
-            adv - mean + value.reshape_like(&(n,)).broadcast_like(&shape)
-        } else {
-            adv
-        };
-        let q_taken = q.select(self.dev.tensor_from_vec(actions, (n,)));
-        let q_host = q_taken.as_vec();
-        let huber = q_taken.huber_error(self.dev.tensor_from_vec(targets.clone(), (n,)), 1.0);
-        let loss = (huber * self.dev.tensor_from_vec(weights, (n,))).mean();
-        let total = loss.as_vec()[0];
-        if !total.is_finite() {
-            return Err(PolicyError::NonFinite("loss".into()));
-        }
-        let mut stats = LearnerStats::default();
-        stats.set("loss", total as f64);
-        stats.set("mean_q", q_host.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
-        let td_abs = q_host.iter().zip(&targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
-        stats.set("mean_td_error", td_abs / n as f64);
-        let mut grads = loss.backward();
-        let flat = nn::flat_grads(&self.model, &grads);
-        self.model.zero_grads(&mut grads);
-        self.grads = Some(grads);
-        Ok((flat, stats))
-    }
-
-    /// Clips, takes one Adam step, and copies the online network into the
-    /// target network every `target_update_interval` updates. Returns the
-    /// gradient norm before clipping.
-    fn step(&mut self, mut grad: Vec<f32>) -> Result<f32, PolicyError> {
-        let norm = nn::clip_grad_norm(&mut grad, self.cfg.grad_clip.map(|c| c as f32))?;
-        let mut params = nn::flat_params(&self.model);
-        self.adam.update(&mut params, &grad)?;
-        nn::load_params(&mut self.model, &params)?;
-        self.updates += 1;
-        if self.updates % self.cfg.target_update_interval == 0 {
-            self.target = self.model.clone();
-            self.num_target_updates += 1;
-        }
-        Ok(norm)
-    }
 }
 
-/// The index of the largest entry (the first of ties).
-fn argmax(row: &[f32]) -> usize {
-    (0..row.len()).fold(0, |best, i| if row[i] > row[best] { i } else { best })
+/// The index of the largest entry among the legal ones (the first of
+/// ties); every entry is legal without a mask.
+fn argmax(row: &[f32], mask: Option<&[f32]>) -> usize {
+    let legal = |i: usize| mask.is_none_or(|m| m[i] != 0.0);
+    let first = (0..row.len()).find(|&i| legal(i)).unwrap_or(0);
+    (0..row.len()).filter(|&i| legal(i)).fold(first, |best, i| if row[i] > row[best] { i } else { best })
 }
 
-/// What [`DqnPolicy`] saves besides its weights.
-#[derive(Serialize, Deserialize)]
-struct SavedState {
-    adam: nn::Adam,
-    rng: ChaCha8Rng,
-    target: Vec<f32>,
-    steps_explored: u64,
-    updates: u64,
-    num_target_updates: u64,
-}
+impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
+    type State = DqnState;
 
-impl<const O: usize, const A: usize, D: Device<f32>, const H: usize> PolicyGraph for DqnPolicy<O, A, D, H>
-where
-    Self: Send,
-{
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.action_space
-    }
-
-    /// Greedy actions, each replaced by a uniformly random one with
-    /// probability ε when exploring.
-    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        let q = self.q_values(&self.model, obs)?;
+    /// The best legal action, replaced by a uniformly random legal one
+    /// with probability ε when exploring.
+    fn act(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        input: &PolicyInput<'_>,
+        explore: bool,
+        out: &mut SampleBatch,
+    ) -> Result<(), PolicyError> {
+        let a = self.net.actions;
+        let q = self.net.q_values(&core.params, input.obs)?;
+        if let Some(m) = input.action_mask {
+            if m.len() != q.len() {
+                return Err(PolicyError::WrongLength { what: "action mask values", expected: q.len(), got: m.len() });
+            }
+        }
         let eps = self.epsilon();
-        let mut actions = Vec::with_capacity(q.len() / A);
-        for row in q.chunks_exact(A) {
-            let a = if explore && self.rng.gen::<f64>() < eps { self.rng.gen_range(0..A) } else { argmax(row) };
-            actions.push(a as i64);
+        let mut actions = Vec::with_capacity(q.len() / a);
+        let mut legal = Vec::with_capacity(a);
+        for (r, row) in q.chunks_exact(a).enumerate() {
+            let mask = input.action_mask.map(|m| &m[r * a..(r + 1) * a]);
+            legal.clear();
+            legal.extend((0..a).filter(|&i| mask.is_none_or(|m| m[i] != 0.0)));
+            if legal.is_empty() {
+                return Err(PolicyError::Other(format!("row {r}: the action mask leaves no legal action")));
+            }
+            let action = if explore && core.rng.gen::<f64>() < eps {
+                legal[core.rng.gen_range(0..legal.len())]
+            } else {
+                argmax(row, mask)
+            };
+            actions.push(action as i64);
         }
         if explore {
-            self.steps_explored += actions.len() as u64;
+            self.state.steps_explored += actions.len() as u64;
         }
         *out = SampleBatch::new();
         out.insert_i64(fields::ACTIONS, actions, 1)?;
@@ -482,130 +407,128 @@ where
     /// n-step returns and each row's bootstrap discount; with
     /// `worker_side_prioritization`, each row's TD error under the weights
     /// that sampled it.
-    fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
+    fn postprocess(&mut self, core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
         n_step_returns(traj, self.cfg.n_step, self.cfg.gamma as f32)?;
         if self.cfg.worker_side_prioritization {
-            let td = self.td_errors(traj)?;
+            let td = self.td_errors(core, traj)?;
             traj.insert_f32(TD_ERRORS, td, 1)?;
         }
         Ok(())
     }
 
-    /// One gradient step on the (replayed) batch.
-    fn learn_on_batch(&mut self, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
-        let (grad, mut stats) = self.backward(batch)?;
-        stats.set("grad_norm", self.step(grad)? as f64);
-        stats.set("num_target_updates", self.num_target_updates as f64);
-        Ok(stats)
-    }
-
-    fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
-        let (grad, mut stats) = self.backward(batch)?;
-        stats.set("grad_norm", rlx::policy::global_norm(&grad));
-        Ok((grad, stats))
-    }
-
-    fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
-        let expected = self.adam.num_params();
-        if grads.len() != expected {
-            return Err(PolicyError::WrongLength { what: "gradients", expected, got: grads.len() });
-        }
-        self.step(grads.to_vec()).map(drop)
-    }
-
-    fn td_errors(&mut self, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
-        let targets = self.td_targets(batch)?;
-        let q = self.q_values(&self.model, batch.f32(fields::OBS)?)?;
-        let actions = batch.i64(fields::ACTIONS)?;
-        Ok(targets.iter().zip(actions).enumerate().map(|(i, (y, &a))| q[i * A + a as usize] - y).collect())
-    }
-
-    fn get_weights(&self) -> FlatWeights {
-        nn::flat_params(&self.model)
-    }
-
-    /// Sets the online network and the target network alike: a policy
-    /// given weights (a restored checkpoint) bootstraps from them too.
-    fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
-        nn::load_params(&mut self.model, weights)?;
-        self.target = self.model.clone();
-        Ok(())
-    }
-
-    fn save_state(&self) -> Option<Vec<u8>> {
-        let saved = SavedState {
-            adam: self.adam.clone(),
-            rng: self.rng.clone(),
-            target: nn::flat_params(&self.target),
-            steps_explored: self.steps_explored,
-            updates: self.updates,
-            num_target_updates: self.num_target_updates,
+    /// The importance-weighted Huber loss (δ = 1) of the TD errors.
+    fn gradient(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+        stats: &mut LearnerStats,
+    ) -> Result<Vec<f32>, PolicyError> {
+        let (n, a) = (batch.len(), self.net.actions);
+        let targets = self.td_targets(core, batch)?;
+        let weights = match batch.f32(WEIGHTS) {
+            Ok(w) => w.to_vec(),
+            Err(_) => vec![1.0; n],
         };
-        rlx::codec::encode_value(&saved).ok()
+        let actions: Vec<usize> = batch.i64(fields::ACTIONS)?.iter().map(|&a| a as usize).collect();
+        if let Some(&bad) = actions.iter().find(|&&x| x >= a) {
+            return Err(PolicyError::Other(format!("action {bad} is outside the {a} actions of this network")));
+        }
+        let p = &core.params;
+        let dev = p.device();
+        let x = self.net.torso.input().encode(dev, batch.f32(fields::OBS)?)?;
+        let q = self.net.forward(p, x.leaky_traced());
+        let q_taken = q.select(dev.tensor_from_vec(actions, (n,)));
+        let q_host = q_taken.as_vec();
+        let huber = q_taken.huber_error(dev.tensor_from_vec(targets.clone(), (n,)), 1.0);
+        let loss = (huber * dev.tensor_from_vec(weights, (n,))).mean();
+        let (total, grad) = core.backward(loss, "loss", 0..core.num_params())?;
+        stats.set("loss", total as f64);
+        stats.set("mean_q", q_host.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
+        let td_abs = q_host.iter().zip(&targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
+        stats.set("mean_td_error", td_abs / n as f64);
+        Ok(grad)
     }
 
-    fn load_state(&mut self, state: &[u8]) -> Result<(), PolicyError> {
-        let saved: SavedState = rlx::codec::decode_value(state)
-            .map_err(|e| PolicyError::Other(format!("not a saved state of this policy: {e}")))?;
-        let expected = self.model.num_trainable_params();
-        if saved.adam.num_params() != expected || saved.target.len() != expected {
-            return Err(PolicyError::Other(format!(
-                "the saved state is for another network size (this one has {expected} parameters)"
-            )));
+    /// Clips, takes one Adam step, and copies the online network into the
+    /// target network every `target_update_interval` updates.
+    fn apply(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        grad: &mut [f32],
+        stats: &mut LearnerStats,
+    ) -> Result<(), PolicyError> {
+        core.step_all(grad, stats)?;
+        self.state.updates += 1;
+        if self.state.updates % self.cfg.target_update_interval == 0 {
+            core.target = Some(core.params.clone());
+            self.state.num_target_updates += 1;
         }
-        nn::load_params(&mut self.target, &saved.target)?;
-        self.adam = saved.adam;
-        self.rng = saved.rng;
-        (self.steps_explored, self.updates, self.num_target_updates) =
-            (saved.steps_explored, saved.updates, saved.num_target_updates);
+        stats.set("num_target_updates", self.state.num_target_updates as f64);
         Ok(())
+    }
+
+    fn td_errors(&mut self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+        let a = self.net.actions;
+        let targets = self.td_targets(core, batch)?;
+        let q = self.net.q_values(&core.params, batch.f32(fields::OBS)?)?;
+        let actions = batch.i64(fields::ACTIONS)?;
+        Ok(targets.iter().zip(actions).enumerate().map(|(i, (y, &act))| q[i * a + act as usize] - y).collect())
+    }
+
+    fn state(&self) -> DqnState {
+        self.state
+    }
+
+    fn set_state(&mut self, state: DqnState) {
+        self.state = state;
     }
 }
 
 /// A DQN policy for the given spaces on the config's device.
 ///
 /// # Errors
-/// [`BuildError::Unsupported`] unless the observation space is a `Box` and
-/// the action space `Discrete` with a compiled network size, or for a
-/// device this build or machine lacks.
+/// [`BuildError::Unsupported`] unless the action space is `Discrete`;
+/// [`BuildError::Config`] for a `model` that does not fit the observation
+/// space; a device this build or machine lacks.
 pub fn make_policy(
     cfg: &DqnConfig,
     observation_space: &Space,
     action_space: &Space,
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    let (obs_dim, n_actions) = match (observation_space, action_space) {
-        (Space::Box { .. }, Space::Discrete { n }) => (observation_space.flat_dim(), *n as usize),
-        _ => {
-            return Err(BuildError::Unsupported(format!(
-                "DQN supports a Box observation space with Discrete actions; got {observation_space} and {action_space}"
-            )))
-        }
+    let Space::Discrete { n } = action_space else {
+        return Err(BuildError::Unsupported(format!(
+            "DQN needs a Discrete action space (one Q-value per action); got {action_space}"
+        )));
     };
-    let (o, a, cfg) = (observation_space.clone(), action_space.clone(), cfg.clone());
-    dispatch_dims!(
-        obs_dim,
-        n_actions,
-        |OBS, ACT| build_on::<OBS, ACT>(cfg, o, a, rng_seed),
-        Err(BuildError::Unsupported(format!(
-            "no compiled DQN network for {obs_dim} observations and {n_actions} actions; supported (obs, actions): {:?}",
-            nn::SUPPORTED_DIMS
-        )))
-    )
+    let build = Build { cfg, obs: observation_space, act: action_space, actions: *n as usize, rng_seed };
+    on_device(cfg.device, cfg.seed, build)
 }
 
-fn build_on<const O: usize, const A: usize>(
-    cfg: DqnConfig,
-    o: Space,
-    a: Space,
+struct Build<'a> {
+    cfg: &'a DqnConfig,
+    obs: &'a Space,
+    act: &'a Space,
+    actions: usize,
     rng_seed: u64,
-) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    match cfg.device {
-        DeviceSpec::Cpu => Ok(Box::new(DqnPolicy::<O, A>::new(cfg, o, a, rng_seed))),
-        #[cfg(feature = "cuda")]
-        DeviceSpec::Cuda(n) => Ok(Box::new(DqnPolicy::<O, A, Cuda>::on_cuda(n, cfg, o, a, rng_seed)?)),
-        #[cfg(not(feature = "cuda"))]
-        DeviceSpec::Cuda(_) => Err(cfg.device.check_available().expect_err("CUDA is not in this build").into()),
+}
+
+impl OnDevice for Build<'_> {
+    type Output = Box<dyn PolicyGraph>;
+
+    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
+        Ok(Box::new(self.policy(dev)?))
+    }
+}
+
+impl Build<'_> {
+    fn policy<D: NetDevice>(self, dev: D) -> Result<CorePolicy<Dqn<D>, D>, BuildError> {
+        let mut params = Params::new(dev);
+        let net = QNetwork::build(self.cfg, self.obs, self.actions, &mut params)?;
+        let mut core = PolicyCore::new(params, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
+        core.add_optimizer(0..core.num_params(), self.cfg.lr, 1e-8, self.cfg.grad_clip);
+        let dqn = Dqn { exploration: self.cfg.exploration(), cfg: self.cfg.clone(), net, state: DqnState::default() };
+        Ok(CorePolicy::new(core, dqn))
     }
 }
 
@@ -639,8 +562,16 @@ mod tests {
     use super::*;
     use rlx::replay::BATCH_INDEXES;
 
+    type Policy = CorePolicy<Dqn<Cpu>, Cpu>;
+
     fn spaces() -> (Space, Space) {
         (Space::uniform_box(-1.0, 1.0, vec![4]).unwrap(), Space::discrete(2))
+    }
+
+    fn policy(cfg: DqnConfig, rng_seed: u64) -> Policy {
+        let (o, a) = spaces();
+        let dev = Cpu::seed_from_u64(cfg.seed);
+        Build { cfg: &cfg, obs: &o, act: &a, actions: 2, rng_seed }.policy(dev).unwrap()
     }
 
     /// Four transitions with hand-picked rewards and ends.
@@ -657,18 +588,25 @@ mod tests {
         b
     }
 
+    fn q(p: &Policy, params: &Params<Cpu>, obs: &[f32]) -> Vec<f32> {
+        p.algorithm().net.q_values(params, obs).unwrap()
+    }
+
+    fn target(p: &Policy) -> &Params<Cpu> {
+        p.core().target.as_ref().unwrap()
+    }
+
     #[test]
     fn targets_follow_the_bellman_equation() {
         for (double_q, dueling) in [(true, true), (false, true), (true, false), (false, false)] {
-            let cfg = DqnConfig { double_q, dueling, ..DqnConfig::default() };
-            let (o, a) = spaces();
-            let mut p = DqnPolicy::<4, 2>::new(cfg, o, a, 0);
+            let mut p = policy(DqnConfig { double_q, dueling, ..DqnConfig::default() }, 0);
             let b = batch(&mut p);
             let new_obs = b.f32(fields::NEW_OBS).unwrap();
-            let (q_t, q_o) = (p.q_values(&p.target, new_obs).unwrap(), p.q_values(&p.model, new_obs).unwrap());
-            let targets = p.td_targets(&b).unwrap();
+            let (q_t, q_o) = (q(&p, target(&p), new_obs), q(&p, &p.core().params, new_obs));
+            let targets = p.algorithm().td_targets(p.core(), &b).unwrap();
             for i in 0..4 {
-                let pick = if double_q { argmax(&q_o[i * 2..i * 2 + 2]) } else { argmax(&q_t[i * 2..i * 2 + 2]) };
+                let pick =
+                    if double_q { argmax(&q_o[i * 2..i * 2 + 2], None) } else { argmax(&q_t[i * 2..i * 2 + 2], None) };
                 let r = b.f32(fields::REWARDS).unwrap()[i];
                 let expected = if i == 2 { r } else { r + 0.99 * q_t[i * 2 + pick] };
                 assert!((targets[i] - expected).abs() < 1e-6, "{double_q} {dueling} row {i}");
@@ -683,29 +621,57 @@ mod tests {
 
     #[test]
     fn dueling_q_is_value_plus_centered_advantage() {
-        let (o, a) = spaces();
-        let p = DqnPolicy::<4, 2>::new(DqnConfig::default(), o, a, 0);
+        let p = policy(DqnConfig::default(), 0);
+        let (net, params) = (&p.algorithm().net, &p.core().params);
         let obs = [0.1f32, -0.2, 0.3, 0.05];
-        let (adv, v) = p.model.forward(p.obs_tensor(&obs).unwrap());
-        let (adv, v) = (adv.as_vec(), v.as_vec()[0]);
-        let q = p.q_values(&p.model, &obs).unwrap();
+        let features = net.torso.forward(params, net.torso.input().encode(params.device(), &obs).unwrap());
+        let (adv, v) =
+            (net.advantage.forward(params, features.clone()).as_vec(), net.value.forward(params, features).as_vec()[0]);
+        let q = q(&p, params, &obs);
         let mean = (adv[0] + adv[1]) / 2.0;
         assert!((q[0] - (v + adv[0] - mean)).abs() < 1e-6 && (q[1] - (v + adv[1] - mean)).abs() < 1e-6);
     }
 
     #[test]
+    fn masked_actions_are_never_taken_nor_bootstrapped_from() {
+        let mut p = policy(DqnConfig { exploration_initial_eps: 0.5, ..DqnConfig::default() }, 0);
+        let obs: Vec<f32> = (0..4 * 64).map(|i| (i as f32 * 0.13).sin()).collect();
+        // Row r allows only action r % 2.
+        let mask: Vec<f32> = (0..64).flat_map(|r| if r % 2 == 0 { [1.0, 0.0] } else { [0.0, 1.0] }).collect();
+        for explore in [false, true] {
+            let mut out = SampleBatch::new();
+            let input = PolicyInput { obs: &obs, action_mask: Some(&mask), state: None };
+            p.compute_actions_from_input(&input, explore, &mut out).unwrap();
+            let actions = out.i64(fields::ACTIONS).unwrap();
+            assert!(actions.iter().enumerate().all(|(r, &a)| a == (r % 2) as i64), "explore {explore}: {actions:?}");
+        }
+        let mut b = batch(&mut p);
+        let new_obs = b.f32(fields::NEW_OBS).unwrap().to_vec();
+        let q_t = q(&p, target(&p), &new_obs);
+        // Only the worse next action is legal: the target must use it.
+        let worse: Vec<f32> =
+            (0..4).flat_map(|i| if q_t[2 * i] < q_t[2 * i + 1] { [1.0, 0.0] } else { [0.0, 1.0] }).collect();
+        b.insert_f32(fields::NEW_ACTION_MASK, worse.clone(), 2).unwrap();
+        let targets = p.algorithm().td_targets(p.core(), &b).unwrap();
+        let r = b.f32(fields::REWARDS).unwrap();
+        let next = q_t.iter().zip(&worse).map(|(q, m)| q * m).collect::<Vec<_>>();
+        for i in [0, 1, 3] {
+            let expected = r[i] + 0.99 * (next[2 * i] + next[2 * i + 1]);
+            assert!((targets[i] - expected).abs() < 1e-6, "row {i}");
+        }
+    }
+
+    #[test]
     fn learning_moves_q_towards_the_target_and_syncs_the_target_network() {
-        let cfg = DqnConfig { target_update_interval: 3, lr: 1e-2, ..DqnConfig::default() };
-        let (o, a) = spaces();
-        let mut p = DqnPolicy::<4, 2>::new(cfg, o, a, 0);
+        let mut p = policy(DqnConfig { target_update_interval: 3, lr: 1e-2, ..DqnConfig::default() }, 0);
         let b = batch(&mut p);
         let before: f32 = p.td_errors(&b).unwrap().iter().map(|x| x * x).sum();
-        let target_before = nn::flat_params(&p.target);
+        let target_before = target(&p).to_vec();
         p.learn_on_batch(&b).unwrap();
         p.learn_on_batch(&b).unwrap();
-        assert_eq!(nn::flat_params(&p.target), target_before, "no copy before the interval");
+        assert_eq!(target(&p).to_vec(), target_before, "no copy before the interval");
         let stats = p.learn_on_batch(&b).unwrap();
-        assert_eq!(nn::flat_params(&p.target), p.get_weights(), "copied at the interval");
+        assert_eq!(target(&p).to_vec(), p.get_weights(), "copied at the interval");
         assert_eq!(stats.get("num_target_updates"), Some(1.0));
         let after: f32 = p.td_errors(&b).unwrap().iter().map(|x| x * x).sum();
         assert!(after < before, "squared TD error {before} -> {after}");
@@ -713,9 +679,7 @@ mod tests {
 
     #[test]
     fn gradient_split_equals_learn_step() {
-        let (o, a) = spaces();
-        let mut x = DqnPolicy::<4, 2>::new(DqnConfig::default(), o.clone(), a.clone(), 0);
-        let mut y = DqnPolicy::<4, 2>::new(DqnConfig::default(), o, a, 0);
+        let (mut x, mut y) = (policy(DqnConfig::default(), 0), policy(DqnConfig::default(), 0));
         let b = batch(&mut x);
         let (g, _) = x.compute_gradients(&b).unwrap();
         x.apply_gradients(&g).unwrap();
@@ -726,8 +690,7 @@ mod tests {
 
     #[test]
     fn importance_weights_scale_the_gradient() {
-        let (o, a) = spaces();
-        let mut p = DqnPolicy::<4, 2>::new(DqnConfig::default(), o, a, 0);
+        let mut p = policy(DqnConfig::default(), 0);
         let mut b = batch(&mut p);
         let (g1, _) = p.compute_gradients(&b).unwrap();
         b.insert_f32(WEIGHTS, vec![0.5; 4], 1).unwrap();
@@ -739,38 +702,32 @@ mod tests {
     #[test]
     fn epsilon_anneals_with_explored_steps_and_greedy_ignores_it() {
         let cfg = DqnConfig { exploration_timesteps: 100, exploration_final_eps: 0.1, ..DqnConfig::default() };
-        let (o, a) = spaces();
-        let mut p = DqnPolicy::<4, 2>::new(cfg, o, a, 0);
+        let mut p = policy(cfg, 0);
         let obs = vec![0.1f32; 4 * 50];
         let mut out = SampleBatch::new();
-        assert_eq!(p.epsilon(), 1.0);
+        assert_eq!(p.algorithm().epsilon(), 1.0);
         p.compute_actions(&obs, false, &mut out).unwrap();
-        assert_eq!(p.epsilon(), 1.0, "greedy acting does not advance the schedule");
+        assert_eq!(p.algorithm().epsilon(), 1.0, "greedy acting does not advance the schedule");
         let greedy = out.i64(fields::ACTIONS).unwrap().to_vec();
         assert!(greedy.iter().all(|&a| a == greedy[0]));
         p.compute_actions(&obs, true, &mut out).unwrap();
         let explored = out.i64(fields::ACTIONS).unwrap();
         assert!(explored.iter().any(|&a| a != greedy[0]), "ε = 1 explores");
-        assert!((p.epsilon() - 0.55).abs() < 1e-9);
+        assert!((p.algorithm().epsilon() - 0.55).abs() < 1e-9);
         p.compute_actions(&obs, true, &mut out).unwrap();
-        assert!((p.epsilon() - 0.1).abs() < 1e-9);
+        assert!((p.algorithm().epsilon() - 0.1).abs() < 1e-9);
     }
 
     #[test]
     fn state_round_trips_and_bad_input_is_an_error() {
-        let (o, a) = spaces();
-        let mut p = DqnPolicy::<4, 2>::new(DqnConfig { target_update_interval: 1000, ..DqnConfig::default() }, o, a, 0);
+        let cfg = DqnConfig { target_update_interval: 1000, ..DqnConfig::default() };
+        let mut p = policy(cfg.clone(), 0);
         let b = batch(&mut p);
         p.learn_on_batch(&b).unwrap();
-        let mut q = DqnPolicy::<4, 2>::new(
-            DqnConfig { target_update_interval: 1000, ..DqnConfig::default() },
-            spaces().0,
-            spaces().1,
-            9,
-        );
+        let mut q = policy(cfg, 9);
         q.set_weights(&p.get_weights()).unwrap();
         q.load_state(&p.save_state().unwrap()).unwrap();
-        assert_eq!(nn::flat_params(&q.target), nn::flat_params(&p.target));
+        assert_eq!(target(&q).to_vec(), target(&p).to_vec());
         p.learn_on_batch(&b).unwrap();
         q.learn_on_batch(&b).unwrap();
         assert_eq!(p.get_weights(), q.get_weights(), "a restored policy continues exactly");
@@ -788,7 +745,12 @@ mod tests {
             rlx::config::merge_json(&DqnConfig::default(), &serde_json::json!({"final_prioritized_replay_beta": 2.0}))
                 .unwrap_err();
         assert!(err.to_string().contains("final_prioritized_replay_beta"), "{err}");
-        let pixel = Space::uniform_box(0.0, 1.0, vec![3, 3]).unwrap();
-        assert!(make_policy(&DqnConfig::default(), &pixel, &Space::discrete(2), 0).is_err());
+        let err = rlx::config::merge_json(&DqnConfig::default(), &serde_json::json!({"model": {"use_lstm": true}}))
+            .unwrap_err();
+        assert!(err.to_string().contains("model.use_lstm"), "{err}");
+        let err = make_policy(&DqnConfig::default(), &spaces().0, &Space::uniform_box(-1.0, 1.0, vec![2]).unwrap(), 0)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("Discrete action space"), "{err}");
     }
 }

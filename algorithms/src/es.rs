@@ -28,9 +28,10 @@
 //! children are retried there and logged).
 
 use crate::evolution::{
-    centered_ranks, check_settings, weighted_noise_sum, EvolutionOptimizer, EvolutionSettings, FlatPolicy, NoiseTable,
-    PairResult, PerturberSpec, UpdateRule,
+    centered_ranks, check_model, check_settings, hiddens, weighted_noise_sum, EvolutionOptimizer, EvolutionSettings,
+    FlatPolicy, NoiseTable, PairResult, PerturberSpec, UpdateRule,
 };
+use crate::model::ModelConfig;
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
@@ -53,8 +54,10 @@ pub struct EsConfig {
     pub stepsize: f64,
     /// L2 weight decay added to the update.
     pub l2_coeff: f64,
-    /// Hidden layer widths of the tanh policy network.
-    pub hidden: Vec<usize>,
+    /// The policy network's hidden layers: `fcnet_hiddens` (`[]` is a
+    /// linear policy) and `fcnet_activation`; the other `model` keys do not
+    /// apply.
+    pub model: ModelConfig,
     /// `"MeanStdFilter"` (normalize observations) or `"NoFilter"`.
     pub observation_filter: ObservationFilter,
     /// Length of the shared noise table (values; 4 bytes each, generated once per process).
@@ -78,7 +81,7 @@ impl Default for EsConfig {
             noise_stdev: 0.02,
             stepsize: 0.01,
             l2_coeff: 0.005,
-            hidden: vec![32, 32],
+            model: hiddens(&[32, 32]),
             observation_filter: ObservationFilter::MeanStdFilter,
             // The paper's table holds 250M values (1 GB); 10M is plenty for
             // networks of a few thousand weights.
@@ -103,7 +106,7 @@ impl Validate for EsConfig {
         )?;
         check("stepsize", self.stepsize, self.stepsize > 0.0 && self.stepsize.is_finite(), "must be positive")?;
         check("l2_coeff", self.l2_coeff, self.l2_coeff >= 0.0 && self.l2_coeff.is_finite(), "must be non-negative")?;
-        check("hidden", format!("{:?}", self.hidden), self.hidden.iter().all(|&h| h > 0), "widths must be positive")
+        check_model(&self.model, "ES")
     }
 }
 
@@ -181,7 +184,7 @@ impl Adam {
 pub fn make_policy(cfg: &EsConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
     let normalize = cfg.observation_filter == ObservationFilter::MeanStdFilter;
     Ok(Box::new(
-        FlatPolicy::new(obs, act, &cfg.hidden, normalize, seed)
+        FlatPolicy::new(obs, act, &cfg.model, normalize, seed)
             .map_err(|e| BuildError::Unsupported(format!("ES {e}")))?,
     ))
 }
@@ -210,7 +213,7 @@ pub async fn optimizer(make_env: EnvMaker, cfg: EsConfig) -> Result<EvolutionOpt
         restart: cfg.restart,
         spec: PerturberSpec {
             make_env,
-            hidden: cfg.hidden.clone(),
+            model: cfg.model.clone(),
             normalize: cfg.observation_filter == ObservationFilter::MeanStdFilter,
             noise_seed: cfg.noise_seed,
             noise_size: cfg.noise_size,
@@ -260,7 +263,9 @@ mod tests {
         };
         assert!(bad(serde_json::json!({"noise_stdev": 0.0})).contains("noise_stdev"));
         assert!(bad(serde_json::json!({"num_perturbations": 0})).contains("num_perturbations"));
-        assert!(bad(serde_json::json!({"hidden": [32, 0]})).contains("hidden"));
+        assert!(bad(serde_json::json!({"model": {"fcnet_hiddens": [32, 0]}})).contains("model.fcnet_hiddens"));
+        let lstm = bad(serde_json::json!({"model": {"use_lstm": true}}));
+        assert!(lstm.contains("model.use_lstm") && lstm.contains("ES has no recurrent policy"), "{lstm}");
         assert!(bad(serde_json::json!({"sigma": 0.1})).contains("sigma"));
     }
 }

@@ -25,6 +25,7 @@
 //! where work runs, not what is computed: the weights are bit for bit those
 //! of the flat run (a test checks it).
 
+use crate::model::{Activation, ModelConfig, ModelSupport};
 use crate::{BuildError, EnvMaker};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -102,6 +103,32 @@ impl NoiseTable {
 // Policy on flat weights
 // ---------------------------------------------------------------------------
 
+/// One arg-max per element of a `MultiDiscrete` action, over its slice
+/// of the outputs.
+fn multi_argmax(out: &[f32], nvec: &[i64]) -> Vec<i64> {
+    let mut start = 0;
+    nvec.iter()
+        .map(|&n| {
+            let a = argmax(&out[start..start + n as usize]) as i64;
+            start += n as usize;
+            a
+        })
+        .collect()
+}
+
+/// What of `model` ES and ARS build: fully connected layers only.
+///
+/// # Errors
+/// A [`ConfigError`] naming the `model.…` key.
+pub fn check_model(model: &ModelConfig, algorithm: &'static str) -> Result<(), ConfigError> {
+    model.validate(ModelSupport { algorithm, conv: false, lstm: false, custom: false })
+}
+
+/// A model config with these hidden widths (tanh).
+pub fn hiddens(widths: &[usize]) -> ModelConfig {
+    ModelConfig { fcnet_hiddens: widths.to_vec(), ..ModelConfig::default() }
+}
+
 /// A deterministic policy on one flat weight vector: a tanh MLP (or, with
 /// no hidden layers, a linear map as in ARS) over normalized observations.
 /// Discrete actions take the arg-max output; continuous ones the output
@@ -123,6 +150,7 @@ pub struct FlatPolicy {
     mean: Vec<f32>,
     inv_std: Vec<f32>,
     normalize: bool,
+    activation: Activation,
     scratch: [Vec<f32>; 2],
 }
 
@@ -130,23 +158,28 @@ pub struct FlatPolicy {
 const OBS_CLIP: f32 = 10.0;
 
 impl FlatPolicy {
-    /// A policy for these spaces with `hidden` tanh layers, initialized
-    /// from `seed` (zeros when linear, as in ARS); `normalize` turns
-    /// observation normalization on.
+    /// A policy for these spaces with `model`'s hidden layers
+    /// (`fcnet_hiddens`, `fcnet_activation`), initialized from `seed`
+    /// (zeros when linear, as in ARS); `normalize` turns observation
+    /// normalization on. Observations of any `Box` shape are flattened.
     ///
     /// # Errors
-    /// Spaces other than a flat box of observations and discrete or box
-    /// actions.
-    pub fn new(obs: &Space, act: &Space, hidden: &[usize], normalize: bool, seed: u64) -> Result<Self, PolicyError> {
+    /// Discrete observations (no one-hot encoding here), or an empty
+    /// action space.
+    pub fn new(obs: &Space, act: &Space, model: &ModelConfig, normalize: bool, seed: u64) -> Result<Self, PolicyError> {
+        let hidden = &model.fcnet_hiddens[..];
         let obs_dim = match obs {
-            Space::Box { shape, .. } if shape.len() == 1 => shape[0],
-            other => return Err(PolicyError::Other(format!("needs a flat Box observation space, not {other}"))),
+            Space::Box { .. } => obs.flat_dim(),
+            other => return Err(PolicyError::Other(format!("needs a Box observation space, not {other}"))),
         };
         let out = match act {
             Space::Discrete { n } => *n as usize,
-            Space::Box { shape, .. } if shape.len() == 1 => shape[0],
-            other => return Err(PolicyError::Other(format!("needs Discrete or flat Box actions, not {other}"))),
+            Space::Box { .. } => act.flat_dim(),
+            Space::MultiDiscrete { nvec } => nvec.iter().sum::<i64>() as usize,
         };
+        if out == 0 {
+            return Err(PolicyError::Other(format!("cannot act in the empty action space {act}")));
+        }
         let mut sizes = vec![obs_dim];
         sizes.extend_from_slice(hidden);
         sizes.push(out);
@@ -178,6 +211,7 @@ impl FlatPolicy {
             mean: vec![0.0; obs_dim],
             inv_std: vec![1.0; obs_dim],
             normalize,
+            activation: model.fcnet_activation,
             scratch: [vec![0.0; widest], vec![0.0; widest]],
         })
     }
@@ -226,7 +260,10 @@ impl FlatPolicy {
                 }
             }
             if l + 1 < layers {
-                output[..n_out].iter_mut().for_each(|o| *o = o.tanh());
+                match self.activation {
+                    Activation::Tanh => output[..n_out].iter_mut().for_each(|o| *o = o.tanh()),
+                    Activation::Relu => output[..n_out].iter_mut().for_each(|o| *o = o.max(0.0)),
+                }
             }
             std::mem::swap(&mut input, &mut output);
         }
@@ -240,13 +277,13 @@ impl FlatPolicy {
         let out = &mut self.scratch[which][..*self.sizes.last().unwrap_or(&0)];
         match &self.act_space {
             Space::Discrete { .. } => env.step(Action::Discrete(argmax(out) as i64), obs),
+            Space::MultiDiscrete { nvec } => env.step(Action::MultiDiscrete(&multi_argmax(out, nvec)), obs),
             Space::Box { low, high, .. } => {
                 for ((a, &lo), &hi) in out.iter_mut().zip(low).zip(high) {
                     *a = a.clamp(lo, hi);
                 }
                 env.step(Action::Continuous(out), obs)
             }
-            _ => unreachable!("checked in new"),
         }
     }
 
@@ -321,7 +358,14 @@ impl PolicyGraph for FlatPolicy {
                 }
                 out.insert_f32(fields::ACTIONS, actions, n_out)
             }
-            _ => unreachable!("checked in new"),
+            Space::MultiDiscrete { nvec } => {
+                let mut actions = Vec::with_capacity(obs.len() / dim * nvec.len());
+                for row in obs.chunks_exact(dim) {
+                    let which = self.forward(row, &weights);
+                    actions.extend(multi_argmax(&self.scratch[which][..n_out], &nvec));
+                }
+                out.insert_i64(fields::ACTIONS, actions, nvec.len())
+            }
         };
         self.weights = weights;
         Ok(result?)
@@ -434,7 +478,7 @@ impl Perturber {
     /// If the env cannot be built or its spaces are unsupported.
     pub fn new(spec: &PerturberSpec) -> Result<Self, EvaluatorError> {
         let env = (spec.make_env)()?;
-        let policy = FlatPolicy::new(env.observation_space(), env.action_space(), &spec.hidden, spec.normalize, 0)?;
+        let policy = FlatPolicy::new(env.observation_space(), env.action_space(), &spec.model, spec.normalize, 0)?;
         Ok(Self { policy, env, noise: NoiseTable::shared(spec.noise_seed, spec.noise_size), perturbed: Vec::new() })
     }
 
@@ -471,8 +515,8 @@ impl Perturber {
 pub struct PerturberSpec {
     /// Builds the env.
     pub make_env: EnvMaker,
-    /// Hidden layer widths.
-    pub hidden: Vec<usize>,
+    /// The network's hidden layers (`fcnet_hiddens`, `fcnet_activation`).
+    pub model: ModelConfig,
     /// Whether observations are normalized.
     pub normalize: bool,
     /// The noise table's seed.
@@ -668,7 +712,7 @@ impl EvolutionOptimizer {
         let spec = &settings.spec;
         let env = (spec.make_env)()?;
         let policy =
-            FlatPolicy::new(env.observation_space(), env.action_space(), &spec.hidden, spec.normalize, settings.seed)
+            FlatPolicy::new(env.observation_space(), env.action_space(), &spec.model, spec.normalize, settings.seed)
                 .map_err(|e| BuildError::Unsupported(e.to_string()))?;
         if policy.num_params() > spec.noise_size {
             let allowed = format!("must be at least the network's {} weights", policy.num_params());
@@ -872,7 +916,7 @@ mod tests {
     #[test]
     fn the_flat_policy_matches_a_hand_computed_forward_pass() {
         let obs = Space::uniform_box(-1.0, 1.0, vec![2]).unwrap();
-        let mut p = FlatPolicy::new(&obs, &Space::discrete(2), &[2], false, 0).unwrap();
+        let mut p = FlatPolicy::new(&obs, &Space::discrete(2), &hiddens(&[2]), false, 0).unwrap();
         // Layer 1: w = [[1, 0], [0, -1]] (input-major), b = [0, 0.5]; layer 2: w = [[1, 0], [0, 1]], b = [0, 0].
         p.set_weights(&[1.0, 0.0, 0.0, -1.0, 0.0, 0.5, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0]).unwrap();
         let which = p.forward(&[0.3, 0.2], &p.weights.clone());
@@ -887,12 +931,12 @@ mod tests {
     #[test]
     fn normalization_round_trips_through_the_policy_state() {
         let obs = Space::uniform_box(-5.0, 5.0, vec![3]).unwrap();
-        let mut p = FlatPolicy::new(&obs, &Space::discrete(2), &[], true, 0).unwrap();
+        let mut p = FlatPolicy::new(&obs, &Space::discrete(2), &hiddens(&[]), true, 0).unwrap();
         let mut stat = RunningStat::new(3);
         stat.push(&[1.0, 2.0, 3.0]);
         stat.push(&[3.0, 2.0, 1.0]);
         p.set_obs_stat(&stat);
-        let mut q = FlatPolicy::new(&obs, &Space::discrete(2), &[], true, 0).unwrap();
+        let mut q = FlatPolicy::new(&obs, &Space::discrete(2), &hiddens(&[]), true, 0).unwrap();
         q.load_state(&p.save_state().unwrap()).unwrap();
         assert_eq!(q.obs_stat(), &stat);
         assert_eq!(q.mean, vec![2.0, 2.0, 2.0]);

@@ -21,9 +21,10 @@
 
 use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, Loss, TRAJ_ENDS};
 use crate::device::DeviceSpec;
+use crate::device::NetDevice;
 use crate::execution::{check_learning, spawn_evaluators, SamplingSettings};
+use crate::model::{ModelConfig, ModelSupport};
 use crate::{BuildError, EnvMaker};
-use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncSamplesConfig, AsyncSamplesOptimizer};
@@ -66,6 +67,9 @@ pub struct ImpalaConfig {
     pub broadcast_interval: usize,
     /// Aggregation actors concatenating batches before the learner.
     pub num_aggregation_workers: usize,
+    /// The network: hidden layers, convolutions, LSTM (RLlib's `model`
+    /// keys; see the book's "Models" page).
+    pub model: ModelConfig,
     /// Keyword arguments for the env.
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
@@ -101,6 +105,7 @@ impl Default for ImpalaConfig {
             learner_queue_size: 4,
             broadcast_interval: 1,
             num_aggregation_workers: 0,
+            model: ModelConfig::default(),
             env_config: serde_json::Value::Null,
             seed: 0,
             device: DeviceSpec::Cpu,
@@ -113,6 +118,7 @@ impl Default for ImpalaConfig {
 impl Validate for ImpalaConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.device.check_available()?;
+        self.model.validate(ModelSupport { algorithm: "IMPALA", conv: true, lstm: true, custom: true })?;
         for (key, v) in [
             ("num_envs_per_worker", self.num_envs_per_worker),
             ("rollout_fragment_length", self.rollout_fragment_length),
@@ -188,20 +194,24 @@ impl ActorCriticLoss for ImpalaConfig {
         }
     }
 
+    fn model(&self) -> &ModelConfig {
+        &self.model
+    }
+
     /// Nothing: V-trace needs the learner's current weights.
     fn postprocess(&self, _traj: &mut SampleBatch, _bootstrap: f32) -> Result<(), PolicyError> {
         Ok(())
     }
 
-    fn loss<const A: usize, D: Device<f32>>(
+    fn loss<D: NetDevice>(
         &self,
-        fwd: Forward<A, D>,
+        fwd: Forward<D>,
         mb: &SampleBatch,
         dev: &D,
     ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
         let n = mb.len();
-        let next_values = fwd.next_values.clone().expect("NEEDS_NEXT_VALUES is set");
-        let (logp, entropy, values) = fwd.split();
+        let Forward { logp, entropy, values, next_values, rows } = fwd;
+        let next_values = next_values.expect("NEEDS_NEXT_VALUES is set");
         let target_logp = logp.as_vec();
         let (vs, pg_adv) = vtrace_batch(
             mb,
@@ -212,15 +222,15 @@ impl ActorCriticLoss for ImpalaConfig {
             self.vtrace_clip_rho_threshold,
             self.vtrace_clip_c_threshold,
         )?;
-        let policy_loss = (logp * dev.tensor_from_vec(pg_adv, (n,))).mean().negate();
-        let vf_loss = (values - dev.tensor_from_vec(vs, (n,))).square().mean() * 0.5;
+        let policy_loss = rows.mean(logp * dev.tensor_from_vec(pg_adv, (n,))).negate();
+        let vf_loss = rows.mean((values - dev.tensor_from_vec(vs, (n,))).square()) * 0.5;
+        let entropy = rows.mean(entropy);
         let mut stats = LearnerStats::default();
         stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
         stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
         stats.set("entropy", entropy.as_vec()[0] as f64);
         let behaviour = mb.f32(fields::ACTION_LOGP)?;
-        let mean_rho = target_logp.iter().zip(behaviour).map(|(t, b)| ((t - b) as f64).exp()).sum::<f64>() / n as f64;
-        stats.set("mean_rho", mean_rho);
+        stats.set("mean_rho", rows.host_mean(target_logp.iter().zip(behaviour).map(|(t, b)| ((t - b) as f64).exp())));
         Ok((policy_loss + vf_loss * self.vf_loss_coeff as f32 - entropy * self.entropy_coeff as f32, stats))
     }
 }

@@ -23,17 +23,21 @@ pub mod apex;
 pub mod appo;
 pub mod ars;
 pub mod cli;
+pub mod continuous;
 pub mod ddpg;
 pub mod deploy;
 pub mod device;
+pub mod distributions;
 pub mod dqn;
 pub mod es;
 pub mod evolution;
 pub mod execution;
 pub mod impala;
-pub mod nn;
+pub mod model;
+pub mod optim;
 pub mod pbt;
 pub mod pg;
+pub mod policy_core;
 pub mod ppo;
 pub mod sac;
 pub mod td3;
@@ -46,6 +50,10 @@ use serde_json::Value;
 use std::sync::Arc;
 
 pub use rlx::env::EnvMaker;
+
+/// The tensor library the built-in networks are written with, for custom
+/// networks ([`model::custom`]) to use the same version.
+pub use dfdx;
 
 /// An [`EnvMaker`] for a registered env name with keyword arguments
 /// (`null` for none).
@@ -162,6 +170,13 @@ pub fn config_docs(algorithm: &str) -> Result<Vec<(&'static str, &'static str)>,
         "SAC" => zip::<sac::SacConfig>(),
         other => return Err(unknown_algorithm(other)),
     })
+}
+
+/// Each key of the `model` config key with its documentation, in
+/// declaration order (what `rlx config` prints under `model:`).
+pub fn model_docs() -> Vec<(&'static str, &'static str)> {
+    use documented::DocumentedFields;
+    model::ModelConfig::FIELD_NAMES.iter().copied().zip(model::ModelConfig::FIELD_DOCS.iter().copied()).collect()
 }
 
 /// A fresh policy of `algorithm` with its resolved `config`, for the given

@@ -16,9 +16,10 @@
 
 use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::device::DeviceSpec;
+use crate::device::NetDevice;
 use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
+use crate::model::{ModelConfig, ModelSupport};
 use crate::{BuildError, EnvMaker};
-use dfdx::prelude::*;
 use rlx::config::{ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
@@ -47,6 +48,9 @@ pub struct PgConfig {
     pub grad_clip: Option<f64>,
     /// `"NoFilter"` or `"MeanStdFilter"`.
     pub observation_filter: ObservationFilter,
+    /// The network: hidden layers, convolutions, LSTM (RLlib's `model`
+    /// keys; see the book's "Models" page).
+    pub model: ModelConfig,
     /// Keyword arguments for the env.
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration and env resets.
@@ -80,6 +84,7 @@ impl Default for PgConfig {
             entropy_coeff: 0.0,
             grad_clip: Some(1.0),
             observation_filter: ObservationFilter::NoFilter,
+            model: ModelConfig::default(),
             env_config: serde_json::Value::Null,
             seed: 0,
             device: DeviceSpec::Cpu,
@@ -93,6 +98,7 @@ impl Default for PgConfig {
 impl Validate for PgConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.device.check_available()?;
+        self.model.validate(ModelSupport { algorithm: "PG", conv: true, lstm: true, custom: true })?;
         check_sync_sampling(
             self.num_envs_per_worker,
             &self.env_shards,
@@ -116,6 +122,10 @@ impl ActorCriticLoss for PgConfig {
         }
     }
 
+    fn model(&self) -> &ModelConfig {
+        &self.model
+    }
+
     /// Discounted returns `G_t`; advantages `G_t − V(s_t)`.
     fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
         compute_advantages(traj, bootstrap, AdvantageEstimator::DiscountedReturns { gamma: self.gamma as f32 })?;
@@ -126,9 +136,9 @@ impl ActorCriticLoss for PgConfig {
         Ok(())
     }
 
-    fn loss<const A: usize, D: Device<f32>>(
+    fn loss<D: NetDevice>(
         &self,
-        fwd: Forward<A, D>,
+        fwd: Forward<D>,
         mb: &SampleBatch,
         dev: &D,
     ) -> Result<(Loss<D>, LearnerStats), PolicyError> {

@@ -28,7 +28,9 @@
 
 use crate::actor_critic::{self, column, ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::device::DeviceSpec;
+use crate::device::NetDevice;
 use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
+use crate::model::{ModelConfig, ModelSupport};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
@@ -72,6 +74,9 @@ pub struct PpoConfig {
     /// `"NoFilter"` or `"MeanStdFilter"` (running observation normalization,
     /// synchronized across evaluators each iteration).
     pub observation_filter: ObservationFilter,
+    /// The network: hidden layers, convolutions, LSTM (RLlib's `model`
+    /// keys; see the book's "Models" page).
+    pub model: ModelConfig,
     /// Keyword arguments for the env, e.g. `{"max_episode_steps": 1000}`
     /// (see `rlx list` for each env's).
     pub env_config: serde_json::Value,
@@ -116,6 +121,7 @@ impl Default for PpoConfig {
             entropy_coeff: 0.0,
             grad_clip: Some(0.5),
             observation_filter: ObservationFilter::NoFilter,
+            model: ModelConfig::default(),
             env_config: serde_json::Value::Null,
             seed: 0,
             device: DeviceSpec::Cpu,
@@ -130,6 +136,7 @@ impl Default for PpoConfig {
 impl Validate for PpoConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.device.check_available()?;
+        self.model.validate(ModelSupport { algorithm: "PPO", conv: true, lstm: true, custom: true })?;
         check_sync_sampling(
             self.num_envs_per_worker,
             &self.env_shards,
@@ -147,6 +154,8 @@ impl Validate for PpoConfig {
         check("num_sgd_iter", self.num_sgd_iter, self.num_sgd_iter >= 1, "must be >= 1")?;
         let n = self.num_devices;
         check("num_devices", n, n >= 1 && n <= size, "must be in [1, sgd_minibatch_size]")?;
+        // The devices split a minibatch by rows, which would cut sequences.
+        check("num_devices", n, n == 1 || !self.model.use_lstm, "must be 1 with model.use_lstm")?;
         check("lambda", self.lambda, (0.0..=1.0).contains(&self.lambda), "must be in [0, 1]")?;
         check("clip_param", self.clip_param, self.clip_param > 0.0, "must be > 0")?;
         if let Some(c) = self.vf_clip_param {
@@ -168,6 +177,10 @@ impl ActorCriticLoss for PpoConfig {
         }
     }
 
+    fn model(&self) -> &ModelConfig {
+        &self.model
+    }
+
     /// GAE(γ, λ) advantages and value targets.
     fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
         let estimator = AdvantageEstimator::Gae { gamma: self.gamma as f32, lambda: self.lambda as f32 };
@@ -175,16 +188,15 @@ impl ActorCriticLoss for PpoConfig {
     }
 
     /// The clipped surrogate objective with value loss and entropy bonus.
-    fn loss<const A: usize, D: Device<f32>>(
+    fn loss<D: NetDevice>(
         &self,
-        fwd: Forward<A, D>,
+        fwd: Forward<D>,
         mb: &SampleBatch,
         dev: &D,
     ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
-        let n = mb.len();
         let (old_logp, advantages) = (column(dev, mb, fields::ACTION_LOGP)?, column(dev, mb, fields::ADVANTAGES)?);
         let (old_values, value_targets) = (column(dev, mb, fields::VF_PREDS)?, column(dev, mb, fields::VALUE_TARGETS)?);
-        let (logp, entropy, values) = fwd.split();
+        let Forward { logp, entropy, values, rows, .. } = fwd;
 
         // ratio r = π(a|s) / π_old(a|s), computed in log space.
         let logratio = logp - old_logp;
@@ -195,29 +207,29 @@ impl ActorCriticLoss for PpoConfig {
         let eps = self.clip_param as f32;
         let surr1 = ratio.with_empty_tape() * advantages.clone();
         let surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * advantages;
-        let policy_loss = surr1.minimum(surr2).mean().negate();
+        let policy_loss = rows.mean(surr1.minimum(surr2)).negate();
 
         // Value loss ½·E[(V(s) − V_target)²], or with the update clipped around
         // the old prediction: ½·E[max((V − V_t)², (V_old + clip(V − V_old, −c, c) − V_t)²)].
         let vf_loss = match self.vf_clip_param {
-            None => (values - value_targets).square().mean() * 0.5,
+            None => rows.mean((values - value_targets).square()) * 0.5,
             Some(c) => {
                 let c = c as f32;
                 let vf_loss_unclipped = (values.with_empty_tape() - value_targets.clone()).square();
                 let vf_clipped = (values - old_values.clone()).clamp(-c, c) + old_values;
                 let vf_loss_clipped = (vf_clipped - value_targets).square();
-                vf_loss_unclipped.maximum(vf_loss_clipped).mean() * 0.5
+                rows.mean(vf_loss_unclipped.maximum(vf_loss_clipped)) * 0.5
             }
         };
+        let entropy = rows.mean(entropy);
 
         let mut stats = LearnerStats::default();
         stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
         stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
         stats.set("entropy", entropy.as_vec()[0] as f64);
-        let kl = logratio_values.iter().map(|&lr| (lr.exp() - 1.0 - lr) as f64).sum::<f64>() / n as f64;
-        stats.set("kl", kl);
-        let clipped = logratio_values.iter().filter(|&&lr| (lr.exp() - 1.0).abs() > eps).count();
-        stats.set("clip_frac", clipped as f64 / n as f64);
+        stats.set("kl", rows.host_mean(logratio_values.iter().map(|&lr| (lr.exp() - 1.0 - lr) as f64)));
+        let clipped = logratio_values.iter().map(|&lr| if (lr.exp() - 1.0).abs() > eps { 1.0 } else { 0.0 });
+        stats.set("clip_frac", rows.host_mean(clipped));
         let total = policy_loss + vf_loss * self.vf_loss_coeff as f32 - entropy * self.entropy_coeff as f32;
         Ok((total, stats))
     }

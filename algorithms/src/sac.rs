@@ -39,24 +39,22 @@
 //! `|Q_1 − y|`), `critic_grad_norm` and `actor_grad_norm` (before
 //! clipping), `num_updates` and `replay_buffer_size`.
 
-use crate::actor_critic::MovableDevice;
-use crate::ddpg::{
-    adam_step, bellman_targets, check_replay, continuous_dims, critic_backward, critic_input, critic_input_taped,
-    flat_params_of, load_params_of, no_network, obs_tensor, q_values, random_steps_per_evaluator, ActionBounds,
-    CriticNet, ReplaySettings, CONTINUOUS_HIDDEN,
+use crate::continuous::{
+    bellman_targets, check_replay, continuous_spaces, critic_gradient, critic_input, critic_input_taped, min_q,
+    random_steps_per_evaluator, ActionBounds, Critic, ReplaySettings,
 };
-use crate::device::DeviceSpec;
-use crate::nn;
-use crate::{dispatch_continuous_dims, BuildError, EnvMaker};
+use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
+use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
+use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::postprocessing::n_step_returns;
 use rlx::{
-    fields, EnvShards, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch,
-    Space, SyncReplayOptimizer, Trainer,
+    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space,
+    SyncReplayOptimizer, Trainer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -113,6 +111,9 @@ pub struct SacConfig {
     /// Maximum global gradient norm of each network; `null` disables
     /// clipping.
     pub grad_clip: Option<f64>,
+    /// The actor's and the critics' hidden layers (`fcnet_hiddens`,
+    /// `fcnet_activation`; `relu` by default, as in the paper).
+    pub model: ModelConfig,
     /// Keyword arguments for the env (see `rlx list`).
     pub env_config: serde_json::Value,
     /// Seed for network initialization, exploration, replay and env resets.
@@ -152,6 +153,7 @@ impl Default for SacConfig {
             tune_alpha: true,
             target_entropy: None,
             grad_clip: None,
+            model: ModelConfig::relu(),
             env_config: serde_json::Value::Null,
             seed: 0,
             device: DeviceSpec::Cpu,
@@ -164,6 +166,7 @@ impl Default for SacConfig {
 impl Validate for SacConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.device.check_available()?;
+        self.model.validate(ModelSupport { algorithm: "SAC", conv: false, lstm: false, custom: false })?;
         check_replay(&ReplaySettings::from(self))?;
         for (key, lr) in [("actor_lr", self.actor_lr), ("critic_lr", self.critic_lr), ("alpha_lr", self.alpha_lr)] {
             check(key, lr, lr > 0.0 && lr.is_finite(), "must be > 0")?;
@@ -201,25 +204,10 @@ impl From<&SacConfig> for ReplaySettings {
     }
 }
 
-/// The Gaussian actor: a 2×`H` ReLU torso, then a mean head and a
-/// (pre-squash) log-standard-deviation head, `A` outputs each. The mean
-/// head comes first because dfdx's `SplitInto` hands the torso's tape to
-/// its first output.
-pub type GaussianActor<const O: usize, const A: usize, const H: usize = CONTINUOUS_HIDDEN> =
-    ((Linear<O, H>, ReLU, Linear<H, H>, ReLU), SplitInto<(Linear<H, A>, Linear<H, A>)>);
-/// [`GaussianActor`] built on device `D`.
-type ActorNet<const O: usize, const A: usize, const H: usize, D> = (
-    (modules::Linear<O, H, f32, D>, modules::ReLU, modules::Linear<H, H, f32, D>, modules::ReLU),
-    SplitInto<(modules::Linear<H, A, f32, D>, modules::Linear<H, A, f32, D>)>,
-);
-
 /// `LOG_STD_MIN + (tanh(raw) + 1)/2 · (LOG_STD_MAX − LOG_STD_MIN)`.
 fn squash_log_std(raw: f32) -> f32 {
     LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (raw.tanh() + 1.0)
 }
-
-/// Normalized actions `[n, A]` and their log-densities `[n]`.
-type SquashedSample<const A: usize, D, T> = (Tensor<(usize, Const<A>), f32, D, T>, Tensor<(usize,), f32, D, T>);
 
 /// A reparameterized sample of the squashed Gaussian and its log-density.
 ///
@@ -227,12 +215,12 @@ type SquashedSample<const A: usize, D, T> = (Tensor<(usize, Const<A>), f32, D, T
 /// `mean`, `raw_log_std` and the standard-normal draws `eps` are `[n, A]`;
 /// returns the normalized action `tanh(mean + σ ε)` (`[n, A]`) and
 /// `log π` (`[n]`), both on `mean`'s tape (`T` = `NoneTape` for targets).
-fn squashed_sample<const A: usize, D: Device<f32>, T: Tape<f32, D> + Merge<T>>(
+fn squashed_sample<D: NetDevice, T: Tape<f32, D> + Merge<T>>(
     dev: &D,
-    mean: Tensor<(usize, Const<A>), f32, D, T>,
-    raw_log_std: Tensor<(usize, Const<A>), f32, D, T>,
+    mean: Matrix<D, T>,
+    raw_log_std: Matrix<D, T>,
     eps: &[f32],
-) -> SquashedSample<A, D, T> {
+) -> (Matrix<D, T>, Tensor<(usize,), f32, D, T>) {
     let shape = *mean.shape();
     let half_range = 0.5 * (LOG_STD_MAX - LOG_STD_MIN);
     let log_std = (raw_log_std.tanh() + 1.0) * half_range + LOG_STD_MIN;
@@ -251,265 +239,134 @@ fn squashed_sample<const A: usize, D: Device<f32>, T: Tape<f32, D> + Merge<T>>(
     (action, logp.sum::<(usize,), Axis<1>>())
 }
 
-/// A SAC policy for `O`-dimensional observations and `A`-dimensional
-/// actions (`I = A + O`) on device `D`: the Gaussian actor, twin critics and
-/// their targets, `log α`, three Adams.
-pub struct SacPolicy<
-    const O: usize,
-    const A: usize,
-    const I: usize,
-    D: Device<f32> = Cpu,
-    const H: usize = CONTINUOUS_HIDDEN,
-> {
+/// The Gaussian actor: hidden layers, then a mean head and a (pre-squash)
+/// log-standard-deviation head.
+struct Actor {
+    mlp: Mlp,
+    mean: Linear,
+    log_std: Linear,
+}
+
+impl Actor {
+    /// `(mean, raw log-std)` of every row of encoded observations.
+    fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> (Matrix<D, T>, Matrix<D, T>) {
+        let h = self.mlp.forward(p, x);
+        let raw = self.log_std.forward(p, h.with_empty_tape());
+        (self.mean.forward(p, h), raw)
+    }
+}
+
+/// SAC's part of the policy: the Gaussian actor, the twin critics, `log
+/// α`. The weights are the actor's, each critic's, then `log α`; the
+/// core's optimizers 0, 1 and 2 are the actor's, the critics' and `log
+/// α`'s.
+pub struct Sac {
     cfg: SacConfig,
-    dev: D,
-    actor: ActorNet<O, A, H, D>,
-    critics: Vec<CriticNet<I, H, D>>,
-    target_critics: Vec<CriticNet<I, H, D>>,
-    log_alpha: f32,
-    target_entropy: f32,
-    actor_adam: nn::Adam,
-    critic_adam: nn::Adam,
-    alpha_adam: nn::Adam,
+    input: Input,
     bounds: ActionBounds,
-    rng: ChaCha8Rng,
+    actor: Actor,
+    critics: Vec<Critic>,
+    log_alpha: ParamId,
+    target_entropy: f32,
     /// This evaluator's share of `random_timesteps`.
     random_steps: u64,
     /// Env steps this policy has acted on with exploration.
     steps_explored: u64,
-    observation_space: Space,
-    action_space: Space,
 }
 
-// SAFETY: as for `ActorCriticPolicy` (see the argument there): the public
-// constructors build the device, no method hands out a clone of it or of a
-// tensor, so sending the policy sends every clone of its device handle; the
-// other fields are plain data.
-unsafe impl<const O: usize, const A: usize, const I: usize, D: MovableDevice, const H: usize> Send
-    for SacPolicy<O, A, I, D, H>
-{
-}
+const ACTOR: usize = 0;
+const CRITICS: usize = 1;
+const ALPHA: usize = 2;
 
-impl<const O: usize, const A: usize, const I: usize, const H: usize> SacPolicy<O, A, I, Cpu, H> {
-    /// A policy on the CPU. Initial weights depend only on `cfg.seed`;
-    /// action sampling uses `rng_seed`.
-    ///
-    /// # Errors
-    /// [`BuildError::Unsupported`] unless the action space is a bounded
-    /// `Box`.
-    pub fn new(
-        cfg: SacConfig,
-        observation_space: Space,
-        action_space: Space,
-        rng_seed: u64,
-    ) -> Result<Self, BuildError> {
-        let dev = Cpu::seed_from_u64(cfg.seed);
-        Self::on_device(dev, cfg, observation_space, action_space, rng_seed)
-    }
-}
-
-#[cfg(feature = "cuda")]
-impl<const O: usize, const A: usize, const I: usize, const H: usize> SacPolicy<O, A, I, Cuda, H> {
-    /// A policy on CUDA device `ordinal`.
-    ///
-    /// # Errors
-    /// [`BuildError::Unsupported`] if the device cannot be opened or the
-    /// action space is not a bounded `Box`.
-    pub fn on_cuda(
-        ordinal: usize,
-        cfg: SacConfig,
-        observation_space: Space,
-        action_space: Space,
-        rng_seed: u64,
-    ) -> Result<Self, BuildError> {
-        let dev = crate::device::open_cuda(ordinal, cfg.seed)?;
-        Self::on_device(dev, cfg, observation_space, action_space, rng_seed)
-    }
-}
-
-impl<const O: usize, const A: usize, const I: usize, D: Device<f32>, const H: usize> SacPolicy<O, A, I, D, H> {
-    fn on_device(
-        dev: D,
-        cfg: SacConfig,
-        observation_space: Space,
-        action_space: Space,
-        rng_seed: u64,
-    ) -> Result<Self, BuildError> {
-        assert_eq!(I, O + A, "the critic input is [action, observation]");
-        let bounds = ActionBounds::new(&action_space, "SAC")?;
-        let actor = ActorNet::<O, A, H, D>::build(&dev);
-        let critics: Vec<_> = (0..2).map(|_| CriticNet::<I, H, D>::build(&dev)).collect();
-        let critic_params = critics.iter().map(|c| c.num_trainable_params()).sum();
-        Ok(Self {
-            actor_adam: nn::Adam::new(actor.num_trainable_params(), cfg.actor_lr as f32, 1e-8),
-            critic_adam: nn::Adam::new(critic_params, cfg.critic_lr as f32, 1e-8),
-            alpha_adam: nn::Adam::new(1, cfg.alpha_lr as f32, 1e-8),
-            log_alpha: (cfg.initial_alpha as f32).ln(),
-            target_entropy: cfg.target_entropy.map_or(-(A as f32), |h| h as f32),
-            random_steps: random_steps_per_evaluator(cfg.random_timesteps, cfg.num_workers),
-            cfg,
-            target_critics: critics.clone(),
-            actor,
-            critics,
-            dev,
-            bounds,
-            rng: ChaCha8Rng::seed_from_u64(rng_seed),
-            steps_explored: 0,
-            observation_space,
-            action_space,
-        })
-    }
-
+impl Sac {
     /// The entropy temperature α now.
-    pub fn alpha(&self) -> f32 {
-        self.log_alpha.exp()
+    pub fn alpha<D: NetDevice>(&self, p: &Params<D>) -> f32 {
+        p.get(self.log_alpha).as_vec()[0].exp()
     }
 
-    fn num_actor_params(&self) -> usize {
-        self.actor.num_trainable_params()
-    }
-
-    /// `n · A` standard-normal draws.
-    fn normal(&mut self, len: usize) -> Vec<f32> {
-        (0..len).map(|_| self.rng.sample(StandardNormal)).collect()
+    /// `n` standard-normal draws.
+    fn normal<D: NetDevice>(core: &mut PolicyCore<D>, n: usize) -> Vec<f32> {
+        (0..n).map(|_| core.rng.sample(StandardNormal)).collect()
     }
 
     /// The target `y = R + γ^k (1 − terminated) (min_j Q'_j(s', u') − α log
     /// π(u'|s'))` of every row, `u' ~ π(·|s')`.
-    fn td_targets(&mut self, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+    fn td_targets<D: NetDevice>(&self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
         let new_obs = batch.f32(fields::NEW_OBS)?;
-        let (mean, raw) = self.actor.forward(obs_tensor::<O, D>(&self.dev, new_obs)?);
-        let eps = self.normal(mean.shape().0 * A);
-        let (u, logp) = squashed_sample(&self.dev, mean, raw, &eps);
-        let x = critic_input::<O, A, I, D>(&self.dev, &u.as_vec(), new_obs)?;
-        let (_, q_min) = q_values(&self.target_critics, &x);
-        let alpha = self.alpha();
+        let s = self.input.encode_host(new_obs)?;
+        let rows = batch.len();
+        let eps = Self::normal(core, rows * self.bounds.dim());
+        let (p, target) = (&core.params, core.target.as_ref().expect("SAC keeps target critics"));
+        let dev = p.device();
+        let (mean, raw) = self.actor.forward(p, dev.tensor_from_vec(s.clone(), (rows, self.input.features())));
+        let (u, logp) = squashed_sample(dev, mean, raw, &eps);
+        let x = critic_input(dev, &u.as_vec(), self.bounds.dim(), &s, self.input.features())?;
+        let q_min = min_q(&self.critics, target, &x);
+        let alpha = self.alpha(p);
         let soft: Vec<f32> = q_min.iter().zip(logp.as_vec()).map(|(q, lp)| q - alpha * lp).collect();
         bellman_targets(batch, &soft)
     }
 
-    /// The critics' summed MSE gradient on `batch` (critics' layout).
-    fn critic_gradient(&mut self, batch: &SampleBatch, stats: &mut LearnerStats) -> Result<Vec<f32>, PolicyError> {
-        let targets = self.td_targets(batch)?;
-        let obs = batch.f32(fields::OBS)?;
-        let u = self.bounds.to_normalized(batch.f32(fields::ACTIONS)?);
-        let x = critic_input::<O, A, I, D>(&self.dev, &u, obs)?;
-        critic_backward(&self.dev, &self.critics, x, &targets, stats)
-    }
-
     /// The actor loss `mean(α log π(ũ|s) − min_j Q_j(s, ũ))` and its
-    /// gradient (actor's layout), and the gradient of the temperature loss
+    /// gradient (actor's span), and the gradient of the temperature loss
     /// `−log α · mean(log π(ũ|s) + H̄)` with respect to `log α`.
-    fn actor_gradient(
-        &mut self,
+    fn actor_gradient<D: NetDevice>(
+        &self,
+        core: &mut PolicyCore<D>,
         batch: &SampleBatch,
         stats: &mut LearnerStats,
     ) -> Result<(Vec<f32>, f32), PolicyError> {
-        let obs = obs_tensor::<O, D>(&self.dev, batch.f32(fields::OBS)?)?;
-        let n = obs.shape().0;
-        let eps = self.normal(n * A);
-        let (mean, raw) = self.actor.forward(obs.clone().traced(self.actor.alloc_grads()));
-        let (u, logp) = squashed_sample(&self.dev, mean, raw, &eps);
+        let rows = batch.len();
+        let eps = Self::normal(core, rows * self.bounds.dim());
+        let p = &core.params;
+        let dev = p.device();
+        let s = self.input.encode(dev, batch.f32(fields::OBS)?)?;
+        let (mean, raw) = self.actor.forward(p, s.clone().leaky_traced());
+        let (u, logp) = squashed_sample(dev, mean, raw, &eps);
         let logp_host = logp.as_vec();
-        let q1 = self.critics[0].forward(critic_input_taped::<O, A, I, D>(u.with_empty_tape(), obs.clone()));
-        let q2 = self.critics[1].forward(critic_input_taped::<O, A, I, D>(u, obs));
-        let q = q1.minimum(q2).reshape_like(&(n,));
-        let alpha = self.alpha();
-        let loss = (logp * alpha - q).mean();
-        let value = loss.as_vec()[0];
-        if !value.is_finite() {
-            return Err(PolicyError::NonFinite("actor loss".into()));
-        }
-        let grads = loss.backward();
-        let mean_logp = logp_host.iter().map(|&l| l as f64).sum::<f64>() / n.max(1) as f64;
+        let q1 = self.critics[0].forward(p, critic_input_taped(u.with_empty_tape(), s.clone()));
+        let q2 = self.critics[1].forward(p, critic_input_taped(u, s));
+        let q = q1.minimum(q2).reshape_like(&(rows,));
+        let alpha = self.alpha(p);
+        let (value, grad) = core.backward((logp * alpha - q).mean(), "actor loss", core.range(ACTOR))?;
+        let log_alpha = alpha.ln();
+        let mean_logp = logp_host.iter().map(|&l| l as f64).sum::<f64>() / rows.max(1) as f64;
         let alpha_grad = if self.cfg.tune_alpha { -(mean_logp as f32 + self.target_entropy) } else { 0.0 };
         stats.set("actor_loss", value as f64);
         stats.set("entropy", -mean_logp);
         stats.set("alpha", alpha as f64);
-        stats.set("alpha_loss", -(self.log_alpha as f64) * (mean_logp + self.target_entropy as f64));
-        Ok((nn::flat_grads(&self.actor, &grads), alpha_grad))
-    }
-
-    /// Applies a gradient in [`get_weights`](PolicyGraph::get_weights)'s
-    /// layout, then moves the target critics.
-    fn step(&mut self, grad: &mut [f32], stats: &mut LearnerStats) -> Result<(), PolicyError> {
-        let na = self.num_actor_params();
-        let (actor_grad, rest) = grad.split_at_mut(na);
-        let (critic_grad, alpha_grad) = rest.split_at_mut(self.critic_adam.num_params());
-        let mut params = flat_params_of(&self.critics);
-        let norm = adam_step(&mut self.critic_adam, &mut params, critic_grad, self.cfg.grad_clip)?;
-        load_params_of(&mut self.critics, &params)?;
-        stats.set("critic_grad_norm", norm as f64);
-        let mut params = nn::flat_params(&self.actor);
-        let norm = adam_step(&mut self.actor_adam, &mut params, actor_grad, self.cfg.grad_clip)?;
-        nn::load_params(&mut self.actor, &params)?;
-        stats.set("actor_grad_norm", norm as f64);
-        if self.cfg.tune_alpha {
-            let mut log_alpha = [self.log_alpha];
-            self.alpha_adam.update(&mut log_alpha, alpha_grad)?;
-            self.log_alpha = log_alpha[0];
-        }
-        for (target, online) in self.target_critics.iter_mut().zip(&self.critics) {
-            nn::soft_update(target, online, self.cfg.tau as f32)?;
-        }
-        Ok(())
-    }
-
-    /// The full gradient (actor, critics, `log α`) on `batch`.
-    fn gradient(&mut self, batch: &SampleBatch, stats: &mut LearnerStats) -> Result<Vec<f32>, PolicyError> {
-        let critic_grad = self.critic_gradient(batch, stats)?;
-        let (mut grad, alpha_grad) = self.actor_gradient(batch, stats)?;
-        grad.extend(critic_grad);
-        grad.push(alpha_grad);
-        Ok(grad)
-    }
-
-    fn num_params(&self) -> usize {
-        self.num_actor_params() + self.critic_adam.num_params() + 1
+        stats.set("alpha_loss", -(log_alpha as f64) * (mean_logp + self.target_entropy as f64));
+        Ok((grad, alpha_grad))
     }
 }
 
-/// What [`SacPolicy`] saves besides its weights.
-#[derive(Serialize, Deserialize)]
-struct SavedState {
-    actor_adam: nn::Adam,
-    critic_adam: nn::Adam,
-    alpha_adam: nn::Adam,
-    rng: ChaCha8Rng,
-    target_critics: Vec<f32>,
-    steps_explored: u64,
-}
-
-impl<const O: usize, const A: usize, const I: usize, D: Device<f32>, const H: usize> PolicyGraph
-    for SacPolicy<O, A, I, D, H>
-where
-    Self: Send,
-{
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.action_space
-    }
+impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
+    type State = u64;
 
     /// When exploring, uniformly random actions for this evaluator's share
     /// of `random_timesteps`, then samples of the squashed Gaussian;
     /// otherwise `tanh(m(s))`. In env units.
-    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        let (mean, raw) = self.actor.forward(obs_tensor::<O, D>(&self.dev, obs)?);
-        let (mut u, raw) = (mean.as_vec(), raw.as_vec());
+    fn act(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        input: &PolicyInput<'_>,
+        explore: bool,
+        out: &mut SampleBatch,
+    ) -> Result<(), PolicyError> {
+        let a = self.bounds.dim();
+        let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), input.obs)?);
+        let (mut u, raw) = (to_vec(&mean), to_vec(&raw));
         if explore {
-            for (row, raw) in u.chunks_exact_mut(A).zip(raw.chunks_exact(A)) {
+            for (row, raw) in u.chunks_exact_mut(a).zip(raw.chunks_exact(a)) {
                 let random = self.steps_explored < self.random_steps;
                 for (x, &r) in row.iter_mut().zip(raw) {
                     *x = if random {
                         // Uniform after the tanh below: draw the squashed
                         // value and take it back through atanh.
-                        let v: f32 = self.rng.gen_range(-0.999_999..0.999_999);
+                        let v: f32 = core.rng.gen_range(-0.999_999..0.999_999);
                         v.atanh()
                     } else {
-                        let eps: f32 = self.rng.sample(StandardNormal);
+                        let eps: f32 = core.rng.sample(StandardNormal);
                         *x + squash_log_std(r).exp() * eps
                     };
                 }
@@ -518,129 +375,130 @@ where
         }
         u.iter_mut().for_each(|x| *x = x.tanh());
         *out = SampleBatch::new();
-        out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), A)?;
+        out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), a)?;
         Ok(())
     }
 
     /// n-step returns and each row's bootstrap discount.
-    fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
+    fn postprocess(&mut self, _core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
         Ok(n_step_returns(traj, self.cfg.n_step, self.cfg.gamma as f32)?)
-    }
-
-    /// One update of the critics, the actor and α on the (replayed) batch.
-    fn learn_on_batch(&mut self, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
-        let mut stats = LearnerStats::default();
-        let mut grad = self.gradient(batch, &mut stats)?;
-        self.step(&mut grad, &mut stats)?;
-        Ok(stats)
     }
 
     /// The gradients of the actor, the critics and `log α`, in the weights'
     /// layout.
-    fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
-        let mut stats = LearnerStats::default();
-        let grad = self.gradient(batch, &mut stats)?;
-        stats.set("grad_norm", rlx::policy::global_norm(&grad));
-        Ok((grad, stats))
+    fn gradient(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+        stats: &mut LearnerStats,
+    ) -> Result<Vec<f32>, PolicyError> {
+        let targets = self.td_targets(core, batch)?;
+        let u = self.bounds.to_normalized(batch.f32(fields::ACTIONS)?);
+        let s = self.input.encode_host(batch.f32(fields::OBS)?)?;
+        let x = critic_input(core.params.device(), &u, self.bounds.dim(), &s, self.input.features())?;
+        let critic_grad = critic_gradient(core, &self.critics, x, &targets, core.range(CRITICS), stats)?;
+        let (mut grad, alpha_grad) = self.actor_gradient(core, batch, stats)?;
+        grad.extend(critic_grad);
+        grad.push(alpha_grad);
+        Ok(grad)
     }
 
-    fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
-        let expected = self.num_params();
-        if grads.len() != expected {
-            return Err(PolicyError::WrongLength { what: "gradients", expected, got: grads.len() });
+    /// One step of the critics, the actor and (with `tune_alpha`) `log α`,
+    /// then the target critics move by `tau`.
+    fn apply(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        grad: &mut [f32],
+        stats: &mut LearnerStats,
+    ) -> Result<(), PolicyError> {
+        let range = core.range(CRITICS);
+        let norm = core.step(CRITICS, &mut grad[range])?;
+        stats.set("critic_grad_norm", norm as f64);
+        let range = core.range(ACTOR);
+        let norm = core.step(ACTOR, &mut grad[range])?;
+        stats.set("actor_grad_norm", norm as f64);
+        if self.cfg.tune_alpha {
+            let range = core.range(ALPHA);
+            core.step(ALPHA, &mut grad[range])?;
         }
-        self.step(&mut grads.to_vec(), &mut LearnerStats::default())
-    }
-
-    /// The actor's parameters, then each critic's, then `log α`.
-    fn get_weights(&self) -> FlatWeights {
-        let mut w = nn::flat_params(&self.actor);
-        w.extend(flat_params_of(&self.critics));
-        w.push(self.log_alpha);
-        w
-    }
-
-    /// Sets the online networks and the target critics alike.
-    fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
-        let expected = self.num_params();
-        if weights.len() != expected {
-            return Err(PolicyError::WrongLength { what: "weights", expected, got: weights.len() });
-        }
-        let (actor, rest) = weights.split_at(self.num_actor_params());
-        let (critics, log_alpha) = rest.split_at(rest.len() - 1);
-        nn::load_params(&mut self.actor, actor)?;
-        load_params_of(&mut self.critics, critics)?;
-        self.target_critics = self.critics.clone();
-        self.log_alpha = log_alpha[0];
+        let params = core.params.clone();
+        core.target.as_mut().expect("SAC keeps target critics").soft_update(&params, self.cfg.tau as f32);
         Ok(())
     }
 
-    fn save_state(&self) -> Option<Vec<u8>> {
-        let saved = SavedState {
-            actor_adam: self.actor_adam.clone(),
-            critic_adam: self.critic_adam.clone(),
-            alpha_adam: self.alpha_adam.clone(),
-            rng: self.rng.clone(),
-            target_critics: flat_params_of(&self.target_critics),
-            steps_explored: self.steps_explored,
-        };
-        rlx::codec::encode_value(&saved).ok()
+    fn state(&self) -> u64 {
+        self.steps_explored
     }
 
-    fn load_state(&mut self, state: &[u8]) -> Result<(), PolicyError> {
-        let saved: SavedState = rlx::codec::decode_value(state)
-            .map_err(|e| PolicyError::Other(format!("not a saved state of this policy: {e}")))?;
-        let (na, nc) = (self.num_actor_params(), self.critic_adam.num_params());
-        if saved.actor_adam.num_params() != na
-            || saved.critic_adam.num_params() != nc
-            || saved.target_critics.len() != nc
-            || saved.alpha_adam.num_params() != 1
-        {
-            return Err(PolicyError::Other(format!(
-                "the saved state is for other networks (this policy has {na} actor and {nc} critic parameters)"
-            )));
-        }
-        load_params_of(&mut self.target_critics, &saved.target_critics)?;
-        (self.actor_adam, self.critic_adam, self.alpha_adam) = (saved.actor_adam, saved.critic_adam, saved.alpha_adam);
-        (self.rng, self.steps_explored) = (saved.rng, saved.steps_explored);
-        Ok(())
+    fn set_state(&mut self, steps_explored: u64) {
+        self.steps_explored = steps_explored;
     }
 }
 
 /// A SAC policy for the given spaces on the config's device.
 ///
 /// # Errors
-/// [`BuildError::Unsupported`] unless both spaces are `Box`es (the action
-/// space bounded) with a compiled network size, or for a device this build
-/// or machine lacks.
+/// [`BuildError::Unsupported`] unless the action space is a `Box` with
+/// finite bounds; a device this build or machine lacks.
 pub fn make_policy(
     cfg: &SacConfig,
     observation_space: &Space,
     action_space: &Space,
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    let (obs_dim, action_dim) = continuous_dims("SAC", observation_space, action_space)?;
-    let (o, a, cfg) = (observation_space.clone(), action_space.clone(), cfg.clone());
-    dispatch_continuous_dims!(
-        obs_dim,
-        action_dim,
-        |OBS, ACT, IN| build_on::<OBS, ACT, IN>(cfg, o, a, rng_seed),
-        Err(no_network("SAC", obs_dim, action_dim))
-    )
+    let (input, bounds) = continuous_spaces("SAC", observation_space, action_space)?;
+    let build = Build { cfg, obs: observation_space, act: action_space, input, bounds, rng_seed };
+    on_device(cfg.device, cfg.seed, build)
 }
 
-fn build_on<const O: usize, const A: usize, const I: usize>(
-    cfg: SacConfig,
-    o: Space,
-    a: Space,
+struct Build<'a> {
+    cfg: &'a SacConfig,
+    obs: &'a Space,
+    act: &'a Space,
+    input: Input,
+    bounds: ActionBounds,
     rng_seed: u64,
-) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    match cfg.device {
-        DeviceSpec::Cpu => Ok(Box::new(SacPolicy::<O, A, I>::new(cfg, o, a, rng_seed)?)),
-        #[cfg(feature = "cuda")]
-        DeviceSpec::Cuda(n) => Ok(Box::new(SacPolicy::<O, A, I, Cuda>::on_cuda(n, cfg, o, a, rng_seed)?)),
-        #[cfg(not(feature = "cuda"))]
-        DeviceSpec::Cuda(_) => Err(cfg.device.check_available().expect_err("CUDA is not in this build").into()),
+}
+
+impl OnDevice for Build<'_> {
+    type Output = Box<dyn PolicyGraph>;
+
+    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
+        Ok(Box::new(self.policy(dev)?))
+    }
+}
+
+impl Build<'_> {
+    fn policy<D: NetDevice>(self, dev: D) -> Result<CorePolicy<Sac, D>, BuildError> {
+        let (cfg, model) = (self.cfg, &self.cfg.model);
+        let (f, a) = (self.input.features(), self.bounds.dim());
+        let mut p = Params::new(dev);
+        let start = p.next_id();
+        let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
+        let mean = Linear::new(&mut p, "actor.mean", mlp.features(), a);
+        let log_std = Linear::new(&mut p, "actor.log_std", mlp.features(), a);
+        let critics_start = p.next_id();
+        let critics = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model)).collect();
+        let alpha_start = p.next_id();
+        let log_alpha = p.constant("log_alpha", &[1], &[(cfg.initial_alpha as f32).ln()]);
+        let ranges =
+            (p.range(start, critics_start), p.range(critics_start, alpha_start), p.range(alpha_start, p.next_id()));
+        let mut core = PolicyCore::new(p, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
+        core.add_optimizer(ranges.0, cfg.actor_lr, 1e-8, cfg.grad_clip);
+        core.add_optimizer(ranges.1, cfg.critic_lr, 1e-8, cfg.grad_clip);
+        core.add_optimizer(ranges.2, cfg.alpha_lr, 1e-8, None);
+        let sac = Sac {
+            target_entropy: cfg.target_entropy.map_or(-(a as f32), |h| h as f32),
+            random_steps: random_steps_per_evaluator(cfg.random_timesteps, cfg.num_workers),
+            cfg: cfg.clone(),
+            input: self.input,
+            bounds: self.bounds,
+            actor: Actor { mlp, mean, log_std },
+            critics,
+            log_alpha,
+            steps_explored: 0,
+        };
+        Ok(CorePolicy::new(core, sac))
     }
 }
 
@@ -666,15 +524,30 @@ mod tests {
     use super::*;
     use rlx::postprocessing::N_STEP_DISCOUNTS;
 
-    type Policy = SacPolicy<3, 1, 4>;
+    type Policy = CorePolicy<Sac, Cpu>;
 
     fn spaces() -> (Space, Space) {
         (Space::uniform_box(-1.0, 1.0, vec![3]).unwrap(), Space::uniform_box(-2.0, 2.0, vec![1]).unwrap())
     }
 
-    fn policy(cfg: SacConfig) -> Policy {
+    fn policy_with(cfg: SacConfig, rng_seed: u64) -> Policy {
         let (o, a) = spaces();
-        Policy::new(cfg, o, a, 0).unwrap()
+        let (input, bounds) = continuous_spaces("SAC", &o, &a).unwrap();
+        let dev = Cpu::seed_from_u64(cfg.seed);
+        Build { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed }.policy(dev).unwrap()
+    }
+
+    fn policy(cfg: SacConfig) -> Policy {
+        policy_with(cfg, 0)
+    }
+
+    fn alpha(p: &Policy) -> f32 {
+        p.algorithm().alpha(&p.core().params)
+    }
+
+    fn critics(p: &Policy) -> (Vec<f32>, Vec<f32>) {
+        let r = p.core().range(CRITICS);
+        (p.core().params.read(r.clone()), p.core().target.as_ref().unwrap().read(r))
     }
 
     fn batch() -> SampleBatch {
@@ -698,8 +571,8 @@ mod tests {
         let eps = vec![0.4f32, -1.1, 0.05, 1.8, -0.3, 2.2];
         let (u, logp) = squashed_sample(
             &dev,
-            dev.tensor_from_vec(mean.clone(), (3, Const::<2>)),
-            dev.tensor_from_vec(raw.clone(), (3, Const::<2>)),
+            dev.tensor_from_vec(mean.clone(), (3usize, 2usize)),
+            dev.tensor_from_vec(raw.clone(), (3usize, 2usize)),
             &eps,
         );
         let (u, logp) = (u.as_vec(), logp.as_vec());
@@ -723,8 +596,8 @@ mod tests {
         // A large pre-squash value stays finite (the naive log(1 − a²) is −inf).
         let (_, logp) = squashed_sample(
             &dev,
-            dev.tensor_from_vec(vec![30.0f32], (1, Const::<1>)),
-            dev.tensor_from_vec(vec![0.0f32], (1, Const::<1>)),
+            dev.tensor_from_vec(vec![30.0f32], (1usize, 1usize)),
+            dev.tensor_from_vec(vec![0.0f32], (1usize, 1usize)),
             &[0.0],
         );
         assert!(logp.as_vec()[0].is_finite());
@@ -735,19 +608,23 @@ mod tests {
         let mut p = policy(SacConfig { initial_alpha: 0.5, ..SacConfig::default() });
         let b = batch();
         let new_obs = b.f32(fields::NEW_OBS).unwrap().to_vec();
-        let mut rng = p.rng.clone();
+        let mut rng = p.core().rng.clone();
         let eps: Vec<f32> = (0..4).map(|_| rng.sample(StandardNormal)).collect();
-        let (mean, raw) = p.actor.forward(obs_tensor::<3, Cpu>(&p.dev, &new_obs).unwrap());
+        let params = p.core().params.clone();
+        let target = p.core().target.clone().unwrap();
+        let (mean, raw) =
+            p.algorithm().actor.forward(&params, params.device().tensor_from_vec(new_obs.clone(), (4usize, 3usize)));
         let (mean, raw) = (mean.as_vec(), raw.as_vec());
         let r = b.f32(fields::REWARDS).unwrap().to_vec();
-        let targets = p.td_targets(&b).unwrap();
+        let (core, algo) = p.parts_mut();
+        let targets = algo.td_targets(core, &b).unwrap();
         for i in 0..4 {
             let (log_std, x) = (squash_log_std(raw[i]), mean[i] + squash_log_std(raw[i]).exp() * eps[i]);
             let a = x.tanh();
             let logp = -0.5 * eps[i] * eps[i] - log_std - 0.5 * (2.0 * std::f32::consts::PI).ln() - (1.0 - a * a).ln();
-            let xin = critic_input::<3, 1, 4, Cpu>(&p.dev, &[a], &new_obs[i * 3..i * 3 + 3]).unwrap();
-            let q1 = p.target_critics[0].forward(xin.clone()).as_vec()[0];
-            let q2 = p.target_critics[1].forward(xin).as_vec()[0];
+            let xin = critic_input(params.device(), &[a], 1, &new_obs[i * 3..i * 3 + 3], 3).unwrap();
+            let q1 = p.algorithm().critics[0].forward(&target, xin.clone()).as_vec()[0];
+            let q2 = p.algorithm().critics[1].forward(&target, xin).as_vec()[0];
             let next = if i == 2 { 0.0 } else { 0.99 * (q1.min(q2) - 0.5 * logp) };
             assert!((targets[i] - (r[i] + next)).abs() < 1e-4, "row {i}: {} vs {}", targets[i], r[i] + next);
         }
@@ -758,23 +635,23 @@ mod tests {
         let b = batch();
         for (target_entropy, rises) in [(10.0, true), (-10.0, false)] {
             let mut p = policy(SacConfig { target_entropy: Some(target_entropy), ..SacConfig::default() });
-            let before = p.alpha();
+            let before = alpha(&p);
             let stats = p.learn_on_batch(&b).unwrap();
-            assert_eq!(p.alpha() > before, rises, "target entropy {target_entropy}: {stats:?}");
+            assert_eq!(alpha(&p) > before, rises, "target entropy {target_entropy}: {stats:?}");
             assert_eq!(stats.get("alpha"), Some(before as f64));
         }
         let mut fixed = policy(SacConfig { tune_alpha: false, initial_alpha: 0.2, ..SacConfig::default() });
         fixed.learn_on_batch(&b).unwrap();
-        assert!((fixed.alpha() - 0.2).abs() < 1e-6);
+        assert!((alpha(&fixed) - 0.2).abs() < 1e-6);
     }
 
     #[test]
     fn learning_lowers_the_actor_loss_and_moves_targets_by_tau() {
         let mut p = policy(SacConfig { actor_lr: 1e-2, critic_lr: 1e-2, tau: 0.1, ..SacConfig::default() });
         let b = batch();
-        let target0 = flat_params_of(&p.target_critics);
+        let target0 = critics(&p).1;
         let first = p.learn_on_batch(&b).unwrap();
-        let (critics, targets) = (flat_params_of(&p.critics), flat_params_of(&p.target_critics));
+        let (critics, targets) = critics(&p);
         for i in 0..critics.len() {
             assert!((targets[i] - (0.1 * critics[i] + 0.9 * target0[i])).abs() < 1e-6, "param {i}");
         }
@@ -798,10 +675,10 @@ mod tests {
         let (g, _) = x.compute_gradients(&b).unwrap();
         assert!(x.apply_gradients(&g[1..]).is_err());
 
-        let mut z = Policy::new(SacConfig::default(), spaces().0, spaces().1, 7).unwrap();
+        let mut z = policy_with(SacConfig::default(), 7);
         z.set_weights(&y.get_weights()).unwrap();
         z.load_state(&y.save_state().unwrap()).unwrap();
-        assert_eq!(z.alpha(), y.alpha());
+        assert_eq!(alpha(&z), alpha(&y));
         y.learn_on_batch(&b).unwrap();
         z.learn_on_batch(&b).unwrap();
         assert_eq!(y.get_weights(), z.get_weights(), "a restored policy continues exactly");
@@ -831,5 +708,11 @@ mod tests {
         }
         let (o, _) = spaces();
         assert!(make_policy(&SacConfig::default(), &o, &Space::discrete(3), 0).is_err());
+        // Any width: 3 action dimensions in [0, 1].
+        let three = Space::uniform_box(0.0, 1.0, vec![3]).unwrap();
+        let mut p =
+            make_policy(&SacConfig::default(), &Space::uniform_box(-1.0, 1.0, vec![11]).unwrap(), &three, 0).unwrap();
+        p.compute_actions(&[0.2; 22], true, &mut out).unwrap();
+        assert!(out.f32(fields::ACTIONS).unwrap().iter().all(|a| (0.0..=1.0).contains(a)));
     }
 }

@@ -57,7 +57,7 @@ async fn ars_learns_cartpole() {
 /// flag and the run settles on doing nothing (return ≈ 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn es_learns_mountain_car_continuous() {
-    let config = json!({"seed": 1, "num_workers": 2, "noise_size": 1_000_000, "noise_stdev": 0.3, "stepsize": 0.05, "hidden": [16]});
+    let config = json!({"seed": 1, "num_workers": 2, "noise_size": 1_000_000, "noise_stdev": 0.3, "stepsize": 0.05, "model": {"fcnet_hiddens": [16]}});
     reaches("ES", "MountainCarContinuous-v0", config, 90.0, 3_000_000, 2).await;
 }
 

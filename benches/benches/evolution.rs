@@ -48,9 +48,9 @@ fn wire_bytes(_: &mut Criterion) {
     let make_env = env_maker("Pendulum-v1", &Value::Null).expect("env");
     let env = make_env().expect("env");
     let cfg = EsConfig::default();
-    let policy = FlatPolicy::new(env.observation_space(), env.action_space(), &cfg.hidden, true, 0).expect("policy");
+    let policy = FlatPolicy::new(env.observation_space(), env.action_space(), &cfg.model, true, 0).expect("policy");
     let spec =
-        PerturberSpec { make_env, hidden: cfg.hidden.clone(), normalize: true, noise_seed: 1, noise_size: 100_000 };
+        PerturberSpec { make_env, model: cfg.model.clone(), normalize: true, noise_seed: 1, noise_size: 100_000 };
     let mut perturber = Perturber::new(&spec).expect("perturber");
     let weights = rlx::PolicyGraph::get_weights(&policy);
     let request = EvalRequest { weights: weights.clone(), obs_stat: RunningStat::new(3), noise_stdev: 0.02 };

@@ -6,17 +6,17 @@
 //! for a second replica to pay for its thread hand-offs.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use dfdx::prelude::Cpu;
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner};
 use rlx::{fields, PolicyEvaluator, PolicyGraph, SampleBatch, Space, VectorEnv};
-use rlx_algorithms::actor_critic::ActorCriticPolicy;
-use rlx_algorithms::ppo::PpoConfig;
+use rlx_algorithms::model::ModelConfig;
+use rlx_algorithms::ppo::{self, PpoConfig};
 
 const ROWS: usize = 8192;
 const MINIBATCH: usize = 512;
 
-fn config() -> PpoConfig {
-    PpoConfig { num_sgd_iter: 1, sgd_minibatch_size: MINIBATCH, train_batch_size: ROWS, ..PpoConfig::default() }
+fn config(width: usize) -> PpoConfig {
+    let model = ModelConfig { fcnet_hiddens: vec![width, width], ..ModelConfig::default() };
+    PpoConfig { num_sgd_iter: 1, sgd_minibatch_size: MINIBATCH, train_batch_size: ROWS, model, ..PpoConfig::default() }
 }
 
 fn spaces() -> (Space, Space) {
@@ -26,11 +26,7 @@ fn spaces() -> (Space, Space) {
 
 fn make(width: usize, seed: u64) -> Box<dyn PolicyGraph> {
     let (o, a) = spaces();
-    match width {
-        64 => Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cpu, 64>::new(config(), o, a, seed)),
-        256 => Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cpu, 256>::new(config(), o, a, seed)),
-        _ => unreachable!("widths compiled here: 64, 256"),
-    }
+    ppo::make_policy(&config(width), &o, &a, seed).expect("policy")
 }
 
 /// A postprocessed CartPole batch sampled by an untrained policy.
@@ -72,10 +68,10 @@ fn multi_device(c: &mut Criterion) {
 /// CPU and on `cuda:0`. Skipped (with a message) when no GPU can be opened.
 #[cfg(feature = "cuda")]
 fn cpu_vs_gpu(c: &mut Criterion) {
-    use dfdx::prelude::Cuda;
+    use rlx_algorithms::device::DeviceSpec;
     const BIG: usize = 65_536;
     let cfg = rlx_benches::criterion();
-    let big = PpoConfig { train_batch_size: BIG, ..config() };
+    let big = PpoConfig { train_batch_size: BIG, ..config(256) };
     let mut batch = batch();
     while batch.len() < BIG {
         let copy = batch.clone();
@@ -83,11 +79,9 @@ fn cpu_vs_gpu(c: &mut Criterion) {
     }
     let batch = batch.slice(0..BIG);
     let (o, a) = spaces();
-    let mut cpu: Box<dyn PolicyGraph> =
-        Box::new(ActorCriticPolicy::<4, 2, PpoConfig, Cpu, 256>::new(big.clone(), o.clone(), a.clone(), 0));
-    let mut gpu: Box<dyn PolicyGraph> = match ActorCriticPolicy::<4, 2, PpoConfig, Cuda, 256>::on_cuda(0, big, o, a, 0)
-    {
-        Ok(p) => Box::new(p),
+    let mut cpu = ppo::make_policy(&big, &o, &a, 0).expect("policy");
+    let mut gpu = match ppo::make_policy(&PpoConfig { device: DeviceSpec::Cuda(0), ..big }, &o, &a, 0) {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("cpu_vs_gpu skipped: {e}");
             return;

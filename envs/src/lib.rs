@@ -16,17 +16,21 @@
 
 pub mod acrobot;
 pub mod cartpole;
+pub mod masked_maze;
 pub mod minatar;
 pub mod mountain_car;
 pub mod multi_cartpole;
 pub mod pendulum;
 mod registry;
 mod snapshot;
+pub mod stateless_cartpole;
 
 pub use acrobot::{acrobot_v1, Acrobot};
 pub use cartpole::{cartpole_v1, CartPole};
+pub use masked_maze::MaskedMaze;
 pub use minatar::{breakout_v1, space_invaders_v1, Breakout, SpaceInvaders};
 pub use mountain_car::{mountain_car_continuous_v0, mountain_car_v0, MountainCar, MountainCarContinuous};
 pub use multi_cartpole::{multi_agent_cartpole, MultiAgentCartPole};
 pub use pendulum::{pendulum_v1, Pendulum};
 pub use registry::{make, make_with, spec, specs, EnvSpec};
+pub use stateless_cartpole::StatelessCartPole;

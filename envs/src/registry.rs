@@ -1,6 +1,9 @@
 //! Envs by name, with the metadata Gymnasium's registry keeps.
 
-use crate::{Acrobot, Breakout, CartPole, MountainCar, MountainCarContinuous, Pendulum, SpaceInvaders};
+use crate::{
+    Acrobot, Breakout, CartPole, MaskedMaze, MountainCar, MountainCarContinuous, Pendulum, SpaceInvaders,
+    StatelessCartPole,
+};
 use rlx::config::{closest_n, from_value};
 use rlx::{Env, EnvError, TimeLimit};
 use serde::de::DeserializeOwned;
@@ -85,6 +88,26 @@ const REGISTRY: &[EnvSpec] = &[
         make: |kw| {
             let k: Common = parse("CartPole-v1", kw)?;
             Ok(limited(CartPole::new(), Some(k.max_episode_steps.unwrap_or(500))))
+        },
+    },
+    EnvSpec {
+        name: "StatelessCartPole-v1",
+        description: "CartPole-v1 observing cart position and pole angle only (no velocities): needs memory, e.g. model.use_lstm",
+        reward_threshold: Some(475.0),
+        kwargs: &[],
+        make: |kw| {
+            let k: Common = parse("StatelessCartPole-v1", kw)?;
+            Ok(limited(StatelessCartPole::new(), Some(k.max_episode_steps.unwrap_or(500))))
+        },
+    },
+    EnvSpec {
+        name: "MaskedMaze-v0",
+        description: "reach the goal of a 6×6 maze; Box(36) one-hot obs, Discrete(4) moves, walls masked (Env::action_mask), bumping ends the episode at -1, 50-step limit",
+        reward_threshold: Some(0.8),
+        kwargs: &[],
+        make: |kw| {
+            let k: Common = parse("MaskedMaze-v0", kw)?;
+            Ok(limited(MaskedMaze::new(), Some(k.max_episode_steps.unwrap_or(50))))
         },
     },
     EnvSpec {

@@ -190,6 +190,76 @@ pub trait Env: Send {
     fn render(&self) -> Option<String> {
         None
     }
+
+    /// Which actions are legal in the current state, for envs whose legal
+    /// actions change (board games, menus, schedulers): one `bool` per
+    /// action of a `Discrete` action space, or, for a `MultiDiscrete` one,
+    /// one per choice of every element, element after element (the
+    /// [`Space::mask_width`] of the action space). `None` (the default)
+    /// means every action is legal.
+    ///
+    /// Called after every `reset` and `step`, so return the mask of the
+    /// observation just written. The built-in policies never sample, and
+    /// greedy acting and DQN's targets never pick, an action whose entry is
+    /// `false`. A mask with no legal action (for a `MultiDiscrete` space:
+    /// an element with none) is an error naming the env and the step. The
+    /// env still decides what an illegal action does if one arrives (from a
+    /// policy of your own that ignores masks): reject it with
+    /// [`EnvError::InvalidAction`], or penalize it.
+    ///
+    /// # Examples
+    /// ```
+    /// use rlx::{Action, Env, EnvError, Space, Step};
+    ///
+    /// /// Count down from 3 to 0 by taking 1 or 2; taking more than is left
+    /// /// is illegal.
+    /// struct Countdown { left: i64, legal: [bool; 2], obs_space: Space, act_space: Space }
+    ///
+    /// impl Countdown {
+    ///     fn update(&mut self, obs: &mut [f32]) {
+    ///         // Action 0 takes 1, action 1 takes 2.
+    ///         self.legal = [self.left >= 1, self.left >= 2];
+    ///         obs[0] = self.left as f32;
+    ///     }
+    /// }
+    ///
+    /// impl Env for Countdown {
+    ///     fn name(&self) -> &str { "Countdown" }
+    ///     fn observation_space(&self) -> &Space { &self.obs_space }
+    ///     fn action_space(&self) -> &Space { &self.act_space }
+    ///     fn reset(&mut self, _seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+    ///         self.left = 3;
+    ///         self.update(obs);
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+    ///         let a = match action {
+    ///             Action::Discrete(a @ 0..=1) if self.legal[a as usize] => a,
+    ///             _ => return Err(rlx::env::invalid_action(self, action)),
+    ///         };
+    ///         self.left -= a + 1;
+    ///         self.update(obs);
+    ///         Ok(Step { reward: 1.0, terminated: self.left == 0, truncated: false })
+    ///     }
+    ///     fn action_mask(&self) -> Option<&[bool]> {
+    ///         Some(&self.legal)
+    ///     }
+    /// }
+    ///
+    /// let mut env = Countdown {
+    ///     left: 0,
+    ///     legal: [false; 2],
+    ///     obs_space: Space::uniform_box(0.0, 3.0, vec![1]).unwrap(),
+    ///     act_space: Space::discrete(2),
+    /// };
+    /// let mut obs = [0.0f32];
+    /// env.reset(None, &mut obs).unwrap();
+    /// env.step(Action::Discrete(1), &mut obs).unwrap();
+    /// assert_eq!(env.action_mask(), Some(&[true, false][..]), "one left: only action 0");
+    /// ```
+    fn action_mask(&self) -> Option<&[bool]> {
+        None
+    }
 }
 
 /// Builds one copy of an env. Whatever runs env copies calls it once per
@@ -238,6 +308,9 @@ impl<E: Env + ?Sized> Env for Box<E> {
     fn render(&self) -> Option<String> {
         (**self).render()
     }
+    fn action_mask(&self) -> Option<&[bool]> {
+        (**self).action_mask()
+    }
 }
 
 /// The [`EnvError::InvalidAction`] for `action` on `env`.
@@ -247,4 +320,58 @@ pub fn invalid_action<E: Env + ?Sized>(env: &E, action: Action<'_>) -> EnvError 
         action: action.to_string(),
         space: env.action_space().to_string(),
     }
+}
+
+/// The mask width of `env`'s action space.
+///
+/// # Errors
+/// A `Box` action space: continuous actions cannot be masked.
+pub fn mask_width(env: &dyn Env) -> Result<usize, EnvError> {
+    env.action_space().mask_width().ok_or_else(|| EnvError::BadArgument {
+        env: env.name().to_string(),
+        message: format!(
+            "reports action masks, but its action space {} is continuous; masks need Discrete or MultiDiscrete actions",
+            env.action_space()
+        ),
+    })
+}
+
+/// Writes `env`'s current action mask (1.0 legal, 0.0 illegal; all legal
+/// if it reports none) into `out` ([`mask_width`] wide), `step` steps into
+/// its episode; returns whether the env reported one.
+///
+/// # Errors
+/// A mask of the wrong width, or one that leaves no legal action (for a
+/// `MultiDiscrete` space: an element with none), naming the env and step.
+pub fn read_action_mask(env: &dyn Env, out: &mut [f32], step: u64) -> Result<bool, EnvError> {
+    let Some(mask) = env.action_mask() else {
+        out.fill(1.0);
+        return Ok(false);
+    };
+    let bad = |message: String| EnvError::Other { env: env.name().to_string(), message };
+    if mask.len() != out.len() {
+        return Err(bad(format!(
+            "action mask at step {step} has {} entries; the action space {} needs {}",
+            mask.len(),
+            env.action_space(),
+            out.len()
+        )));
+    }
+    let sizes: Vec<usize> = match env.action_space() {
+        Space::MultiDiscrete { nvec } => nvec.iter().map(|&n| n as usize).collect(),
+        _ => vec![mask.len()],
+    };
+    let mut start = 0;
+    for (element, size) in sizes.into_iter().enumerate() {
+        if !mask[start..start + size].iter().any(|&legal| legal) {
+            let which =
+                if start == 0 && size == mask.len() { String::new() } else { format!(" for element {element}") };
+            return Err(bad(format!("action mask at step {step} leaves no legal action{which}")));
+        }
+        start += size;
+    }
+    for (o, &legal) in out.iter_mut().zip(mask) {
+        *o = if legal { 1.0 } else { 0.0 };
+    }
+    Ok(true)
 }

@@ -96,6 +96,8 @@ pub enum ShardStep {
         step: VectorStep,
         /// Its copies' next observations (reset ones where episodes ended).
         obs: Vec<f32>,
+        /// The legal actions in `obs`, if the env reports masks.
+        masks: Option<Vec<f32>>,
         /// Episodes of its copies that ended in this step.
         finished: Vec<EpisodeSummary>,
     },
@@ -108,8 +110,8 @@ pub enum ShardStep {
 /// the pool can send it again to a replacement.
 pub enum ShardMsg {
     /// Reset every copy, copy `j` with `seed + j`; answers the shard's
-    /// generation and observations.
-    Reset(u64, RpcReplyPort<Result<(u64, Vec<f32>), EnvError>>),
+    /// generation, observations and action masks.
+    Reset(u64, RpcReplyPort<Result<ShardReset, EnvError>>),
     /// Step with rows `copies` of the actions, if the shard's generation is
     /// `expect`.
     Step {
@@ -128,6 +130,10 @@ pub enum ShardMsg {
 }
 
 impl ractor::Message for ShardMsg {}
+
+/// A shard's answer to a reset: its generation, its copies' observations
+/// and, if the env reports them, their action masks.
+pub type ShardReset = (u64, Vec<f32>, Option<Vec<f32>>);
 
 /// A child actor stepping a contiguous range of an evaluator's env copies.
 #[derive(Clone, Copy, Debug)]
@@ -161,14 +167,21 @@ impl Actor for EnvShard {
         // A panic in here (an env's) fails the shard: the pool restarts it.
         match msg {
             ShardMsg::Reset(seed, reply) => {
-                let result = s.env.reset(seed).map(|()| (s.generation, s.env.observations().to_vec()));
+                let result = s
+                    .env
+                    .reset(seed)
+                    .map(|()| (s.generation, s.env.observations().to_vec(), s.env.action_masks().map(<[f32]>::to_vec)));
                 let _ = reply.send(result);
             }
             ShardMsg::Step { expect, actions, reply } if expect == s.generation => {
                 let mut step = VectorStep::default();
-                let result = s.env.step(&actions.slice_rows(s.copies.clone()), &mut step).map(|()| {
-                    ShardStep::Stepped { step, obs: s.env.observations().to_vec(), finished: s.env.drain_finished() }
-                });
+                let result =
+                    s.env.step(&actions.slice_rows(s.copies.clone()), &mut step).map(|()| ShardStep::Stepped {
+                        step,
+                        obs: s.env.observations().to_vec(),
+                        masks: s.env.action_masks().map(<[f32]>::to_vec),
+                        finished: s.env.drain_finished(),
+                    });
                 let _ = reply.send(result);
             }
             ShardMsg::Step { reply, .. } => {
@@ -258,19 +271,32 @@ impl EnvShardSet {
         self.pool.lock().unwrap_or_else(PoisonError::into_inner).actor(i).clone()
     }
 
-    /// Resets every copy, copy `i` with `seed + i`, into `obs`.
-    pub(crate) fn reset(&mut self, seed: u64, obs: &mut [f32]) -> Result<(), EnvError> {
+    /// Resets every copy, copy `i` with `seed + i`, into `obs` and, if
+    /// the env reports them, its action masks into `masks`.
+    pub(crate) fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
         self.seed = seed;
         let ranges = &self.ranges;
         let call = unpoisoned(&mut self.pool)
             .call_all(|i, reply| ShardMsg::Reset(seed.wrapping_add(ranges[i].start as u64), reply));
         let answers = blocking(&self.runtime, &self.name, call)?.map_err(|e| shard_error(&self.name, e))?;
         for (i, answer) in answers.into_iter().enumerate() {
-            let (generation, shard_obs) = answer?;
+            let (generation, shard_obs, shard_masks) = answer?;
             self.generations[i] = generation;
             obs[self.rows(i)].copy_from_slice(&shard_obs);
+            self.adopt_masks(i, shard_masks, masks);
         }
         Ok(())
+    }
+
+    /// Copies shard `i`'s masks into the whole set's `masks`, sizing them
+    /// from the first shard that has any.
+    fn adopt_masks(&self, i: usize, shard_masks: Option<Vec<f32>>, masks: &mut Option<Vec<f32>>) {
+        let Some(part) = shard_masks else { return };
+        let copies = self.ranges[i].clone();
+        let width = part.len() / copies.len();
+        let total = self.ranges.last().map_or(0, |r| r.end);
+        let masks = masks.get_or_insert_with(|| vec![1.0; total * width]);
+        masks[copies.start * width..copies.end * width].copy_from_slice(&part);
     }
 
     /// Steps every shard with its rows of `actions`; fills `out`, `obs` and
@@ -281,6 +307,7 @@ impl EnvShardSet {
         actions: &Column,
         out: &mut VectorStep,
         obs: &mut [f32],
+        masks: &mut Option<Vec<f32>>,
         finished: &mut Vec<EpisodeSummary>,
     ) -> Result<(), EnvError> {
         let actions = Arc::new(actions.clone());
@@ -292,24 +319,32 @@ impl EnvShardSet {
         });
         let answers = blocking(&self.runtime, &self.name, call)?.map_err(|e| shard_error(&self.name, e))?;
         let d = self.obs_dim;
+        let n = self.ranges.last().map_or(0, |r| r.end);
+        let w = masks.as_ref().map_or(0, |m| m.len() / n.max(1));
         for (i, answer) in answers.into_iter().enumerate() {
             let copies = self.ranges[i].clone();
             match answer? {
-                ShardStep::Stepped { step, obs: shard_obs, finished: done } => {
+                ShardStep::Stepped { step, obs: shard_obs, masks: shard_masks, finished: done } => {
                     out.rewards[copies.clone()].copy_from_slice(&step.rewards);
                     out.terminated[copies.clone()].copy_from_slice(&step.terminated);
                     out.truncated[copies.clone()].copy_from_slice(&step.truncated);
                     out.new_obs[copies.start * d..copies.end * d].copy_from_slice(&step.new_obs);
+                    out.new_action_mask[copies.start * w..copies.end * w].copy_from_slice(&step.new_action_mask);
                     obs[self.rows(i)].copy_from_slice(&shard_obs);
+                    self.adopt_masks(i, shard_masks, masks);
                     finished.extend(done);
                 }
                 ShardStep::Replaced => {
-                    self.restart(i, obs)?;
+                    self.restart(i, obs, masks)?;
                     out.rewards[copies.clone()].fill(0.0);
                     out.terminated[copies.clone()].fill(false);
                     out.truncated[copies.clone()].fill(false);
                     out.interrupted[copies.clone()].fill(true);
                     out.new_obs[copies.start * d..copies.end * d].copy_from_slice(&obs[self.rows(i)]);
+                    if let Some(masks) = masks {
+                        out.new_action_mask[copies.start * w..copies.end * w]
+                            .copy_from_slice(&masks[copies.start * w..copies.end * w]);
+                    }
                 }
             }
         }
@@ -318,12 +353,12 @@ impl EnvShardSet {
 
     /// Resets replacement shard `i` with a seed no earlier generation used,
     /// and adopts its generation.
-    fn restart(&mut self, i: usize, obs: &mut [f32]) -> Result<(), EnvError> {
+    fn restart(&mut self, i: usize, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
         self.replaced += 1;
         let start = self.ranges[i].start as u64;
         let seed = self.seed.wrapping_add(start).wrapping_add(self.replaced.wrapping_mul(1_000_003));
         let call = unpoisoned(&mut self.pool).call(i, |reply| ShardMsg::Reset(seed, reply));
-        let (generation, shard_obs) =
+        let (generation, shard_obs, shard_masks) =
             blocking(&self.runtime, &self.name, call)?.map_err(|e| shard_error(&self.name, e))??;
         tracing::warn!(
             env = %self.name,
@@ -334,6 +369,7 @@ impl EnvShardSet {
         );
         self.generations[i] = generation;
         obs[self.rows(i)].copy_from_slice(&shard_obs);
+        self.adopt_masks(i, shard_masks, masks);
         Ok(())
     }
 
@@ -359,6 +395,10 @@ impl EnvShardSet {
                 returns: state.returns[r.clone()].to_vec(),
                 lengths: state.lengths[r.clone()].to_vec(),
                 finished: Vec::new(),
+                masks: state.masks.as_ref().map(|m| {
+                    let w = m.len() / state.lengths.len().max(1);
+                    m[r.start * w..r.end * w].to_vec()
+                }),
             })
             .collect();
         let parts = Arc::new(parts);

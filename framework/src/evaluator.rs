@@ -6,10 +6,11 @@
 //! episodes that finished. This is the unit that runs in the driver, in a
 //! local actor, or on a remote node.
 
+use crate::acting::Acting;
 use crate::env::EnvError;
 use crate::filter::{MeanStdFilter, RunningStat};
 use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
-use crate::sample_batch::{fields, BatchError, SampleBatch};
+use crate::sample_batch::{fields, BatchError, Column, SampleBatch};
 use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -99,6 +100,10 @@ pub struct EvaluatorState {
     pub filter: Option<MeanStdFilter>,
     /// Env steps sampled so far.
     pub steps_sampled: u64,
+    /// Each env copy's recurrent state (empty for a feed-forward policy),
+    /// so a restored run continues its episodes in progress exactly.
+    #[serde(default)]
+    pub recurrent_state: Vec<f32>,
 }
 
 impl EvaluatorState {
@@ -122,6 +127,7 @@ impl EvaluatorState {
 /// A policy graph plus a vector env.
 pub struct PolicyEvaluator {
     policy: Box<dyn PolicyGraph>,
+    acting: Acting,
     env: VectorEnv,
     sample_size: usize,
     step_out: SampleBatch,
@@ -165,6 +171,7 @@ impl PolicyEvaluator {
         }
         env.reset(seed)?;
         Ok(Self {
+            acting: Acting::new(policy.as_ref(), env.num_envs()),
             policy,
             env,
             sample_size,
@@ -241,12 +248,22 @@ impl PolicyEvaluator {
             if let Some(f) = &mut self.filter {
                 f.apply(&mut obs);
             }
-            self.policy.compute_actions(&obs, true, &mut self.step_out)?;
+            let masks = self.env.action_masks().map(<[f32]>::to_vec);
+            self.acting.act(self.policy.as_mut(), &obs, masks.as_deref(), true, &mut self.step_out)?;
             let actions = self
                 .step_out
                 .get(fields::ACTIONS)
                 .ok_or_else(|| PolicyError::Other("compute_actions did not write an `actions` column".into()))?;
-            self.env.step(actions, &mut self.step)?;
+            match actions {
+                // Continuous actions reach the env within its bounds; the
+                // batch keeps what the policy sampled.
+                Column::F32 { data, width } if has_bounds(self.env.action_space()) => {
+                    let mut clipped = data.clone();
+                    self.env.action_space().clip(&mut clipped);
+                    self.env.step(&Column::F32 { data: clipped, width: *width }, &mut self.step)?;
+                }
+                _ => self.env.step(actions, &mut self.step)?,
+            }
             let flag = |v: &[bool]| v.iter().map(|&b| if b { 1.0 } else { 0.0 }).collect::<Vec<f32>>();
             self.step_out.insert_f32(fields::OBS, obs, d)?;
             let mut new_obs = self.step.new_obs.clone();
@@ -258,8 +275,20 @@ impl PolicyEvaluator {
             self.step_out.insert_f32(fields::REWARDS, self.step.rewards.clone(), 1)?;
             self.step_out.insert_f32(fields::TERMINATEDS, flag(&self.step.terminated), 1)?;
             self.step_out.insert_f32(fields::TRUNCATEDS, flag(&self.step.truncated), 1)?;
+            if let Some(masks) = masks {
+                let width = masks.len() / n;
+                self.step_out.insert_f32(fields::ACTION_MASK, masks, width)?;
+                self.step_out.insert_f32(fields::NEW_ACTION_MASK, self.step.new_action_mask.clone(), width)?;
+            }
             self.fragment.append(&self.step_out)?;
             self.interrupted.extend_from_slice(&self.step.interrupted);
+            // A copy whose episode ended (or whose shard restarted) starts
+            // its next episode with a fresh recurrent state.
+            for i in 0..n {
+                if self.step.terminated[i] || self.step.truncated[i] || self.step.interrupted[i] {
+                    self.acting.episode_started(i);
+                }
+            }
         }
         let lost = self.interrupted.iter().filter(|&&x| x).count();
         self.steps_sampled += (horizon * n - lost) as u64;
@@ -334,6 +363,7 @@ impl PolicyEvaluator {
             env: self.env.save_state(),
             filter: self.filter.clone(),
             steps_sampled: self.steps_sampled,
+            recurrent_state: self.acting.state().to_vec(),
         }
     }
 
@@ -363,9 +393,17 @@ impl PolicyEvaluator {
                 )))
             }
         }
+        if self.acting.state_size() > 0 {
+            self.acting.set_state(&state.recurrent_state)?;
+        }
         self.steps_sampled = state.steps_sampled;
         Ok(())
     }
+}
+
+/// Whether `space` is a `Box` with a finite bound somewhere.
+fn has_bounds(space: &crate::space::Space) -> bool {
+    matches!(space, crate::space::Space::Box { low, high, .. } if low.iter().chain(high).any(|x| x.is_finite()))
 }
 
 /// Builds evaluator number `index` (0 is the driver's local evaluator,

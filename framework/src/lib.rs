@@ -23,6 +23,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod acting;
 pub mod actor;
 pub mod checkpoint;
 pub mod codec;
@@ -65,7 +66,7 @@ pub use multi_agent::{MultiAgentEnv, MultiAgentEvaluator, PolicyMapping};
 pub use optimizer::{
     MultiDeviceOptimizer, OptimizerError, PolicyOptimizer, StepStats, SyncReplayOptimizer, SyncSamplesOptimizer,
 };
-pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph};
+pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, PolicyInput};
 pub use pool::{ActorPool, PoolError};
 pub use sample_batch::{fields, Column, SampleBatch};
 pub use space::{Action, Space};

@@ -85,6 +85,30 @@ pub enum PolicyError {
     Other(String),
 }
 
+/// What a policy acts on at one step of `n` env copies: their observations
+/// and, where there are any, their legal actions and recurrent states.
+/// [`PolicyGraph::compute_actions_from_input`] takes it; evaluators and
+/// `rlx rollout` build it (see [`crate::acting::Acting`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PolicyInput<'a> {
+    /// Observations, `[n, obs_dim]` row-major.
+    pub obs: &'a [f32],
+    /// Legal actions, `[n, mask width]` (1.0 legal, 0.0 illegal), if the
+    /// env reports action masks ([`crate::Env::action_mask`]).
+    pub action_mask: Option<&'a [f32]>,
+    /// Each copy's recurrent state before this step, `[n,
+    /// recurrent_state_size]` (zeros where an episode starts), if the
+    /// policy is recurrent ([`PolicyGraph::recurrent_state_size`]).
+    pub state: Option<&'a [f32]>,
+}
+
+impl<'a> PolicyInput<'a> {
+    /// Observations alone: no masks, no recurrent state.
+    pub fn obs(obs: &'a [f32]) -> Self {
+        Self { obs, action_mask: None, state: None }
+    }
+}
+
 /// An algorithm's policy: acting, postprocessing and learning.
 ///
 /// Implement this in your own crate to run a new algorithm on rlx's
@@ -111,6 +135,41 @@ pub trait PolicyGraph: Send + 'static {
     /// # Errors
     /// If `obs` is not a whole number of rows, or the policy fails.
     fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError>;
+
+    /// Acts like [`compute_actions`](Self::compute_actions) with what the
+    /// evaluator knows beside the observations: the legal actions of each
+    /// row, and each row's recurrent state. This is what evaluators call.
+    ///
+    /// A policy that masks never picks an action whose mask entry is 0. A
+    /// recurrent policy (one with a [`recurrent_state_size`] above 0)
+    /// reads `input.state` and writes each row's next state as a
+    /// [`fields::STATE_OUT`] column of `out`; the evaluator carries it to
+    /// the next step and zeroes it where an episode starts.
+    ///
+    /// The default ignores masks and state and calls `compute_actions`:
+    /// a policy of your own that does not override it may pick illegal
+    /// actions, which the env then rejects or penalizes as it chooses.
+    ///
+    /// [`recurrent_state_size`]: Self::recurrent_state_size
+    ///
+    /// # Errors
+    /// As [`compute_actions`](Self::compute_actions); a mask or state of
+    /// the wrong size.
+    fn compute_actions_from_input(
+        &mut self,
+        input: &PolicyInput<'_>,
+        explore: bool,
+        out: &mut SampleBatch,
+    ) -> Result<(), PolicyError> {
+        self.compute_actions(input.obs, explore, out)
+    }
+
+    /// Width of the recurrent state a policy carries from one step of an
+    /// env copy to the next (an LSTM's `h` and `c`); 0 (the default) for a
+    /// feed-forward policy.
+    fn recurrent_state_size(&self) -> usize {
+        0
+    }
 
     /// Completes one env copy's trajectory fragment in place (e.g. adds
     /// `advantages` and `value_targets`). The fragment holds at most one
@@ -196,8 +255,8 @@ pub trait PolicyGraph: Send + 'static {
     /// Writes the weights to `path` in the safetensors format. The default
     /// writes one tensor, `"weights"`, holding [`get_weights`]; policies
     /// built on a tensor library override it to write named layers (the
-    /// built-in dfdx policies write dfdx's own layout, loadable with
-    /// `load_safetensors` on the same network type).
+    /// built-in policies name each tensor by its place in the network,
+    /// e.g. `pi.torso.0.weight`, so other tools can read the file).
     ///
     /// [`get_weights`]: PolicyGraph::get_weights
     ///

@@ -183,7 +183,8 @@ pub const N_STEP_DISCOUNTS: &str = "n_step_discounts";
 /// Rewrites one single-episode trajectory (rows in time order) for n-step
 /// Q-learning (Sutton & Barto §7.1; the DQN variant of Hessel et al. 2018):
 /// row `t` gets the reward `Σ_{j<k} γ^j r_{t+j}` with `k = min(n, T − t)`,
-/// the `new_obs`, `terminateds` and `truncateds` of row `t + k − 1`, and
+/// the `new_obs` (and `new_action_mask`, if any), `terminateds` and
+/// `truncateds` of row `t + k − 1`, and
 /// `n_step_discounts` = `γ^k`, so the target is
 /// `rewards + n_step_discounts · (1 − terminateds) · max_a Q(new_obs, a)`.
 /// With `n = 1` only the discount column is added.
@@ -222,8 +223,15 @@ pub fn n_step_returns(traj: &mut SampleBatch, n: usize, gamma: f32) -> Result<()
         field: fields::NEW_OBS.into(),
         available: traj.fields().collect::<Vec<_>>().join(", "),
     })?;
-    for field in [fields::TERMINATEDS, fields::TRUNCATEDS, fields::NEW_OBS] {
-        let w = if field == fields::NEW_OBS { width } else { 1 };
+    // The legal actions of the bootstrap observation move with it.
+    let mask_width = traj.get(fields::NEW_ACTION_MASK).map_or(0, |c| c.width());
+    for field in [fields::TERMINATEDS, fields::TRUNCATEDS, fields::NEW_OBS, fields::NEW_ACTION_MASK] {
+        let w = match field {
+            fields::NEW_OBS => width,
+            fields::NEW_ACTION_MASK if mask_width == 0 => continue,
+            fields::NEW_ACTION_MASK => mask_width,
+            _ => 1,
+        };
         let column = traj.f32_mut(field)?;
         // Row t reads row t + k − 1 ≥ t, so a forward pass never reads an
         // overwritten row.

@@ -36,6 +36,18 @@ pub mod fields {
     pub const ADVANTAGES: &str = "advantages";
     /// Targets for the value function (returns).
     pub const VALUE_TARGETS: &str = "value_targets";
+    /// Legal actions in `obs` (1.0 legal, 0.0 illegal), `f32 [mask width]`,
+    /// when the env reports action masks ([`crate::Env::action_mask`]).
+    pub const ACTION_MASK: &str = "action_mask";
+    /// Legal actions in `new_obs`, like [`ACTION_MASK`] (what DQN's target
+    /// maximizes over).
+    pub const NEW_ACTION_MASK: &str = "new_action_mask";
+    /// A recurrent policy's state before acting on `obs` (zeros where an
+    /// episode starts), `f32 [state size]`.
+    pub const STATE_IN: &str = "state_in";
+    /// The recurrent state after acting on `obs`: the next row's
+    /// `state_in` within an episode.
+    pub const STATE_OUT: &str = "state_out";
 }
 
 /// Errors from building or combining batches.
@@ -561,12 +573,20 @@ pub fn minibatch_rows(len: usize, size: usize, seed: u64) -> Vec<Vec<usize>> {
 /// Shifts and scales `values` to mean 0 and standard deviation 1 in place
 /// (statistics in f64). Constant input becomes zeros.
 pub fn standardize(values: &mut [f32]) {
-    if values.is_empty() {
+    standardize_masked(values, None);
+}
+
+/// [`standardize`] with the mean and standard deviation of the entries
+/// whose `mask` is non-zero (the real rows of padded sequences), applied to
+/// every entry.
+pub fn standardize_masked(values: &mut [f32], mask: Option<&[f32]>) {
+    let counts = |i: usize| mask.is_none_or(|m| m[i] != 0.0);
+    let n = (0..values.len()).filter(|&i| counts(i)).count() as f64;
+    if n == 0.0 {
         return;
     }
-    let n = values.len() as f64;
-    let mean = values.iter().map(|&v| v as f64).sum::<f64>() / n;
-    let var = values.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+    let mean = (0..values.len()).filter(|&i| counts(i)).map(|i| values[i] as f64).sum::<f64>() / n;
+    let var = (0..values.len()).filter(|&i| counts(i)).map(|i| (values[i] as f64 - mean).powi(2)).sum::<f64>() / n;
     let std = var.sqrt();
     for v in values.iter_mut() {
         *v = ((*v as f64 - mean) / (std + 1e-8)) as f32;

@@ -164,6 +164,33 @@ impl Space {
         out
     }
 
+    /// Width of an action mask over this space ([`Env::action_mask`]): `n`
+    /// for `Discrete(n)`, the sum of `nvec` for a `MultiDiscrete`, `None`
+    /// for a `Box` (continuous actions cannot be masked).
+    ///
+    /// [`Env::action_mask`]: crate::Env::action_mask
+    pub fn mask_width(&self) -> Option<usize> {
+        match self {
+            Space::Discrete { n } => Some(*n as usize),
+            Space::MultiDiscrete { nvec } => Some(nvec.iter().map(|&n| n as usize).sum()),
+            Space::Box { .. } => None,
+        }
+    }
+
+    /// Clips rows of `Box` values (`[n, flat_dim]`) to the bounds, element
+    /// by element; other spaces are left alone. Evaluators clip a policy's
+    /// continuous actions this way before the env sees them, keeping the
+    /// unclipped sample in the batch (a Gaussian's log-probability is of
+    /// that sample).
+    pub fn clip(&self, values: &mut [f32]) {
+        if let Space::Box { low, high, .. } = self {
+            let w = low.len().max(1);
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = v.clamp(low[i % w], high[i % w]);
+            }
+        }
+    }
+
     /// The number of discrete choices, if this is a `Discrete` space.
     pub fn n(&self) -> Option<i64> {
         match self {

@@ -46,17 +46,22 @@ pub struct VectorStep {
     /// reset observation in [`VectorEnv::observations`]. Always `false`
     /// for copies that step in the caller's thread.
     pub interrupted: Vec<bool>,
+    /// The legal actions in each `new_obs`, `[num_envs, mask width]` (1.0
+    /// legal), if the env reports action masks; empty otherwise.
+    pub new_action_mask: Vec<f32>,
 }
 
 impl VectorStep {
-    /// Sizes every buffer for `n` copies of width `obs_dim`.
-    fn resize(&mut self, n: usize, obs_dim: usize) {
+    /// Sizes every buffer for `n` copies of width `obs_dim`, with masks
+    /// `mask_width` wide (0 without masks).
+    fn resize(&mut self, n: usize, obs_dim: usize, mask_width: usize) {
         self.rewards.resize(n, 0.0);
         self.terminated.resize(n, false);
         self.truncated.resize(n, false);
         self.new_obs.resize(n * obs_dim, 0.0);
         self.interrupted.clear();
         self.interrupted.resize(n, false);
+        self.new_action_mask.resize(n * mask_width, 1.0);
     }
 }
 
@@ -73,6 +78,9 @@ pub struct VectorEnvState {
     pub lengths: Vec<u64>,
     /// Finished episodes not yet reported.
     pub finished: Vec<EpisodeSummary>,
+    /// The legal actions in `obs`, if the env reports action masks.
+    #[serde(default)]
+    pub masks: Option<Vec<f32>>,
 }
 
 /// `num_envs` copies of an env behind one flat observation buffer.
@@ -84,6 +92,9 @@ pub struct VectorEnv {
     num_envs: usize,
     obs_dim: usize,
     obs: Vec<f32>,
+    /// The legal actions in `obs`, `[num_envs, mask width]`, once a reset
+    /// found that the env reports masks.
+    masks: Option<Vec<f32>>,
     finished: Vec<EpisodeSummary>,
 }
 
@@ -149,14 +160,18 @@ impl VectorEnv {
             num_envs: n,
             obs_dim,
             obs: vec![0.0; n * obs_dim],
+            masks: None,
             finished: Vec::new(),
         }
     }
 
-    /// Resets every copy; copy `i` is seeded with `seed + i`.
+    /// Resets every copy; copy `i` is seeded with `seed + i`. If the env
+    /// reports action masks, from here on [`action_masks`](Self::action_masks)
+    /// holds them.
     ///
     /// # Errors
-    /// The first copy's reset error.
+    /// The first copy's reset error; a mask that does not fit the action
+    /// space or leaves no legal action.
     pub fn reset(&mut self, seed: u64) -> Result<(), EnvError> {
         match &mut self.copies {
             Copies::Here { envs, returns, lengths } => {
@@ -168,10 +183,25 @@ impl VectorEnv {
                 }
                 returns.iter_mut().for_each(|r| *r = 0.0);
                 lengths.iter_mut().for_each(|l| *l = 0);
+                if envs[0].action_mask().is_some() {
+                    let width = crate::env::mask_width(envs[0].as_ref())?;
+                    let masks = self.masks.get_or_insert_with(Vec::new);
+                    masks.resize(envs.len() * width, 1.0);
+                    for (env, row) in envs.iter().zip(masks.chunks_exact_mut(width)) {
+                        crate::env::read_action_mask(env.as_ref(), row, 0)?;
+                    }
+                }
                 Ok(())
             }
-            Copies::Sharded(set) => set.reset(seed, &mut self.obs),
+            Copies::Sharded(set) => set.reset(seed, &mut self.obs, &mut self.masks),
         }
+    }
+
+    /// The legal actions in [`observations`](Self::observations), `[num_envs,
+    /// mask width]` (1.0 legal, 0.0 illegal), if the env reports action
+    /// masks ([`Env::action_mask`]).
+    pub fn action_masks(&self) -> Option<&[f32]> {
+        self.masks.as_deref()
     }
 
     /// Number of copies.
@@ -232,10 +262,11 @@ impl VectorEnv {
                 message: format!("got {} actions for {n} env copies", actions.rows()),
             });
         }
-        out.resize(n, self.obs_dim);
+        let width = self.masks.as_ref().map_or(0, |m| m.len() / n);
+        out.resize(n, self.obs_dim, width);
         let (envs, returns, lengths) = match &mut self.copies {
             Copies::Here { envs, returns, lengths } => (envs, returns, lengths),
-            Copies::Sharded(set) => return set.step(actions, out, &mut self.obs, &mut self.finished),
+            Copies::Sharded(set) => return set.step(actions, out, &mut self.obs, &mut self.masks, &mut self.finished),
         };
         let d = self.obs_dim;
         for (i, env) in envs.iter_mut().enumerate() {
@@ -271,6 +302,11 @@ impl VectorEnv {
             out.truncated[i] = step.truncated;
             returns[i] += step.reward;
             lengths[i] += 1;
+            let new_mask = &mut out.new_action_mask[i * width..(i + 1) * width];
+            if let Some(masks) = &mut self.masks {
+                crate::env::read_action_mask(env.as_ref(), new_mask, lengths[i])?;
+                masks[i * width..(i + 1) * width].copy_from_slice(new_mask);
+            }
             let obs = &mut self.obs[i * d..(i + 1) * d];
             if step.done() {
                 self.finished.push(EpisodeSummary {
@@ -281,6 +317,9 @@ impl VectorEnv {
                 returns[i] = 0.0;
                 lengths[i] = 0;
                 env.reset(None, obs)?;
+                if let Some(masks) = &mut self.masks {
+                    crate::env::read_action_mask(env.as_ref(), &mut masks[i * width..(i + 1) * width], 0)?;
+                }
             } else {
                 obs.copy_from_slice(new_obs);
             }
@@ -313,7 +352,14 @@ impl VectorEnv {
                 whole
             }
         };
-        Some(VectorEnvState { envs, obs: self.obs.clone(), returns, lengths, finished: self.finished.clone() })
+        Some(VectorEnvState {
+            envs,
+            obs: self.obs.clone(),
+            returns,
+            lengths,
+            finished: self.finished.clone(),
+            masks: self.masks.clone(),
+        })
     }
 
     /// Restores a snapshot taken by [`save_state`](Self::save_state) on a
@@ -351,6 +397,7 @@ impl VectorEnv {
         }
         self.obs.clone_from(&state.obs);
         self.finished.clone_from(&state.finished);
+        self.masks.clone_from(&state.masks);
         Ok(())
     }
 }

@@ -82,6 +82,10 @@ impl<E: Env> Env for TimeLimit<E> {
     fn render(&self) -> Option<String> {
         self.env.render()
     }
+
+    fn action_mask(&self) -> Option<&[bool]> {
+        self.env.action_mask()
+    }
 }
 
 /// Observes the last `k` observations, oldest first, as one row of
@@ -172,6 +176,10 @@ impl<E: Env> Env for FrameStack<E> {
     fn render(&self) -> Option<String> {
         self.env.render()
     }
+
+    fn action_mask(&self) -> Option<&[bool]> {
+        self.env.action_mask()
+    }
 }
 
 /// Clips every reward to `[min, max]` (Gymnasium's `ClipReward`; `-1, 1` is
@@ -229,6 +237,10 @@ impl<E: Env> Env for ClipReward<E> {
 
     fn render(&self) -> Option<String> {
         self.env.render()
+    }
+
+    fn action_mask(&self) -> Option<&[bool]> {
+        self.env.action_mask()
     }
 }
 
@@ -295,6 +307,10 @@ impl<E: Env> Env for ActionRepeat<E> {
 
     fn render(&self) -> Option<String> {
         self.env.render()
+    }
+
+    fn action_mask(&self) -> Option<&[bool]> {
+        self.env.action_mask()
     }
 }
 

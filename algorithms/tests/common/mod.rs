@@ -8,19 +8,29 @@ use serde_json::Value;
 /// Mean return of `policy`'s greedy actions (no exploration) over
 /// `episodes` episodes of the registered env `env`, reset with seeds
 /// 1000, 1001, …: what the policy has learned, without the exploration
-/// noise the training returns carry.
+/// noise the training returns carry. Acts as evaluators do: recurrent
+/// state carried, the env's action masks passed, continuous actions
+/// clipped to the bounds.
 pub fn greedy_return(policy: &mut dyn PolicyGraph, env: &str, episodes: u64) -> f64 {
     let mut env = rlx_envs::make(env).unwrap();
     let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
+    let mut mask = vec![1.0f32; env.action_space().mask_width().unwrap_or(0)];
+    let mut acting = rlx::acting::Acting::new(policy, 1);
     let mut out = SampleBatch::new();
     let mut total = 0.0;
     for episode in 0..episodes {
         env.reset(Some(1000 + episode), &mut obs).unwrap();
+        acting.episode_started(0);
         loop {
-            policy.compute_actions(&obs, false, &mut out).unwrap();
+            let masked = !mask.is_empty() && rlx::env::read_action_mask(env.as_ref(), &mut mask, 0).unwrap();
+            acting.act(policy, &obs, masked.then_some(&mask[..]), false, &mut out).unwrap();
             let step = match out.get(fields::ACTIONS).unwrap() {
                 Column::I64 { data, .. } => env.step(Action::Discrete(data[0]), &mut obs),
-                Column::F32 { data, .. } => env.step(Action::Continuous(data), &mut obs),
+                Column::F32 { data, .. } => {
+                    let mut a = data.clone();
+                    env.action_space().clip(&mut a);
+                    env.step(Action::Continuous(&a), &mut obs)
+                }
             }
             .unwrap();
             total += step.reward;

@@ -16,10 +16,20 @@
 //! actors and hands the optimizer to an [`rlx::Trainer`]. `src/main.rs`
 //! trains and prints one line per iteration; `tests/learns.rs` checks that
 //! training beats the untrained (uniformly random) policy.
+//!
+//! Then rlx's built-in algorithms on envs of shapes nothing bundled with
+//! rlx has ([`builtin`]): [`ring`] (7 observations, 5 actions) with PPO
+//! and DQN, [`reach`] (3-d continuous actions) with PPO and SAC, and PPO
+//! with a network of our own ([`network`]); `tests/builtin.rs` checks that
+//! each learns.
 
+pub mod builtin;
 pub mod env;
+pub mod network;
 pub mod optimizer;
 pub mod policy;
+pub mod reach;
+pub mod ring;
 
 use env::ChainWalk;
 use optimizer::GatherLearnBroadcast;

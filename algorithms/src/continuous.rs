@@ -1,0 +1,299 @@
+//! What DDPG, TD3 and SAC share: the sampling and replay keys, action
+//! bounds, critics `Q(s, a)` on `[action, observation]`, and Bellman
+//! targets.
+//!
+//! Inside these policies actions are in **normalized units** `u ∈ [−1,
+//! 1]^A`, scaled to the env's bounds only when acting: `a = low + (u + 1)/2
+//! · (high − low)`. A critic reads the concatenation `[u, s]`, the action
+//! first (dfdx merges a taped tensor only into an untaped one on its
+//! right).
+
+use crate::device::NetDevice;
+use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, Params, Taped};
+use crate::BuildError;
+use dfdx::prelude::*;
+use rlx::config::{check, ConfigError};
+use rlx::filter::ObservationFilter;
+use rlx::optimizer::SyncReplayConfig;
+use rlx::postprocessing::N_STEP_DISCOUNTS;
+use rlx::{fields, EnvShards, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space};
+
+/// The sampling and replay keys DDPG, TD3 and SAC share.
+pub(crate) struct ReplaySettings {
+    pub num_workers: usize,
+    pub num_envs_per_worker: usize,
+    pub rollout_fragment_length: usize,
+    pub timesteps_per_iteration: usize,
+    pub buffer_size: usize,
+    pub learning_starts: usize,
+    pub train_batch_size: usize,
+    pub training_intensity: Option<f64>,
+    pub n_step: usize,
+    pub seed: u64,
+    pub restart: RestartPolicy,
+    pub env_shards: EnvShards,
+}
+
+/// Range checks of the shared sampling and replay keys.
+pub(crate) fn check_replay(s: &ReplaySettings) -> Result<(), ConfigError> {
+    let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
+    positive("num_envs_per_worker", s.num_envs_per_worker)?;
+    s.env_shards.validate(s.num_envs_per_worker)?;
+    positive("rollout_fragment_length", s.rollout_fragment_length)?;
+    positive("timesteps_per_iteration", s.timesteps_per_iteration)?;
+    positive("buffer_size", s.buffer_size)?;
+    let ls = s.learning_starts;
+    check("learning_starts", ls, ls <= s.buffer_size, "must be <= buffer_size (or learning never starts)")?;
+    positive("train_batch_size", s.train_batch_size)?;
+    positive("n_step", s.n_step)?;
+    // Returns are summed within a sampled fragment, so a longer n would
+    // silently be cut to the fragment.
+    let (n, len) = (s.n_step, s.rollout_fragment_length);
+    check("n_step", n, n <= len, "must be <= rollout_fragment_length (n-step returns stay within a fragment)")?;
+    if let Some(ti) = s.training_intensity {
+        check("training_intensity", ti, ti > 0.0 && ti.is_finite(), "must be > 0 or null")?;
+    }
+    Ok(())
+}
+
+impl ReplaySettings {
+    /// The replay optimizer's settings (uniform replay).
+    pub(crate) fn replay(&self) -> SyncReplayConfig {
+        SyncReplayConfig {
+            buffer_size: self.buffer_size,
+            prioritized: None,
+            learning_starts: self.learning_starts,
+            train_batch_size: self.train_batch_size,
+            training_intensity: self.training_intensity.unwrap_or(self.train_batch_size as f64),
+            timesteps_per_iteration: self.timesteps_per_iteration,
+            seed: self.seed,
+        }
+    }
+
+    /// How the evaluators sample.
+    pub(crate) fn sampling(&self) -> crate::execution::SamplingSettings {
+        crate::execution::SamplingSettings {
+            num_workers: self.num_workers,
+            num_envs_per_worker: self.num_envs_per_worker,
+            sample_size: self.rollout_fragment_length * self.num_envs_per_worker,
+            observation_filter: ObservationFilter::NoFilter,
+            seed: self.seed,
+            restart: self.restart,
+            env_shards: self.env_shards,
+        }
+    }
+}
+
+/// An evaluator's share of `random_timesteps`: each of the samplers takes
+/// about 1/`samplers` of the run's steps.
+pub(crate) fn random_steps_per_evaluator(random_timesteps: u64, num_workers: usize) -> u64 {
+    random_timesteps / num_workers.max(1) as u64
+}
+
+/// The bounds of a `Box` action space, mapping between env units and the
+/// actors' normalized `[−1, 1]`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ActionBounds {
+    low: Vec<f32>,
+    high: Vec<f32>,
+}
+
+impl ActionBounds {
+    /// The bounds of `space`.
+    ///
+    /// # Errors
+    /// [`BuildError::Unsupported`] unless `space` is a `Box` with finite
+    /// bounds.
+    pub(crate) fn new(space: &Space, algorithm: &str) -> Result<Self, BuildError> {
+        match space {
+            Space::Box { low, high, .. } if low.iter().chain(high).all(|x| x.is_finite()) => {
+                Ok(Self { low: low.clone(), high: high.clone() })
+            }
+            _ => Err(BuildError::Unsupported(format!(
+                "{algorithm} needs a Box action space with finite bounds (its actor's tanh output is scaled to them); \
+                 got {space}"
+            ))),
+        }
+    }
+
+    /// Action dimensions.
+    pub(crate) fn dim(&self) -> usize {
+        self.low.len()
+    }
+
+    /// Rows of normalized actions in env units:
+    /// `low + (u + 1)/2 · (high − low)`.
+    pub(crate) fn to_env(&self, u: &[f32]) -> Vec<f32> {
+        let w = self.low.len();
+        u.iter()
+            .enumerate()
+            .map(|(i, &u)| self.low[i % w] + (u + 1.0) * 0.5 * (self.high[i % w] - self.low[i % w]))
+            .collect()
+    }
+
+    /// Rows of env actions in normalized units (the inverse of
+    /// [`to_env`](Self::to_env)); out-of-range actions are clipped first,
+    /// as the env clips them.
+    pub(crate) fn to_normalized(&self, a: &[f32]) -> Vec<f32> {
+        let w = self.low.len();
+        a.iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                let (lo, hi) = (self.low[i % w], self.high[i % w]);
+                if hi > lo {
+                    (2.0 * (a.clamp(lo, hi) - lo) / (hi - lo) - 1.0).clamp(-1.0, 1.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+}
+
+/// The observation encoding and action bounds of an env for `algorithm`,
+/// or why it cannot run on it: continuous (`Box`) actions with finite
+/// bounds, observations of any space (images flattened).
+///
+/// # Errors
+/// [`BuildError::Unsupported`] naming the spaces.
+pub(crate) fn continuous_spaces(
+    algorithm: &str,
+    obs: &Space,
+    act: &Space,
+) -> Result<(Input, ActionBounds), BuildError> {
+    if !matches!(act, Space::Box { .. }) {
+        return Err(BuildError::Unsupported(format!(
+            "{algorithm} supports Box (continuous) actions; got {act} (observations {obs})"
+        )));
+    }
+    Ok((Input::flat(obs), ActionBounds::new(act, algorithm)?))
+}
+
+/// A critic `Q(s, a)`: the `model`'s fully connected layers on `[u, s]`,
+/// then one output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Critic {
+    mlp: Mlp,
+    out: Linear,
+}
+
+impl Critic {
+    /// A critic on `inputs = A + obs features`, tensors `{name}.…`.
+    pub fn new<D: NetDevice>(p: &mut Params<D>, name: &str, inputs: usize, model: &ModelConfig) -> Self {
+        let mlp = Mlp::new(p, &format!("{name}.hidden"), inputs, &model.fcnet_hiddens, model.fcnet_activation);
+        let out = Linear::new(p, &format!("{name}.out"), mlp.features(), 1);
+        Self { mlp, out }
+    }
+
+    /// `Q` of every row of `x = [u, s]`, `(rows, 1)`.
+    pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        self.out.forward(p, self.mlp.forward(p, x))
+    }
+}
+
+/// The critic input `[u, s]` of every row, from normalized actions `u`
+/// (`[n, A]`) and encoded observations `s` (`[n, F]`).
+///
+/// # Errors
+/// If the two have different numbers of rows.
+pub(crate) fn critic_input<D: NetDevice>(
+    dev: &D,
+    u: &[f32],
+    a: usize,
+    s: &[f32],
+    f: usize,
+) -> Result<Matrix<D>, PolicyError> {
+    let n = s.len() / f.max(1);
+    if u.len() != n * a || s.len() != n * f {
+        return Err(PolicyError::Other(format!(
+            "{} action values do not match {n} observation rows of {f} (actions are {a} wide)",
+            u.len()
+        )));
+    }
+    let mut x = Vec::with_capacity(n * (a + f));
+    for (u, s) in u.chunks_exact(a).zip(s.chunks_exact(f)) {
+        x.extend_from_slice(u);
+        x.extend_from_slice(s);
+    }
+    Ok(dev.tensor_from_vec(x, (n, a + f)))
+}
+
+/// [`critic_input`] for actions on a gradient tape (the actor's output),
+/// so that `∂Q/∂u` flows back into the actor.
+pub(crate) fn critic_input_taped<D: NetDevice>(u: Matrix<D, Taped<D>>, s: Matrix<D>) -> Matrix<D, Taped<D>> {
+    (u, s).concat_along(Axis::<1>)
+}
+
+/// Q-values of the rows of `x` under each critic on `p` (no gradient),
+/// then their element-wise minimum.
+pub(crate) fn min_q<D: NetDevice>(critics: &[Critic], p: &Params<D>, x: &Matrix<D>) -> Vec<f32> {
+    let each: Vec<Vec<f32>> = critics.iter().map(|c| c.forward(p, x.clone()).as_vec()).collect();
+    (0..each[0].len()).map(|i| each.iter().map(|q| q[i]).fold(f32::INFINITY, f32::min)).collect()
+}
+
+/// `R + γ^k (1 − terminated) · next_value` of every row.
+pub(crate) fn bellman_targets(batch: &SampleBatch, next_value: &[f32]) -> Result<Vec<f32>, PolicyError> {
+    let (rewards, terminated) = (batch.f32(fields::REWARDS)?, batch.f32(fields::TERMINATEDS)?);
+    let discounts = batch.f32(N_STEP_DISCOUNTS)?;
+    Ok((0..batch.len()).map(|i| rewards[i] + discounts[i] * (1.0 - terminated[i]) * next_value[i]).collect())
+}
+
+/// The summed MSE loss `Σ_j mean (Q_j(x) − y)²` of `critics` on `core`'s
+/// weights, with `mean_q`, `mean_td_error` (of the first critic),
+/// `critic_loss` and `mean_target_q` in the stats, and its gradient for
+/// `range` (the critics' span of the weights).
+pub(crate) fn critic_gradient<D: NetDevice>(
+    core: &crate::policy_core::PolicyCore<D>,
+    critics: &[Critic],
+    x: Matrix<D>,
+    targets: &[f32],
+    range: std::ops::Range<usize>,
+    stats: &mut LearnerStats,
+) -> Result<Vec<f32>, PolicyError> {
+    let (p, n) = (&core.params, targets.len());
+    let y = p.device().tensor_from_vec(targets.to_vec(), (n, 1));
+    let mut total = None;
+    for (j, critic) in critics.iter().enumerate() {
+        let q = critic.forward(p, x.clone().leaky_traced());
+        if j == 0 {
+            let q = q.as_vec();
+            stats.set("mean_q", q.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
+            let td = q.iter().zip(targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
+            stats.set("mean_td_error", td / n as f64);
+        }
+        let loss = (q - y.clone()).square().mean();
+        total = Some(match total {
+            None => loss,
+            Some(t) => t + loss,
+        });
+    }
+    let (value, grad) = core.backward(total.expect("at least one critic"), "critic loss", range)?;
+    stats.set("critic_loss", value as f64);
+    stats.set("mean_target_q", targets.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64);
+    Ok(grad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_bounds_round_trip() {
+        let b = ActionBounds::new(&Space::bounded(vec![-2.0, 0.0], vec![2.0, 1.0], vec![2]).unwrap(), "X").unwrap();
+        assert_eq!(b.to_env(&[-1.0, -1.0, 0.0, 1.0]), vec![-2.0, 0.0, 0.0, 1.0]);
+        assert_eq!(b.to_normalized(&[-2.0, 0.0, 0.0, 1.0, 5.0, -3.0]), vec![-1.0, -1.0, 0.0, 1.0, 1.0, -1.0]);
+        let unbounded = Space::uniform_box(f32::NEG_INFINITY, f32::INFINITY, vec![1]).unwrap();
+        assert!(ActionBounds::new(&unbounded, "X").unwrap_err().to_string().contains("finite bounds"));
+    }
+
+    #[test]
+    fn critic_input_puts_the_action_first_and_the_taped_path_agrees() {
+        let dev = Cpu::seed_from_u64(0);
+        let x = critic_input(&dev, &[0.5, -0.5], 1, &[1.0, 2.0, 3.0, 4.0], 2).unwrap();
+        assert_eq!(x.as_vec(), vec![0.5, 1.0, 2.0, -0.5, 3.0, 4.0]);
+        let u = dev.tensor_from_vec(vec![0.5, -0.5], (2usize, 1usize));
+        let s = dev.tensor_from_vec(vec![1.0, 2.0, 3.0, 4.0], (2usize, 2usize));
+        assert_eq!(critic_input_taped(u.leaky_traced(), s).as_vec(), x.as_vec());
+        assert!(critic_input(&dev, &[0.5], 1, &[1.0, 2.0, 3.0, 4.0], 2).is_err());
+    }
+}

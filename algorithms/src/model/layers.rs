@@ -1,0 +1,443 @@
+//! Layers whose sizes are known only at run time: [`Linear`], [`Conv2d`]
+//! and [`Lstm`], with their activations.
+//!
+//! A layer is plain data (sizes and [`ParamId`]s); its tensors live in the
+//! policy's [`Params`]. Every forward pass is generic over dfdx's tape
+//! `T`: with `NoneTape` it acts, with `OwnedTape` it records the
+//! operations a loss differentiates. Tensors are `(rows, features)`
+//! matrices with `usize` dimensions.
+//!
+//! Initialization follows dfdx's own layers (and PyTorch's defaults): a
+//! `Linear` from `U(−1/√in, 1/√in)`, a `Conv2d` from `U(−1/√(in·k²),
+//! 1/√(in·k²))`, weights then bias, drawn from the device's generator in
+//! the order layers are built. So a network built here from a seed starts
+//! from the same weights as the const-shaped dfdx network it replaces.
+
+use super::params::{ParamId, Params};
+use crate::device::NetDevice;
+use dfdx::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// A `(rows, features)` matrix on device `D` with tape `T`.
+pub type Matrix<D, T = NoneTape> = Tensor<(usize, usize), f32, D, T>;
+
+/// The gradient tape of a learning pass on device `D`.
+pub type Taped<D> = OwnedTape<f32, D>;
+
+/// A hidden-layer nonlinearity (`fcnet_activation`, `conv_activation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    /// `tanh(x)`.
+    #[default]
+    Tanh,
+    /// `max(x, 0)`.
+    Relu,
+}
+
+impl Activation {
+    /// Applies the nonlinearity. Acting on the CPU (no tape) uses
+    /// [`tanh_approx`] for `tanh`, which sampling spends most of its time
+    /// in otherwise; learning uses dfdx's exact kernels, so the learner
+    /// never sees the approximation.
+    pub fn apply<S: Shape, D: NetDevice, T: Tape<f32, D>>(self, x: Tensor<S, f32, D, T>) -> Tensor<S, f32, D, T> {
+        match self {
+            Activation::Relu => x.relu(),
+            Activation::Tanh if D::HOST && !T::OWNS_TAPE => tanh_in_place(x),
+            Activation::Tanh => x.tanh(),
+        }
+    }
+}
+
+/// [`tanh_approx`] over a fresh, contiguous tensor (a layer's output, so
+/// its physical data is its logical data), in place.
+fn tanh_in_place<S: Shape, D: NetDevice, T>(mut t: Tensor<S, f32, D, T>) -> Tensor<S, f32, D, T> {
+    let mut v = vec![0.0; t.shape().num_elements()];
+    t.copy_into(&mut v);
+    v.iter_mut().for_each(|x| *x = tanh_approx(*x));
+    t.copy_from(&v);
+    t
+}
+
+/// `tanh(x)` to within 3e-7 absolute for every `f32` (NaN stays NaN), in a
+/// form the compiler vectorizes: `1 − 2 / (e^{2x} + 1)`, with `e^{2x}`
+/// computed as `2^n · 2^f` (`n` an integer, `|f| ≤ 1/2`, `2^f` by its
+/// degree-7 Taylor polynomial, relative error below 1e-8). glibc's `tanhf`,
+/// which dfdx's CPU kernel calls per element, was 42 % of sampling's time
+/// (see the profile on the book's performance page).
+#[inline]
+pub fn tanh_approx(x: f32) -> f32 {
+    // tanh(±9) rounds to ±1 in f32; the clamp keeps 2^n a normal float.
+    let y = x.clamp(-9.0, 9.0) * (2.0 * std::f32::consts::LOG2_E);
+    // Round to nearest by adding and subtracting 1.5 · 2^23 (|y| < 2^22).
+    const ROUND: f32 = 12_582_912.0;
+    let r = y + ROUND;
+    let n = r - ROUND;
+    let f = (y - n) * std::f32::consts::LN_2;
+    // e^f for |f| ≤ ln 2 / 2, Horner form.
+    let p = 1.0
+        + f * (1.0
+            + f * (1.0 / 2.0
+                + f * (1.0 / 6.0 + f * (1.0 / 24.0 + f * (1.0 / 120.0 + f * (1.0 / 720.0 + f * (1.0 / 5040.0)))))));
+    // n as an integer is the low bits of r (no float-to-int conversion, so
+    // the loop vectorizes); 2^n is that plus the exponent bias, shifted.
+    let two_n = f32::from_bits(r.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
+    1.0 - 2.0 / (two_n * p + 1.0)
+}
+
+/// A fully connected layer `y = x Wᵀ + b`, `W` of shape `(out, in)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Linear {
+    w: ParamId,
+    b: ParamId,
+    inputs: usize,
+    outputs: usize,
+}
+
+impl Linear {
+    /// A layer from `inputs` to `outputs` features, its weight and bias
+    /// named `{name}.weight` and `{name}.bias`.
+    pub fn new<D: NetDevice>(params: &mut Params<D>, name: &str, inputs: usize, outputs: usize) -> Self {
+        Self::scaled(params, name, inputs, outputs, 1.0)
+    }
+
+    /// [`new`](Self::new) with the initial weights and bias scaled by
+    /// `scale` (a small policy head starts near the uniform policy).
+    pub fn scaled<D: NetDevice>(params: &mut Params<D>, name: &str, inputs: usize, outputs: usize, scale: f32) -> Self {
+        let bound = scale / (inputs as f32).sqrt();
+        let w = params.uniform(&format!("{name}.weight"), &[outputs, inputs], bound);
+        let b = params.uniform(&format!("{name}.bias"), &[outputs], bound);
+        Self { w, b, inputs, outputs }
+    }
+
+    /// Output features.
+    pub fn outputs(&self) -> usize {
+        self.outputs
+    }
+
+    /// `x Wᵀ + b`.
+    ///
+    /// # Shapes
+    /// `x` is `(rows, inputs)`; the result `(rows, outputs)`.
+    pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        let rows = x.shape().0;
+        let w = p.matrix(self.w, self.outputs, self.inputs).retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
+        let b = p.get(self.b).retaped::<T>().broadcast_like::<(usize, usize), Axis<0>>(&(rows, self.outputs));
+        x.matmul(w) + b
+    }
+}
+
+/// A 2-d convolution with square `kernel × kernel` filters, `stride` and
+/// no padding, on images stored channels last (height × width ×
+/// channels, as envs write them), from `(h, w, in_channels)` to `(h', w',
+/// out_channels)` with `h' = (h − kernel) / stride + 1`.
+///
+/// dfdx 0.13 offers its convolution on nightly Rust only, so this one is
+/// written with its stable operations: a gather of every output pixel's
+/// `kernel × kernel × in_channels` patch (im2col; its backward pass is
+/// dfdx's scatter-add), then one matrix product with the filters. The
+/// output stays channels last, so layers stack without reordering.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv2d {
+    w: ParamId,
+    b: ParamId,
+    in_channels: usize,
+    out_channels: usize,
+    kernel: usize,
+    stride: usize,
+}
+
+impl Conv2d {
+    /// A convolution named `name`, its filters `(out_channels, kernel,
+    /// kernel, in_channels)`.
+    pub fn new<D: NetDevice>(
+        params: &mut Params<D>,
+        name: &str,
+        in_channels: usize,
+        out_channels: usize,
+        kernel: usize,
+        stride: usize,
+    ) -> Self {
+        let bound = 1.0 / ((in_channels * kernel * kernel) as f32).sqrt();
+        let w = params.uniform(&format!("{name}.weight"), &[out_channels, kernel, kernel, in_channels], bound);
+        let b = params.uniform(&format!("{name}.bias"), &[out_channels], bound);
+        Self { w, b, in_channels, out_channels, kernel, stride }
+    }
+
+    /// The output size of one spatial side of `size` pixels, if at least one.
+    pub fn output_side(kernel: usize, stride: usize, size: usize) -> Option<usize> {
+        (size >= kernel && stride > 0).then(|| (size - kernel) / stride + 1)
+    }
+
+    /// For every output pixel of every row, the flat input index of each
+    /// element of its patch, in the filters' `(ky, kx, channel)` order.
+    fn patch_indices(&self, rows: usize, height: usize, width: usize) -> Vec<usize> {
+        let (k, c, s) = (self.kernel, self.in_channels, self.stride);
+        let (oh, ow) = ((height - k) / s + 1, (width - k) / s + 1);
+        let mut one = Vec::with_capacity(oh * ow * k * k * c);
+        for y in 0..oh {
+            for x in 0..ow {
+                for ky in 0..k {
+                    let start = ((y * s + ky) * width + x * s) * c;
+                    one.extend(start..start + k * c);
+                }
+            }
+        }
+        let image = height * width * c;
+        let mut all = Vec::with_capacity(rows * one.len());
+        for r in 0..rows {
+            all.extend(one.iter().map(|&i| i + r * image));
+        }
+        all
+    }
+
+    /// The convolution plus bias.
+    ///
+    /// # Shapes
+    /// `x` is `(rows, height · width · in_channels)`, channels last; the
+    /// result `(rows, h' · w' · out_channels)`, channels last.
+    pub fn forward<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        x: Matrix<D, T>,
+        height: usize,
+        width: usize,
+    ) -> Matrix<D, T> {
+        let rows = x.shape().0;
+        let idx = self.patch_indices(rows, height, width);
+        let n = idx.len();
+        let flat = x.reshape_like(&(rows * height * self.in_channels * width,));
+        let patches = flat.gather(p.device().tensor_from_vec(idx, (n,)));
+        self.on_patches(p, patches, rows, height, width)
+    }
+
+    /// [`forward`](Self::forward) for a network's input, which needs no
+    /// gradient: the patches are copied out on the host instead of
+    /// gathered on the tape (no gather, no scatter-add backward). A
+    /// network's first convolution takes this path.
+    pub fn forward_input<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        x: Matrix<D, T>,
+        height: usize,
+        width: usize,
+    ) -> Matrix<D, T> {
+        let rows = x.shape().0;
+        let (x, tape) = x.split_tape();
+        let mut image = vec![0.0; x.shape().num_elements()];
+        x.copy_into(&mut image);
+        let patches: Vec<f32> = self.patch_indices(rows, height, width).into_iter().map(|i| image[i]).collect();
+        let n = patches.len();
+        let patches = p.device().tensor_from_vec(patches, (n,)).put_tape(tape);
+        self.on_patches(p, patches, rows, height, width)
+    }
+
+    /// The filters applied to gathered patches (flat, `rows · h' · w'`
+    /// patches of `kernel² · in_channels` values).
+    fn on_patches<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        patches: Tensor<(usize,), f32, D, T>,
+        rows: usize,
+        height: usize,
+        width: usize,
+    ) -> Matrix<D, T> {
+        let (k, s) = (self.kernel, self.stride);
+        let (oh, ow) = ((height - k) / s + 1, (width - k) / s + 1);
+        let patch = k * k * self.in_channels;
+        let patches = patches.reshape_like(&(rows * oh * ow, patch));
+        let w = p.matrix(self.w, self.out_channels, patch).retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
+        let b = p
+            .get(self.b)
+            .retaped::<T>()
+            .broadcast_like::<(usize, usize), Axis<0>>(&(rows * oh * ow, self.out_channels));
+        (patches.matmul(w) + b).reshape_like(&(rows, oh * ow * self.out_channels))
+    }
+}
+
+/// A long short-term memory cell (Hochreiter & Schmidhuber 1997, with the
+/// forget gate of Gers et al. 2000), PyTorch's gate order `i, f, g, o`:
+///
+/// ```text
+/// [i f g o] = x W_ihᵀ + h W_hhᵀ + b
+/// c' = σ(f) ⊙ c + σ(i) ⊙ tanh(g)
+/// h' = σ(o) ⊙ tanh(c')
+/// ```
+///
+/// The state of a row is `[h, c]`, `2 · cell` wide.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lstm {
+    w_ih: ParamId,
+    w_hh: ParamId,
+    b: ParamId,
+    inputs: usize,
+    cell: usize,
+}
+
+impl Lstm {
+    /// A cell from `inputs` features to `cell` units, initialized from
+    /// `U(−1/√cell, 1/√cell)` as PyTorch's.
+    pub fn new<D: NetDevice>(params: &mut Params<D>, name: &str, inputs: usize, cell: usize) -> Self {
+        let bound = 1.0 / (cell as f32).sqrt();
+        let w_ih = params.uniform(&format!("{name}.weight_ih"), &[4 * cell, inputs], bound);
+        let w_hh = params.uniform(&format!("{name}.weight_hh"), &[4 * cell, cell], bound);
+        let b = params.uniform(&format!("{name}.bias"), &[4 * cell], bound);
+        Self { w_ih, w_hh, b, inputs, cell }
+    }
+
+    /// Units of the cell (`h` and `c` are each this wide).
+    pub fn cell(&self) -> usize {
+        self.cell
+    }
+
+    /// One step of every row: `(h', c')`.
+    ///
+    /// The gradient tape must end up in the loss, so the returned `h'`
+    /// carries every operation of the step (including those of `c'`),
+    /// while the returned `c'` carries an empty tape: pass `c'` on to the
+    /// next step and `h'` into the output, and nothing is lost.
+    ///
+    /// # Shapes
+    /// `x` is `(rows, inputs)`, `h` and `c` are `(rows, cell)`.
+    pub fn step<D: NetDevice, T: Tape<f32, D> + Merge<T>>(
+        &self,
+        p: &Params<D>,
+        x: Matrix<D, T>,
+        h: Matrix<D, T>,
+        c: Matrix<D, T>,
+    ) -> (Matrix<D, T>, Matrix<D, T>) {
+        let (rows, k) = (x.shape().0, self.cell);
+        let w_ih = p.matrix(self.w_ih, 4 * k, self.inputs).retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
+        let w_hh = p.matrix(self.w_hh, 4 * k, k).retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
+        let b = p.get(self.b).retaped::<T>().broadcast_like::<(usize, usize), Axis<0>>(&(rows, 4 * k));
+        let gates = x.matmul(w_ih) + h.matmul(w_hh) + b;
+        let i = gates.with_empty_tape().slice((.., 0..k)).sigmoid();
+        let f = gates.with_empty_tape().slice((.., k..2 * k)).sigmoid();
+        let g = gates.with_empty_tape().slice((.., 2 * k..3 * k)).tanh();
+        let o = gates.slice((.., 3 * k..4 * k)).sigmoid();
+        let c_next = f * c + i * g;
+        let c_out = c_next.with_empty_tape();
+        let h_next = o * c_next.tanh();
+        (h_next, c_out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tanh_approx_is_within_3e7_of_tanh_everywhere() {
+        let mut worst = 0.0f64;
+        let mut x = -12.0f32;
+        while x <= 12.0 {
+            worst = worst.max((tanh_approx(x) as f64 - (x as f64).tanh()).abs());
+            x += 1e-4;
+        }
+        for x in [0.0f32, -0.0, 1e-30, -1e-30, 100.0, -100.0, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY] {
+            worst = worst.max((tanh_approx(x) as f64 - (x as f64).tanh()).abs());
+        }
+        assert!(worst < 3e-7, "worst absolute error {worst:e}");
+        assert!(tanh_approx(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn linear_matches_dfdx_linear_weights_and_outputs() {
+        // Built from the same seed, the run-time layer draws the same
+        // weights as dfdx's const-shaped Linear and computes the same output.
+        let dev = Cpu::seed_from_u64(3);
+        let reference = dev.build_module::<dfdx::nn::builders::Linear<4, 3>, f32>();
+        let mut p = Params::new(Cpu::seed_from_u64(3));
+        let layer = Linear::new(&mut p, "l", 4, 3);
+        let mut expected = reference.weight.as_vec();
+        expected.extend(reference.bias.as_vec());
+        assert_eq!(p.to_vec(), expected);
+        let x: Vec<f32> = (0..8).map(|i| (i as f32 * 0.7).sin()).collect();
+        let a = reference.forward(dev.tensor_from_vec(x.clone(), (2usize, Const::<4>))).as_vec();
+        let b = layer.forward(&p, dev.tensor_from_vec(x, (2usize, 4usize))).as_vec();
+        assert_eq!(a, b);
+    }
+
+    /// Central finite difference of `f` with respect to parameter `i`.
+    fn numeric_grad(p: &mut Params<Cpu>, i: usize, f: &dyn Fn(&Params<Cpu>) -> f32) -> f32 {
+        let w = p.to_vec();
+        let eps = 1e-2;
+        let mut plus = w.clone();
+        plus[i] += eps;
+        p.load(&plus).unwrap();
+        let up = f(p);
+        let mut minus = w.clone();
+        minus[i] -= eps;
+        p.load(&minus).unwrap();
+        let down = f(p);
+        p.load(&w).unwrap();
+        (up - down) / (2.0 * eps)
+    }
+
+    #[test]
+    fn conv_matches_a_direct_convolution() {
+        let dev = Cpu::seed_from_u64(0);
+        let mut p = Params::new(dev.clone());
+        let conv = Conv2d::new(&mut p, "conv", 2, 3, 2, 2);
+        // One 5×4 image, 2 channels, channels last; output 2×2×3.
+        let img: Vec<f32> = (0..5 * 4 * 2).map(|i| (i as f32 * 0.37).cos()).collect();
+        let y = conv.forward(&p, dev.tensor_from_vec(img.clone(), (1usize, 40usize)), 5, 4).as_vec();
+        let y_input = conv.forward_input(&p, dev.tensor_from_vec(img.clone(), (1usize, 40usize)), 5, 4).as_vec();
+        assert_eq!(y, y_input, "the host-side patches of an input are the gathered ones");
+        let (w, b) = (p.get(conv.w).as_vec(), p.get(conv.b).as_vec());
+        for oy in 0..2 {
+            for ox in 0..2 {
+                for o in 0..3 {
+                    let mut expected = b[o];
+                    for ky in 0..2 {
+                        for kx in 0..2 {
+                            for c in 0..2 {
+                                let pixel = img[((oy * 2 + ky) * 4 + ox * 2 + kx) * 2 + c];
+                                expected += w[((o * 2 + ky) * 2 + kx) * 2 + c] * pixel;
+                            }
+                        }
+                    }
+                    let got = y[(oy * 2 + ox) * 3 + o];
+                    assert!((got - expected).abs() < 1e-5, "({oy}, {ox}, {o}): {got} vs {expected}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn conv_and_lstm_gradients_match_finite_differences() {
+        let dev = Cpu::seed_from_u64(0);
+        let mut p = Params::new(dev.clone());
+        let conv = Conv2d::new(&mut p, "conv", 2, 3, 2, 1);
+        let lstm = Lstm::new(&mut p, "lstm", 3 * 2 * 2, 4);
+        let img: Vec<f32> = (0..2 * 3 * 3 * 2).map(|i| (i as f32 * 0.37).cos()).collect();
+        // Two rows, unrolled for two steps from a non-zero state.
+        let loss = |p: &Params<Cpu>, taped: bool| -> (f32, Option<Gradients<f32, Cpu>>) {
+            let x = dev.tensor_from_vec(img.clone(), (2usize, 18usize));
+            let h0 = dev.tensor_from_vec(vec![0.1f32; 8], (2usize, 4usize));
+            let c0 = dev.tensor_from_vec(vec![-0.2f32; 8], (2usize, 4usize));
+            if taped {
+                // tanh, not relu: finite differences across a kink are meaningless.
+                let y = conv.forward(p, x.leaky_traced(), 3, 3).tanh();
+                let (h1, c1) = lstm.step(p, y.with_empty_tape(), h0.retaped(), c0.retaped());
+                let (h2, _) = lstm.step(p, y, h1.with_empty_tape(), c1);
+                let l = (h1 + h2).square().sum::<Rank0, _>();
+                let v = l.as_vec()[0];
+                (v, Some(l.backward()))
+            } else {
+                let y = conv.forward(p, x, 3, 3).tanh();
+                let (h1, c1) = lstm.step(p, y.clone(), h0, c0);
+                let (h2, _) = lstm.step(p, y, h1.clone(), c1);
+                ((h1 + h2).square().sum::<Rank0, _>().as_vec()[0], None)
+            }
+        };
+        let (_, grads) = loss(&p, true);
+        let analytic = p.grads(&mut grads.unwrap(), 0..p.len());
+        let mut worst = 0.0f32;
+        for i in (0..p.len()).step_by(7) {
+            let numeric = numeric_grad(&mut p, i, &|p| loss(p, false).0);
+            worst = worst.max((numeric - analytic[i]).abs() / (1e-2 + numeric.abs()));
+        }
+        assert!(worst < 2e-2, "worst relative gradient error {worst}");
+    }
+}
