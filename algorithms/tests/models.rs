@@ -237,32 +237,41 @@ fn breakout_dqn(conv_filters: Value) -> Value {
 }
 
 /// Measured at these settings (100-episode training mean after 123k env
-/// steps), seeds 0 and 1: the CNN 5.0 and 5.8, the same network with the
-/// frame flattened into the fully connected layers (`conv_filters: []`)
-/// 3.5 and 3.9; random play scores about 0.5. The threshold sits between.
+/// steps, seed 0; deterministic with no workers): the CNN 4.51, the same
+/// network with the frame flattened into the fully connected layers
+/// (`conv_filters: []`) 3.73, and at most 4.05 over its last 20k steps;
+/// random play scores about 0.5. The threshold sits between. The book's
+/// Models page has both curves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dqn_with_a_cnn_beats_the_flattened_frame_on_minatar_breakout() {
     let (r, _) = train("DQN", "MinAtar/Breakout-v1", breakout_dqn(Value::Null), f64::INFINITY, 123_000).await;
     let mean = r.episode_reward_mean.unwrap();
     assert!(
-        mean >= 4.5,
-        "the CNN's mean return {mean:.2} after {} steps (the flattened MLP's: 3.5-3.9)",
+        mean >= 4.2,
+        "the CNN's mean return {mean:.2} after {} steps (the flattened MLP's: 3.73)",
         r.timesteps_total
     );
 }
 
-/// PPO learns MinAtar Breakout through its CNN. At this budget PPO's CNN
-/// and flattened MLP learn alike (measured at 100k env steps, 4.6 and 4.0;
-/// at 1M both plateau near 6): the book's Models page has both curves.
+/// PPO on MinAtar Breakout, CNN against the flattened frame
+/// (`conv_filters: []`), at the same 100k env steps. Measured (100-episode
+/// training mean), seeds 0, 1, 2: the CNN 4.6, 4.6, 4.7, the flattened
+/// frame 4.0, 4.4, 4.0; random play scores about 0.5. The CNN leads on
+/// every seed but by little (at 1M both plateau near 6): the threshold sits
+/// between the two at seed 0, and the book's Models page has the curves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ppo_learns_minatar_breakout_through_its_cnn() {
+async fn ppo_with_a_cnn_beats_the_flattened_frame_on_minatar_breakout() {
     let config = json!({
         "seed": 0, "num_workers": 1, "num_envs_per_worker": 16, "train_batch_size": 2048, "sgd_minibatch_size": 256,
         "num_sgd_iter": 4, "lr": 0.0005, "entropy_coeff": 0.01, "model": {"vf_share_layers": true},
     });
     let (r, _) = train("PPO", "MinAtar/Breakout-v1", config, f64::INFINITY, 100_000).await;
     let mean = r.episode_reward_mean.unwrap();
-    assert!(mean >= 3.0, "mean return {mean:.2} after {} steps; random play scores about 0.5", r.timesteps_total);
+    assert!(
+        mean >= 4.3,
+        "the CNN's mean return {mean:.2} after {} steps (the flattened frame's at seed 0: 4.0)",
+        r.timesteps_total
+    );
 }
 
 /// A contextual bandit with a `Discrete(3)` observation (one-hot encoded by
