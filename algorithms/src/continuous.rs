@@ -10,13 +10,17 @@
 
 use crate::device::NetDevice;
 use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, Params, Taped};
-use crate::BuildError;
+use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::N_STEP_DISCOUNTS;
-use rlx::{fields, EnvShards, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space};
+use rlx::{
+    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, SyncReplayOptimizer,
+    Trainer,
+};
+use std::sync::Arc;
 
 /// The sampling and replay keys DDPG, TD3 and SAC share.
 pub(crate) struct ReplaySettings {
@@ -32,6 +36,27 @@ pub(crate) struct ReplaySettings {
     pub seed: u64,
     pub restart: RestartPolicy,
     pub env_shards: EnvShards,
+}
+
+/// The execution plan of DDPG, TD3 and SAC: evaluators from `make_env`,
+/// each with a policy from `make_policy`, sampling
+/// `rollout_fragment_length` steps each per round, driven by
+/// [`SyncReplayOptimizer`].
+pub(crate) async fn replay_trainer<C>(
+    make_env: EnvMaker,
+    cfg: C,
+    make_policy: fn(&C, &Space, &Space, u64) -> Result<Box<dyn PolicyGraph>, BuildError>,
+) -> Result<Trainer, BuildError>
+where
+    C: Send + Sync + 'static,
+    for<'c> ReplaySettings: From<&'c C>,
+{
+    let settings = ReplaySettings::from(&cfg);
+    let make = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&cfg, o, a, seed));
+    let evaluators = crate::execution::spawn_evaluators(make_env, make, settings.sampling()).await?;
+    let optimizer =
+        SyncReplayOptimizer::new(evaluators, settings.replay()).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    Ok(Trainer::new(Box::new(optimizer)))
 }
 
 /// Range checks of the shared sampling and replay keys.
@@ -271,6 +296,32 @@ pub(crate) fn critic_gradient<D: NetDevice>(
     stats.set("critic_loss", value as f64);
     stats.set("mean_target_q", targets.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64);
     Ok(grad)
+}
+
+/// Fixtures for the DDPG and SAC unit tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use rlx::postprocessing::N_STEP_DISCOUNTS;
+    use rlx::{fields, SampleBatch, Space};
+
+    /// A 3-value observation and a 1-value action in `[-2, 2]`.
+    pub(crate) fn spaces() -> (Space, Space) {
+        (Space::uniform_box(-1.0, 1.0, vec![3]).unwrap(), Space::uniform_box(-2.0, 2.0, vec![1]).unwrap())
+    }
+
+    /// Four transitions of [`spaces`] with hand-picked rewards and ends.
+    pub(crate) fn batch() -> SampleBatch {
+        let obs: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut b = SampleBatch::new();
+        b.insert_f32(fields::OBS, obs.clone(), 3).unwrap();
+        b.insert_f32(fields::ACTIONS, vec![-2.0, -0.5, 1.0, 2.0], 1).unwrap();
+        b.insert_f32(fields::NEW_OBS, obs.iter().map(|x| x * 0.5).collect(), 3).unwrap();
+        b.insert_f32(fields::REWARDS, vec![1.0, 0.0, -1.0, 2.0], 1).unwrap();
+        b.insert_f32(fields::TERMINATEDS, vec![0.0, 0.0, 1.0, 0.0], 1).unwrap();
+        b.insert_f32(fields::TRUNCATEDS, vec![0.0, 0.0, 0.0, 1.0], 1).unwrap();
+        b.insert_f32(N_STEP_DISCOUNTS, vec![0.99; 4], 1).unwrap();
+        b
+    }
 }
 
 #[cfg(test)]

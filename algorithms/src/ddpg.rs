@@ -39,7 +39,7 @@
 //!   Targets move by Polyak averaging, `θ' ← τ θ + (1 − τ) θ'`, whenever
 //!   the actor moves.
 //!
-//! Execution: [`SyncReplayOptimizer`] with uniform replay; by default one
+//! Execution: [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer) with uniform replay; by default one
 //! minibatch per sampled env step.
 //!
 //! Learner metrics (`learner.*`): `critic_loss`, `actor_loss` (on the
@@ -50,7 +50,7 @@
 
 use crate::continuous::{
     bellman_targets, check_replay, continuous_spaces, critic_gradient, critic_input, critic_input_taped, min_q,
-    random_steps_per_evaluator, ActionBounds, Critic, ReplaySettings,
+    random_steps_per_evaluator, replay_trainer, ActionBounds, Critic, ReplaySettings,
 };
 use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
@@ -62,11 +62,9 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::postprocessing::n_step_returns;
 use rlx::{
-    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space,
-    SyncReplayOptimizer, Trainer,
+    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space, Trainer,
 };
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// DDPG's configuration (TD3's too, with other defaults). Every key is
 /// optional in `--config`; unknown keys are errors.
@@ -487,29 +485,19 @@ impl Build<'_> {
 
 /// The execution plan: evaluators from `make_env` sampling
 /// `rollout_fragment_length` steps each per round, driven by
-/// [`SyncReplayOptimizer`].
+/// [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer).
 ///
 /// # Errors
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: DdpgConfig) -> Result<Trainer, BuildError> {
-    let settings = ReplaySettings::from(&cfg);
-    let policy_cfg = cfg.clone();
-    let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&policy_cfg, o, a, seed));
-    let evaluators = crate::execution::spawn_evaluators(make_env, make_policy, settings.sampling()).await?;
-    let optimizer =
-        SyncReplayOptimizer::new(evaluators, settings.replay()).map_err(|e| BuildError::Unsupported(e.to_string()))?;
-    Ok(Trainer::new(Box::new(optimizer)))
+    replay_trainer(make_env, cfg, make_policy).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx::postprocessing::N_STEP_DISCOUNTS;
-
-    fn spaces() -> (Space, Space) {
-        (Space::uniform_box(-1.0, 1.0, vec![3]).unwrap(), Space::uniform_box(-2.0, 2.0, vec![1]).unwrap())
-    }
+    use crate::continuous::fixtures::{batch, spaces};
 
     type Policy = CorePolicy<Ddpg, Cpu>;
 
@@ -518,20 +506,6 @@ mod tests {
         let (input, bounds) = continuous_spaces("DDPG", &o, &a).unwrap();
         let dev = Cpu::seed_from_u64(cfg.seed);
         Build { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed: 0 }.policy(dev).unwrap()
-    }
-
-    /// Four transitions with hand-picked rewards and ends.
-    fn batch() -> SampleBatch {
-        let obs: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();
-        let mut b = SampleBatch::new();
-        b.insert_f32(fields::OBS, obs.clone(), 3).unwrap();
-        b.insert_f32(fields::ACTIONS, vec![-2.0, -0.5, 1.0, 2.0], 1).unwrap();
-        b.insert_f32(fields::NEW_OBS, obs.iter().map(|x| x * 0.5).collect(), 3).unwrap();
-        b.insert_f32(fields::REWARDS, vec![1.0, 0.0, -1.0, 2.0], 1).unwrap();
-        b.insert_f32(fields::TERMINATEDS, vec![0.0, 0.0, 1.0, 0.0], 1).unwrap();
-        b.insert_f32(fields::TRUNCATEDS, vec![0.0, 0.0, 0.0, 1.0], 1).unwrap();
-        b.insert_f32(N_STEP_DISCOUNTS, vec![0.99; 4], 1).unwrap();
-        b
     }
 
     fn td3() -> DdpgConfig {

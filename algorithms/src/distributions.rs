@@ -263,7 +263,6 @@ fn categorical(
     explore: bool,
     rng: &mut ChaCha8Rng,
 ) -> Option<(usize, f32)> {
-    let first = (0..logits.len()).find(|&i| legal(i))?;
     let last = (0..logits.len()).rev().find(|&i| legal(i))?;
     let max = (0..logits.len()).filter(|&i| legal(i)).map(|i| logits[i]).fold(f32::NEG_INFINITY, f32::max);
     let sum_exp: f32 = (0..logits.len()).filter(|&i| legal(i)).map(|i| (logits[i] - max).exp()).sum();
@@ -280,9 +279,17 @@ fn categorical(
             })
             .unwrap_or(last)
     } else {
-        (0..logits.len()).filter(|&i| legal(i)).fold(first, |best, i| if logits[i] > logits[best] { i } else { best })
+        best_legal(logits, &legal)?
     };
     Some((a, logits[a] - log_z))
+}
+
+/// The index of the largest legal value, the first of ties; `None` if no
+/// index is legal. Greedy acting (here and in DQN) and DQN's target pick
+/// actions with it.
+pub(crate) fn best_legal(values: &[f32], legal: impl Fn(usize) -> bool) -> Option<usize> {
+    let first = (0..values.len()).find(|&i| legal(i))?;
+    Some((0..values.len()).filter(|&i| legal(i)).fold(first, |best, i| if values[i] > values[best] { i } else { best }))
 }
 
 #[cfg(test)]

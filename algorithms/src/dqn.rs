@@ -30,6 +30,7 @@
 //! `replay_buffer_size`.
 
 use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
+use crate::distributions::best_legal;
 use crate::model::{to_vec, Linear, Matrix, ModelConfig, ModelSupport, Params, Torso};
 use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
 use crate::{BuildError, EnvMaker};
@@ -355,9 +356,7 @@ impl<D: NetDevice> Dqn<D> {
 /// The index of the largest entry among the legal ones (the first of
 /// ties); every entry is legal without a mask.
 fn argmax(row: &[f32], mask: Option<&[f32]>) -> usize {
-    let legal = |i: usize| mask.is_none_or(|m| m[i] != 0.0);
-    let first = (0..row.len()).find(|&i| legal(i)).unwrap_or(0);
-    (0..row.len()).filter(|&i| legal(i)).fold(first, |best, i| if row[i] > row[best] { i } else { best })
+    best_legal(row, |i| mask.is_none_or(|m| m[i] != 0.0)).unwrap_or(0)
 }
 
 impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {

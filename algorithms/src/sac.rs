@@ -30,7 +30,7 @@
 //! - All three gradients come from the same minibatch and weights, so an
 //!   update is `compute_gradients` then `apply_gradients`.
 //!
-//! Execution: [`SyncReplayOptimizer`] with uniform replay; by default one
+//! Execution: [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer) with uniform replay; by default one
 //! minibatch per sampled env step.
 //!
 //! Learner metrics (`learner.*`): `critic_loss`, `actor_loss`, `alpha`,
@@ -41,7 +41,7 @@
 
 use crate::continuous::{
     bellman_targets, check_replay, continuous_spaces, critic_gradient, critic_input, critic_input_taped, min_q,
-    random_steps_per_evaluator, ActionBounds, Critic, ReplaySettings,
+    random_steps_per_evaluator, replay_trainer, ActionBounds, Critic, ReplaySettings,
 };
 use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
@@ -53,11 +53,9 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::postprocessing::n_step_returns;
 use rlx::{
-    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space,
-    SyncReplayOptimizer, Trainer,
+    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space, Trainer,
 };
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// The log standard deviation is squashed into `[LOG_STD_MIN, LOG_STD_MAX]`.
 pub const LOG_STD_MIN: f32 = -5.0;
@@ -504,31 +502,21 @@ impl Build<'_> {
 
 /// The execution plan: evaluators from `make_env` sampling
 /// `rollout_fragment_length` steps each per round, driven by
-/// [`SyncReplayOptimizer`].
+/// [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer).
 ///
 /// # Errors
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: SacConfig) -> Result<Trainer, BuildError> {
-    let settings = ReplaySettings::from(&cfg);
-    let policy_cfg = cfg.clone();
-    let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&policy_cfg, o, a, seed));
-    let evaluators = crate::execution::spawn_evaluators(make_env, make_policy, settings.sampling()).await?;
-    let optimizer =
-        SyncReplayOptimizer::new(evaluators, settings.replay()).map_err(|e| BuildError::Unsupported(e.to_string()))?;
-    Ok(Trainer::new(Box::new(optimizer)))
+    replay_trainer(make_env, cfg, make_policy).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx::postprocessing::N_STEP_DISCOUNTS;
+    use crate::continuous::fixtures::{batch, spaces};
 
     type Policy = CorePolicy<Sac, Cpu>;
-
-    fn spaces() -> (Space, Space) {
-        (Space::uniform_box(-1.0, 1.0, vec![3]).unwrap(), Space::uniform_box(-2.0, 2.0, vec![1]).unwrap())
-    }
 
     fn policy_with(cfg: SacConfig, rng_seed: u64) -> Policy {
         let (o, a) = spaces();
@@ -548,19 +536,6 @@ mod tests {
     fn critics(p: &Policy) -> (Vec<f32>, Vec<f32>) {
         let r = p.core().range(CRITICS);
         (p.core().params.read(r.clone()), p.core().target.as_ref().unwrap().read(r))
-    }
-
-    fn batch() -> SampleBatch {
-        let obs: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();
-        let mut b = SampleBatch::new();
-        b.insert_f32(fields::OBS, obs.clone(), 3).unwrap();
-        b.insert_f32(fields::ACTIONS, vec![-2.0, -0.5, 1.0, 2.0], 1).unwrap();
-        b.insert_f32(fields::NEW_OBS, obs.iter().map(|x| x * 0.5).collect(), 3).unwrap();
-        b.insert_f32(fields::REWARDS, vec![1.0, 0.0, -1.0, 2.0], 1).unwrap();
-        b.insert_f32(fields::TERMINATEDS, vec![0.0, 0.0, 1.0, 0.0], 1).unwrap();
-        b.insert_f32(fields::TRUNCATEDS, vec![0.0, 0.0, 0.0, 1.0], 1).unwrap();
-        b.insert_f32(N_STEP_DISCOUNTS, vec![0.99; 4], 1).unwrap();
-        b
     }
 
     #[test]
