@@ -60,7 +60,7 @@
 //!     --config '{"algorithm": "PPO", "population": 4, "config": {"train_batch_size": 512}}'
 //! ```
 
-use crate::{build_trainer_with_env, default_config, make_policy, BuildError, EnvMaker, ALGORITHMS};
+use crate::{build_trainer_with_env, default_config, BuildError, EnvMaker, ALGORITHMS};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -208,7 +208,7 @@ impl PbtConfig {
 
 impl Validate for PbtConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.0).filter(|&a| a != "PBT").collect();
+        let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name()).filter(|&a| a != "PBT").collect();
         let allowed = format!("must be one of {}", names.join(", "));
         check("algorithm", &self.algorithm, names.contains(&self.algorithm.as_str()), &allowed)?;
         check("population", self.population, self.population >= 2, "must be >= 2")?;
@@ -673,7 +673,7 @@ impl PbtOptimizer {
     /// Whether `config` is a valid member config (checked by building a
     /// policy from it).
     fn is_valid(&self, config: &Value) -> bool {
-        make_policy(&self.cfg.algorithm, config, &self.spaces.0, &self.spaces.1, 0).is_ok()
+        crate::make_policy(&self.cfg.algorithm, config, &self.spaces.0, &self.spaces.1, 0).is_ok()
     }
 
     /// Exploit and explore: returns the number of members that copied
@@ -862,12 +862,12 @@ fn check_member_configs(
     spaces: &(Space, Space),
 ) -> Result<(), BuildError> {
     let (obs, act) = spaces;
-    make_policy(&cfg.algorithm, &configs[0], obs, act, 0).map_err(member_config_error)?;
+    crate::make_policy(&cfg.algorithm, &configs[0], obs, act, 0).map_err(member_config_error)?;
     for p in params {
         for (end, x) in [("min", p.range.min), ("max", p.range.max)] {
             let mut c = configs[0].clone();
             c[&p.key] = p.to_json(x);
-            if let Err(e) = make_policy(&cfg.algorithm, &c, obs, act, 0) {
+            if let Err(e) = crate::make_policy(&cfg.algorithm, &c, obs, act, 0) {
                 return Err(BuildError::Config(ConfigError::OutOfRange {
                     key: format!("hyperparam_mutations.{}.{end}", p.key),
                     value: x.to_string(),
@@ -877,7 +877,7 @@ fn check_member_configs(
         }
     }
     for c in &configs[1..] {
-        make_policy(&cfg.algorithm, c, obs, act, 0).map_err(member_config_error)?;
+        crate::make_policy(&cfg.algorithm, c, obs, act, 0).map_err(member_config_error)?;
     }
     Ok(())
 }
@@ -957,7 +957,7 @@ pub async fn build(make_env: EnvMaker, cfg: PbtConfig) -> Result<Trainer, BuildE
 ///
 /// # Errors
 /// A bad config, or spaces without a compiled network.
-pub fn policy(
+pub fn make_policy(
     cfg: &PbtConfig,
     observation_space: &Space,
     action_space: &Space,
@@ -966,7 +966,7 @@ pub fn policy(
     let cfg = cfg.clone().resolved();
     let params = cfg.hyperparams();
     let configs = initial_configs(&cfg, &params, &mut ChaCha8Rng::seed_from_u64(cfg.seed));
-    make_policy(&cfg.algorithm, &configs[0], observation_space, action_space, seed).map_err(member_config_error)
+    crate::make_policy(&cfg.algorithm, &configs[0], observation_space, action_space, seed).map_err(member_config_error)
 }
 
 #[cfg(test)]

@@ -377,11 +377,11 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
     /// A safetensors file with one tensor per layer, named by its place in
     /// the network (`pi.torso.0.weight` is the policy's first layer).
     fn save_weights(&self, path: &std::path::Path) -> Result<(), PolicyError> {
-        rlx::checkpoint::write_safetensors(path, &self.core.params.named())
+        Ok(rlx::weights_file::write_safetensors(path, &self.core.params.named())?)
     }
 
     fn load_weights(&mut self, path: &std::path::Path) -> Result<(), PolicyError> {
-        let tensors = rlx::checkpoint::read_safetensors(path)?;
+        let tensors = rlx::weights_file::read_safetensors(path)?;
         // Load into a copy, so a bad file leaves the policy as it was.
         let mut params = self.core.params.clone();
         params

@@ -10,8 +10,8 @@
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rlx::operators::parallel_rollouts;
-use rlx_algorithms::build_trainer;
 use rlx_benches::nodes::{self, NodeProcess};
+use rlx_cli::build_trainer;
 use serde_json::json;
 
 const STEPS_PER_ROUND: usize = 4096;

@@ -63,8 +63,7 @@ pub fn serve_if_node() -> bool {
             name: None,
             max_frame_bytes: rlx_cluster::DEFAULT_MAX_FRAME_BYTES,
         };
-        let node =
-            rlx_cluster::Node::start(config, rlx_algorithms::deploy::node_resolver()).await.expect("node starts");
+        let node = rlx_cluster::Node::start(config, rlx_cli::deploy::node_resolver()).await.expect("node starts");
         Actor::spawn(None, Echo, ()).await.expect("echo actor starts");
         println!("listening on {}", node.addr);
         std::future::pending::<()>().await;

@@ -24,11 +24,11 @@
 
 use actix::prelude::*;
 use futures::future::BoxFuture;
-use rlx::actor::{FailureWindow, RestartPolicy, RestartStrategy};
 use rlx::evaluator::{EvaluatorState, GradientRollout, Rollout};
 use rlx::filter::RunningStat;
 use rlx::handle::{panic_message, HandleStats};
 use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
+use rlx::restart::{FailureWindow, RestartPolicy, RestartStrategy};
 use rlx::{EvaluatorError, EvaluatorFactory, EvaluatorHandle, FlatWeights, HandleError, PolicyEvaluator};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};

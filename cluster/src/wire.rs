@@ -14,10 +14,10 @@
 
 use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::RpcReplyPort;
-use rlx::actor::RestartPolicy;
 use rlx::codec::{self, CodecError};
 use rlx::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, Rollout};
 use rlx::filter::RunningStat;
+use rlx::restart::RestartPolicy;
 use rlx::{EpisodeSummary, HandleError, LearnerStats};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! The [`Env`] trait users implement, and the [`TimeLimit`] wrapper.
+//! The [`Env`] trait users implement (wrappers such as [`TimeLimit`](crate::wrappers::TimeLimit) are in [`crate::wrappers`]).
 //!
 //! An env writes observations into buffers the caller owns, so stepping never
 //! allocates. Episode ends come in two kinds, as in Gymnasium: *terminated*
@@ -8,8 +8,6 @@
 //! what makes GAE correct at time limits.
 
 use crate::space::{Action, Space};
-
-pub use crate::wrappers::TimeLimit;
 
 /// What one step produced besides the observation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -45,10 +45,10 @@
 //! current-thread runtime building or stepping shards is an error, not a
 //! panic.
 
-use crate::actor::RestartPolicy;
 use crate::config::{check, ConfigError};
 use crate::env::{EnvError, EnvMaker};
 use crate::pool::{ActorPool, ChildArgs, PoolError};
+use crate::restart::RestartPolicy;
 use crate::sample_batch::Column;
 use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};

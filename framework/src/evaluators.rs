@@ -4,10 +4,11 @@
 //! `num_workers = 0` it also samples. Workers (indices 1..=num_workers) are
 //! supervised ractor actors by default.
 
-use crate::actor::{ActorEvaluatorSet, RestartPolicy};
+use crate::actor::ActorEvaluatorSet;
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator};
 use crate::handle::{EvaluatorHandle, HandleError, HandleStats, LocalEvaluator};
 use crate::placement::{self, PlacedWorkers, WorkerSet};
+use crate::restart::RestartPolicy;
 use std::collections::BTreeMap;
 
 /// The local evaluator and the worker handles an optimizer drives.

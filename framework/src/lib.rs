@@ -10,7 +10,8 @@
 //! [`EvaluatorHandle`] interface.
 //!
 //! This crate holds the abstractions and the runtime only; built-in
-//! algorithms live in `rlx-algorithms`, environments in `rlx-envs`.
+//! algorithms live in `rlx-algorithms`, environments in `rlx-envs`, the
+//! `rlx` command line (results files, plots, worker nodes) in `rlx-cli`.
 //!
 //! ```
 //! use rlx::{SampleBatch, postprocessing::gae};
@@ -39,19 +40,18 @@ pub mod multi_agent;
 pub mod operators;
 pub mod optimizer;
 pub mod placement;
-pub mod plot;
 pub mod policy;
 pub mod pool;
 pub mod postprocessing;
 pub mod replay;
-pub mod results;
+pub mod restart;
 pub mod sample_batch;
 pub mod space;
 pub mod trainer;
 pub mod vector_env;
+pub mod weights_file;
 pub mod wrappers;
 
-pub use actor::{RestartPolicy, RestartStrategy};
 /// The attribute [`PolicyOptimizer`] (and [`EvaluatorHandle`]) impls need,
 /// re-exported so a crate implementing them needs no `async-trait`
 /// dependency of its own: write `#[rlx::async_trait]`.
@@ -68,6 +68,7 @@ pub use optimizer::{
 };
 pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, PolicyInput};
 pub use pool::{ActorPool, PoolError};
+pub use restart::{RestartPolicy, RestartStrategy};
 pub use sample_batch::{fields, Column, SampleBatch};
 pub use space::{Action, Space};
 pub use trainer::{RunState, StopCriteria, Trainer};

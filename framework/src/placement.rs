@@ -15,9 +15,9 @@
 //! A task-local, rather than a parameter threaded through every algorithm's
 //! build function, keeps the fourteen algorithms free of deployment code.
 
-use crate::actor::RestartPolicy;
 use crate::evaluator::EvaluatorFactory;
 use crate::handle::{EvaluatorHandle, HandleError};
+use crate::restart::RestartPolicy;
 use futures::future::BoxFuture;
 use std::future::Future;
 use std::sync::Arc;

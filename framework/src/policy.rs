@@ -85,6 +85,12 @@ pub enum PolicyError {
     Other(String),
 }
 
+impl From<crate::weights_file::WeightsFileError> for PolicyError {
+    fn from(e: crate::weights_file::WeightsFileError) -> Self {
+        PolicyError::Other(e.to_string())
+    }
+}
+
 /// What a policy acts on at one step of `n` env copies: their observations
 /// and, where there are any, their legal actions and recurrent states.
 /// [`PolicyGraph::compute_actions_from_input`] takes it; evaluators and
@@ -263,7 +269,7 @@ pub trait PolicyGraph: Send + 'static {
     /// # Errors
     /// If the file cannot be written.
     fn save_weights(&self, path: &std::path::Path) -> Result<(), PolicyError> {
-        crate::checkpoint::write_flat_safetensors(path, &self.get_weights())
+        Ok(crate::weights_file::write_flat_safetensors(path, &self.get_weights())?)
     }
 
     /// Reads weights written by [`save_weights`](PolicyGraph::save_weights).
@@ -272,7 +278,7 @@ pub trait PolicyGraph: Send + 'static {
     /// If the file is unreadable, not safetensors, or holds other shapes;
     /// the error names the file.
     fn load_weights(&mut self, path: &std::path::Path) -> Result<(), PolicyError> {
-        let weights = crate::checkpoint::read_flat_safetensors(path)?;
+        let weights = crate::weights_file::read_flat_safetensors(path)?;
         self.set_weights(&weights)
     }
 }

@@ -23,7 +23,7 @@
 //! form a tree, and dropping the pool (the owner stopped or was killed)
 //! stops its subtree.
 
-use crate::actor::{FailureWindow, RestartPolicy, RestartStrategy};
+use crate::restart::{FailureWindow, RestartPolicy, RestartStrategy};
 use futures::future::join_all;
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};

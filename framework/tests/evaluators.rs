@@ -6,8 +6,9 @@
 mod common;
 
 use common::CounterPolicy;
-use rlx::actor::{ActorEvaluatorSet, RestartStrategy};
+use rlx::actor::ActorEvaluatorSet;
 use rlx::env::invalid_action;
+use rlx::RestartStrategy;
 use rlx::{
     fields, Action, Env, EnvError, EvaluatorFactory, EvaluatorHandle, FlatGradients, HandleError, LearnerStats,
     LocalEvaluator, PolicyError, PolicyEvaluator, PolicyGraph, RestartPolicy, SampleBatch, Space, Step, TimeLimit,

@@ -175,7 +175,7 @@ impl<D: NetDevice> Params<D> {
     }
 
     /// Each tensor with its name and shape (what `save_weights` writes).
-    pub fn named(&self) -> Vec<rlx::checkpoint::NamedTensor> {
+    pub fn named(&self) -> Vec<rlx::weights_file::NamedTensor> {
         (0..self.tensors.len())
             .map(|i| (self.names[i].clone(), self.shapes[i].clone(), self.read(self.offsets[i]..self.offsets[i + 1])))
             .collect()
@@ -185,7 +185,7 @@ impl<D: NetDevice> Params<D> {
     ///
     /// # Errors
     /// A tensor of this network missing from `tensors` or of another shape.
-    pub fn load_named(&mut self, tensors: &[rlx::checkpoint::NamedTensor]) -> Result<(), String> {
+    pub fn load_named(&mut self, tensors: &[rlx::weights_file::NamedTensor]) -> Result<(), String> {
         let mut flat = Vec::with_capacity(self.len());
         for (name, shape) in self.names.iter().zip(&self.shapes) {
             let Some((_, got, values)) = tensors.iter().find(|(n, _, _)| n == name) else {

@@ -36,13 +36,13 @@
 
 use super::async_samples::{hand_to_learner, latest, Pending, Published};
 use super::{summarize_updates, OptimizerError, PolicyOptimizer, StepStats};
-use crate::actor::{RestartPolicy, RestartStrategy};
 use crate::evaluator::{EvaluatorError, Rollout};
 use crate::evaluators::Evaluators;
 use crate::handle::{panic_message, EvaluatorHandle};
 use crate::operators::{Completed, InFlight};
 use crate::policy::{FlatWeights, LearnerStats, PolicyGraph};
 use crate::replay::{take_td_errors, PrioritizedReplayConfig, ReplayError, ReplayShards, ShardArgs};
+use crate::restart::{RestartPolicy, RestartStrategy};
 use crate::sample_batch::SampleBatch;
 use async_trait::async_trait;
 use rand::{Rng, SeedableRng};

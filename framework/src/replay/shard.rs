@@ -19,7 +19,7 @@
 //! instead of landing on the replacement's unrelated slots.
 
 use super::{PrioritizedReplayConfig, Replay, ReplayError, BATCH_INDEXES};
-use crate::actor::{FailureWindow, RestartPolicy};
+use crate::restart::{FailureWindow, RestartPolicy};
 use crate::sample_batch::SampleBatch;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use rand::SeedableRng;

@@ -186,7 +186,7 @@ fn actix_evaluators_restart_within_budget_and_fail_clearly_past_it() {
     );
     rlx_cluster::actix_backend::share_runtime(runtime.clone());
     runtime.block_on(async {
-        let deploy = rlx_algorithms::deploy::build_on_actix;
+        let deploy = rlx_cli::deploy::build_on_actix;
         let (mut trainer, _) = deploy("PPO", faulty(|n| n == 3000), &config()).await.unwrap();
         let last = train_12(&mut trainer).await;
         assert_eq!(last.num_evaluator_restarts, 1);

@@ -2,5 +2,5 @@
 //! `rlx train --run ES`.
 
 fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("ES"))
+    rlx_cli::run_binary(rlx_cli::algorithm_main("ES"))
 }

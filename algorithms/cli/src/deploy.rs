@@ -19,18 +19,48 @@
 //! config ([`node_resolver`]), so an evaluator on a node is the one the
 //! driver would have built itself.
 
-use crate::{build_trainer_with_env, env_maker, BuildError, EnvMaker};
 use futures::future::BoxFuture;
-use rlx::actor::RestartPolicy;
 use rlx::config::ConfigError;
 use rlx::placement::{with_placement, PlacedWorkers, Placement, WorkerSet};
+use rlx::restart::RestartPolicy;
 use rlx::{EvaluatorFactory, HandleError, Trainer};
+use rlx_algorithms::{build_trainer_with_env, env_maker, BuildError, EnvMaker};
 use rlx_cluster::wire::SpawnSpec;
 use rlx_cluster::{Cluster, ClusterOptions, Resolver};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Builds a trainer for `algorithm` on the registered env `env`, with the
+/// JSON `overrides` merged over the algorithm's defaults, and its evaluators
+/// where the deployment keys say: in this process (the default, as
+/// [`rlx_algorithms::build_trainer`]), on worker nodes, or as actix actors.
+/// Returns the trainer and the full resolved config, which keeps these keys
+/// but never the cookie.
+///
+/// # Errors
+/// Unknown algorithm or env, a bad config key or value, an evaluator that
+/// fails to start, or no usable node.
+pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Result<(Trainer, Value), BuildError> {
+    let (deployment, overrides) = split(overrides)?;
+    let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
+    let make_env = env_maker(env, &kwargs)?;
+    if deployment.actix {
+        let (trainer, mut resolved) = build_on_actix(algorithm, make_env, &overrides).await?;
+        resolved["backend"] = serde_json::json!("actix");
+        return Ok((trainer, resolved));
+    }
+    if deployment.nodes.is_empty() {
+        return build_trainer_with_env(algorithm, make_env, &overrides).await;
+    }
+    let (trainer, mut resolved) = build_on_nodes(algorithm, env, make_env, &overrides, &deployment).await?;
+    resolved["nodes"] = serde_json::json!(deployment.nodes);
+    if deployment.cluster != ClusterKeys::default() {
+        resolved["cluster"] = serde_json::to_value(&deployment.cluster).expect("cluster keys serialize");
+    }
+    Ok((trainer, resolved))
+}
 
 /// The deployment keys of a config.
 #[derive(Clone, Debug, Default, PartialEq)]

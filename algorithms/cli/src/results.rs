@@ -17,8 +17,8 @@
 //!   The plot is a convenience: failing to draw it logs a warning once and
 //!   never fails the run.
 
-use crate::metrics::TrainResult;
 use crate::plot::{render_learning_curves, Series};
+use rlx::TrainResult;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -321,7 +321,7 @@ pub fn read_results(path: &Path) -> io::Result<Vec<TrainResult>> {
 mod tests {
     use super::*;
     use crate::plot::tests::{decode_png, temp_dir};
-    use crate::policy::LearnerStats;
+    use rlx::LearnerStats;
 
     fn result(i: u64, reward: Option<f64>, learner: &[(&str, f64)]) -> TrainResult {
         let mut stats = LearnerStats::default();

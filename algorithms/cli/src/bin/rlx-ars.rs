@@ -2,5 +2,5 @@
 //! `rlx train --run ARS`.
 
 fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("ARS"))
+    rlx_cli::run_binary(rlx_cli::algorithm_main("ARS"))
 }

@@ -2,5 +2,5 @@
 //! same as `rlx train --run TD3`.
 
 fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("TD3"))
+    rlx_cli::run_binary(rlx_cli::algorithm_main("TD3"))
 }

@@ -19,8 +19,8 @@
 //! Every process binds 127.0.0.1 port 0 and is killed when its guard drops.
 
 use rlx::{Env, EnvError, HandleError, OptimizerError, Space, Step};
-use rlx_algorithms::deploy::{self, Deployment};
 use rlx_algorithms::{BuildError, EnvMaker};
+use rlx_cli::deploy::{self, Deployment};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -350,7 +350,7 @@ fn test_node_process() {
             Ok(Box::new(Panicky { inner: rlx_envs::make("CartPole-v1")?, steps: steps.clone(), at }) as Box<dyn Env>)
         }))
     });
-    rlx_algorithms::cli::init_logging();
+    rlx_cli::init_logging();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let config = rlx_cluster::NodeConfig {

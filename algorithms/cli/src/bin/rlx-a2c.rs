@@ -2,5 +2,5 @@
 //! same as `rlx train --run A2C`.
 
 fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("A2C"))
+    rlx_cli::run_binary(rlx_cli::algorithm_main("A2C"))
 }

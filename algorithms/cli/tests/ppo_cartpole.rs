@@ -3,7 +3,7 @@
 //! actor (the default) and with it an actix sync actor. With its env copies
 //! split over shard actors it trains exactly as without.
 
-use rlx_algorithms::build_trainer;
+use rlx_cli::build_trainer;
 use serde_json::json;
 
 /// Env steps PPO may use. With the default config it typically passes 400

@@ -7,14 +7,14 @@
 //! `learning_curve.png` up to date with the same code.
 //!
 //! ```no_run
-//! use rlx::plot::{plot_runs, render_learning_curves, Series};
+//! use rlx_cli::plot::{plot_runs, render_learning_curves, Series};
 //! use std::path::{Path, PathBuf};
 //!
 //! let curve = Series { label: "ppo".into(), points: vec![(0.0, 10.0), (4000.0, 80.0), (8000.0, 200.0)] };
 //! render_learning_curves(&[curve], Path::new("curve.png"), (800, 500))?;
 //! let runs = [PathBuf::from("results/ppo_CartPole-v1_a"), PathBuf::from("results/ppo_CartPole-v1_b")];
 //! plot_runs(&runs, Path::new("compare.png"), (800, 500))?;
-//! # Ok::<(), rlx::plot::PlotError>(())
+//! # Ok::<(), rlx_cli::plot::PlotError>(())
 //! ```
 //!
 //! # Fonts
@@ -382,8 +382,8 @@ fn font_registered() -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::metrics::TrainResult;
     use crate::results::ResultsWriter;
+    use rlx::TrainResult;
     use std::fs::File;
     use std::io::BufReader;
 

@@ -1,5 +1,5 @@
 //! The `rlx` command line: `rlx train --run PPO --env CartPole-v1`.
 
 fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::main())
+    rlx_cli::run_binary(rlx_cli::main())
 }

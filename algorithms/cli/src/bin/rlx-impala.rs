@@ -2,5 +2,5 @@
 //! same as `rlx train --run IMPALA`.
 
 fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("IMPALA"))
+    rlx_cli::run_binary(rlx_cli::algorithm_main("IMPALA"))
 }

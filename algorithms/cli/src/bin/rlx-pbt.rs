@@ -2,5 +2,5 @@
 //! training alone, the same as `rlx train --run PBT`.
 
 fn main() -> std::process::ExitCode {
-    rlx_algorithms::cli::run_binary(rlx_algorithms::cli::algorithm_main("PBT"))
+    rlx_cli::run_binary(rlx_cli::algorithm_main("PBT"))
 }

@@ -1,0 +1,156 @@
+//! The command line's flags, as clap reads them.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// `rlx`: train and inspect reinforcement-learning agents.
+#[derive(Parser, Debug)]
+#[command(name = "rlx", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Train an algorithm on an env until a stop criterion is met.
+    Train {
+        /// Algorithm to run (see `rlx list`); optional with --config-file or --restore.
+        #[arg(long)]
+        run: Option<String>,
+        #[command(flatten)]
+        args: TrainArgs,
+    },
+    /// Evaluate a checkpoint's policy and print return statistics.
+    Rollout(RolloutArgs),
+    /// Overlay the learning curves of several runs in one PNG.
+    Plot(PlotArgs),
+    /// Run a worker node that drivers place evaluators on
+    /// (`rlx train ... --nodes HOST:PORT --cookie SECRET`). Runs until Ctrl-C.
+    Node(NodeArgs),
+    /// List algorithms and envs, one line each.
+    List,
+    /// Print an algorithm's default config, each key with its documentation.
+    Config {
+        /// Algorithm name.
+        algorithm: String,
+        /// Print plain JSON without the documentation.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Arguments shared by `rlx train` and the per-algorithm binaries.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TrainArgs {
+    /// Env name (see `rlx list`); optional with --config-file or --restore.
+    #[arg(long)]
+    pub env: Option<String>,
+    /// JSON object merged over the algorithm's default config, e.g. '{"num_workers": 2}'.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// A YAML or JSON experiment file in the shape of RLlib's tuned examples
+    /// (experiment name → run, env, stop, config). --run, --env, --stop and
+    /// --config override what it says.
+    #[arg(long, short = 'f')]
+    pub config_file: Option<PathBuf>,
+    /// JSON object of stop criteria, e.g. '{"episode_reward_mean": 475}'; stops when any is
+    /// reached. Metrics: episode_reward_mean, timesteps_total, training_iteration, time_total_s.
+    /// Default: the env's reward threshold, if it has one.
+    #[arg(long)]
+    pub stop: Option<String>,
+    /// Write a checkpoint every N iterations (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub checkpoint_freq: u64,
+    /// Write a checkpoint when the run stops.
+    #[arg(long)]
+    pub checkpoint_at_end: bool,
+    /// Resume from a checkpoint directory (or the newest checkpoint of a run directory).
+    #[arg(long)]
+    pub restore: Option<PathBuf>,
+    /// Seed (overrides the config's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Parent directory for this run's results directory.
+    #[arg(long, default_value = "rlx_results")]
+    pub results_dir: PathBuf,
+    /// Run the evaluators on these worker nodes (started with `rlx node`),
+    /// comma-separated HOST:PORT; same as the config key `nodes`.
+    #[arg(long)]
+    pub nodes: Option<String>,
+    /// The worker nodes' cookie (or the env var RLX_COOKIE); never written to results.
+    #[arg(long)]
+    pub cookie: Option<String>,
+}
+
+/// Arguments of `rlx node`.
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Address to accept drivers on (port 0 picks a free port; the node prints the address).
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    pub listen: std::net::SocketAddr,
+    /// Shared secret: drivers with another cookie are refused (or the env var RLX_COOKIE).
+    #[arg(long)]
+    pub cookie: Option<String>,
+    /// The node's name, unique in the cluster (default: node-PORT-PID).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Largest message accepted, in MiB.
+    #[arg(long, default_value_t = rlx_cluster::DEFAULT_MAX_FRAME_BYTES >> 20)]
+    pub max_frame_mib: u64,
+}
+
+/// Arguments of `rlx rollout`.
+#[derive(Args, Debug, Clone)]
+pub struct RolloutArgs {
+    /// A checkpoint directory, or a run directory (its newest checkpoint).
+    pub checkpoint: PathBuf,
+    /// Episodes to run.
+    #[arg(long, default_value_t = 10)]
+    pub episodes: usize,
+    /// Print each frame as text (envs with a text rendering).
+    #[arg(long)]
+    pub render: bool,
+    /// Sample actions from the policy instead of taking the most likely one.
+    #[arg(long)]
+    pub explore: bool,
+    /// Seed of the first episode's reset (episode i uses seed + i).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub seed: u64,
+}
+
+/// Arguments of `rlx plot`.
+#[derive(Args, Debug, Clone)]
+pub struct PlotArgs {
+    /// Run directories (each with a result.json).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// The PNG to write.
+    #[arg(long, short = 'o', default_value = "rlx_plot.png")]
+    pub out: PathBuf,
+    /// Width and height in pixels, e.g. 1000x600.
+    #[arg(long, default_value = "1000x600", value_parser = parse_size)]
+    pub size: (u32, u32),
+}
+
+fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("`{s}` is not WIDTHxHEIGHT (e.g. 1000x600)");
+    let (w, h) = s.split_once('x').ok_or_else(bad)?;
+    let (w, h) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
+    if !(100..=10_000).contains(&w) || !(100..=10_000).contains(&h) {
+        return Err(format!("`{s}`: width and height must be in [100, 10000]"));
+    }
+    Ok((w, h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plot_size_parses() {
+        assert_eq!(parse_size("800x500"), Ok((800, 500)));
+        assert!(parse_size("800").is_err());
+        assert!(parse_size("5x5").unwrap_err().contains("[100, 10000]"));
+    }
+}

@@ -1,0 +1,317 @@
+//! What to run: `--run`, `--env`, `--config`, `--stop` and RLlib-shaped
+//! YAML experiment files resolved into [`Experiment`]s, with RLlib's newer
+//! key names translated.
+
+use crate::{arg_error, CliError, TrainArgs};
+use rlx::checkpoint::Checkpoint;
+use rlx::config::{closest, deep_merge, ConfigError};
+use serde_json::{json, Map, Value};
+use std::path::Path;
+
+fn parse_json(flag: &str, text: Option<&str>) -> Result<Value, CliError> {
+    match text {
+        None => Ok(Value::Null),
+        Some(t) => {
+            serde_json::from_str(t).map_err(|e| arg_error(flag, ConfigError::Malformed(format!("not valid JSON: {e}"))))
+        }
+    }
+}
+
+/// One experiment to run: what a YAML entry and the flags resolve to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Experiment {
+    /// The experiment's name in the file, if it came from one.
+    pub name: Option<String>,
+    /// Algorithm.
+    pub run: String,
+    /// Env.
+    pub env: String,
+    /// Config overrides (merged over the defaults, or over a restored
+    /// checkpoint's config).
+    pub config: Value,
+    /// Stop criteria as given (`null`: the env's reward threshold).
+    pub stop: Value,
+    /// Checkpoint every N iterations (0: never).
+    pub checkpoint_freq: u64,
+    /// Checkpoint when the run stops.
+    pub checkpoint_at_end: bool,
+}
+
+const EXPERIMENT_KEYS: &[&str] = &["run", "env", "config", "stop", "checkpoint_freq", "checkpoint_at_end"];
+
+/// RLlib config keys that have no meaning in rlx; experiment files that set
+/// them still run, with a note.
+const RLLIB_IGNORED: &[&str] = &[
+    "framework",
+    "num_gpus",
+    "num_gpus_per_worker",
+    "num_cpus_per_worker",
+    "num_gpus_per_env_runner",
+    "num_cpus_per_env_runner",
+    "eager_tracing",
+    "log_level",
+    "enable_rl_module_and_learner",
+    "enable_env_runner_and_connector_v2",
+    "_enable_new_api_stack",
+];
+
+/// RLlib's newer names for rlx config keys.
+const RLLIB_RENAMED: &[(&str, &str)] = &[
+    ("num_env_runners", "num_workers"),
+    ("num_rollout_workers", "num_workers"),
+    ("num_envs_per_env_runner", "num_envs_per_worker"),
+    ("num_epochs", "num_sgd_iter"),
+    ("minibatch_size", "sgd_minibatch_size"),
+];
+
+/// RLlib's newer names for stop metrics.
+const STOP_RENAMED: &[(&str, &str)] = &[
+    ("env_runners/episode_return_mean", "episode_reward_mean"),
+    ("episode_return_mean", "episode_reward_mean"),
+    ("num_env_steps_sampled_lifetime", "timesteps_total"),
+];
+
+/// Renames RLlib's keys to rlx's and drops those rlx has no use for,
+/// printing a note for each.
+fn translate_rllib(obj: &mut Value, renamed: &[(&str, &str)], ignored: &[&str]) {
+    let Some(map) = obj.as_object_mut() else { return };
+    for key in ignored {
+        if map.remove(*key).is_some() {
+            eprintln!("note: ignoring RLlib setting `{key}` (it has no meaning in rlx)");
+        }
+    }
+    for (from, to) in renamed {
+        if let Some(v) = map.remove(*from) {
+            match map.get(*to) {
+                // The rlx name wins (e.g. a `--config` flag over the file).
+                Some(kept) => eprintln!("note: ignoring RLlib's `{from}` = {v}: rlx's `{to}` = {kept} is also given"),
+                None => {
+                    eprintln!("note: RLlib's `{from}` is rlx's `{to}`");
+                    map.insert(to.to_string(), v);
+                }
+            }
+        }
+    }
+}
+
+/// An experiment file's entry: its name (if the file names experiments)
+/// and its keys.
+type Entry = (Option<String>, Map<String, Value>);
+
+/// Reads an experiment file: YAML (`.yaml`/`.yml`) or JSON, either a map of
+/// experiment name → experiment (RLlib's tuned examples) or one experiment.
+fn read_experiment_file(path: &Path) -> Result<Vec<Entry>, CliError> {
+    let flag = format!("--config-file {}", path.display());
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("cannot read: {e}"))))?;
+    let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+    let value: Value = if yaml {
+        serde_yaml_ng::from_str(&text)
+            .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("not valid YAML: {e}"))))?
+    } else {
+        serde_json::from_str(&text)
+            .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("not valid JSON: {e}"))))?
+    };
+    let Value::Object(map) = value else {
+        return Err(arg_error(&flag, ConfigError::Malformed("must be a map of experiment name to experiment".into())));
+    };
+    if map.contains_key("run") || map.contains_key("env") {
+        return Ok(vec![(None, map)]);
+    }
+    if map.is_empty() {
+        return Err(arg_error(&flag, ConfigError::Malformed("has no experiments".into())));
+    }
+    map.into_iter()
+        .map(|(name, v)| match v {
+            Value::Object(m) => Ok((Some(name), m)),
+            other => Err(arg_error(
+                &flag,
+                ConfigError::Malformed(format!(
+                    "experiment `{name}` must be a map with run, env, config, stop; got {other}"
+                )),
+            )),
+        })
+        .collect()
+}
+
+/// Resolves the experiments to run from the flags and the experiment file.
+/// `run` is `--run` (or the per-algorithm binary's algorithm); a restored
+/// checkpoint supplies the algorithm and env when the flags do not.
+///
+/// # Errors
+/// A bad file or flag, or no algorithm or env given.
+pub fn experiments(
+    run: Option<&str>,
+    args: &TrainArgs,
+    restored: Option<&Checkpoint>,
+) -> Result<Vec<Experiment>, CliError> {
+    let entries = match &args.config_file {
+        Some(path) => read_experiment_file(path)?,
+        None => vec![(None, Map::new())],
+    };
+    let cli_config = parse_json("--config", args.config.as_deref())?;
+    let cli_stop = parse_json("--stop", args.stop.as_deref())?;
+    let mut out = Vec::new();
+    for (name, mut entry) in entries {
+        let flag = match (&args.config_file, &name) {
+            (Some(p), Some(n)) => format!("{}: experiment `{n}`", p.display()),
+            (Some(p), None) => p.display().to_string(),
+            _ => "--config".into(),
+        };
+        if let Some(key) = entry.keys().find(|k| !EXPERIMENT_KEYS.contains(&k.as_str())) {
+            return Err(arg_error(
+                &flag,
+                ConfigError::UnknownKey {
+                    key: key.clone(),
+                    closest: closest(key, EXPERIMENT_KEYS.iter().copied()),
+                    valid: EXPERIMENT_KEYS.iter().map(|s| s.to_string()).collect(),
+                },
+            ));
+        }
+        let text = |entry: &Map<String, Value>, key: &str| -> Result<Option<String>, CliError> {
+            match entry.get(key) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => {
+                    Err(arg_error(&flag, ConfigError::Malformed(format!("`{key}` must be a string, got {other}"))))
+                }
+            }
+        };
+        let mut config = entry.remove("config").unwrap_or(Value::Null);
+        let env_in_config =
+            config.as_object_mut().and_then(|c| c.remove("env")).and_then(|e| e.as_str().map(String::from));
+        let file_run = text(&entry, "run")?;
+        let file_env = text(&entry, "env")?.or(env_in_config);
+        let run = match (run, file_run) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(CliError::Usage(format!("{flag} says `run: {b}` but this is `{a}`; drop one of them")))
+            }
+            (Some(a), _) => a.to_string(),
+            (None, Some(b)) => b,
+            (None, None) => match restored {
+                Some(c) => c.metadata.algorithm.clone(),
+                None => return Err(CliError::Usage("no algorithm: pass --run ALGO (see `rlx list`)".into())),
+            },
+        };
+        let env = match (args.env.clone().or(file_env), restored) {
+            (Some(e), _) => e,
+            (None, Some(c)) => c.metadata.env.clone(),
+            (None, None) => return Err(CliError::Usage("no env: pass --env ENV (see `rlx list`)".into())),
+        };
+        if !config.is_null() && !config.is_object() {
+            return Err(arg_error(&flag, ConfigError::Malformed(format!("`config` must be a map, got {config}"))));
+        }
+        if config.is_null() {
+            config = json!({});
+        }
+        if !cli_config.is_null() {
+            if !cli_config.is_object() {
+                return Err(arg_error("--config", ConfigError::Malformed("must be a JSON object".into())));
+            }
+            deep_merge(&mut config, &cli_config);
+        }
+        if let Some(seed) = args.seed {
+            config["seed"] = json!(seed);
+        }
+        if let Some(nodes) = &args.nodes {
+            config["nodes"] = json!(nodes);
+        }
+        if let Some(cookie) = &args.cookie {
+            config["cookie"] = json!(cookie);
+        }
+        translate_rllib(&mut config, RLLIB_RENAMED, RLLIB_IGNORED);
+        let mut stop = entry.remove("stop").unwrap_or(Value::Null);
+        if !cli_stop.is_null() {
+            if stop.is_null() {
+                stop = json!({});
+            }
+            deep_merge(&mut stop, &cli_stop);
+        }
+        translate_rllib(&mut stop, STOP_RENAMED, &[]);
+        let freq = match entry.get("checkpoint_freq") {
+            None => 0,
+            Some(v) => v.as_u64().ok_or_else(|| {
+                arg_error(
+                    &flag,
+                    ConfigError::Malformed(format!("`checkpoint_freq` must be a whole number >= 0, got {v}")),
+                )
+            })?,
+        };
+        let at_end = match entry.get("checkpoint_at_end") {
+            None => false,
+            Some(v) => v.as_bool().ok_or_else(|| {
+                arg_error(&flag, ConfigError::Malformed(format!("`checkpoint_at_end` must be true or false, got {v}")))
+            })?,
+        };
+        out.push(Experiment {
+            name,
+            run,
+            env,
+            config,
+            stop,
+            checkpoint_freq: if args.checkpoint_freq > 0 { args.checkpoint_freq } else { freq },
+            checkpoint_at_end: args.checkpoint_at_end || at_end,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn write(name: &str, text: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("rlx-cli-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn rllib_tuned_example_yaml_resolves() {
+        let path = write(
+            "cartpole-ppo.yaml",
+            "cartpole-ppo:\n  env: CartPole-v1\n  run: PPO\n  stop:\n    env_runners/episode_return_mean: 150\n    timesteps_total: 100000\n  config:\n    framework: torch\n    gamma: 0.99\n    lr: 0.0003\n    num_env_runners: 2\n    num_epochs: 6\n    vf_loss_coeff: 0.01\n",
+        );
+        let args = TrainArgs { config_file: Some(path.clone()), seed: Some(3), ..Default::default() };
+        let exps = experiments(None, &args, None).unwrap();
+        assert_eq!(exps.len(), 1);
+        let e = &exps[0];
+        assert_eq!((e.name.as_deref(), e.run.as_str(), e.env.as_str()), (Some("cartpole-ppo"), "PPO", "CartPole-v1"));
+        assert_eq!(
+            e.config,
+            json!({"gamma": 0.99, "lr": 0.0003, "num_workers": 2, "num_sgd_iter": 6, "vf_loss_coeff": 0.01, "seed": 3})
+        );
+        assert_eq!(e.stop, json!({"episode_reward_mean": 150, "timesteps_total": 100000}));
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn flags_override_the_file_and_bad_files_name_the_problem() {
+        let path =
+            write("exp.yaml", "x:\n  run: PPO\n  env: CartPole-v1\n  config: {lr: 0.01, restart: {max_restarts: 2}}\n");
+        let args = TrainArgs {
+            config_file: Some(path.clone()),
+            env: Some("Acrobot-v1".into()),
+            config: Some(r#"{"restart": {"window_s": 5}}"#.into()),
+            ..Default::default()
+        };
+        let e = &experiments(None, &args, None).unwrap()[0];
+        assert_eq!(e.env, "Acrobot-v1");
+        assert_eq!(e.config, json!({"lr": 0.01, "restart": {"max_restarts": 2, "window_s": 5}}));
+        let err = experiments(Some("A2C"), &args, None).unwrap_err().to_string();
+        assert!(err.contains("run: PPO") && err.contains("A2C"), "{err}");
+
+        std::fs::write(&path, "x:\n  run: PPO\n  evn: CartPole-v1\n").unwrap();
+        let err = experiments(None, &args, None).unwrap_err().to_string();
+        assert!(err.contains("`evn`") && err.contains("did you mean `env`"), "{err}");
+        std::fs::write(&path, "x: [1, 2\n").unwrap();
+        let err = experiments(None, &args, None).unwrap_err().to_string();
+        assert!(err.contains("exp.yaml") && err.contains("not valid YAML"), "{err}");
+        std::fs::remove_file(path).unwrap();
+
+        let none = TrainArgs::default();
+        assert!(experiments(None, &none, None).unwrap_err().to_string().contains("--run"));
+        assert!(experiments(Some("PPO"), &none, None).unwrap_err().to_string().contains("--env"));
+    }
+}

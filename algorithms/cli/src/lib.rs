@@ -1,0 +1,245 @@
+//! # rlx-cli: the `rlx` command line
+//!
+//! `rlx train` mirrors `rllib train`: the same flags, RLlib-shaped YAML
+//! experiment files, a results directory per run (`params.json`,
+//! `result.json`, `progress.csv`, `learning_curve.png`) and checkpoints.
+//! Everything a run writes is on disk before the next iteration starts, so
+//! a killed run loses at most the iteration in progress.
+//!
+//! The crate also holds what places a run's evaluators outside the driver
+//! ([`deploy`]: worker nodes and the actix backend) and `rlx node`, so the
+//! algorithm library ([`rlx_algorithms`]) stays free of the command line,
+//! the cluster and the second actor library.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`args`] | the flags |
+//! | [`experiment`] | flags and experiment files resolved into runs |
+//! | [`train`] | `rlx train`: the loop, results, checkpoints |
+//! | [`progress`] | the progress display |
+//! | [`results`] | `result.json`, `progress.csv`, `learning_curve.png` |
+//! | [`plot`] | learning curves as PNG (`rlx plot`) |
+//! | [`rollout`] | `rlx rollout` |
+//! | [`deploy`] | evaluators on worker nodes or actix actors |
+//! | [`node`] | `rlx node` |
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod deploy;
+pub mod experiment;
+mod node;
+pub mod plot;
+pub(crate) mod progress;
+pub mod results;
+pub mod rollout;
+pub mod train;
+
+pub use args::{Cli, NodeArgs, PlotArgs, RolloutArgs, TrainArgs};
+pub use deploy::build_trainer;
+pub use experiment::{experiments, Experiment};
+pub use rollout::{rollout, RolloutSummary};
+pub use train::{train, Outcome};
+
+use args::Command;
+use clap::Parser;
+use rlx::checkpoint::CheckpointError;
+use rlx::config::ConfigError;
+use rlx::OptimizerError;
+use rlx_algorithms::{config_docs, default_config, BuildError, ALGORITHMS};
+use serde_json::json;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// A failure the CLI reports before exiting non-zero.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Building the trainer failed.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// A bad `--config`, `--stop` or experiment file.
+    #[error("{flag}: {source}")]
+    Arg {
+        /// The flag or file.
+        flag: String,
+        /// What is wrong.
+        source: ConfigError,
+    },
+    /// Something required is missing.
+    #[error("{0}")]
+    Usage(String),
+    /// A checkpoint could not be read, written or restored.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// Training failed; what was finished is on disk.
+    #[error("training failed: {source}\n  results so far: {}\n  last checkpoint: {}", dir.display(), checkpoint.as_ref().map_or("none".into(), |c| c.display().to_string()))]
+    Train {
+        /// The optimizer's error (boxed: it is large and rare).
+        source: Box<OptimizerError>,
+        /// The run's results directory.
+        dir: PathBuf,
+        /// The last checkpoint written, if any.
+        checkpoint: Option<PathBuf>,
+    },
+    /// Results could not be written.
+    #[error("cannot write results: {0}")]
+    Io(#[from] std::io::Error),
+    /// A plot could not be drawn.
+    #[error(transparent)]
+    Plot(#[from] plot::PlotError),
+    /// An episode of `rlx rollout` failed.
+    #[error("rollout: {0}")]
+    Rollout(String),
+}
+
+pub(crate) fn arg_error(flag: impl Into<String>, source: ConfigError) -> CliError {
+    CliError::Arg { flag: flag.into(), source }
+}
+
+/// Prints `rlx config ALGO`: YAML (usable as an experiment file's `config:`
+/// block) with each key's documentation as a comment above it.
+fn print_config(algorithm: &str, json_only: bool) -> Result<(), CliError> {
+    let cfg = default_config(algorithm)?;
+    if json_only {
+        println!("{}", serde_json::to_string_pretty(&cfg).expect("JSON"));
+        return Ok(());
+    }
+    println!("# {algorithm}'s default config. Every key is optional: override with");
+    println!("# --config '{{\"lr\": 0.0005}}' or under `config:` in a --config-file.");
+    for (key, doc) in config_docs(algorithm)? {
+        println!();
+        for line in doc.lines() {
+            println!("# {}", line.trim());
+        }
+        if key == "model" && cfg[key].is_object() {
+            // The network's keys, each with its own documentation.
+            println!("model:");
+            for (sub, doc) in rlx_algorithms::model_docs() {
+                for line in doc.lines() {
+                    println!("  # {}", line.trim());
+                }
+                let value = serde_yaml_ng::to_string(&json!({ sub: cfg[key][sub] })).expect("YAML");
+                print!("  {}", value.trim_end().replace('\n', "\n  "));
+                println!();
+            }
+            continue;
+        }
+        let value = serde_yaml_ng::to_string(&json!({ key: cfg[key] })).expect("YAML");
+        print!("{value}");
+    }
+    Ok(())
+}
+
+fn print_list() {
+    println!("algorithms:");
+    for algorithm in ALGORITHMS {
+        println!("  {:<26} {}", algorithm.name(), algorithm.about());
+    }
+    println!("envs (keyword arguments go in the config's \"env_config\"):");
+    for spec in rlx_envs::specs() {
+        let kwargs: Vec<&str> = std::iter::once("max_episode_steps").chain(spec.kwargs.iter().copied()).collect();
+        println!("  {:<26} {} [env_config: {}]", spec.name, spec.description, kwargs.join(", "));
+    }
+}
+
+/// Prints `error: ...` and returns a failure exit code.
+pub fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::FAILURE
+}
+
+fn exit_code(outcome: Result<Outcome, CliError>) -> ExitCode {
+    match outcome {
+        // 130 = 128 + SIGINT, the shell's convention for a run stopped by Ctrl-C.
+        Ok(o) if o.interrupted => ExitCode::from(130),
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+/// Entry point of a per-algorithm binary such as `rlx-ppo`: the arguments of
+/// `rlx train` without `--run`.
+pub async fn algorithm_main(algorithm: &'static str) -> ExitCode {
+    use clap::{Args as _, FromArgMatches as _};
+    default_sigpipe();
+    init_logging();
+    let command = clap::Command::new(format!("rlx-{}", algorithm.to_lowercase())).version(env!("CARGO_PKG_VERSION"));
+    let about = format!("Train {algorithm} on an env (the same as `rlx train --run {algorithm}`)");
+    let matches = TrainArgs::augment_args(command).about(about).get_matches();
+    let args = match TrainArgs::from_arg_matches(&matches) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
+    exit_code(train(Some(algorithm), &args).await)
+}
+
+/// Dies quietly on a closed pipe (`rlx rollout --render | head`) like other
+/// command-line tools, instead of panicking on the next print.
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of one signal at start-up,
+    // before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Runs a binary's main future on a multi-thread tokio runtime that the
+/// actix backend shares, so the process has one runtime.
+pub fn run_binary(main: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Arc::new(rt),
+        Err(e) => return fail(format!("cannot start the tokio runtime: {e}")),
+    };
+    rlx_cluster::actix_backend::share_runtime(runtime.clone());
+    runtime.block_on(main)
+}
+
+/// Logs to stderr: rlx's cluster events (nodes joining, lost, evaluators
+/// re-placed) at `info`, everything else at `warn` (restarts of actors
+/// among it); `RUST_LOG` overrides.
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,rlx_cluster=info,ractor=error,ractor_cluster=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
+}
+
+/// Entry point of the `rlx` binary.
+pub async fn main() -> ExitCode {
+    default_sigpipe();
+    init_logging();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Train { run, args } => exit_code(train(run.as_deref(), &args).await),
+        Command::Rollout(args) => match rollout(&args) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+        Command::Plot(args) => match plot::plot_runs(&args.dirs, &args.out, args.size) {
+            Ok(()) => {
+                println!("wrote {}", args.out.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        Command::Node(args) => match node::node(args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+        Command::List => {
+            print_list();
+            ExitCode::SUCCESS
+        }
+        Command::Config { algorithm, json } => match print_config(&algorithm, json) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+    }
+}

@@ -1,0 +1,136 @@
+//! `rlx rollout`: plays a checkpoint's policy and prints return statistics.
+
+use crate::{CliError, RolloutArgs};
+use rlx::checkpoint::Checkpoint;
+use rlx::{fields, Action, Column, SampleBatch, Space};
+use rlx_algorithms::{make_policy, BuildError};
+use serde_json::Value;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// Return statistics of `rlx rollout`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RolloutSummary {
+    /// Each episode's return.
+    pub returns: Vec<f64>,
+    /// Each episode's length.
+    pub lengths: Vec<u64>,
+}
+
+impl RolloutSummary {
+    /// Mean return.
+    pub fn mean(&self) -> f64 {
+        self.returns.iter().sum::<f64>() / self.returns.len().max(1) as f64
+    }
+
+    /// Population standard deviation of the returns.
+    pub fn std(&self) -> f64 {
+        let m = self.mean();
+        (self.returns.iter().map(|r| (r - m).powi(2)).sum::<f64>() / self.returns.len().max(1) as f64).sqrt()
+    }
+}
+
+/// Runs `rlx rollout`: loads the checkpoint's policy (and observation
+/// filter) and plays `episodes` episodes, printing one line each.
+///
+/// # Errors
+/// A bad checkpoint, an env without text rendering with `--render`, or an
+/// env or policy error.
+pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
+    if args.episodes == 0 {
+        return Err(CliError::Usage("--episodes must be at least 1".into()));
+    }
+    let ckpt = Checkpoint::load(&args.checkpoint)?;
+    let meta = &ckpt.metadata;
+    let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
+    let mut env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;
+    let mut policy =
+        make_policy(&meta.algorithm, &meta.config, env.observation_space(), env.action_space(), args.seed)?;
+    ckpt.load_weights(policy.as_mut())?;
+    let local = ckpt.state.evaluators.iter().find(|e| e.index == 0);
+    let filter = local.and_then(|e| e.filter.clone());
+    // Policies that keep part of what they compute in their state (ES and
+    // ARS: the observation statistics) need it to act as trained.
+    if let Some(state) = local.and_then(|e| e.policy.as_ref()) {
+        if let Err(e) = policy.load_state(state) {
+            eprintln!("warning: the checkpoint's policy state was not restored ({e}); acting on the weights alone");
+        }
+    }
+    if args.render && env.render().is_none() {
+        return Err(CliError::Usage(format!("{} has no text rendering; drop --render", meta.env)));
+    }
+    let animate = args.render && std::io::stdout().is_terminal();
+    println!(
+        "{} on {} from {} (iteration {}), {} actions",
+        meta.algorithm,
+        meta.env,
+        ckpt.dir.display(),
+        meta.training_iteration,
+        if args.explore { "sampled" } else { "greedy" }
+    );
+    let fail = |e: &dyn std::fmt::Display| CliError::Rollout(e.to_string());
+    let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
+    let mut out = SampleBatch::new();
+    let mut summary = RolloutSummary { returns: Vec::new(), lengths: Vec::new() };
+    // Recurrent policies carry their state from step to step; masks come
+    // from the env at every step.
+    let mut acting = rlx::acting::Acting::new(policy.as_ref(), 1);
+    let mut mask = vec![1.0f32; env.action_space().mask_width().unwrap_or(0)];
+    for episode in 0..args.episodes {
+        env.reset(Some(args.seed + episode as u64), &mut obs).map_err(|e| fail(&e))?;
+        acting.episode_started(0);
+        let (mut ret, mut len) = (0.0, 0u64);
+        loop {
+            if args.render {
+                let frame = env.render().unwrap_or_default();
+                if animate {
+                    print!("\x1b[2J\x1b[H");
+                }
+                println!("episode {} step {len} return {ret:.1}\n{frame}\n", episode + 1);
+                if animate {
+                    std::thread::sleep(Duration::from_millis(30));
+                }
+            }
+            let mut input = obs.clone();
+            if let Some(f) = &filter {
+                f.normalize(&mut input);
+            }
+            let masked =
+                !mask.is_empty() && rlx::env::read_action_mask(env.as_ref(), &mut mask, len).map_err(|e| fail(&e))?;
+            let mask_input = masked.then_some(&mask[..]);
+            acting.act(policy.as_mut(), &input, mask_input, args.explore, &mut out).map_err(|e| fail(&e))?;
+            let step = match (out.get(fields::ACTIONS), env.action_space()) {
+                (Some(Column::I64 { data, .. }), Space::MultiDiscrete { .. }) => {
+                    env.step(Action::MultiDiscrete(data), &mut obs)
+                }
+                (Some(Column::I64 { data, .. }), _) => env.step(Action::Discrete(data[0]), &mut obs),
+                (Some(Column::F32 { data, .. }), space) => {
+                    // Within the bounds, as evaluators step envs.
+                    let mut clipped = data.clone();
+                    space.clip(&mut clipped);
+                    env.step(Action::Continuous(&clipped), &mut obs)
+                }
+                (None, _) => return Err(CliError::Rollout("the policy wrote no actions".into())),
+            }
+            .map_err(|e| fail(&e))?;
+            ret += step.reward;
+            len += 1;
+            if step.done() {
+                break;
+            }
+        }
+        println!("episode {:>3}: return {ret:>8.1}  length {len}", episode + 1);
+        summary.returns.push(ret);
+        summary.lengths.push(len);
+    }
+    let (min, max) = summary.returns.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &r| (a.min(r), b.max(r)));
+    println!(
+        "{} episode{}: mean return {:.1} ± {:.1} (min {min:.1}, max {max:.1}), mean length {:.1}",
+        args.episodes,
+        if args.episodes == 1 { "" } else { "s" },
+        summary.mean(),
+        summary.std(),
+        summary.lengths.iter().sum::<u64>() as f64 / args.episodes as f64
+    );
+    Ok(summary)
+}

@@ -1,0 +1,171 @@
+//! `rlx train`: builds the trainer, restores a checkpoint, and trains until
+//! a stop criterion, writing results and checkpoints as it goes.
+
+use crate::experiment::{experiments, Experiment};
+use crate::progress::Progress;
+use crate::results::{read_results, ResultsWriter};
+use crate::{arg_error, build_trainer, CliError, TrainArgs};
+use rlx::checkpoint::{self, Checkpoint, RunInfo};
+use rlx::config::{deep_merge, from_value};
+use rlx::{StopCriteria, TrainResult};
+use rlx_algorithms::BuildError;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// How a `rlx train` run ended.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The last iteration's result.
+    pub result: TrainResult,
+    /// The run's results directory.
+    pub dir: PathBuf,
+    /// The last checkpoint written, if any.
+    pub checkpoint: Option<PathBuf>,
+    /// Whether Ctrl-C stopped it.
+    pub interrupted: bool,
+}
+
+/// Set by the first Ctrl-C; a second one exits at once.
+fn interrupt_flag() -> Arc<AtomicBool> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = flag.clone();
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                if f.swap(true, Ordering::SeqCst) {
+                    eprintln!("\nsecond Ctrl-C: exiting now (finished iterations are already on disk)");
+                    std::process::exit(130);
+                }
+                eprintln!(
+                    "\nCtrl-C: stopping after this iteration and writing a final checkpoint (Ctrl-C again to quit now)"
+                );
+            }
+        });
+        flag
+    })
+    .clone()
+}
+
+/// Runs `rlx train`: resolves the experiments, then trains each in turn.
+/// Returns how the last one ended.
+///
+/// # Errors
+/// Bad arguments, build failures, training failures, or unwritable results.
+pub async fn train(run: Option<&str>, args: &TrainArgs) -> Result<Outcome, CliError> {
+    let restored = args.restore.as_deref().map(Checkpoint::load).transpose()?;
+    let experiments = experiments(run, args, restored.as_ref())?;
+    if restored.is_some() && experiments.len() > 1 {
+        return Err(CliError::Usage("--restore resumes one run; the experiment file has several".into()));
+    }
+    let mut last = None;
+    for exp in &experiments {
+        let outcome = train_experiment(exp, args, restored.as_ref()).await?;
+        let interrupted = outcome.interrupted;
+        last = Some(outcome);
+        if interrupted {
+            break;
+        }
+    }
+    Ok(last.expect("experiments() returns at least one"))
+}
+
+async fn train_experiment(
+    exp: &Experiment,
+    args: &TrainArgs,
+    restored: Option<&Checkpoint>,
+) -> Result<Outcome, CliError> {
+    let stop: StopCriteria = match &exp.stop {
+        Value::Null => {
+            let threshold = rlx_envs::spec(&exp.env).map_err(BuildError::from)?.reward_threshold;
+            StopCriteria { episode_reward_mean: threshold, ..Default::default() }
+        }
+        v => from_value(v.clone()).map_err(|source| arg_error("--stop", source))?,
+    };
+    let mut overrides = exp.config.clone();
+    if let Some(ckpt) = restored {
+        ckpt.check_matches(&exp.run, &exp.env)?;
+        // The checkpoint's config, with what the user changes on top.
+        let mut config = ckpt.metadata.config.clone();
+        deep_merge(&mut config, &overrides);
+        overrides = config;
+    }
+    let (mut trainer, config) = build_trainer(&exp.run, &exp.env, &overrides).await.map_err(|e| match e {
+        BuildError::Config(source) => arg_error("--config", source),
+        other => CliError::Build(other),
+    })?;
+    let info = RunInfo { algorithm: exp.run.clone(), env: exp.env.clone(), config: config.clone() };
+    // Restore before creating the run directory, so a bad checkpoint leaves nothing behind.
+    if let Some(ckpt) = restored {
+        for gap in ckpt.restore(&mut trainer).await? {
+            eprintln!("warning: not an exact resume: {gap}");
+        }
+    }
+    let dir = new_run_dir(&args.results_dir, &format!("{}_{}", exp.run, exp.env.replace('/', "-")))?;
+    let params = json!({
+        "run": exp.run, "env": exp.env, "config": config, "stop": stop,
+        "experiment": exp.name, "restored_from": restored.map(|c| c.dir.display().to_string()),
+    });
+    let mut writer = ResultsWriter::create(&dir, &params)?;
+    if let Some(ckpt) = restored {
+        // Carry the history up to the checkpoint over, so this run's
+        // result.json, progress.csv and plot tell the whole story.
+        let iteration = ckpt.metadata.training_iteration;
+        if let Some(history) = ckpt.dir.parent().map(|p| p.join("result.json")).filter(|p| p.is_file()) {
+            for r in read_results(&history)?.into_iter().filter(|r| r.training_iteration <= iteration) {
+                writer.append(&r)?;
+            }
+        }
+        eprintln!("restored {} at iteration {iteration}", ckpt.dir.display());
+    }
+    if stop.is_empty() {
+        eprintln!("no --stop criteria and the env has no reward threshold: training until interrupted (Ctrl-C)");
+    }
+    eprintln!("{} on {}: results in {}", exp.run, exp.env, dir.display());
+    let interrupted = interrupt_flag();
+    let mut progress = Progress::new(&stop, trainer.last_result());
+    let mut last_checkpoint = None;
+    loop {
+        let result = match trainer.train().await {
+            Ok(r) => r,
+            Err(source) => {
+                progress.abandon();
+                writer.finish()?;
+                return Err(CliError::Train { source: Box::new(source), dir, checkpoint: last_checkpoint });
+            }
+        };
+        writer.append(&result)?;
+        progress.report(&result);
+        let stopping = stop.should_stop(&result);
+        let was_interrupted = interrupted.load(Ordering::SeqCst);
+        let periodic = exp.checkpoint_freq > 0 && result.training_iteration % exp.checkpoint_freq == 0;
+        if periodic || was_interrupted || (stopping && exp.checkpoint_at_end) {
+            let path = checkpoint::save(&mut trainer, &dir, &info).await?;
+            progress.note(&format!("checkpoint: {}", path.display()));
+            last_checkpoint = Some(path);
+        }
+        if stopping || was_interrupted {
+            writer.finish()?;
+            progress.finish(&result, was_interrupted);
+            return Ok(Outcome { result, dir, checkpoint: last_checkpoint, interrupted: was_interrupted });
+        }
+    }
+}
+
+/// Creates and returns `parent/<name>_<UTC time>`, with `_2`, `_3`...
+/// appended if a run started in the same second already took the name.
+fn new_run_dir(parent: &Path, name: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(parent).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", parent.display())))?;
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
+    for i in 1.. {
+        let dir = parent.join(if i == 1 { format!("{name}_{stamp}") } else { format!("{name}_{stamp}_{i}") });
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+        }
+    }
+    unreachable!("an unbounded range always yields a free name")
+}

@@ -1,0 +1,299 @@
+//! The table of built-in algorithms.
+//!
+//! Every place that turns an algorithm's name into something — `rlx list`,
+//! `rlx config`, `rlx train`, `rlx rollout`, PBT's members, the worker
+//! nodes — looks it up here, in [`ALGORITHMS`]. Adding an algorithm means
+//! writing its file (config, policy, loss, training step) and one entry
+//! below.
+
+use crate::{a2c, a3c, actor_critic, apex, appo, ars, ddpg, dqn, es, impala, pbt, pg, ppo, sac, td3};
+use crate::{BuildError, EnvMaker};
+use documented::DocumentedFields;
+use futures::future::BoxFuture;
+use rlx::config::{closest_n, merge_json, Validate};
+use rlx::{PolicyGraph, Space, Trainer};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+/// A built-in algorithm, known by its name.
+pub trait Algorithm: Sync {
+    /// The name `--run` takes, e.g. `"PPO"`.
+    fn name(&self) -> &'static str;
+    /// One line: the paper and what sets the algorithm apart.
+    fn about(&self) -> &'static str;
+    /// The default config as JSON.
+    fn default_config(&self) -> Value;
+    /// Each config key with its documentation, in declaration order.
+    fn config_docs(&self) -> Vec<(&'static str, &'static str)>;
+    /// A fresh policy for `config` (merged over the defaults) and the given
+    /// spaces: what `rlx rollout` loads a checkpoint's weights into.
+    ///
+    /// # Errors
+    /// A bad config, or spaces the algorithm cannot handle.
+    fn make_policy(
+        &self,
+        config: &Value,
+        observation_space: &Space,
+        action_space: &Space,
+        seed: u64,
+    ) -> Result<Box<dyn PolicyGraph>, BuildError>;
+    /// A trainer on `make_env` with `overrides` merged over the defaults,
+    /// and the resolved config.
+    ///
+    /// # Errors
+    /// A bad config, an env the algorithm cannot handle, or an evaluator
+    /// that fails to start.
+    fn build(&self, make_env: EnvMaker, overrides: &Value) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>>;
+}
+
+/// Every built-in algorithm, by name.
+pub static ALGORITHMS: &[&dyn Algorithm] =
+    &[&A2C, &A3C, &APEX, &APPO, &ARS, &DDPG, &DQN, &ES, &IMPALA, &PBT, &PG, &PPO, &SAC, &TD3];
+
+/// The algorithm called `name`.
+///
+/// # Errors
+/// [`BuildError::UnknownAlgorithm`] with the closest name.
+pub fn algorithm(name: &str) -> Result<&'static dyn Algorithm, BuildError> {
+    ALGORITHMS.iter().copied().find(|a| a.name() == name).ok_or_else(|| BuildError::UnknownAlgorithm {
+        name: name.to_string(),
+        closest: closest_n(name, ALGORITHMS.iter().map(|a| a.name()), 1),
+    })
+}
+
+/// The names in [`ALGORITHMS`], comma-separated.
+pub fn names() -> String {
+    ALGORITHMS.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+}
+
+static A2C: Entry<a2c::A2cConfig> = Entry {
+    name: "A2C",
+    about: "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch",
+    docs: docs::<a2c::A2cConfig>,
+    make_policy: |c, o, a, seed| actor_critic::make_policy("A2C", c, o, a, seed),
+    build: |env, c| Box::pin(a2c::build(env, c)),
+    resolve: None,
+};
+
+static A3C: Entry<a3c::A3cConfig> = Entry {
+    name: "A3C",
+    about: "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients",
+    // A3C's config is A2C's.
+    docs: docs::<a2c::A2cConfig>,
+    make_policy: |c, o, a, seed| actor_critic::make_policy("A3C", &c.0, o, a, seed),
+    build: |env, c| Box::pin(a3c::build(env, c)),
+    resolve: None,
+};
+
+static APEX: Entry<apex::ApexConfig> = Entry {
+    name: "APEX",
+    about: "Ape-X DQN (Horgan et al. 2018): per-evaluator ε, supervised replay shards, a learner thread",
+    docs: docs::<apex::ApexConfig>,
+    make_policy: |c, o, a, seed| apex::make_policy(c, o, a, seed, 0),
+    build: |env, c| Box::pin(apex::build(env, c)),
+    resolve: None,
+};
+
+static APPO: Entry<appo::AppoConfig> = Entry {
+    name: "APPO",
+    about: "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective",
+    docs: docs::<appo::AppoConfig>,
+    make_policy: |c, o, a, seed| actor_critic::make_policy("APPO", c, o, a, seed),
+    build: |env, c| Box::pin(appo::build(env, c)),
+    resolve: None,
+};
+
+static ARS: Entry<ars::ArsConfig> = Entry {
+    name: "ARS",
+    about: "augmented random search (Mania et al. 2018): linear policy, top-b directions, reward-std scaling",
+    docs: docs::<ars::ArsConfig>,
+    make_policy: ars::make_policy,
+    build: |env, c| Box::pin(ars::build(env, c)),
+    resolve: None,
+};
+
+static DDPG: Entry<ddpg::DdpgConfig> = Entry {
+    name: "DDPG",
+    about: "deep deterministic policy gradient (Lillicrap et al. 2016) for continuous actions, replay, target networks",
+    docs: docs::<ddpg::DdpgConfig>,
+    make_policy: ddpg::make_policy,
+    build: |env, c| Box::pin(ddpg::build(env, c)),
+    resolve: None,
+};
+
+static DQN: Entry<dqn::DqnConfig> = Entry {
+    name: "DQN",
+    about: "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay",
+    docs: docs::<dqn::DqnConfig>,
+    make_policy: dqn::make_policy,
+    build: |env, c| Box::pin(dqn::build(env, c)),
+    resolve: None,
+};
+
+static ES: Entry<es::EsConfig> = Entry {
+    name: "ES",
+    about: "evolution strategies (Salimans et al. 2017): antithetic perturbations, centered ranks, shared noise table",
+    docs: docs::<es::EsConfig>,
+    make_policy: es::make_policy,
+    build: |env, c| Box::pin(es::build(env, c)),
+    resolve: None,
+};
+
+static IMPALA: Entry<impala::ImpalaConfig> = Entry {
+    name: "IMPALA",
+    about: "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace",
+    docs: docs::<impala::ImpalaConfig>,
+    make_policy: |c, o, a, seed| actor_critic::make_policy("IMPALA", c, o, a, seed),
+    build: |env, c| Box::pin(impala::build(env, c)),
+    resolve: None,
+};
+
+static PBT: Entry<pbt::PbtConfig> = Entry {
+    name: "PBT",
+    about: "population-based training (Jaderberg et al. 2017): members of another algorithm exploit and explore hyperparameters",
+    docs: docs::<pbt::PbtConfig>,
+    make_policy: pbt::make_policy,
+    build: |env, c| Box::pin(pbt::build(env, c)),
+    // The member algorithm's default mutations written out.
+    resolve: Some(pbt::PbtConfig::resolved),
+};
+
+static PG: Entry<pg::PgConfig> = Entry {
+    name: "PG",
+    about: "REINFORCE with a learned baseline (Williams 1992), synchronous sampling",
+    docs: docs::<pg::PgConfig>,
+    make_policy: |c, o, a, seed| actor_critic::make_policy("PG", c, o, a, seed),
+    build: |env, c| Box::pin(pg::build(env, c)),
+    resolve: None,
+};
+
+static PPO: Entry<ppo::PpoConfig> = Entry {
+    name: "PPO",
+    about: "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs",
+    docs: docs::<ppo::PpoConfig>,
+    make_policy: ppo::make_policy,
+    build: |env, c| Box::pin(ppo::build(env, c)),
+    resolve: None,
+};
+
+static SAC: Entry<sac::SacConfig> = Entry {
+    name: "SAC",
+    about:
+        "soft actor-critic (Haarnoja et al. 2018): squashed Gaussian actor, twin critics, learned entropy temperature",
+    docs: docs::<sac::SacConfig>,
+    make_policy: sac::make_policy,
+    build: |env, c| Box::pin(sac::build(env, c)),
+    resolve: None,
+};
+
+static TD3: Entry<td3::Td3Config> = Entry {
+    name: "TD3",
+    about: "twin delayed DDPG (Fujimoto et al. 2018): clipped double Q, delayed actor updates, target smoothing",
+    // TD3's config is DDPG's.
+    docs: docs::<ddpg::DdpgConfig>,
+    make_policy: td3::make_policy,
+    build: |env, c| Box::pin(td3::build(env, c)),
+    resolve: None,
+};
+
+/// One row of the table: an algorithm's functions over its config type `C`.
+struct Entry<C> {
+    name: &'static str,
+    about: &'static str,
+    docs: fn() -> Vec<(&'static str, &'static str)>,
+    make_policy: fn(&C, &Space, &Space, u64) -> Result<Box<dyn PolicyGraph>, BuildError>,
+    build: fn(EnvMaker, C) -> BoxFuture<'static, Result<Trainer, BuildError>>,
+    /// Fills in keys whose defaults depend on other keys, before the config
+    /// is resolved (PBT's mutations).
+    resolve: Option<fn(C) -> C>,
+}
+
+impl<C: Default + Serialize + DeserializeOwned + Validate> Entry<C> {
+    fn configure(&self, overrides: &Value) -> Result<C, BuildError> {
+        let cfg: C = merge_json(&C::default(), overrides)?;
+        Ok(match self.resolve {
+            Some(resolve) => resolve(cfg),
+            None => cfg,
+        })
+    }
+}
+
+impl<C: Default + Serialize + DeserializeOwned + Validate> Algorithm for Entry<C> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn about(&self) -> &'static str {
+        self.about
+    }
+
+    fn default_config(&self) -> Value {
+        let cfg = self.resolve.map_or_else(C::default, |resolve| resolve(C::default()));
+        serde_json::to_value(cfg).expect("configs serialize")
+    }
+
+    fn config_docs(&self) -> Vec<(&'static str, &'static str)> {
+        (self.docs)()
+    }
+
+    fn make_policy(
+        &self,
+        config: &Value,
+        observation_space: &Space,
+        action_space: &Space,
+        seed: u64,
+    ) -> Result<Box<dyn PolicyGraph>, BuildError> {
+        (self.make_policy)(&self.configure(config)?, observation_space, action_space, seed)
+    }
+
+    fn build(&self, make_env: EnvMaker, overrides: &Value) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>> {
+        let cfg = match self.configure(overrides) {
+            Ok(cfg) => cfg,
+            Err(e) => return Box::pin(std::future::ready(Err(e))),
+        };
+        let resolved = serde_json::to_value(&cfg).expect("configs serialize");
+        let build = (self.build)(make_env, cfg);
+        Box::pin(async move { Ok((build.await?, resolved)) })
+    }
+}
+
+fn docs<C: DocumentedFields>() -> Vec<(&'static str, &'static str)> {
+    C::FIELD_NAMES.iter().copied().zip(C::FIELD_DOCS.iter().copied()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_sorted() {
+        let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name()).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        assert_eq!(names.len(), 14);
+    }
+
+    /// `rlx config` prints exactly the config's keys, each with its doc.
+    #[test]
+    fn config_docs_cover_every_key() {
+        for a in ALGORITHMS {
+            let cfg = a.default_config();
+            let docs = a.config_docs();
+            let mut documented: Vec<&str> = docs.iter().map(|d| d.0).collect();
+            let mut keys: Vec<&str> = cfg.as_object().expect("an object").keys().map(String::as_str).collect();
+            documented.sort_unstable();
+            keys.sort_unstable();
+            assert_eq!(documented, keys, "{}", a.name());
+            assert!(docs.iter().all(|d| !d.1.trim().is_empty()), "{}: an undocumented key", a.name());
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_suggests_the_closest() {
+        let err = algorithm("PPo2").err().expect("unknown").to_string();
+        assert!(err.contains("did you mean `PPO`"), "{err}");
+    }
+}
