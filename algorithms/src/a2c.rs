@@ -166,5 +166,5 @@ impl A2cConfig {
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: A2cConfig) -> Result<Trainer, BuildError> {
     let (sampling, min_sample_fraction) = (cfg.sampling(), cfg.min_sample_fraction);
-    sync_trainer("A2C", make_env, cfg, sampling, min_sample_fraction, 1).await
+    sync_trainer("A2C", make_env, cfg, sampling, min_sample_fraction).await
 }

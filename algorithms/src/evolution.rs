@@ -764,45 +764,56 @@ impl EvolutionOptimizer {
     }
 }
 
+impl EvolutionOptimizer {
+    /// Evaluates `request` on each task, on the workers or in the driver.
+    async fn evaluate(
+        &mut self,
+        request: &Arc<EvalRequest>,
+        tasks: &[Task],
+    ) -> Result<Vec<PairResult>, OptimizerError> {
+        Ok(match (&mut self.workers, &mut self.local) {
+            (Some(pool), _) => {
+                let failed = |i: usize, source| HandleError::Failed { index: i + 1, source };
+                evaluate_on(pool, request, tasks, handle_error, failed).await?
+            }
+            (None, Some(local)) => local.evaluate(request, tasks)?,
+            (None, None) => unreachable!("built with workers or a local perturber"),
+        })
+    }
+
+    /// Gives the driver's policy the new weights and observation statistics.
+    fn adopt(&mut self, weights: &[f32], obs_stat: &RunningStat) -> Result<(), EvaluatorError> {
+        let policy = self.evaluators.local_mut().policy_mut();
+        policy.set_weights(weights)?;
+        let stat_bytes = rlx::codec::encode_value(obs_stat).map_err(|e| PolicyError::Other(e.to_string()))?;
+        Ok(policy.load_state(&stat_bytes)?)
+    }
+}
+
 #[rlx::async_trait]
 impl PolicyOptimizer for EvolutionOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
         let (theta, mut obs_stat) = self.current();
         let tasks = self.draw_tasks(theta.len());
-        let request = Arc::new(EvalRequest {
-            weights: theta.clone(),
-            obs_stat: obs_stat.clone(),
-            noise_stdev: self.settings.noise_stdev,
-        });
-        let results = match (&mut self.workers, &mut self.local) {
-            (Some(pool), _) => {
-                let failed = |i: usize, source| HandleError::Failed { index: i + 1, source };
-                evaluate_on(pool, &request, &tasks, handle_error, failed).await?
-            }
-            (None, Some(local)) => local.evaluate(&request, &tasks)?,
-            (None, None) => unreachable!("built with workers or a local perturber"),
-        };
+        let noise_stdev = self.settings.noise_stdev;
+        let request = Arc::new(EvalRequest { weights: theta.clone(), obs_stat: obs_stat.clone(), noise_stdev });
+        let results = self.evaluate(&request, &tasks).await?;
         let mut episodes = Vec::with_capacity(2 * results.len());
         for r in &results {
             obs_stat.merge(&r.obs);
             episodes.extend([r.pos, r.neg]);
         }
         let (new_theta, mut learner) = self.rule.update(&theta, &results, &self.noise);
-        let policy = self.evaluators.local_mut().policy_mut();
-        policy.set_weights(&new_theta).map_err(EvaluatorError::from)?;
-        let stat_bytes = rlx::codec::encode_value(&obs_stat).map_err(|e| PolicyError::Other(e.to_string()));
-        policy.load_state(&stat_bytes.map_err(EvaluatorError::from)?).map_err(EvaluatorError::from)?;
-        let steps: u64 = episodes.iter().map(|e| e.length).sum();
+        self.adopt(&new_theta, &obs_stat)?;
+        let update: Vec<f32> = new_theta.iter().zip(&theta).map(|(a, b)| a - b).collect();
         learner.set("num_perturbations", results.len() as f64);
         learner.set("weights_norm", rlx::policy::global_norm(&new_theta));
-        learner.set("update_norm", {
-            let d: Vec<f32> = new_theta.iter().zip(&theta).map(|(a, b)| a - b).collect();
-            rlx::policy::global_norm(&d)
-        });
+        learner.set("update_norm", rlx::policy::global_norm(&update));
         learner.set("obs_stat_count", obs_stat.count() as f64);
         if let Some(pool) = &self.workers {
             learner.set("worker_restarts", pool.restarts() as f64);
         }
+        let steps: u64 = episodes.iter().map(|e| e.length).sum();
         Ok(StepStats { steps_sampled: steps, steps_trained: steps, episodes, learner })
     }
 

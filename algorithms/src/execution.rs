@@ -7,7 +7,7 @@ use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError};
 use rlx::evaluator::evaluator_seed;
 use rlx::filter::ObservationFilter;
-use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer, SyncSamplesConfig};
+use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, SyncSamplesConfig};
 use rlx::{
     fields, EnvShards, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, PolicyGraph, RestartPolicy,
     Space, SyncSamplesOptimizer, Trainer, VectorEnv,
@@ -102,35 +102,52 @@ impl SamplingSettings {
     }
 }
 
-/// The execution plan of the synchronous actor-critic algorithms (PG, A2C,
-/// PPO): evaluators with `loss`'s policy, then with one device
-/// [`SyncSamplesOptimizer`], with several a [`MultiDeviceOptimizer`] whose
-/// extra replicas are built like the learner's policy on the next devices.
-/// Either way advantages are standardized over each train batch.
+/// The execution plan of the synchronous actor-critic algorithms without
+/// minibatches (PG, A2C): evaluators with `loss`'s policy, driven by a
+/// [`SyncSamplesOptimizer`] that standardizes advantages over each train
+/// batch.
 ///
 /// # Errors
-/// If the env cannot be built or has unsupported spaces, a device cannot be
-/// opened, or an evaluator fails to start.
+/// If the env cannot be built or has unsupported spaces, or an evaluator
+/// fails to start.
 pub async fn sync_trainer<L: ActorCriticLoss>(
     name: &'static str,
     make_env: EnvMaker,
     loss: L,
     sampling: SamplingSettings,
     min_sample_fraction: f64,
-    num_devices: usize,
 ) -> Result<Trainer, BuildError> {
-    let learner = loss.learner();
-    let replica_loss = loss.clone();
-    let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| actor_critic::make_policy(name, &loss, o, a, seed));
-    let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
+    let evaluators = spawn_evaluators(make_env, actor_critic_policies(name, loss), sampling).await?;
     let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()], min_sample_fraction };
+    Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
+}
+
+/// Policies of the actor-critic algorithm `name` with `loss`, for
+/// [`spawn_evaluators`].
+pub fn actor_critic_policies<L: ActorCriticLoss>(name: &'static str, loss: L) -> PolicyMaker {
+    Arc::new(move |o: &Space, a: &Space, seed, _| actor_critic::make_policy(name, &loss, o, a, seed))
+}
+
+/// With `num_devices` > 1, a learner that splits each minibatch over that
+/// many replicas of the driver's policy (built like it, on the next
+/// devices); `None` for one device.
+///
+/// # Errors
+/// A device that cannot be opened.
+pub fn multi_device_learner<L: ActorCriticLoss>(
+    name: &'static str,
+    loss: &L,
+    evaluators: &Evaluators,
+    num_devices: usize,
+) -> Result<Option<MultiDeviceLearner>, BuildError> {
     if num_devices <= 1 {
-        return Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))));
+        return Ok(None);
     }
+    let learner = loss.learner();
     let local = evaluators.local().policy();
     let (obs, act) = (local.observation_space().clone(), local.action_space().clone());
     let replicas = (1..num_devices)
-        .map(|i| actor_critic::make_policy_on(name, &replica_loss, &obs, &act, 0, learner.device.replica(i)))
+        .map(|i| actor_critic::make_policy_on(name, loss, &obs, &act, 0, learner.device.replica(i)))
         .collect::<Result<Vec<_>, _>>()?;
     let config = MultiDeviceConfig {
         num_sgd_iter: learner.num_sgd_iter,
@@ -138,7 +155,7 @@ pub async fn sync_trainer<L: ActorCriticLoss>(
         seed: learner.seed,
     };
     let learner = MultiDeviceLearner::new(replicas, config).map_err(|e| BuildError::Unsupported(e.to_string()))?;
-    Ok(Trainer::new(Box::new(MultiDeviceOptimizer::new(evaluators, plan, learner))))
+    Ok(Some(learner))
 }
 
 /// Range checks every actor-critic config shares.

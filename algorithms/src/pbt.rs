@@ -727,9 +727,10 @@ impl PbtOptimizer {
     }
 }
 
-#[rlx::async_trait]
-impl PolicyOptimizer for PbtOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+impl PbtOptimizer {
+    /// Trains every member for `perturbation_interval` iterations from its
+    /// spec, and records where each ended.
+    async fn train_members(&mut self) -> Result<Vec<MemberReport>, OptimizerError> {
         let start = lock(&self.specs).clone();
         let iterations = self.cfg.perturbation_interval;
         let replies = self
@@ -738,21 +739,19 @@ impl PolicyOptimizer for PbtOptimizer {
             .await
             .map_err(pool_error)?;
         let reports = replies.into_iter().collect::<Result<Vec<_>, _>>()?;
-        {
-            let mut specs = lock(&self.specs);
-            for (i, r) in reports.iter().enumerate() {
-                specs[i].weights = Some(r.weights.clone());
-                specs[i].filter = r.filter.clone();
-                specs[i].iteration = r.iteration;
-                self.reported[i] += r.iterations;
-            }
+        let mut specs = lock(&self.specs);
+        for (i, r) in reports.iter().enumerate() {
+            specs[i].weights = Some(r.weights.clone());
+            specs[i].filter = r.filter.clone();
+            specs[i].iteration = r.iteration;
+            self.reported[i] += r.iterations;
         }
-        let scores: Vec<Option<f64>> = reports.iter().map(MemberReport::score).collect();
-        let ranked: Vec<f64> = scores.iter().map(|s| s.unwrap_or(f64::NEG_INFINITY)).collect();
-        let best = (0..ranked.len()).fold(0, |b, i| if ranked[i] > ranked[b] { i } else { b });
-        self.num_exploits += self.exploit_explore(&ranked).await?;
-        self.update_shadow(reports[best].weights.clone(), reports[best].filter.clone()).await?;
+        Ok(reports)
+    }
 
+    /// Each member's score, iterations and hyperparameters, and the
+    /// population's counters.
+    fn learner_stats(&self, reports: &[MemberReport], scores: &[Option<f64>], best: usize) -> LearnerStats {
         let mut learner = LearnerStats::default();
         let specs = lock(&self.specs).clone();
         for (i, (r, spec)) in reports.iter().zip(&specs).enumerate() {
@@ -772,11 +771,24 @@ impl PolicyOptimizer for PbtOptimizer {
         learner.set("num_exploits", self.num_exploits as f64);
         learner.set("member_restarts", self.pool.restarts() as f64);
         learner.set("member_iterations_lost", lost as f64);
+        learner
+    }
+}
+
+#[rlx::async_trait]
+impl PolicyOptimizer for PbtOptimizer {
+    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+        let reports = self.train_members().await?;
+        let scores: Vec<Option<f64>> = reports.iter().map(MemberReport::score).collect();
+        let ranked: Vec<f64> = scores.iter().map(|s| s.unwrap_or(f64::NEG_INFINITY)).collect();
+        let best = (0..ranked.len()).fold(0, |b, i| if ranked[i] > ranked[b] { i } else { b });
+        self.num_exploits += self.exploit_explore(&ranked).await?;
+        self.update_shadow(reports[best].weights.clone(), reports[best].filter.clone()).await?;
         Ok(StepStats {
             steps_sampled: reports.iter().map(|r| r.steps_sampled).sum(),
             steps_trained: reports.iter().map(|r| r.steps_trained).sum(),
             episodes: reports[best].episodes.clone(),
-            learner,
+            learner: self.learner_stats(&reports, &scores, best),
         })
     }
 

@@ -162,5 +162,5 @@ pub async fn build(make_env: EnvMaker, cfg: PgConfig) -> Result<Trainer, BuildEr
     )
     .with_env_shards(cfg.env_shards);
     let min_sample_fraction = cfg.min_sample_fraction;
-    sync_trainer("PG", make_env, cfg, sampling, min_sample_fraction, 1).await
+    sync_trainer("PG", make_env, cfg, sampling, min_sample_fraction).await
 }

@@ -16,8 +16,9 @@
 //!   ([`crate::actor_critic`]);
 //! - an optionally clipped value loss (`vf_clip_param`).
 //!
-//! Execution: bulk-synchronous ([`SyncSamplesOptimizer`]): all evaluators
-//! sample with the current weights, the driver learns, weights are broadcast.
+//! Execution: bulk-synchronous, [`PpoStep`] at the end of this file: all
+//! evaluators sample with the current weights, the driver learns, weights
+//! are broadcast.
 //!
 //! Learner metrics (`learner.*` in `result.json`): `policy_loss`, `vf_loss`,
 //! `entropy`, `kl` (the approximate KL `E[(r − 1) − log r]` between the
@@ -29,14 +30,21 @@
 use crate::actor_critic::{self, column, ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::device::DeviceSpec;
 use crate::device::NetDevice;
-use crate::execution::{check_learning, check_sync_sampling, sync_trainer, SamplingSettings};
+use crate::execution::{
+    actor_critic_policies, check_learning, check_sync_sampling, multi_device_learner, spawn_evaluators,
+    SamplingSettings,
+};
 use crate::model::{ModelConfig, ModelSupport};
 use crate::{BuildError, EnvMaker};
+use async_trait::async_trait;
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
+use rlx::optimizer::{publish_round, sample_round, MultiDeviceLearner, OptimizerError, Plan, StepStats, TrainingStep};
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer};
+use rlx::{
+    fields, EnvShards, Evaluators, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer,
+};
 use serde::{Deserialize, Serialize};
 
 /// PPO's configuration. Every key is optional in `--config`; unknown keys are
@@ -248,14 +256,11 @@ pub fn make_policy(
     actor_critic::make_policy("PPO", cfg, obs, act, rng_seed)
 }
 
-/// The execution plan: evaluators from `make_env`, driven by
-/// [`SyncSamplesOptimizer`] (or, with `num_devices` > 1,
-/// [`rlx::MultiDeviceOptimizer`]) with advantages standardized over each
-/// batch.
+/// The execution plan: evaluators from `make_env` running [`PpoStep`].
 ///
 /// # Errors
-/// If the env cannot be built or has unsupported spaces, or an evaluator
-/// fails to start.
+/// If the env cannot be built or has unsupported spaces, a device cannot be
+/// opened, or an evaluator fails to start.
 pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildError> {
     let sampling = SamplingSettings::synchronous(
         cfg.num_workers,
@@ -266,8 +271,48 @@ pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildE
         cfg.restart,
     )
     .with_env_shards(cfg.env_shards);
-    let (min_sample_fraction, num_devices) = (cfg.min_sample_fraction, cfg.num_devices);
-    sync_trainer("PPO", make_env, cfg, sampling, min_sample_fraction, num_devices).await
+    let evaluators = spawn_evaluators(make_env, actor_critic_policies("PPO", cfg.clone()), sampling).await?;
+    let devices = multi_device_learner("PPO", &cfg, &evaluators, cfg.num_devices)?;
+    let step = PpoStep { min_sample_fraction: cfg.min_sample_fraction, devices };
+    Ok(Trainer::new(Box::new(Plan::new(evaluators, step))))
+}
+
+/// PPO's training step, once per iteration: RLlib Flow's dataflow for PPO
+/// (sample → standardize advantages → SGD epochs → broadcast) as code.
+pub struct PpoStep {
+    min_sample_fraction: f64,
+    /// Learner replicas when `num_devices` > 1.
+    devices: Option<MultiDeviceLearner>,
+}
+
+#[async_trait]
+impl TrainingStep for PpoStep {
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
+        // Every evaluator samples its share of `train_batch_size` with the
+        // current weights; its rows come with GAE advantages (`postprocess`).
+        let mut round = sample_round(evaluators, self.min_sample_fraction).await?;
+        // Advantages standardized over the whole train batch, before it is
+        // cut into minibatches.
+        round.batch.standardize(fields::ADVANTAGES)?;
+        // `num_sgd_iter` epochs of shuffled minibatches on the clipped
+        // surrogate (`loss`), on the driver's policy or split over replicas.
+        let learner = match &mut self.devices {
+            None => evaluators.learn_on_batch(&round.batch)?,
+            Some(devices) => devices.learn_on(evaluators, std::mem::take(&mut round.batch))?,
+        };
+        // The new weights to every evaluator: the next round is on-policy.
+        publish_round(evaluators, round, learner).await
+    }
+
+    fn weights_restored(&mut self) {
+        if let Some(devices) = &mut self.devices {
+            devices.mark_out_of_sync();
+        }
+    }
+
+    fn checkpoint_gaps(&self) -> Vec<String> {
+        self.devices.iter().map(|_| MultiDeviceLearner::CHECKPOINT_GAP.to_string()).collect()
+    }
 }
 
 #[cfg(test)]

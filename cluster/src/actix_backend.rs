@@ -19,7 +19,7 @@
 //! builds a fresh one from the factory (next generation, next seed). The
 //! handle counts the failure against the restart budget, brings the new
 //! actor up to date with the latest weights and filter statistics, and
-//! retries, as [`ActorEvaluator`](rlx::actor::ActorEvaluator) does. Only
+//! retries, as [`RactorEvaluator`](rlx::actor::RactorEvaluator) does. Only
 //! one-for-one restarts exist here: evaluators share nothing.
 
 use actix::prelude::*;

@@ -5,7 +5,7 @@
 //! Cluster (the Placement; one per run)     budget: node losses (`node_restart`)
 //!   ├── node A watcher (heartbeat) ── spawner ── driver's set on A: evaluators 1, 3, …
 //!   ├── node B watcher (heartbeat) ── spawner ── driver's set on B: evaluators 2, 4, …
-//!   └── local fallback: ActorEvaluatorSets for evaluators with no node left
+//!   └── local fallback: RactorEvaluatorSets for evaluators with no node left
 //! ```
 //!
 //! Failure handling, per level:
@@ -35,7 +35,7 @@ use ractor::rpc::CallResult;
 use ractor::{ActorCell, ActorRef};
 use ractor_cluster::node::NodeSessionMessage;
 use ractor_cluster::NodeServerMessage;
-use rlx::actor::{ActorEvaluator, ActorEvaluatorSet};
+use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
 use rlx::evaluator::{EvaluatorState, GradientRollout, Rollout};
 use rlx::filter::RunningStat;
 use rlx::handle::HandleStats;
@@ -146,7 +146,7 @@ struct Shared {
     /// Node-side restarts on nodes since lost.
     retired_restarts: AtomicU64,
     /// Evaluators running in this process because no node was left.
-    local: Mutex<Vec<ActorEvaluatorSet>>,
+    local: Mutex<Vec<RactorEvaluatorSet>>,
     failures: Mutex<Vec<String>>,
     /// Peer addresses whose sessions ended (from the NodeServer's events).
     closed: Arc<Mutex<Vec<String>>>,
@@ -382,7 +382,7 @@ impl Shared {
                 Err(SpawnFailure::Evaluator(reason)) => return Err(HandleError::Spawn { index, reason }),
             }
         }
-        let (set, _) = ActorEvaluatorSet::spawn(factory.clone(), Vec::new(), restart).await?;
+        let (set, _) = RactorEvaluatorSet::spawn(factory.clone(), Vec::new(), restart).await?;
         let handle = set.add(index, generation).await?;
         self.local.lock().expect("local lock").push(set);
         Ok(Home::Local(handle))
@@ -527,7 +527,7 @@ enum Home {
         /// The node's lost flag.
         down: watch::Receiver<bool>,
     },
-    Local(ActorEvaluator),
+    Local(RactorEvaluator),
 }
 
 impl Placement for Cluster {
@@ -564,7 +564,7 @@ impl WorkerSet for Cluster {
     fn restarts(&self) -> u64 {
         let s = &self.shared;
         let node_side: u64 = s.node_restarts.lock().expect("restarts lock").values().sum();
-        let local: u64 = s.local.lock().expect("local lock").iter().map(ActorEvaluatorSet::restarts).sum();
+        let local: u64 = s.local.lock().expect("local lock").iter().map(RactorEvaluatorSet::restarts).sum();
         s.replacements.load(Ordering::Relaxed) + s.retired_restarts.load(Ordering::Relaxed) + node_side + local
     }
 

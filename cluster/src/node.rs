@@ -26,7 +26,7 @@ use futures::FutureExt as _;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
-use rlx::actor::{ActorEvaluator, ActorEvaluatorSet};
+use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
 use rlx::{EvaluatorFactory, EvaluatorHandle};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -147,7 +147,7 @@ struct SpawnerState {
     owned: Owned,
     /// Each driver's evaluators on this node share one supervisor (so
     /// one-for-all spans them); it stops when its last server stops.
-    sets: HashMap<String, Weak<ActorEvaluatorSet>>,
+    sets: HashMap<String, Weak<RactorEvaluatorSet>>,
     max_frame_bytes: u64,
 }
 
@@ -216,7 +216,7 @@ fn send_encoded<T: Serialize>(port: RpcReplyPort<Vec<u8>>, reply: &T) {
 }
 
 /// The driver's evaluator set on this node, started on its first spawn.
-async fn driver_set(state: &mut SpawnerState, request: &SpawnRequest) -> Result<Arc<ActorEvaluatorSet>, String> {
+async fn driver_set(state: &mut SpawnerState, request: &SpawnRequest) -> Result<Arc<RactorEvaluatorSet>, String> {
     if let Some(set) = state.sets.get(&request.driver).and_then(Weak::upgrade) {
         return Ok(set);
     }
@@ -225,7 +225,7 @@ async fn driver_set(state: &mut SpawnerState, request: &SpawnRequest) -> Result<
         std::panic::AssertUnwindSafe((state.resolver)(spec.clone())).catch_unwind().await.map_err(|p| {
             format!("building {} on {} panicked: {}", spec.algorithm, spec.env, rlx::handle::panic_message(&*p))
         })??;
-    let (set, _) = ActorEvaluatorSet::spawn(factory, Vec::new(), request.restart).await.map_err(|e| e.to_string())?;
+    let (set, _) = RactorEvaluatorSet::spawn(factory, Vec::new(), request.restart).await.map_err(|e| e.to_string())?;
     let set = Arc::new(set);
     state.sets.insert(request.driver.clone(), Arc::downgrade(&set));
     Ok(set)
@@ -260,8 +260,8 @@ pub struct EvaluatorServer;
 
 /// Arguments of an [`EvaluatorServer`].
 pub struct ServerArgs {
-    set: Arc<ActorEvaluatorSet>,
-    handle: ActorEvaluator,
+    set: Arc<RactorEvaluatorSet>,
+    handle: RactorEvaluator,
     group: String,
     /// Largest reply the driver accepts.
     reply_limit: u64,
@@ -269,8 +269,8 @@ pub struct ServerArgs {
 
 /// The driver's node-local evaluator set (kept alive) and this evaluator's handle.
 pub struct ServerState {
-    _set: Arc<ActorEvaluatorSet>,
-    handle: ActorEvaluator,
+    _set: Arc<RactorEvaluatorSet>,
+    handle: RactorEvaluator,
     reply_limit: u64,
 }
 
@@ -333,7 +333,7 @@ impl Actor for EvaluatorServer {
 }
 
 /// Runs one request on a (node-local or driver-local) evaluator handle.
-pub(crate) async fn serve(handle: &mut ActorEvaluator, request: EvalRequest) -> Result<EvalReply, WireError> {
+pub(crate) async fn serve(handle: &mut RactorEvaluator, request: EvalRequest) -> Result<EvalReply, WireError> {
     let done = |r: Result<(), rlx::HandleError>| r.map(|()| EvalReply::Done).map_err(WireError::from_handle);
     match request {
         EvalRequest::Sample => {

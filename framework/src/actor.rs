@@ -11,7 +11,7 @@
 //! [`EvaluatorFactory`] in `pre_start` (a failed build is a spawn error, not a
 //! later panic). A panic while sampling fails the actor; the supervisor
 //! records the failure and starts a replacement from the factory with the next
-//! generation's seed. The driver-side handle, [`ActorEvaluator`], notices the
+//! generation's seed. The driver-side handle, [`RactorEvaluator`], notices the
 //! dead actor on its next call, asks the supervisor for the replacement,
 //! pushes the latest weights it sent, and retries — so optimizers carry on
 //! without knowing. Past the budget (Erlang/OTP's intensity and period: more
@@ -373,7 +373,7 @@ impl Actor for EvaluatorSupervisor {
 
 /// Driver-side handle to an [`EvaluatorActor`]; see the module docs for how
 /// it recovers from restarts.
-pub struct ActorEvaluator {
+pub struct RactorEvaluator {
     index: usize,
     actor: ActorRef<EvaluatorMsg>,
     supervisor: ActorRef<SupervisorMsg>,
@@ -382,7 +382,7 @@ pub struct ActorEvaluator {
     stats: HandleStats,
 }
 
-impl ActorEvaluator {
+impl RactorEvaluator {
     async fn lookup(
         supervisor: &ActorRef<SupervisorMsg>,
         index: usize,
@@ -442,7 +442,7 @@ impl ActorEvaluator {
 }
 
 #[async_trait]
-impl EvaluatorHandle for ActorEvaluator {
+impl EvaluatorHandle for RactorEvaluator {
     fn index(&self) -> usize {
         self.index
     }
@@ -493,12 +493,12 @@ impl EvaluatorHandle for ActorEvaluator {
 
 /// A supervised set of evaluator actors. Dropping it stops the supervisor
 /// and, with it, every evaluator.
-pub struct ActorEvaluatorSet {
+pub struct RactorEvaluatorSet {
     supervisor: ActorRef<SupervisorMsg>,
     restarts: Arc<AtomicU64>,
 }
 
-impl ActorEvaluatorSet {
+impl RactorEvaluatorSet {
     /// Spawns a supervisor and, under it, one evaluator actor per index,
     /// returning the set and a handle per evaluator.
     ///
@@ -509,7 +509,7 @@ impl ActorEvaluatorSet {
         factory: EvaluatorFactory,
         indices: Vec<usize>,
         policy: RestartPolicy,
-    ) -> Result<(Self, Vec<ActorEvaluator>), HandleError> {
+    ) -> Result<(Self, Vec<RactorEvaluator>), HandleError> {
         let first = indices.first().copied().unwrap_or(0);
         let restarts = Arc::new(AtomicU64::new(0));
         let args = SupervisorArgs { factory, indices: indices.clone(), policy, restarts: restarts.clone() };
@@ -519,13 +519,13 @@ impl ActorEvaluatorSet {
         let set = Self { supervisor: supervisor.clone(), restarts };
         let mut handles = Vec::with_capacity(indices.len());
         for index in indices {
-            handles.push(ActorEvaluator::attach(&supervisor, index).await?);
+            handles.push(RactorEvaluator::attach(&supervisor, index).await?);
         }
         Ok((set, handles))
     }
 }
 
-impl ActorEvaluatorSet {
+impl RactorEvaluatorSet {
     /// Starts evaluator `index` under this set's supervisor, so that its
     /// restart policy (one-for-all included) and budget cover it too.
     /// `generation` is its first generation: an evaluator that already ran
@@ -535,13 +535,13 @@ impl ActorEvaluatorSet {
     /// # Errors
     /// The supervisor has given up, `index` is taken, or the evaluator
     /// cannot be built.
-    pub async fn add(&self, index: usize, generation: u64) -> Result<ActorEvaluator, HandleError> {
+    pub async fn add(&self, index: usize, generation: u64) -> Result<RactorEvaluator, HandleError> {
         self.supervisor
             .call(|reply| SupervisorMsg::Add { index, generation, reply }, None)
             .await
             .map_err(|e| HandleError::Unreachable { index, reason: format!("supervisor: {e}") })?
             .success_or(HandleError::Unreachable { index, reason: "supervisor stopped".into() })??;
-        ActorEvaluator::attach(&self.supervisor, index).await
+        RactorEvaluator::attach(&self.supervisor, index).await
     }
 
     /// Evaluator restarts so far, counted by the supervisor as they happen
@@ -551,9 +551,9 @@ impl ActorEvaluatorSet {
     }
 }
 
-impl crate::placement::WorkerSet for ActorEvaluatorSet {
+impl crate::placement::WorkerSet for RactorEvaluatorSet {
     fn restarts(&self) -> u64 {
-        ActorEvaluatorSet::restarts(self)
+        RactorEvaluatorSet::restarts(self)
     }
 }
 
@@ -565,7 +565,7 @@ fn ractor_spawn_reason(e: &ractor::SpawnErr) -> String {
     }
 }
 
-impl Drop for ActorEvaluatorSet {
+impl Drop for RactorEvaluatorSet {
     fn drop(&mut self) {
         self.supervisor.stop(Some("evaluator set dropped".into()));
     }

@@ -4,7 +4,7 @@
 //! - [`LocalEvaluator`]: the evaluator runs inside the caller's task. No
 //!   messaging cost, no parallelism, no isolation: a panic in the env is
 //!   caught and reported, but nothing restarts it.
-//! - [`ActorEvaluator`](crate::actor::ActorEvaluator): the evaluator is a
+//! - [`RactorEvaluator`](crate::actor::RactorEvaluator): the evaluator is a
 //!   ractor actor under a supervisor. Evaluators sample in parallel, and one
 //!   that crashes is restarted with the current weights within a restart
 //!   budget. This is the default for `num_workers > 0`.

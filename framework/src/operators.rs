@@ -3,7 +3,7 @@
 //! optimizer is a few lines of ordinary code.
 
 use crate::evaluator::Rollout;
-use crate::evaluators::Evaluators;
+use crate::evaluator_set::Evaluators;
 use crate::handle::{EvaluatorHandle, HandleError};
 use crate::policy::FlatWeights;
 use crate::sample_batch::{BatchError, SampleBatch};

@@ -4,7 +4,7 @@
 //!
 //! [`Evaluators::spawn`](crate::Evaluators::spawn) asks the [`Placement`] in
 //! scope for its workers; with none in scope, they are supervised ractor
-//! actors in this process ([`ActorEvaluatorSet`](crate::actor::ActorEvaluatorSet)).
+//! actors in this process ([`RactorEvaluatorSet`](crate::actor::RactorEvaluatorSet)).
 //! A deployment runs the algorithm's build inside [`with_placement`]:
 //!
 //! ```text

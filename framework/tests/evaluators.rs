@@ -6,7 +6,7 @@
 mod common;
 
 use common::CounterPolicy;
-use rlx::actor::ActorEvaluatorSet;
+use rlx::actor::RactorEvaluatorSet;
 use rlx::env::invalid_action;
 use rlx::RestartStrategy;
 use rlx::{
@@ -278,7 +278,7 @@ async fn local_handle_reports_a_panic_as_an_error() {
 /// For each of `rounds` rounds, sends every handle the weights `[round]`,
 /// then samples 20 rows from each and checks every row was sampled with
 /// this round's weights, even by an evaluator restarted mid-round.
-async fn sample_rounds_with_fresh_weights(handles: &mut [rlx::actor::ActorEvaluator], rounds: usize) {
+async fn sample_rounds_with_fresh_weights(handles: &mut [rlx::actor::RactorEvaluator], rounds: usize) {
     for round in 1..=rounds {
         let w = Arc::new(vec![round as f32]);
         for h in handles.iter_mut() {
@@ -298,7 +298,7 @@ async fn actor_restarts_with_current_weights_and_keeps_sampling() {
     let steps = Arc::new(AtomicUsize::new(0));
     let policy = RestartPolicy { max_restarts: 2, window_s: 60.0, ..Default::default() };
     let (_set, mut handles) =
-        ActorEvaluatorSet::spawn(factory(steps.clone(), 30, 2, 20), vec![1, 2], policy).await.unwrap();
+        RactorEvaluatorSet::spawn(factory(steps.clone(), 30, 2, 20), vec![1, 2], policy).await.unwrap();
     sample_rounds_with_fresh_weights(&mut handles, 4).await;
     let restarts: u64 = handles.iter().map(|h| h.stats().restarts).sum();
     assert_eq!(restarts, 1);
@@ -311,7 +311,7 @@ async fn one_for_all_restarts_every_evaluator_of_the_set_including_added_ones() 
     // evaluator placed there. The 30th env step anywhere panics, once.
     let steps = Arc::new(AtomicUsize::new(0));
     let policy = RestartPolicy { strategy: RestartStrategy::OneForAll, max_restarts: 2, window_s: 60.0 };
-    let (set, handles) = ActorEvaluatorSet::spawn(factory(steps, 30, 1, 20), vec![], policy).await.unwrap();
+    let (set, handles) = RactorEvaluatorSet::spawn(factory(steps, 30, 1, 20), vec![], policy).await.unwrap();
     assert!(handles.is_empty());
     let mut handles = vec![set.add(1, 0).await.unwrap(), set.add(2, 0).await.unwrap()];
     let err = set.add(2, 0).await.err().unwrap().to_string();
@@ -331,7 +331,7 @@ async fn past_the_restart_budget_the_error_names_evaluator_and_cause() {
         factory(steps.clone(), at, 1, 10)(i, g)
     });
     let policy = RestartPolicy { max_restarts: 2, window_s: 60.0, ..Default::default() };
-    let (_set, mut handles) = ActorEvaluatorSet::spawn(panicky, vec![1], policy).await.unwrap();
+    let (_set, mut handles) = RactorEvaluatorSet::spawn(panicky, vec![1], policy).await.unwrap();
     let err = handles[0].sample().await.unwrap_err();
     match &err {
         HandleError::RestartBudgetExceeded { index, failures, max_restarts, last_failure, .. } => {
@@ -350,7 +350,7 @@ async fn past_the_restart_budget_the_error_names_evaluator_and_cause() {
 async fn failed_spawn_is_an_error_naming_the_evaluator() {
     let bad: EvaluatorFactory =
         Arc::new(|i, _| Err(rlx::EvaluatorError::Config(format!("cannot build evaluator {i}: no such env"))));
-    let err = ActorEvaluatorSet::spawn(bad, vec![1, 2], RestartPolicy::default()).await.err().unwrap().to_string();
+    let err = RactorEvaluatorSet::spawn(bad, vec![1, 2], RestartPolicy::default()).await.err().unwrap().to_string();
     assert!(err.contains("evaluator 1") && err.contains("no such env"), "{err}");
 }
 

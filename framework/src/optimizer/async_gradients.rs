@@ -11,7 +11,7 @@
 
 use super::{OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluator::GradientRollout;
-use crate::evaluators::Evaluators;
+use crate::evaluator_set::Evaluators;
 use crate::operators::{Completed, InFlight};
 use crate::policy::{FlatWeights, LearnerStats};
 use async_trait::async_trait;
@@ -44,28 +44,45 @@ impl AsyncGradientsOptimizer {
     }
 }
 
+impl AsyncGradientsOptimizer {
+    /// Applies one gradient to the learner and counts it.
+    fn apply(
+        &mut self,
+        g: GradientRollout,
+        out: &mut StepStats,
+        stats: &mut Vec<LearnerStats>,
+    ) -> Result<(), OptimizerError> {
+        self.evaluators.local_mut().policy_mut().apply_gradients(&g.grads).map_err(rlx_err)?;
+        self.version += 1;
+        out.steps_sampled += g.steps as u64;
+        out.steps_trained += g.steps as u64;
+        out.episodes.extend(g.episodes);
+        stats.push(g.stats);
+        Ok(())
+    }
+
+    /// Without workers the driver computes and applies its own gradients.
+    fn step_in_driver(&mut self, out: &mut StepStats, stats: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
+        for _ in 0..self.config.grads_per_step {
+            let g = self.evaluators.local_mut().sample_and_compute_gradients()?;
+            self.apply(g, out, stats)?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl PolicyOptimizer for AsyncGradientsOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let mut out = StepStats::default();
-        let mut all_stats = Vec::new();
-        let mut lags = Vec::new();
+        let (mut out, mut stats, mut lags) = (StepStats::default(), Vec::new(), Vec::new());
         if self.evaluators.num_workers() == 0 {
-            // No workers: the driver computes and applies its own gradients.
-            for _ in 0..self.config.grads_per_step {
-                let g = self.evaluators.local_mut().sample_and_compute_gradients()?;
-                self.evaluators.local_mut().policy_mut().apply_gradients(&g.grads).map_err(rlx_err)?;
-                out.steps_sampled += g.steps as u64;
-                out.steps_trained += g.steps as u64;
-                out.episodes.extend(g.episodes);
-                all_stats.push(g.stats);
-            }
-            out.learner = LearnerStats::mean(&all_stats);
+            self.step_in_driver(&mut out, &mut stats)?;
+            out.learner = LearnerStats::mean(&stats);
             return Ok(out);
         }
         if self.in_flight.is_empty() {
             let weights = self.weights();
-            for w in self.evaluators.lend_workers() {
+            for w in self.evaluators.take_workers() {
                 self.in_flight
                     .send(w, Some((weights.clone(), self.version)), self.version, |w| w.sample_and_compute_gradients());
             }
@@ -73,20 +90,14 @@ impl PolicyOptimizer for AsyncGradientsOptimizer {
         for _ in 0..self.config.grads_per_step {
             let Completed { worker, version, result } =
                 self.in_flight.next().await.expect("every lent worker has a request in flight");
-            let (worker, g) = self.evaluators.settle(worker, result)?;
+            let (worker, g) = self.evaluators.finish_request(worker, result)?;
             lags.push(self.version - version);
-            self.evaluators.local_mut().policy_mut().apply_gradients(&g.grads).map_err(rlx_err)?;
-            self.version += 1;
-            out.steps_sampled += g.steps as u64;
-            out.steps_trained += g.steps as u64;
-            out.episodes.extend(g.episodes);
-            all_stats.push(g.stats);
+            self.apply(g, &mut out, &mut stats)?;
             // Fresh weights to this worker only, then its next gradient.
-            let weights = self.weights();
-            self.in_flight
-                .send(worker, Some((weights, self.version)), self.version, |w| w.sample_and_compute_gradients());
+            let weights = Some((self.weights(), self.version));
+            self.in_flight.send(worker, weights, self.version, |w| w.sample_and_compute_gradients());
         }
-        out.learner = LearnerStats::mean(&all_stats);
+        out.learner = LearnerStats::mean(&stats);
         out.learner.set("policy_lag_mean", lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64);
         out.learner.set("policy_lag_max", lags.iter().copied().max().unwrap_or(0) as f64);
         Ok(out)

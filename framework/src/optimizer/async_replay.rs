@@ -34,10 +34,10 @@
 //! dies is restarted empty, and the transitions it held are counted in
 //! `learner.replay_lost_transitions` of every later result.
 
-use super::async_samples::{hand_to_learner, latest, Pending, Published};
+use super::async_samples::{hand_to_learner, Pending, Published};
 use super::{summarize_updates, OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluator::{EvaluatorError, Rollout};
-use crate::evaluators::Evaluators;
+use crate::evaluator_set::Evaluators;
 use crate::handle::{panic_message, EvaluatorHandle};
 use crate::operators::{Completed, InFlight};
 use crate::policy::{FlatWeights, LearnerStats, PolicyGraph};
@@ -48,7 +48,7 @@ use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Settings of [`AsyncReplayOptimizer`].
@@ -174,8 +174,7 @@ fn run_learner(
         }));
         let report = match update {
             Ok(Ok((stats, td_errors, weights))) => {
-                let mut p = published.lock().expect("learner lock");
-                *p = (Arc::new(weights), p.1 + 1);
+                published.publish(Arc::new(weights));
                 Ok(LearnerReport { replayed, td_errors, stats })
             }
             Ok(Err(e)) => Err(e),
@@ -211,7 +210,7 @@ impl AsyncReplayOptimizer {
         let shards = ReplayShards::spawn(shard_args, config.shard_restart).await?;
         let (to_learner, queue) = std::sync::mpsc::channel();
         let (report_tx, reports) = mpsc::unbounded_channel();
-        let published: Published = Arc::new(Mutex::new((Arc::new(learner.get_weights()), 0)));
+        let published = Published::new(learner.get_weights());
         let pending: Pending = Arc::default();
         let (shared, learner_pending, prioritized) = (published.clone(), pending.clone(), config.prioritized.is_some());
         // Detached: it ends when the queue closes (the optimizer is dropped).
@@ -248,7 +247,7 @@ impl AsyncReplayOptimizer {
     }
 
     fn latest(&self) -> (Arc<FlatWeights>, u64) {
-        latest(&self.published)
+        self.published.latest()
     }
 
     /// Stores a sampled batch in a random shard, with the evaluator's TD
@@ -376,72 +375,92 @@ impl AsyncReplayOptimizer {
     }
 }
 
+impl AsyncReplayOptimizer {
+    /// Books the learner's finished updates, then queues more replay.
+    async fn learn(&mut self, out: &mut StepStats, all: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
+        while let Ok(report) = self.reports.try_recv() {
+            self.on_report(report, out, all)?;
+        }
+        self.feed().await
+    }
+
+    /// Without workers the driver samples itself, between feeding the
+    /// learner, and waits for it when it falls behind.
+    async fn step_in_driver(&mut self, out: &mut StepStats, all: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
+        while out.steps_sampled < self.config.timesteps_per_iteration as u64 {
+            let rollout = self.evaluators.local_mut().sample()?;
+            self.steps_since_sync[0] += rollout.batch.len();
+            let batch = self.count(rollout, out);
+            if let Some((weights, _)) = self.weights_due(0) {
+                self.evaluators.local_mut().set_weights(&weights)?;
+            }
+            self.store(batch).await?;
+            self.learn(out, all).await?;
+            while self.learner_behind() {
+                let report = self.reports.recv().await.ok_or_else(|| self.learner_gone())?;
+                self.on_report(report, out, all)?;
+                self.feed().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores a worker's batch; the worker samples its next one meanwhile,
+    /// unless the learner must catch up first.
+    async fn on_sampled(&mut self, done: Completed<Rollout>, out: &mut StepStats) -> Result<(), OptimizerError> {
+        let Completed { worker, version, result } = done;
+        let (worker, rollout) = self.evaluators.finish_request(worker, result)?;
+        self.steps_since_sync[worker.index()] += rollout.batch.len();
+        let batch = self.count(rollout, out);
+        if self.learner_behind() {
+            self.parked.push((worker, version));
+        } else {
+            self.request(worker, version);
+        }
+        self.store(batch).await
+    }
+
+    /// The iteration's learner metrics with the replay buffer's.
+    fn learner_stats(&self, all: &[LearnerStats]) -> LearnerStats {
+        let mut learner = summarize_updates(all);
+        learner.set("replay_buffer_size", self.shards.total_stored() as f64);
+        learner.set("replay_shard_restarts", self.shards.restarts() as f64);
+        learner.set("replay_lost_transitions", self.shards.lost_transitions() as f64);
+        learner.set("learner_queue", self.outstanding as f64);
+        learner
+    }
+}
+
 #[async_trait]
 impl PolicyOptimizer for AsyncReplayOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let mut out = StepStats::default();
-        let mut all = Vec::new();
-        let target = self.config.timesteps_per_iteration as u64;
+        let (mut out, mut all) = (StepStats::default(), Vec::new());
         if self.evaluators.num_workers() == 0 {
-            // The driver samples itself, between feeding the learner.
-            while out.steps_sampled < target {
-                let rollout = self.evaluators.local_mut().sample()?;
-                self.steps_since_sync[0] += rollout.batch.len();
-                let batch = self.count(rollout, &mut out);
-                if let Some((weights, _)) = self.weights_due(0) {
-                    self.evaluators.local_mut().set_weights(&weights)?;
-                }
-                self.store(batch).await?;
-                while let Ok(report) = self.reports.try_recv() {
-                    self.on_report(report, &mut out, &mut all)?;
-                }
-                self.feed().await?;
-                while self.learner_behind() {
-                    let report = self.reports.recv().await.ok_or_else(|| self.learner_gone())?;
-                    self.on_report(report, &mut out, &mut all)?;
-                    self.feed().await?;
-                }
-            }
-        } else {
-            self.unpark();
-            if self.in_flight.is_empty() && self.parked.is_empty() {
-                let latest = self.latest();
-                for w in self.evaluators.lend_workers() {
-                    self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
-                }
-            }
-            while out.steps_sampled < target {
-                tokio::select! {
-                    Some(done) = self.in_flight.next() => {
-                        let Completed { worker, version, result } = done;
-                        let (worker, rollout) = self.evaluators.settle(worker, result)?;
-                        self.steps_since_sync[worker.index()] += rollout.batch.len();
-                        let batch = self.count(rollout, &mut out);
-                        // The evaluator samples its next batch while this
-                        // one is stored, unless the learner must catch up.
-                        if self.learner_behind() {
-                            self.parked.push((worker, version));
-                        } else {
-                            self.request(worker, version);
-                        }
-                        self.store(batch).await?;
-                    }
-                    Some(report) = self.reports.recv() => self.on_report(report, &mut out, &mut all)?,
-                    // Every evaluator parked and the learner gone.
-                    else => return Err(self.learner_gone()),
-                }
-                self.feed().await?;
-                self.unpark();
-            }
-            // Keep the driver's copy current for checkpoints and evaluation.
-            let (weights, _) = self.latest();
-            self.evaluators.local_mut().set_weights(&weights)?;
+            self.step_in_driver(&mut out, &mut all).await?;
+            out.learner = self.learner_stats(&all);
+            return Ok(out);
         }
-        out.learner = summarize_updates(&all);
-        out.learner.set("replay_buffer_size", self.shards.total_stored() as f64);
-        out.learner.set("replay_shard_restarts", self.shards.restarts() as f64);
-        out.learner.set("replay_lost_transitions", self.shards.lost_transitions() as f64);
-        out.learner.set("learner_queue", self.outstanding as f64);
+        self.unpark();
+        if self.in_flight.is_empty() && self.parked.is_empty() {
+            let latest = self.latest();
+            for w in self.evaluators.take_workers() {
+                self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
+            }
+        }
+        while out.steps_sampled < self.config.timesteps_per_iteration as u64 {
+            tokio::select! {
+                Some(done) = self.in_flight.next() => self.on_sampled(done, &mut out).await?,
+                Some(report) = self.reports.recv() => self.on_report(report, &mut out, &mut all)?,
+                // Every evaluator parked and the learner gone.
+                else => return Err(self.learner_gone()),
+            }
+            self.feed().await?;
+            self.unpark();
+        }
+        // Keep the driver's copy current for checkpoints and evaluation.
+        let (weights, _) = self.latest();
+        self.evaluators.local_mut().set_weights(&weights)?;
+        out.learner = self.learner_stats(&all);
         Ok(out)
     }
 

@@ -24,7 +24,7 @@
 
 use super::{OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluator::{EvaluatorError, Rollout};
-use crate::evaluators::Evaluators;
+use crate::evaluator_set::Evaluators;
 use crate::handle::HandleError;
 use crate::operators::{Completed, ConcatBatches, InFlight};
 use crate::policy::{FlatWeights, LearnerStats, PolicyGraph};
@@ -63,25 +63,44 @@ struct LearnerReport {
     steps_trained: u64,
 }
 
-/// The learner's latest weights and their version, shared with the driver.
-pub(super) type Published = Arc<Mutex<(Arc<FlatWeights>, u64)>>;
+/// The learner's latest weights and their version (updates so far),
+/// shared between the learner thread and the driver.
+#[derive(Clone)]
+pub(super) struct Published(Arc<Mutex<(Arc<FlatWeights>, u64)>>);
+
+impl Published {
+    /// `weights` as version 0.
+    pub(super) fn new(weights: FlatWeights) -> Self {
+        Self(Arc::new(Mutex::new((Arc::new(weights), 0))))
+    }
+
+    /// The latest weights and their version.
+    pub(super) fn latest(&self) -> (Arc<FlatWeights>, u64) {
+        let guard = self.0.lock().expect("learner lock");
+        (guard.0.clone(), guard.1)
+    }
+
+    /// The latest version.
+    pub(super) fn version(&self) -> u64 {
+        self.0.lock().expect("learner lock").1
+    }
+
+    /// Publishes `weights` as the next version.
+    pub(super) fn publish(&self, weights: Arc<FlatWeights>) {
+        let mut guard = self.0.lock().expect("learner lock");
+        *guard = (weights, guard.1 + 1);
+    }
+}
 
 /// Weights the learner thread must adopt before its next update (a
 /// restored checkpoint's).
 pub(super) type Pending = Arc<Mutex<Option<Arc<FlatWeights>>>>;
 
-/// The learner's latest published weights and their version.
-pub(super) fn latest(published: &Published) -> (Arc<FlatWeights>, u64) {
-    let guard = published.lock().expect("learner lock");
-    (guard.0.clone(), guard.1)
-}
-
 /// Restored weights for a learner thread: adopted before its next update,
 /// and published at once (as a new version) for the next weight sync.
 pub(super) fn hand_to_learner(pending: &Pending, published: &Published, weights: Arc<FlatWeights>) {
     *pending.lock().expect("learner lock") = Some(weights.clone());
-    let mut published = published.lock().expect("learner lock");
-    *published = (weights, published.1 + 1);
+    published.publish(weights);
 }
 
 /// Asynchronous sampling, a learner thread, weights every k batches.
@@ -125,7 +144,7 @@ fn run_learner(
                 return;
             }
         }
-        let version = published.lock().expect("learner lock").1;
+        let version = published.version();
         let lags: Vec<(u64, usize)> =
             tags.into_iter().flat_map(|(v, _)| v).map(|(v, n)| (version - v.min(version), n)).collect();
         let mut stats = match learner.learn_on_batch(&batch) {
@@ -135,7 +154,7 @@ fn run_learner(
                 return;
             }
         };
-        *published.lock().expect("learner lock") = (Arc::new(learner.get_weights()), version + 1);
+        published.publish(Arc::new(learner.get_weights()));
         let rows: usize = lags.iter().map(|l| l.1).sum();
         let mean = lags.iter().map(|&(l, n)| l as f64 * n as f64).sum::<f64>() / rows.max(1) as f64;
         stats.set("policy_lag_mean", mean);
@@ -160,7 +179,7 @@ impl AsyncSamplesOptimizer {
     ) -> Result<Self, HandleError> {
         let (tx, rx) = mpsc::channel::<Item>(config.learner_queue_size.max(1));
         let (report_tx, reports) = std::sync::mpsc::channel();
-        let published: Published = Arc::new(Mutex::new((Arc::new(learner.get_weights()), 0)));
+        let published = Published::new(learner.get_weights());
         let (shared, batch_size) = (published.clone(), config.train_batch_size);
         let pending: Pending = Arc::default();
         let learner_pending = pending.clone();
@@ -193,7 +212,7 @@ impl AsyncSamplesOptimizer {
     }
 
     fn latest(&self) -> (Arc<FlatWeights>, u64) {
-        latest(&self.published)
+        self.published.latest()
     }
 
     /// Hands a batch to an aggregator (round-robin) or straight to the learner.
@@ -237,51 +256,66 @@ impl AsyncSamplesOptimizer {
     }
 }
 
+impl AsyncSamplesOptimizer {
+    /// Counts a rollout and hands its batch to the learner.
+    async fn take(&mut self, rollout: Rollout, version: u64, out: &mut StepStats) -> Result<(), OptimizerError> {
+        out.steps_sampled += rollout.batch.len() as u64;
+        out.episodes.extend(rollout.episodes);
+        self.forward(rollout.batch, version).await
+    }
+
+    /// The latest weights if evaluator `i` has sampled
+    /// `broadcast_interval` batches since it last got some.
+    fn weights_due(&mut self, i: usize) -> Option<(Arc<FlatWeights>, u64)> {
+        self.batches_since_weights[i] += 1;
+        if self.batches_since_weights[i] < self.config.broadcast_interval {
+            return None;
+        }
+        self.batches_since_weights[i] = 0;
+        Some(self.latest())
+    }
+
+    /// Without workers the driver samples itself, with the learner's
+    /// latest weights.
+    async fn step_in_driver(&mut self, out: &mut StepStats, all: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
+        while (out.steps_sampled as usize) < self.config.steps_per_iteration {
+            let (weights, version) = self.latest();
+            self.evaluators.local_mut().set_weights(&weights)?;
+            let rollout = self.evaluators.local_mut().sample()?;
+            self.take(rollout, version, out).await?;
+            self.drain_reports(out, all)?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl PolicyOptimizer for AsyncSamplesOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let mut out = StepStats::default();
-        let mut all = Vec::new();
+        let (mut out, mut all) = (StepStats::default(), Vec::new());
         if self.evaluators.num_workers() == 0 {
-            // The driver samples itself, with the learner's latest weights.
-            while (out.steps_sampled as usize) < self.config.steps_per_iteration {
-                let (weights, version) = self.latest();
-                self.evaluators.local_mut().set_weights(&weights)?;
-                let rollout = self.evaluators.local_mut().sample()?;
-                out.steps_sampled += rollout.batch.len() as u64;
-                out.episodes.extend(rollout.episodes);
-                self.forward(rollout.batch, version).await?;
-                self.drain_reports(&mut out, &mut all)?;
-            }
-        } else {
-            if self.in_flight.is_empty() {
-                let latest = self.latest();
-                for w in self.evaluators.lend_workers() {
-                    self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
-                }
-            }
-            while (out.steps_sampled as usize) < self.config.steps_per_iteration {
-                let Completed { worker, version, result } =
-                    self.in_flight.next().await.expect("every lent worker has a request in flight");
-                let (worker, rollout) = self.evaluators.settle(worker, result)?;
-                out.steps_sampled += rollout.batch.len() as u64;
-                out.episodes.extend(rollout.episodes);
-                self.forward(rollout.batch, version).await?;
-                let i = worker.index();
-                self.batches_since_weights[i] += 1;
-                let weights = if self.batches_since_weights[i] >= self.config.broadcast_interval {
-                    self.batches_since_weights[i] = 0;
-                    Some(self.latest())
-                } else {
-                    None
-                };
-                self.in_flight.send(worker, weights, version, |w| w.sample());
-                self.drain_reports(&mut out, &mut all)?;
-            }
-            // Keep the driver's copy current for checkpoints and evaluation.
-            let (weights, _) = self.latest();
-            self.evaluators.local_mut().set_weights(&weights)?;
+            self.step_in_driver(&mut out, &mut all).await?;
+            out.learner = LearnerStats::mean(&all);
+            return Ok(out);
         }
+        if self.in_flight.is_empty() {
+            let latest = self.latest();
+            for w in self.evaluators.take_workers() {
+                self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
+            }
+        }
+        while (out.steps_sampled as usize) < self.config.steps_per_iteration {
+            let Completed { worker, version, result } =
+                self.in_flight.next().await.expect("every lent worker has a request in flight");
+            let (worker, rollout) = self.evaluators.finish_request(worker, result)?;
+            self.take(rollout, version, &mut out).await?;
+            let weights = self.weights_due(worker.index());
+            self.in_flight.send(worker, weights, version, |w| w.sample());
+            self.drain_reports(&mut out, &mut all)?;
+        }
+        // Keep the driver's copy current for checkpoints and evaluation.
+        let (weights, _) = self.latest();
+        self.evaluators.local_mut().set_weights(&weights)?;
         out.learner = LearnerStats::mean(&all);
         Ok(out)
     }

@@ -16,10 +16,11 @@
 //! Replica 0 is the driver's own policy (the one checkpoints and weight
 //! broadcasts read); the others run on their own OS threads.
 
-use super::sync_samples::{gather, publish};
+use super::sync_samples::{publish_round, sample_round};
 use super::{set_weights_everywhere, OptimizerError, PolicyOptimizer, StepStats, SyncSamplesConfig};
 use crate::evaluator::EvaluatorError;
-use crate::evaluators::Evaluators;
+use crate::evaluator_set::Evaluators;
+use crate::operators;
 use crate::policy::{global_norm, FlatWeights, LearnerStats, PolicyError, PolicyGraph};
 use crate::postprocessing::value_fit_stats;
 use crate::sample_batch::{minibatch_rows, SampleBatch};
@@ -221,6 +222,24 @@ impl MultiDeviceLearner {
         Ok(())
     }
 
+    /// [`learn`](Self::learn) on the driver's policy, with the number of
+    /// devices among the statistics.
+    ///
+    /// # Errors
+    /// As [`learn`](Self::learn).
+    pub fn learn_on(
+        &mut self,
+        evaluators: &mut Evaluators,
+        batch: SampleBatch,
+    ) -> Result<LearnerStats, OptimizerError> {
+        let mut stats = self.learn(evaluators.local_mut().policy_mut(), batch).map_err(EvaluatorError::from)?;
+        stats.set("num_devices", self.num_devices() as f64);
+        Ok(stats)
+    }
+
+    /// What a checkpoint cannot restore exactly.
+    pub const CHECKPOINT_GAP: &'static str = "the multi-device learner's minibatch shuffling restarts from its seed";
+
     /// `num_sgd_iter` epochs of data-parallel minibatch SGD on `batch`,
     /// with `policy` (the driver's) as replica 0. Statistics are averaged
     /// over shards (weighted by rows) and minibatches; `grad_norm` is the
@@ -356,15 +375,10 @@ impl MultiDeviceOptimizer {
 #[async_trait]
 impl PolicyOptimizer for MultiDeviceOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let mut gathered = gather(&mut self.evaluators, &self.sampling).await?;
-        let batch = std::mem::take(&mut gathered.batch);
-        let rows = batch.len();
-        let policy = self.evaluators.local_mut().policy_mut();
-        let mut stats = self.learner.learn(policy, batch).map_err(EvaluatorError::from)?;
-        stats.set("num_devices", self.learner.num_devices() as f64);
-        let mut step = publish(&mut self.evaluators, gathered, stats).await?;
-        (step.steps_sampled, step.steps_trained) = (rows as u64, rows as u64);
-        Ok(step)
+        let mut round = sample_round(&mut self.evaluators, self.sampling.min_sample_fraction).await?;
+        operators::standardize_fields(&mut round.batch, &self.sampling.standardize_fields)?;
+        let learner = self.learner.learn_on(&mut self.evaluators, std::mem::take(&mut round.batch))?;
+        publish_round(&mut self.evaluators, round, learner).await
     }
 
     fn evaluators(&self) -> &Evaluators {
@@ -384,7 +398,7 @@ impl PolicyOptimizer for MultiDeviceOptimizer {
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {
-        vec!["the multi-device learner's minibatch shuffling restarts from its seed".into()]
+        vec![MultiDeviceLearner::CHECKPOINT_GAP.into()]
     }
 }
 

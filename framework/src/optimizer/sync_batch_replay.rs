@@ -9,7 +9,7 @@
 //! the local policy learns on the result and the new weights are broadcast.
 
 use super::{OptimizerError, PolicyOptimizer, StepStats};
-use crate::evaluators::Evaluators;
+use crate::evaluator_set::Evaluators;
 use crate::operators;
 use crate::replay::ReplayError;
 use crate::sample_batch::SampleBatch;

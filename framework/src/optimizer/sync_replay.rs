@@ -13,7 +13,7 @@
 //! that learns from single transitions.
 
 use super::{summarize_updates, OptimizerError, PolicyOptimizer, StepStats};
-use crate::evaluators::Evaluators;
+use crate::evaluator_set::Evaluators;
 use crate::operators;
 use crate::policy::LearnerStats;
 use crate::replay::{take_td_errors, PrioritizedReplayConfig, Replay, ReplayError};
@@ -96,6 +96,27 @@ impl SyncReplayOptimizer {
     }
 }
 
+impl SyncReplayOptimizer {
+    /// Runs the updates `rows` new samples owe at `training_intensity`;
+    /// whether any ran.
+    fn learn_owed(
+        &mut self,
+        rows: u64,
+        out: &mut StepStats,
+        learner: &mut Vec<LearnerStats>,
+    ) -> Result<bool, OptimizerError> {
+        self.owed_updates += rows as f64 * self.config.training_intensity / self.config.train_batch_size as f64;
+        let mut learned = false;
+        while self.owed_updates >= 1.0 {
+            self.owed_updates -= 1.0;
+            learner.push(self.learn_from_replay()?);
+            out.steps_trained += self.config.train_batch_size as u64;
+            learned = true;
+        }
+        Ok(learned)
+    }
+}
+
 #[async_trait]
 impl PolicyOptimizer for SyncReplayOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
@@ -110,18 +131,7 @@ impl PolicyOptimizer for SyncReplayOptimizer {
             let rows = batch.len() as u64;
             (self.steps_sampled, out.steps_sampled) = (self.steps_sampled + rows, out.steps_sampled + rows);
             out.episodes.extend(episodes);
-            if self.replay.len() < self.config.learning_starts {
-                continue;
-            }
-            self.owed_updates += rows as f64 * self.config.training_intensity / self.config.train_batch_size as f64;
-            let mut learned = false;
-            while self.owed_updates >= 1.0 {
-                self.owed_updates -= 1.0;
-                learner.push(self.learn_from_replay()?);
-                out.steps_trained += self.config.train_batch_size as u64;
-                learned = true;
-            }
-            if learned {
+            if self.replay.len() >= self.config.learning_starts && self.learn_owed(rows, &mut out, &mut learner)? {
                 operators::broadcast_weights(&mut self.evaluators).await?;
             }
         }

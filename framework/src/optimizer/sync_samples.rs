@@ -1,4 +1,6 @@
-//! [`SyncSamplesOptimizer`]: bulk-synchronous sampling (A2C, PPO).
+//! [`SyncSamplesOptimizer`]: bulk-synchronous sampling (PG, A2C), and the
+//! two halves of a synchronous round ([`sample_round`], [`publish_round`])
+//! that algorithms such as PPO use in their own training step.
 //!
 //! Every step: all evaluators sample in parallel, their observation filters
 //! are synchronized, the batches are concatenated, the local policy learns
@@ -6,7 +8,7 @@
 //! samples on-policy.
 
 use super::{OptimizerError, PolicyOptimizer, StepStats};
-use crate::evaluators::Evaluators;
+use crate::evaluator_set::Evaluators;
 use crate::operators;
 use crate::policy::LearnerStats;
 use crate::sample_batch::SampleBatch;
@@ -17,7 +19,7 @@ use async_trait::async_trait;
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyncSamplesConfig {
     /// Float fields standardized over the whole train batch before learning
-    /// (PPO: `advantages`).
+    /// (PG and A2C: `advantages`).
     pub standardize_fields: Vec<String>,
     /// Straggler mitigation: learn once this fraction of the evaluators has
     /// returned its batch (rounded up, at least one); the late batches are
@@ -44,59 +46,73 @@ impl SyncSamplesOptimizer {
     }
 }
 
-/// A gathered train batch: rows from every evaluator that returned in time,
-/// concatenated, filters synchronized, fields standardized.
-pub(super) struct Gathered {
+/// One synchronous sampling round: the rows of every evaluator that
+/// returned in time, concatenated, with the observation filters
+/// synchronized.
+#[derive(Debug, Default)]
+pub struct SampleRound {
+    /// The train batch (an algorithm may take it out to learn on it).
     pub batch: SampleBatch,
+    /// Rows sampled this round.
+    pub rows: usize,
+    /// Episodes that ended this round.
     pub episodes: Vec<EpisodeSummary>,
     /// Late batches dropped by straggler mitigation (`None`: waited for all).
     pub dropped: Option<usize>,
 }
 
-/// The sampling half of a synchronous step, shared with
-/// [`MultiDeviceOptimizer`](super::MultiDeviceOptimizer).
-pub(super) async fn gather(
+/// Every evaluator samples with the weights it has (the driver's own when
+/// there are no workers); with `min_sample_fraction` < 1, only the first
+/// that share of them is waited for and the rest are dropped.
+///
+/// # Errors
+/// An evaluator that failed for good, or batches that do not concatenate.
+pub async fn sample_round(
     evaluators: &mut Evaluators,
-    config: &SyncSamplesConfig,
-) -> Result<Gathered, OptimizerError> {
-    let (mut rollouts, dropped) = if config.min_sample_fraction >= 1.0 {
+    min_sample_fraction: f64,
+) -> Result<SampleRound, OptimizerError> {
+    let (mut rollouts, dropped) = if min_sample_fraction >= 1.0 {
         (operators::parallel_rollouts(evaluators).await?, None)
     } else {
         let samplers = evaluators.num_workers().max(1);
-        let min_count = (config.min_sample_fraction * samplers as f64).ceil() as usize;
+        let min_count = (min_sample_fraction * samplers as f64).ceil() as usize;
         let (rollouts, dropped) = operators::parallel_rollouts_first(evaluators, min_count).await?;
         (rollouts, Some(dropped))
     };
     operators::sync_observation_filters(evaluators, &mut rollouts).await?;
-    let (mut batch, episodes) = operators::concat_rollouts(rollouts)?;
-    operators::standardize_fields(&mut batch, &config.standardize_fields)?;
-    Ok(Gathered { batch, episodes, dropped })
+    let (batch, episodes) = operators::concat_rollouts(rollouts)?;
+    Ok(SampleRound { rows: batch.len(), batch, episodes, dropped })
 }
 
-/// The publishing half: new weights to every evaluator, and the step's stats.
-pub(super) async fn publish(
+/// Ends a round: the driver's new weights to every evaluator (pushed
+/// without waiting when a straggler may still be busy), and the round's
+/// statistics with the learner's.
+///
+/// # Errors
+/// An evaluator that failed for good.
+pub async fn publish_round(
     evaluators: &mut Evaluators,
-    gathered: Gathered,
+    round: SampleRound,
     mut learner: LearnerStats,
 ) -> Result<StepStats, OptimizerError> {
-    match gathered.dropped {
+    match round.dropped {
         None => operators::broadcast_weights(evaluators).await?,
         Some(dropped) => {
-            // A straggler is still busy with the abandoned request: do not wait for it.
             operators::push_weights(evaluators);
             learner.set("straggler_batches_dropped", dropped as f64);
         }
     }
-    let rows = gathered.batch.len() as u64;
-    Ok(StepStats { steps_sampled: rows, steps_trained: rows, episodes: gathered.episodes, learner })
+    let rows = round.rows as u64;
+    Ok(StepStats { steps_sampled: rows, steps_trained: rows, episodes: round.episodes, learner })
 }
 
 #[async_trait]
 impl PolicyOptimizer for SyncSamplesOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let gathered = gather(&mut self.evaluators, &self.config).await?;
-        let learner = self.evaluators.learn_on_batch(&gathered.batch)?;
-        publish(&mut self.evaluators, gathered, learner).await
+        let mut round = sample_round(&mut self.evaluators, self.config.min_sample_fraction).await?;
+        operators::standardize_fields(&mut round.batch, &self.config.standardize_fields)?;
+        let learner = self.evaluators.learn_on_batch(&round.batch)?;
+        publish_round(&mut self.evaluators, round, learner).await
     }
 
     fn evaluators(&self) -> &Evaluators {

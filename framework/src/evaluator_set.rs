@@ -4,7 +4,7 @@
 //! `num_workers = 0` it also samples. Workers (indices 1..=num_workers) are
 //! supervised ractor actors by default.
 
-use crate::actor::ActorEvaluatorSet;
+use crate::actor::RactorEvaluatorSet;
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator};
 use crate::handle::{EvaluatorHandle, HandleError, HandleStats, LocalEvaluator};
 use crate::placement::{self, PlacedWorkers, WorkerSet};
@@ -42,7 +42,7 @@ impl Evaluators {
             }
             None if num_workers == 0 => (None, Vec::new()),
             None => {
-                let (set, handles) = ActorEvaluatorSet::spawn(factory, indices, restart).await?;
+                let (set, handles) = RactorEvaluatorSet::spawn(factory, indices, restart).await?;
                 let set: Box<dyn WorkerSet> = Box::new(set);
                 (Some(set), handles.into_iter().map(|h| Box::new(h) as Box<dyn EvaluatorHandle>).collect())
             }
@@ -120,8 +120,8 @@ impl Evaluators {
 
     /// Lends every worker handle out, for asynchronous optimizers that keep
     /// requests in flight across steps (each request owns its handle).
-    /// Return them with [`give_back`](Self::give_back).
-    pub fn lend_workers(&mut self) -> Vec<Box<dyn EvaluatorHandle>> {
+    /// Return them with [`return_worker`](Self::return_worker).
+    pub fn take_workers(&mut self) -> Vec<Box<dyn EvaluatorHandle>> {
         for w in &self.workers {
             self.lent.insert(w.index(), w.stats());
         }
@@ -129,7 +129,7 @@ impl Evaluators {
     }
 
     /// Takes back a lent worker handle.
-    pub fn give_back(&mut self, worker: Box<dyn EvaluatorHandle>) {
+    pub fn return_worker(&mut self, worker: Box<dyn EvaluatorHandle>) {
         self.lent.remove(&worker.index());
         self.workers.push(worker);
         self.workers.sort_by_key(|w| w.index());
@@ -146,7 +146,7 @@ impl Evaluators {
     ///
     /// # Errors
     /// The request's error.
-    pub fn settle<T>(
+    pub fn finish_request<T>(
         &mut self,
         worker: Box<dyn EvaluatorHandle>,
         result: Result<T, HandleError>,
@@ -155,7 +155,7 @@ impl Evaluators {
         match result {
             Ok(value) => Ok((worker, value)),
             Err(e) => {
-                self.give_back(worker);
+                self.return_worker(worker);
                 Err(e)
             }
         }
