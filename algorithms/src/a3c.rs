@@ -14,9 +14,9 @@
 //! gathered in one place.
 
 use crate::a2c::A2cConfig;
-use crate::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
 use crate::device::NetDevice;
-use crate::execution::spawn_evaluators;
+use crate::execution::{actor_critic_policies, spawn_evaluators};
 use crate::model::sequences::SEQ_MASK;
 use crate::model::ModelConfig;
 use crate::{BuildError, EnvMaker};
@@ -24,9 +24,8 @@ use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 use rlx::sample_batch::standardize_masked;
-use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Space, Trainer};
+use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// A3C's configuration: A2C's keys with A3C's defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -90,10 +89,7 @@ impl ActorCriticLoss for A3cConfig {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: A3cConfig) -> Result<Trainer, BuildError> {
-    let policy_cfg = cfg.clone();
-    let make_policy =
-        Arc::new(move |o: &Space, a: &Space, seed, _| actor_critic::make_policy("A3C", &policy_cfg, o, a, seed));
-    let evaluators = spawn_evaluators(make_env, make_policy, cfg.0.sampling()).await?;
+    let evaluators = spawn_evaluators(make_env, actor_critic_policies("A3C", cfg.clone()), cfg.0.sampling()).await?;
     let plan = AsyncGradientsConfig { grads_per_step: 10 * cfg.0.num_workers.max(1) };
     Ok(Trainer::new(Box::new(AsyncGradientsOptimizer::new(evaluators, plan))))
 }

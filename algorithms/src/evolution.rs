@@ -762,9 +762,7 @@ impl EvolutionOptimizer {
             .map(|_| Task { noise_offset: self.noise.random_offset(&mut self.rng, dim), env_seed: self.rng.gen() })
             .collect()
     }
-}
 
-impl EvolutionOptimizer {
     /// Evaluates `request` on each task, on the workers or in the driver.
     async fn evaluate(
         &mut self,

@@ -22,16 +22,15 @@
 use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, Loss, TRAJ_ENDS};
 use crate::device::DeviceSpec;
 use crate::device::NetDevice;
-use crate::execution::{check_learning, spawn_evaluators, SamplingSettings};
+use crate::execution::{actor_critic_policies, check_learning, spawn_evaluators, SamplingSettings};
 use crate::model::{ModelConfig, ModelSupport};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 use rlx::postprocessing::vtrace;
-use rlx::{fields, EnvShards, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Space, Trainer};
+use rlx::{fields, EnvShards, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// IMPALA's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
@@ -257,13 +256,10 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
     optimizer: AsyncSamplesConfig,
 ) -> Result<Trainer, BuildError> {
     let seed = sampling.seed;
-    let learner_loss = loss.clone();
-    let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| actor_critic::make_policy(name, &loss, o, a, seed));
-    let evaluators = spawn_evaluators(make_env, make_policy, sampling).await?;
+    let evaluators = spawn_evaluators(make_env, actor_critic_policies(name, loss.clone()), sampling).await?;
     // The learner's copy, for the spaces the evaluators were built with.
     let local = evaluators.local().policy();
-    let learner =
-        actor_critic::make_policy(name, &learner_loss, local.observation_space(), local.action_space(), seed)?;
+    let learner = actor_critic::make_policy(name, &loss, local.observation_space(), local.action_space(), seed)?;
     Ok(Trainer::new(Box::new(AsyncSamplesOptimizer::new(evaluators, learner, optimizer).await?)))
 }
 

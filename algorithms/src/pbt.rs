@@ -725,9 +725,7 @@ impl PbtOptimizer {
         }
         Ok(())
     }
-}
 
-impl PbtOptimizer {
     /// Trains every member for `perturbation_interval` iterations from its
     /// spec, and records where each ended.
     async fn train_members(&mut self) -> Result<Vec<MemberReport>, OptimizerError> {

@@ -308,6 +308,18 @@ mod tests {
         assert!(split(&json!({"backend": "actix", "nodes": ["a:1"]})).is_err());
     }
 
+    /// `rlx_algorithms::build_trainer` refuses exactly the keys this
+    /// module reads, so none reaches an algorithm's config from here.
+    #[test]
+    fn split_takes_every_key_the_library_refuses() {
+        let all = json!({"nodes": ["a:1"], "cookie": "s", "backend": "ractor", "cluster": {"heartbeat_s": 1}});
+        let keys: Vec<&str> = all.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut refused = rlx_algorithms::DEPLOYMENT_KEYS.to_vec();
+        refused.sort_unstable();
+        assert_eq!(keys, refused);
+        assert_eq!(split(&all).unwrap().1, json!({}));
+    }
+
     #[test]
     fn cluster_keys_are_checked_and_name_the_bad_one() {
         let with = |cluster: Value| split(&json!({"nodes": ["a:1"], "cluster": cluster}));

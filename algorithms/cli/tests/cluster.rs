@@ -18,14 +18,16 @@
 //!
 //! Every process binds 127.0.0.1 port 0 and is killed when its guard drops.
 
-use rlx::{Env, EnvError, HandleError, OptimizerError, Space, Step};
+mod common;
+
+use rlx::{HandleError, OptimizerError};
 use rlx_algorithms::{BuildError, EnvMaker};
 use rlx_cli::deploy::{self, Deployment};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -307,49 +309,17 @@ node:
     assert!(node.proc.log().contains("large reply"), "{}", node.proc.log());
 }
 
-/// CartPole whose step panics at the `at`-th step of this process, or, with
-/// `at == 0`, at every 50th step.
-struct Panicky {
-    inner: Box<dyn Env>,
-    steps: Arc<AtomicUsize>,
-    at: usize,
-}
-
-impl Env for Panicky {
-    fn name(&self) -> &str {
-        "PanickyCartPole"
-    }
-    fn observation_space(&self) -> &Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        self.inner.reset(seed, obs)
-    }
-    fn step(&mut self, action: rlx::Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let n = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        if (self.at > 0 && n == self.at) || (self.at == 0 && n % 50 == 0) {
-            panic!("simulator crashed at step {n}");
-        }
-        self.inner.step(action, obs)
-    }
-}
-
 /// The entry point of the nodes that `Node::start_faulty` runs (a re-run
 /// of this test binary with `RLX_TEST_NODE` set); a no-op otherwise.
 #[test]
 fn test_node_process() {
     let Ok(mode) = std::env::var("RLX_TEST_NODE") else { return };
     let at = if mode == "always" { 0 } else { mode.parse().unwrap() };
-    let steps = Arc::new(AtomicUsize::new(0));
-    let envs: deploy::EnvResolver = Arc::new(move |_name: &str, _: &Value| -> Result<EnvMaker, BuildError> {
-        let steps = steps.clone();
-        Ok(Arc::new(move || {
-            Ok(Box::new(Panicky { inner: rlx_envs::make("CartPole-v1")?, steps: steps.clone(), at }) as Box<dyn Env>)
-        }))
-    });
+    // CartPole that panics at the `at`-th step of this process, or, with
+    // `at == 0`, at every 50th step.
+    let make_env = common::faulty(move |n| (at > 0 && n == at) || (at == 0 && n % 50 == 0));
+    let envs: deploy::EnvResolver =
+        Arc::new(move |_name: &str, _: &Value| -> Result<EnvMaker, BuildError> { Ok(make_env.clone()) });
     rlx_cli::init_logging();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {

@@ -4,49 +4,11 @@
 //! shards, the level below: a panic restarts the shard and costs one step
 //! of its copies; shards past their budget escalate to the evaluator.
 
-use rlx::{Action, Env, EnvError, Space, Step};
-use rlx_algorithms::{build_trainer_with_env, EnvMaker};
+mod common;
+
+use common::faulty;
+use rlx_algorithms::build_trainer_with_env;
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-/// CartPole that panics when the shared step counter hits one of `panic_at`.
-struct Faulty {
-    inner: Box<dyn Env>,
-    steps: Arc<AtomicUsize>,
-    panic_at: Arc<dyn Fn(usize) -> bool + Send + Sync>,
-}
-
-impl Env for Faulty {
-    fn name(&self) -> &str {
-        "FaultyCartPole"
-    }
-    fn observation_space(&self) -> &Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        self.inner.reset(seed, obs)
-    }
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let n = self.steps.fetch_add(1, Ordering::SeqCst) + 1;
-        if (self.panic_at)(n) {
-            panic!("simulator crashed at global step {n}");
-        }
-        self.inner.step(action, obs)
-    }
-}
-
-fn faulty(panic_at: impl Fn(usize) -> bool + Send + Sync + 'static) -> EnvMaker {
-    let steps = Arc::new(AtomicUsize::new(0));
-    let panic_at: Arc<dyn Fn(usize) -> bool + Send + Sync> = Arc::new(panic_at);
-    Arc::new(move || {
-        Ok(Box::new(Faulty { inner: rlx_envs::make("CartPole-v1")?, steps: steps.clone(), panic_at: panic_at.clone() })
-            as Box<dyn Env>)
-    })
-}
 
 fn config() -> serde_json::Value {
     json!({"num_workers": 2, "num_envs_per_worker": 4, "train_batch_size": 512, "seed": 3,

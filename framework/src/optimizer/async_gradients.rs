@@ -42,9 +42,7 @@ impl AsyncGradientsOptimizer {
     fn weights(&self) -> Arc<FlatWeights> {
         Arc::new(self.evaluators.local().policy().get_weights())
     }
-}
 
-impl AsyncGradientsOptimizer {
     /// Applies one gradient to the learner and counts it.
     fn apply(
         &mut self,

@@ -373,9 +373,7 @@ impl AsyncReplayOptimizer {
             self.request(worker, version);
         }
     }
-}
 
-impl AsyncReplayOptimizer {
     /// Books the learner's finished updates, then queues more replay.
     async fn learn(&mut self, out: &mut StepStats, all: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
         while let Ok(report) = self.reports.try_recv() {

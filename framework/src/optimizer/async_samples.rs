@@ -254,9 +254,7 @@ impl AsyncSamplesOptimizer {
         }
         Ok(())
     }
-}
 
-impl AsyncSamplesOptimizer {
     /// Counts a rollout and hands its batch to the learner.
     async fn take(&mut self, rollout: Rollout, version: u64, out: &mut StepStats) -> Result<(), OptimizerError> {
         out.steps_sampled += rollout.batch.len() as u64;

@@ -94,9 +94,7 @@ impl SyncReplayOptimizer {
         }
         Ok(stats)
     }
-}
 
-impl SyncReplayOptimizer {
     /// Runs the updates `rows` new samples owe at `training_intensity`;
     /// whether any ran.
     fn learn_owed(
