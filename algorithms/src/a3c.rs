@@ -14,17 +14,18 @@
 //! gathered in one place.
 
 use crate::a2c::A2cConfig;
-use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, Loss};
+use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
 use crate::device::NetDevice;
 use crate::execution::{actor_critic_policies, spawn_evaluators};
 use crate::model::sequences::SEQ_MASK;
 use crate::model::ModelConfig;
+use crate::sections::{Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 use rlx::sample_batch::standardize_masked;
-use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Trainer};
+use rlx::{fields, PolicyError, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// A3C's configuration: A2C's keys with A3C's defaults.
@@ -34,7 +35,9 @@ pub struct A3cConfig(pub A2cConfig);
 
 impl Default for A3cConfig {
     fn default() -> Self {
-        Self(A2cConfig { num_workers: 2, num_envs_per_worker: 8, train_batch_size: 256, ..A2cConfig::default() })
+        let a2c = A2cConfig::default();
+        let sampling = Sampling { num_workers: 2, num_envs_per_worker: 8, ..a2c.sampling };
+        Self(A2cConfig { sampling, batch: SyncBatch { train_batch_size: 256, ..a2c.batch }, ..a2c })
     }
 }
 
@@ -43,9 +46,9 @@ impl Validate for A3cConfig {
     /// honour are rejected rather than ignored.
     fn validate(&self) -> Result<(), ConfigError> {
         self.0.validate()?;
-        let f = self.0.min_sample_fraction;
+        let f = self.0.batch.min_sample_fraction;
         check("min_sample_fraction", f, f == 1.0, "must be 1.0 for A3C (no worker is ever waited for)")?;
-        let filter = self.0.observation_filter;
+        let filter = self.0.batch.observation_filter;
         check(
             "observation_filter",
             format!("{filter:?}"),
@@ -66,20 +69,15 @@ impl ActorCriticLoss for A3cConfig {
 
     /// A2C's loss, with advantages standardized over this worker's batch.
     fn model(&self) -> &ModelConfig {
-        &self.0.model
+        &self.0.learning.model
     }
 
-    fn loss<D: NetDevice>(
-        &self,
-        fwd: Forward<D>,
-        mb: &SampleBatch,
-        dev: &D,
-    ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
+    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
         let mut mb = mb.clone();
         // Over padded sequences (an LSTM), with the real rows' statistics.
         let mask = mb.get(SEQ_MASK).map(|_| mb.f32(SEQ_MASK).map(<[f32]>::to_vec)).transpose()?;
         standardize_masked(mb.f32_mut(fields::ADVANTAGES)?, mask.as_deref());
-        policy_gradient_loss(fwd, &mb, dev, self.0.vf_loss_coeff, self.0.entropy_coeff)
+        policy_gradient_loss(fwd, &mb, dev, &self.0.actor_critic)
     }
 }
 
@@ -89,7 +87,9 @@ impl ActorCriticLoss for A3cConfig {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: A3cConfig) -> Result<Trainer, BuildError> {
-    let evaluators = spawn_evaluators(make_env, actor_critic_policies("A3C", cfg.clone()), cfg.0.sampling()).await?;
-    let plan = AsyncGradientsConfig { grads_per_step: 10 * cfg.0.num_workers.max(1) };
+    let evaluators =
+        spawn_evaluators(make_env, actor_critic_policies("A3C", cfg.clone()), cfg.0.batch.settings(&cfg.0.sampling))
+            .await?;
+    let plan = AsyncGradientsConfig { grads_per_step: 10 * cfg.0.sampling.samplers() };
     Ok(Trainer::new(Box::new(AsyncGradientsOptimizer::new(evaluators, plan))))
 }

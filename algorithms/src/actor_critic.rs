@@ -15,6 +15,7 @@ use crate::distributions::{ActionDist, TapedRows};
 use crate::model::sequences::{self, SEQ_MASK};
 use crate::model::{Body, Linear, ModelConfig, ParamId, Params, Taped, Torso};
 use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::sections::{ActorCriticLearner, Learning};
 use crate::BuildError;
 use dfdx::prelude::*;
 use rand::Rng;
@@ -89,6 +90,25 @@ pub struct LearnerSettings {
     pub device: DeviceSpec,
 }
 
+impl LearnerSettings {
+    /// One gradient step per batch, on the whole batch in order, with the
+    /// sections' learning rate, clip and device.
+    pub fn new(actor_critic: &ActorCriticLearner, learning: &Learning, seed: u64) -> Self {
+        Self {
+            lr: actor_critic.lr,
+            num_sgd_iter: 1,
+            sgd_minibatch_size: None,
+            grad_clip: learning.grad_clip,
+            seed,
+            device: learning.device,
+        }
+    }
+}
+
+/// What a loss returns: the scalar to minimize, on the tape, and the
+/// learner metrics it measured.
+pub type LossOutput<D> = Result<(Loss<D>, LearnerStats), PolicyError>;
+
 /// An algorithm's part of an actor-critic policy.
 pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// Whether [`Forward::next_values`] must be computed.
@@ -114,12 +134,7 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     ///
     /// # Errors
     /// A missing field.
-    fn loss<D: NetDevice>(
-        &self,
-        fwd: Forward<D>,
-        mb: &SampleBatch,
-        dev: &D,
-    ) -> Result<(Loss<D>, LearnerStats), PolicyError>;
+    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D>;
 }
 
 /// A column of `batch` as a tensor.
@@ -149,9 +164,8 @@ pub fn policy_gradient_loss<D: NetDevice>(
     fwd: Forward<D>,
     mb: &SampleBatch,
     dev: &D,
-    vf_loss_coeff: f64,
-    entropy_coeff: f64,
-) -> Result<(Loss<D>, LearnerStats), PolicyError> {
+    weights: &ActorCriticLearner,
+) -> LossOutput<D> {
     let (advantages, value_targets) = (column(dev, mb, fields::ADVANTAGES)?, column(dev, mb, fields::VALUE_TARGETS)?);
     let Forward { logp, entropy, values, rows, .. } = fwd;
     let policy_loss = rows.mean(logp * advantages).negate();
@@ -161,7 +175,7 @@ pub fn policy_gradient_loss<D: NetDevice>(
     stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
     stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
     stats.set("entropy", entropy.as_vec()[0] as f64);
-    Ok((policy_loss + vf_loss * vf_loss_coeff as f32 - entropy * entropy_coeff as f32, stats))
+    Ok((policy_loss + vf_loss * weights.vf_loss_coeff as f32 - entropy * weights.entropy_coeff as f32, stats))
 }
 
 /// The network: a policy body and head, a value head on the policy body

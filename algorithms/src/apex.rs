@@ -26,96 +26,51 @@
 //! shards), `replay_shard_restarts`, `replay_lost_transitions` (what died
 //! with restarted shards: never hidden) and `learner_queue`.
 
-use crate::device::DeviceSpec;
-use crate::dqn::{self, DqnConfig};
-use crate::execution::{spawn_evaluators, SamplingSettings};
-use crate::model::ModelConfig;
+use crate::dqn::{self, DqnConfig, QLearning};
+use crate::execution::spawn_evaluators;
+use crate::sections::{Learning, PrioritizedReplay, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
-use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncReplayConfig, AsyncReplayOptimizer};
-use rlx::replay::{LinearSchedule, PrioritizedReplayConfig};
-use rlx::{EnvShards, RestartPolicy, RestartStrategy, Space, Trainer};
+use rlx::{RestartPolicy, RestartStrategy, Space, Trainer};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Ape-X DQN's configuration. Every key is optional in `--config`; unknown
-/// keys are errors. Keys shared with DQN mean the same as there.
+/// Ape-X DQN's configuration: DQN's sampling, replay, prioritized-replay
+/// and Q-learning keys (the same sections, meaning the same), with a fixed
+/// ε per evaluator instead of DQN's schedule, and the replay shards and
+/// learner thread's own keys. Every key is optional in `--config`; unknown
+/// keys are errors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct ApexConfig {
-    /// Evaluator actors sampling in parallel; 0 samples in the driver.
-    pub num_workers: usize,
-    /// Env copies stepped together by each evaluator.
-    pub num_envs_per_worker: usize,
-    /// Env steps per batch an evaluator sends to a replay shard.
-    pub rollout_fragment_length: usize,
-    /// Env steps sampled per training iteration (one line of results).
-    pub timesteps_per_iteration: usize,
+    /// Evaluators and their envs.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// Fragments (per batch sent to a shard), buffer (all shards together),
+    /// minibatches, n-step returns.
+    #[serde(flatten)]
+    pub replay: Replay,
     /// Replay shard actors.
     pub num_replay_shards: usize,
-    /// Transitions all replay shards hold together.
-    pub buffer_size: usize,
-    /// Transitions stored (all shards) before learning starts.
-    pub learning_starts: usize,
-    /// Rows per replayed minibatch.
-    pub train_batch_size: usize,
-    /// At most this many replayed rows per sampled env step; `null` lets the
-    /// learner learn as fast as it can (the paper's setting), which makes
-    /// results depend on the machine.
-    pub training_intensity: Option<f64>,
     /// An evaluator gets the learner's weights after this many of its env
     /// steps.
     pub max_weight_sync_delay: usize,
     /// Replayed minibatches queued for the learner thread.
     pub learner_queue_size: usize,
-    /// Adam learning rate.
-    pub lr: f64,
-    /// Discount γ.
-    pub gamma: f64,
-    /// Rewards summed into each transition's return before bootstrapping.
-    pub n_step: usize,
-    /// Double Q-learning.
-    pub double_q: bool,
-    /// The dueling head.
-    pub dueling: bool,
-    /// Gradient updates between target network copies.
-    pub target_update_interval: u64,
+    /// Prioritized replay (priorities computed by the evaluators).
+    #[serde(flatten)]
+    pub prioritized: PrioritizedReplay,
+    /// The learning rate, double Q, dueling head and target network.
+    #[serde(flatten)]
+    pub q_learning: QLearning,
     /// ε of the most exploring evaluator (the paper's 0.4).
     pub per_worker_exploration_base: f64,
     /// How fast ε falls across evaluators (the paper's 7).
     pub per_worker_exploration_alpha: f64,
-    /// Replay in proportion to TD error (prioritized replay).
-    pub prioritized_replay: bool,
-    /// Priority exponent α.
-    pub prioritized_replay_alpha: f64,
-    /// Importance-weight exponent β at the start.
-    pub prioritized_replay_beta: f64,
-    /// β after `prioritized_replay_beta_annealing_timesteps` env steps.
-    pub final_prioritized_replay_beta: f64,
-    /// Env steps over which β anneals linearly.
-    pub prioritized_replay_beta_annealing_timesteps: u64,
-    /// Added to every |TD error| so every transition can be replayed.
-    pub prioritized_replay_eps: f64,
-    /// Maximum global gradient norm; `null` disables clipping.
-    pub grad_clip: Option<f64>,
-    /// The Q-network's layers before its heads (as DQN's `model`).
-    pub model: ModelConfig,
-    /// Keyword arguments for the env (see `rlx list`).
-    pub env_config: serde_json::Value,
-    /// Seed for network initialization, exploration, replay and env resets.
-    pub seed: u64,
-    /// Where the networks live: `"cpu"`, or `"cuda"` / `"cuda:N"` in a
-    /// build with the `cuda` feature.
-    pub device: DeviceSpec,
-    /// How evaluator actors are restarted after a failure.
-    pub restart: RestartPolicy,
-    /// Splits each sampling evaluator's env copies over this many
-    /// supervised child actors that step them in parallel, for slow envs
-    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
-    /// `restart` is the shards' own restart policy. See the book's "Env
-    /// shards" section.
-    pub env_shards: EnvShards,
+    /// γ, gradient clip, network, device.
+    #[serde(flatten)]
+    pub learning: Learning,
     /// How replay shard actors are restarted after a failure (a restarted
     /// shard starts empty; its transitions are counted as lost).
     pub shard_restart: RestartPolicy,
@@ -123,39 +78,18 @@ pub struct ApexConfig {
 
 impl Default for ApexConfig {
     fn default() -> Self {
+        let dqn = DqnConfig::default();
         Self {
-            num_workers: 2,
-            num_envs_per_worker: 1,
-            rollout_fragment_length: 50,
-            timesteps_per_iteration: 1000,
+            sampling: Sampling { num_workers: 2, ..dqn.sampling },
+            replay: Replay { rollout_fragment_length: 50, ..dqn.replay },
             num_replay_shards: 2,
-            buffer_size: 50_000,
-            learning_starts: 1000,
-            train_batch_size: 64,
-            training_intensity: Some(16.0),
             max_weight_sync_delay: 400,
             learner_queue_size: 4,
-            lr: 1e-3,
-            gamma: 0.99,
-            n_step: 3,
-            double_q: true,
-            dueling: true,
-            target_update_interval: 250,
+            prioritized: dqn.prioritized,
+            q_learning: dqn.q_learning,
             per_worker_exploration_base: 0.4,
             per_worker_exploration_alpha: 7.0,
-            prioritized_replay: true,
-            prioritized_replay_alpha: 0.6,
-            prioritized_replay_beta: 0.4,
-            final_prioritized_replay_beta: 1.0,
-            prioritized_replay_beta_annealing_timesteps: 20_000,
-            prioritized_replay_eps: 1e-6,
-            grad_clip: Some(10.0),
-            model: ModelConfig::relu(),
-            env_config: serde_json::Value::Null,
-            seed: 0,
-            device: DeviceSpec::Cpu,
-            restart: RestartPolicy::default(),
-            env_shards: EnvShards::default(),
+            learning: dqn.learning,
             shard_restart: RestartPolicy::default(),
         }
     }
@@ -173,14 +107,11 @@ impl Validate for ApexConfig {
         positive("num_replay_shards", self.num_replay_shards)?;
         positive("max_weight_sync_delay", self.max_weight_sync_delay)?;
         positive("learner_queue_size", self.learner_queue_size)?;
-        let (shards, size) = (self.num_replay_shards, self.buffer_size);
+        let (shards, size) = (self.num_replay_shards, self.replay.buffer_size);
         check("buffer_size", size, size >= shards, "must hold at least one transition per replay shard")?;
         let room = size / shards * shards;
-        let ls = self.learning_starts;
+        let ls = self.replay.learning_starts;
         check("learning_starts", ls, ls <= room, "must fit in the shards (buffer_size / num_replay_shards each)")?;
-        if let Some(ti) = self.training_intensity {
-            check("training_intensity", ti, ti > 0.0 && ti.is_finite(), "must be > 0 or null")?;
-        }
         let strategy = self.shard_restart.strategy;
         let independent = strategy == RestartStrategy::OneForOne;
         check(
@@ -197,7 +128,7 @@ impl ApexConfig {
     /// The fixed ε of evaluator `index` (1-based among `num_workers`; 0 is
     /// the driver's, which samples only when there are no workers).
     pub fn epsilon(&self, index: usize) -> f64 {
-        let n = self.num_workers;
+        let n = self.sampling.num_workers;
         if n <= 1 || index == 0 {
             return self.per_worker_exploration_base;
         }
@@ -210,62 +141,32 @@ impl ApexConfig {
     fn policy_config(&self, index: usize) -> DqnConfig {
         let eps = self.epsilon(index);
         DqnConfig {
-            num_workers: self.num_workers,
-            num_envs_per_worker: self.num_envs_per_worker,
-            rollout_fragment_length: self.rollout_fragment_length,
-            timesteps_per_iteration: self.timesteps_per_iteration,
-            buffer_size: self.buffer_size,
-            learning_starts: self.learning_starts,
-            train_batch_size: self.train_batch_size,
-            lr: self.lr,
-            gamma: self.gamma,
-            n_step: self.n_step,
-            double_q: self.double_q,
-            dueling: self.dueling,
-            target_update_interval: self.target_update_interval,
+            sampling: self.sampling.clone(),
+            replay: self.replay.clone(),
+            prioritized: self.prioritized.clone(),
+            q_learning: self.q_learning.clone(),
             exploration_initial_eps: eps,
             exploration_final_eps: eps,
-            prioritized_replay: self.prioritized_replay,
-            prioritized_replay_alpha: self.prioritized_replay_alpha,
-            prioritized_replay_beta: self.prioritized_replay_beta,
-            final_prioritized_replay_beta: self.final_prioritized_replay_beta,
-            prioritized_replay_beta_annealing_timesteps: self.prioritized_replay_beta_annealing_timesteps,
-            prioritized_replay_eps: self.prioritized_replay_eps,
-            worker_side_prioritization: self.prioritized_replay,
-            grad_clip: self.grad_clip,
-            model: self.model.clone(),
-            env_config: self.env_config.clone(),
-            seed: self.seed,
-            device: self.device,
-            restart: self.restart,
-            env_shards: self.env_shards,
-            ..DqnConfig::default()
+            exploration_timesteps: DqnConfig::default().exploration_timesteps,
+            worker_side_prioritization: self.prioritized.prioritized_replay,
+            learning: self.learning.clone(),
         }
     }
 
     /// The optimizer's settings.
     fn replay(&self) -> AsyncReplayConfig {
-        let prioritized = self.prioritized_replay.then_some(PrioritizedReplayConfig {
-            alpha: self.prioritized_replay_alpha,
-            beta: LinearSchedule {
-                start: self.prioritized_replay_beta,
-                end: self.final_prioritized_replay_beta,
-                steps: self.prioritized_replay_beta_annealing_timesteps,
-            },
-            eps: self.prioritized_replay_eps,
-        });
         AsyncReplayConfig {
             num_replay_shards: self.num_replay_shards,
-            buffer_size: self.buffer_size,
-            prioritized,
-            learning_starts: self.learning_starts,
-            train_batch_size: self.train_batch_size,
-            training_intensity: self.training_intensity,
+            buffer_size: self.replay.buffer_size,
+            prioritized: self.prioritized.config(),
+            learning_starts: self.replay.learning_starts,
+            train_batch_size: self.replay.train_batch_size,
+            training_intensity: self.replay.training_intensity,
             max_weight_sync_delay: self.max_weight_sync_delay,
             learner_queue_size: self.learner_queue_size,
-            timesteps_per_iteration: self.timesteps_per_iteration,
+            timesteps_per_iteration: self.replay.timesteps_per_iteration,
             shard_restart: self.shard_restart,
-            seed: self.seed,
+            seed: self.sampling.seed,
         }
     }
 }
@@ -292,15 +193,7 @@ pub fn make_policy(
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// or replay shard fails to start.
 pub async fn build(make_env: EnvMaker, cfg: ApexConfig) -> Result<Trainer, BuildError> {
-    let sampling = SamplingSettings {
-        num_workers: cfg.num_workers,
-        num_envs_per_worker: cfg.num_envs_per_worker,
-        sample_size: cfg.rollout_fragment_length * cfg.num_envs_per_worker,
-        observation_filter: ObservationFilter::NoFilter,
-        seed: cfg.seed,
-        restart: cfg.restart,
-        env_shards: cfg.env_shards,
-    };
+    let sampling = cfg.replay.settings(&cfg.sampling);
     let policy_cfg = cfg.clone();
     let make = Arc::new(move |o: &Space, a: &Space, seed, index| make_policy(&policy_cfg, o, a, seed, index));
     let evaluators = spawn_evaluators(make_env, make, sampling).await?;
@@ -320,7 +213,7 @@ mod tests {
 
     #[test]
     fn each_evaluator_has_its_own_epsilon() {
-        let cfg = ApexConfig { num_workers: 8, ..ApexConfig::default() };
+        let cfg = ApexConfig { sampling: Sampling { num_workers: 8, ..Sampling::default() }, ..ApexConfig::default() };
         // The paper's schedule: 0.4 for the first, 0.4^8 for the last.
         assert!((cfg.epsilon(1) - 0.4).abs() < 1e-12);
         assert!((cfg.epsilon(8) - 0.4f64.powi(8)).abs() < 1e-12);
@@ -330,7 +223,7 @@ mod tests {
         let p = cfg.policy_config(8);
         assert_eq!(p.exploration_initial_eps, p.exploration_final_eps);
         assert!(p.worker_side_prioritization);
-        let one = ApexConfig { num_workers: 1, ..ApexConfig::default() };
+        let one = ApexConfig { sampling: Sampling { num_workers: 1, ..Sampling::default() }, ..ApexConfig::default() };
         assert_eq!(one.epsilon(1), 0.4);
     }
 

@@ -26,84 +26,44 @@
 //! `worker_restarts`.
 
 use crate::evolution::{
-    check_model, check_settings, hiddens, weighted_noise_sum, EvolutionOptimizer, EvolutionSettings, FlatPolicy,
-    NoiseTable, PairResult, PerturberSpec, UpdateRule,
+    hiddens, weighted_noise_sum, EvolutionOptimizer, NoiseTable, PairResult, Perturbations, UpdateRule,
 };
-use crate::model::ModelConfig;
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
-use rlx::filter::ObservationFilter;
-use rlx::{LearnerStats, PolicyGraph, RestartPolicy, Space, Trainer};
+use rlx::{LearnerStats, PolicyGraph, Space, Trainer};
 use serde::{Deserialize, Serialize};
 
-/// ARS's configuration.
+/// ARS's configuration: the keys ES and ARS share, and how many of the
+/// best directions enter the update.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct ArsConfig {
-    /// Worker actors evaluating perturbations in parallel; 0 evaluates in the driver.
-    pub num_workers: usize,
-    /// Child actors per worker that share its perturbations (nesting); 0: none.
-    pub num_children_per_worker: usize,
-    /// Directions N (antithetic pairs, two episodes each) per iteration.
-    pub num_perturbations: usize,
+    /// Workers, directions, noise table, network, filter, seeds.
+    #[serde(flatten)]
+    pub perturbations: Perturbations,
     /// b: the best directions that enter the update (≤ `num_perturbations`).
     pub top_directions: usize,
-    /// ν, the perturbations' standard deviation.
-    pub noise_stdev: f64,
-    /// α, the step size.
-    pub stepsize: f64,
-    /// The policy network's hidden layers: `fcnet_hiddens` (`[]` is a
-    /// linear policy) and `fcnet_activation`; the other `model` keys do not
-    /// apply.
-    pub model: ModelConfig,
-    /// `"MeanStdFilter"` (V2: normalize states) or `"NoFilter"` (V1).
-    pub observation_filter: ObservationFilter,
-    /// Length of the shared noise table (values; 4 bytes each, generated once per process).
-    pub noise_size: usize,
-    /// Seed of the noise table.
-    pub noise_seed: u64,
-    /// Keyword arguments for the env.
-    pub env_config: serde_json::Value,
-    /// Seed of the perturbation draws (a linear policy starts at zero).
-    pub seed: u64,
-    /// How worker (and child) actors are restarted after a failure.
-    pub restart: RestartPolicy,
 }
 
 impl Default for ArsConfig {
     fn default() -> Self {
-        Self {
-            num_workers: 2,
-            num_children_per_worker: 0,
+        let perturbations = Perturbations {
             num_perturbations: 16,
-            top_directions: 8,
             noise_stdev: 0.03,
             stepsize: 0.02,
             model: hiddens(&[]),
-            observation_filter: ObservationFilter::MeanStdFilter,
-            noise_size: 10_000_000,
-            noise_seed: 123,
-            env_config: serde_json::Value::Null,
-            seed: 0,
-            restart: RestartPolicy::default(),
-        }
+            ..Perturbations::default()
+        };
+        Self { perturbations, top_directions: 8 }
     }
 }
 
 impl Validate for ArsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        check_settings(
-            self.num_workers,
-            self.num_children_per_worker,
-            self.num_perturbations,
-            self.noise_stdev,
-            self.noise_size,
-            &self.restart,
-        )?;
+        self.perturbations.validate("ARS")?;
         let b = self.top_directions;
-        check("top_directions", b, b > 0 && b <= self.num_perturbations, "must be in 1..=num_perturbations")?;
-        check("stepsize", self.stepsize, self.stepsize > 0.0 && self.stepsize.is_finite(), "must be positive")?;
-        check_model(&self.model, "ARS")
+        let n = self.perturbations.num_perturbations;
+        check("top_directions", b, b > 0 && b <= n, "must be in 1..=num_perturbations")
     }
 }
 
@@ -145,9 +105,7 @@ impl UpdateRule for ArsUpdate {
 /// # Errors
 /// Unsupported spaces.
 pub fn make_policy(cfg: &ArsConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    let normalize = cfg.observation_filter == ObservationFilter::MeanStdFilter;
-    let policy = FlatPolicy::new(obs, act, &cfg.model, normalize, seed);
-    Ok(Box::new(policy.map_err(|e| BuildError::Unsupported(format!("ARS {e}")))?))
+    cfg.perturbations.policy("ARS", obs, act, seed)
 }
 
 /// The execution plan: perturbation workers and the ARS update.
@@ -156,22 +114,8 @@ pub fn make_policy(cfg: &ArsConfig, obs: &Space, act: &Space, seed: u64) -> Resu
 /// If the env cannot be built or has unsupported spaces, or a worker fails
 /// to start.
 pub async fn build(make_env: EnvMaker, cfg: ArsConfig) -> Result<Trainer, BuildError> {
-    let settings = EvolutionSettings {
-        num_workers: cfg.num_workers,
-        num_children_per_worker: cfg.num_children_per_worker,
-        num_perturbations: cfg.num_perturbations,
-        noise_stdev: cfg.noise_stdev as f32,
-        seed: cfg.seed,
-        restart: cfg.restart,
-        spec: PerturberSpec {
-            make_env,
-            model: cfg.model.clone(),
-            normalize: cfg.observation_filter == ObservationFilter::MeanStdFilter,
-            noise_seed: cfg.noise_seed,
-            noise_size: cfg.noise_size,
-        },
-    };
-    let rule = ArsUpdate { top: cfg.top_directions, stepsize: cfg.stepsize };
+    let settings = cfg.perturbations.settings(make_env);
+    let rule = ArsUpdate { top: cfg.top_directions, stepsize: cfg.perturbations.stepsize };
     Ok(Trainer::new(Box::new(EvolutionOptimizer::new(settings, Box::new(rule)).await?)))
 }
 

@@ -1,4 +1,4 @@
-//! What DDPG, TD3 and SAC share: the sampling and replay keys, action
+//! What DDPG, TD3 and SAC share: their config keys beyond the sections, action
 //! bounds, critics `Q(s, a)` on `[action, observation]`, and Bellman
 //! targets.
 //!
@@ -8,111 +8,119 @@
 //! first (dfdx merges a taped tensor only into an untaped one on its
 //! right).
 
-use crate::device::NetDevice;
+use crate::device::{on_device, NetDevice, OnDevice};
 use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, Params, Taped};
+use crate::sections::{Learning, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError};
-use rlx::filter::ObservationFilter;
-use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::N_STEP_DISCOUNTS;
-use rlx::{
-    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, SyncReplayOptimizer,
-    Trainer,
-};
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, SyncReplayOptimizer, Trainer};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// The sampling and replay keys DDPG, TD3 and SAC share.
-pub(crate) struct ReplaySettings {
-    pub num_workers: usize,
-    pub num_envs_per_worker: usize,
-    pub rollout_fragment_length: usize,
-    pub timesteps_per_iteration: usize,
-    pub buffer_size: usize,
-    pub learning_starts: usize,
-    pub train_batch_size: usize,
-    pub training_intensity: Option<f64>,
-    pub n_step: usize,
-    pub seed: u64,
-    pub restart: RestartPolicy,
-    pub env_shards: EnvShards,
+/// The keys DDPG, TD3 and SAC share beyond the sampling, replay and
+/// learning sections: the random warm-up, two learning rates and the
+/// target networks' Polyak averaging.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
+#[serde(default)]
+pub struct ContinuousLearning {
+    /// Env steps (all evaluators together) of uniformly random actions at
+    /// the start, before the actor acts.
+    pub random_timesteps: u64,
+    /// Adam learning rate of the actor.
+    pub actor_lr: f64,
+    /// Adam learning rate of the critics.
+    pub critic_lr: f64,
+    /// Polyak coefficient τ of the target networks: `θ' ← τ θ + (1 − τ) θ'`.
+    pub tau: f64,
+}
+
+impl Default for ContinuousLearning {
+    fn default() -> Self {
+        Self { random_timesteps: 1000, actor_lr: 1e-3, critic_lr: 1e-3, tau: 0.005 }
+    }
+}
+
+impl ContinuousLearning {
+    /// Range checks.
+    ///
+    /// # Errors
+    /// The first out-of-range key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, lr) in [("actor_lr", self.actor_lr), ("critic_lr", self.critic_lr)] {
+            check(key, lr, lr > 0.0 && lr.is_finite(), "must be > 0")?;
+        }
+        check("tau", self.tau, self.tau > 0.0 && self.tau <= 1.0, "must be in (0, 1]")
+    }
+
+    /// An evaluator's share of `random_timesteps`: each of the samplers
+    /// takes about 1/samplers of the run's steps.
+    pub(crate) fn random_steps_per_evaluator(&self, sampling: &Sampling) -> u64 {
+        self.random_timesteps / sampling.samplers() as u64
+    }
+}
+
+/// What building a DDPG/TD3 or SAC policy starts from: the config, the
+/// env's spaces, the actors' input and action bounds.
+pub(crate) struct ContinuousBuild<'a, C> {
+    pub cfg: &'a C,
+    pub obs: &'a Space,
+    pub act: &'a Space,
+    pub input: Input,
+    pub bounds: ActionBounds,
+    pub rng_seed: u64,
+}
+
+/// A continuous-control config whose policy can be built on any device.
+pub(crate) trait ContinuousPolicy: Sized {
+    /// The algorithm's name, for errors.
+    const NAME: &'static str;
+
+    /// The sampling and learning sections (seed and device).
+    fn sections(&self) -> (&Sampling, &Learning);
+
+    /// The policy on `dev`.
+    fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError>;
+}
+
+impl<C: ContinuousPolicy> OnDevice for ContinuousBuild<'_, C> {
+    type Output = Box<dyn PolicyGraph>;
+
+    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
+        C::build(self, dev)
+    }
+}
+
+/// A policy of config `cfg`'s algorithm for the given spaces, on the
+/// config's device.
+pub(crate) fn make_policy<C: ContinuousPolicy>(
+    cfg: &C,
+    obs: &Space,
+    act: &Space,
+    rng_seed: u64,
+) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    let (input, bounds) = continuous_spaces(C::NAME, obs, act)?;
+    let (sampling, learning) = cfg.sections();
+    on_device(learning.device, sampling.seed, ContinuousBuild { cfg, obs, act, input, bounds, rng_seed })
 }
 
 /// The execution plan of DDPG, TD3 and SAC: evaluators from `make_env`,
 /// each with a policy from `make_policy`, sampling
 /// `rollout_fragment_length` steps each per round, driven by
 /// [`SyncReplayOptimizer`].
-pub(crate) async fn replay_trainer<C>(
+pub(crate) async fn replay_trainer<C: Send + Sync + 'static>(
     make_env: EnvMaker,
+    (sampling, replay): (&Sampling, &Replay),
     cfg: C,
     make_policy: fn(&C, &Space, &Space, u64) -> Result<Box<dyn PolicyGraph>, BuildError>,
-) -> Result<Trainer, BuildError>
-where
-    C: Send + Sync + 'static,
-    for<'c> ReplaySettings: From<&'c C>,
-{
-    let settings = ReplaySettings::from(&cfg);
+) -> Result<Trainer, BuildError> {
+    let (settings, optimizer) = (replay.settings(sampling), replay.optimizer(sampling.seed, None));
     let make = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&cfg, o, a, seed));
-    let evaluators = crate::execution::spawn_evaluators(make_env, make, settings.sampling()).await?;
+    let evaluators = crate::execution::spawn_evaluators(make_env, make, settings).await?;
     let optimizer =
-        SyncReplayOptimizer::new(evaluators, settings.replay()).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        SyncReplayOptimizer::new(evaluators, optimizer).map_err(|e| BuildError::Unsupported(e.to_string()))?;
     Ok(Trainer::new(Box::new(optimizer)))
-}
-
-/// Range checks of the shared sampling and replay keys.
-pub(crate) fn check_replay(s: &ReplaySettings) -> Result<(), ConfigError> {
-    let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
-    positive("num_envs_per_worker", s.num_envs_per_worker)?;
-    s.env_shards.validate(s.num_envs_per_worker)?;
-    positive("rollout_fragment_length", s.rollout_fragment_length)?;
-    positive("timesteps_per_iteration", s.timesteps_per_iteration)?;
-    positive("buffer_size", s.buffer_size)?;
-    let ls = s.learning_starts;
-    check("learning_starts", ls, ls <= s.buffer_size, "must be <= buffer_size (or learning never starts)")?;
-    positive("train_batch_size", s.train_batch_size)?;
-    positive("n_step", s.n_step)?;
-    // Returns are summed within a sampled fragment, so a longer n would
-    // silently be cut to the fragment.
-    let (n, len) = (s.n_step, s.rollout_fragment_length);
-    check("n_step", n, n <= len, "must be <= rollout_fragment_length (n-step returns stay within a fragment)")?;
-    if let Some(ti) = s.training_intensity {
-        check("training_intensity", ti, ti > 0.0 && ti.is_finite(), "must be > 0 or null")?;
-    }
-    Ok(())
-}
-
-impl ReplaySettings {
-    /// The replay optimizer's settings (uniform replay).
-    pub(crate) fn replay(&self) -> SyncReplayConfig {
-        SyncReplayConfig {
-            buffer_size: self.buffer_size,
-            prioritized: None,
-            learning_starts: self.learning_starts,
-            train_batch_size: self.train_batch_size,
-            training_intensity: self.training_intensity.unwrap_or(self.train_batch_size as f64),
-            timesteps_per_iteration: self.timesteps_per_iteration,
-            seed: self.seed,
-        }
-    }
-
-    /// How the evaluators sample.
-    pub(crate) fn sampling(&self) -> crate::execution::SamplingSettings {
-        crate::execution::SamplingSettings {
-            num_workers: self.num_workers,
-            num_envs_per_worker: self.num_envs_per_worker,
-            sample_size: self.rollout_fragment_length * self.num_envs_per_worker,
-            observation_filter: ObservationFilter::NoFilter,
-            seed: self.seed,
-            restart: self.restart,
-            env_shards: self.env_shards,
-        }
-    }
-}
-
-/// An evaluator's share of `random_timesteps`: each of the samplers takes
-/// about 1/`samplers` of the run's steps.
-pub(crate) fn random_steps_per_evaluator(random_timesteps: u64, num_workers: usize) -> u64 {
-    random_timesteps / num_workers.max(1) as u64
 }
 
 /// The bounds of a `Box` action space, mapping between env units and the

@@ -49,58 +49,38 @@
 //! `num_actor_updates`, `num_updates` and `replay_buffer_size`.
 
 use crate::continuous::{
-    bellman_targets, check_replay, continuous_spaces, critic_gradient, critic_input, critic_input_taped, min_q,
-    random_steps_per_evaluator, replay_trainer, ActionBounds, Critic, ReplaySettings,
+    self, bellman_targets, critic_gradient, critic_input, critic_input_taped, min_q, replay_trainer, ActionBounds,
+    ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
 };
-use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
+use crate::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
 use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::sections::{Learning, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::postprocessing::n_step_returns;
-use rlx::{
-    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space, Trainer,
-};
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
 
-/// DDPG's configuration (TD3's too, with other defaults). Every key is
-/// optional in `--config`; unknown keys are errors.
+/// DDPG's configuration (TD3's too, with other defaults): the sampling,
+/// replay and learning sections, the keys DDPG, TD3 and SAC share, and
+/// TD3's three tricks. Every key is optional in `--config`; unknown keys
+/// are errors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct DdpgConfig {
-    /// Evaluator actors sampling in parallel; 0 samples in the driver.
-    pub num_workers: usize,
-    /// Env copies stepped together by each evaluator.
-    pub num_envs_per_worker: usize,
-    /// Env steps each evaluator samples per round, between learning steps.
-    pub rollout_fragment_length: usize,
-    /// Env steps sampled per training iteration (one line of results).
-    pub timesteps_per_iteration: usize,
-    /// Transitions the replay buffer holds.
-    pub buffer_size: usize,
-    /// Transitions stored before learning starts.
-    pub learning_starts: usize,
-    /// Env steps (all evaluators together) of uniformly random actions at
-    /// the start, before the actor acts.
-    pub random_timesteps: u64,
-    /// Rows per replayed minibatch.
-    pub train_batch_size: usize,
-    /// Replayed rows trained on per sampled env step; `null` is
-    /// `train_batch_size`: one update per env step.
-    pub training_intensity: Option<f64>,
-    /// Adam learning rate of the actor.
-    pub actor_lr: f64,
-    /// Adam learning rate of the critics.
-    pub critic_lr: f64,
-    /// Discount γ.
-    pub gamma: f64,
-    /// Polyak coefficient τ of the target networks: `θ' ← τ θ + (1 − τ) θ'`.
-    pub tau: f64,
-    /// Rewards summed into each transition's return before bootstrapping.
-    pub n_step: usize,
+    /// Evaluators and their envs.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// Fragments, buffer, minibatches, n-step returns.
+    #[serde(flatten)]
+    pub replay: Replay,
+    /// Random warm-up, learning rates, Polyak averaging.
+    #[serde(flatten)]
+    pub continuous: ContinuousLearning,
     /// Clipped double Q-learning (TD3): two critics, the target is the
     /// smaller of their target values.
     pub twin_q: bool,
@@ -117,27 +97,10 @@ pub struct DdpgConfig {
     /// Standard deviation of the Gaussian exploration noise, in normalized
     /// action units (1 = half the action range).
     pub exploration_noise: f64,
-    /// Maximum global gradient norm of each network; `null` disables
-    /// clipping.
-    pub grad_clip: Option<f64>,
-    /// The actor's and the critics' hidden layers (`fcnet_hiddens`,
-    /// `fcnet_activation`; `relu` by default, as in the papers).
-    pub model: ModelConfig,
-    /// Keyword arguments for the env (see `rlx list`).
-    pub env_config: serde_json::Value,
-    /// Seed for network initialization, exploration, replay and env resets.
-    pub seed: u64,
-    /// Where the networks live: `"cpu"`, or `"cuda"` / `"cuda:N"` in a
-    /// build with the `cuda` feature.
-    pub device: DeviceSpec,
-    /// How evaluator actors are restarted after a failure.
-    pub restart: RestartPolicy,
-    /// Splits each sampling evaluator's env copies over this many
-    /// supervised child actors that step them in parallel, for slow envs
-    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
-    /// `restart` is the shards' own restart policy. See the book's "Env
-    /// shards" section.
-    pub env_shards: EnvShards,
+    /// γ, gradient clip (of each network), the actor's and the critics'
+    /// hidden layers, device.
+    #[serde(flatten)]
+    pub learning: Learning,
 }
 
 impl Default for DdpgConfig {
@@ -145,47 +108,26 @@ impl Default for DdpgConfig {
     /// exploration, one critic, no delay, no smoothing.
     fn default() -> Self {
         Self {
-            num_workers: 0,
-            num_envs_per_worker: 1,
-            rollout_fragment_length: 1,
-            timesteps_per_iteration: 1000,
-            buffer_size: 100_000,
-            learning_starts: 1000,
-            random_timesteps: 1000,
-            train_batch_size: 256,
-            training_intensity: None,
-            actor_lr: 1e-3,
-            critic_lr: 1e-3,
-            gamma: 0.99,
-            tau: 0.005,
-            n_step: 1,
+            sampling: Sampling { num_workers: 0, ..Sampling::default() },
+            replay: Replay { buffer_size: 100_000, train_batch_size: 256, ..Replay::default() },
+            continuous: ContinuousLearning::default(),
             twin_q: false,
             policy_delay: 1,
             smooth_target_policy: false,
             target_noise: 0.2,
             target_noise_clip: 0.5,
             exploration_noise: 0.1,
-            grad_clip: None,
-            model: ModelConfig::relu(),
-            env_config: serde_json::Value::Null,
-            seed: 0,
-            device: DeviceSpec::Cpu,
-            restart: RestartPolicy::default(),
-            env_shards: EnvShards::default(),
+            learning: Learning { model: ModelConfig::relu(), ..Learning::default() },
         }
     }
 }
 
 impl Validate for DdpgConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.device.check_available()?;
-        self.model.validate(ModelSupport { algorithm: "DDPG", conv: false, lstm: false, custom: false })?;
-        check_replay(&ReplaySettings::from(self))?;
-        for (key, lr) in [("actor_lr", self.actor_lr), ("critic_lr", self.critic_lr)] {
-            check(key, lr, lr > 0.0 && lr.is_finite(), "must be > 0")?;
-        }
-        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
-        check("tau", self.tau, self.tau > 0.0 && self.tau <= 1.0, "must be in (0, 1]")?;
+        self.learning.validate(ModelSupport::mlp("DDPG"))?;
+        self.sampling.validate()?;
+        self.replay.validate()?;
+        self.continuous.validate()?;
         check("policy_delay", self.policy_delay, self.policy_delay >= 1, "must be >= 1")?;
         for (key, v) in [
             ("target_noise", self.target_noise),
@@ -194,29 +136,7 @@ impl Validate for DdpgConfig {
         ] {
             check(key, v, v >= 0.0 && v.is_finite(), "must be >= 0")?;
         }
-        if let Some(c) = self.grad_clip {
-            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
-        }
-        self.restart.validate("restart")
-    }
-}
-
-impl From<&DdpgConfig> for ReplaySettings {
-    fn from(c: &DdpgConfig) -> Self {
-        Self {
-            num_workers: c.num_workers,
-            num_envs_per_worker: c.num_envs_per_worker,
-            rollout_fragment_length: c.rollout_fragment_length,
-            timesteps_per_iteration: c.timesteps_per_iteration,
-            buffer_size: c.buffer_size,
-            learning_starts: c.learning_starts,
-            train_batch_size: c.train_batch_size,
-            training_intensity: c.training_intensity,
-            n_step: c.n_step,
-            seed: c.seed,
-            restart: c.restart,
-            env_shards: c.env_shards,
-        }
+        Ok(())
     }
 }
 
@@ -356,7 +276,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
 
     /// n-step returns and each row's bootstrap discount.
     fn postprocess(&mut self, _core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
-        Ok(n_step_returns(traj, self.cfg.n_step, self.cfg.gamma as f32)?)
+        Ok(n_step_returns(traj, self.cfg.replay.n_step, self.cfg.learning.gamma as f32)?)
     }
 
     /// The actor's and the critics' gradients, in the weights' layout
@@ -390,7 +310,10 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
             let norm = core.step(ACTOR, &mut grad[actor_range])?;
             stats.set("actor_grad_norm", norm as f64);
             let params = core.params.clone();
-            core.target.as_mut().expect("DDPG keeps target networks").soft_update(&params, self.cfg.tau as f32);
+            core.target
+                .as_mut()
+                .expect("DDPG keeps target networks")
+                .soft_update(&params, self.cfg.continuous.tau as f32);
             self.state.actor_updates += 1;
         }
         stats.set("num_actor_updates", self.state.actor_updates as f64);
@@ -432,55 +355,46 @@ pub fn make_policy(
     action_space: &Space,
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    let (input, bounds) = continuous_spaces("DDPG", observation_space, action_space)?;
-    let build = Build { cfg, obs: observation_space, act: action_space, input, bounds, rng_seed };
-    on_device(cfg.device, cfg.seed, build)
+    continuous::make_policy(cfg, observation_space, action_space, rng_seed)
 }
 
-struct Build<'a> {
-    cfg: &'a DdpgConfig,
-    obs: &'a Space,
-    act: &'a Space,
-    input: Input,
-    bounds: ActionBounds,
-    rng_seed: u64,
-}
+impl ContinuousPolicy for DdpgConfig {
+    const NAME: &'static str = "DDPG";
 
-impl OnDevice for Build<'_> {
-    type Output = Box<dyn PolicyGraph>;
+    fn sections(&self) -> (&Sampling, &Learning) {
+        (&self.sampling, &self.learning)
+    }
 
-    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
-        Ok(Box::new(self.policy(dev)?))
+    fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
+        Ok(Box::new(policy(b, dev)?))
     }
 }
 
-impl Build<'_> {
-    fn policy<D: NetDevice>(self, dev: D) -> Result<CorePolicy<Ddpg, D>, BuildError> {
-        let (cfg, model) = (self.cfg, &self.cfg.model);
-        let (f, a) = (self.input.features(), self.bounds.dim());
-        let mut p = Params::new(dev);
-        let start = p.next_id();
-        let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
-        let head = Linear::new(&mut p, "actor.out", mlp.features(), a);
-        let critics_start = p.next_id();
-        let critics = (0..if cfg.twin_q { 2 } else { 1 })
-            .map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model))
-            .collect();
-        let (actor_range, critic_range) = (p.range(start, critics_start), p.range(critics_start, p.next_id()));
-        let mut core = PolicyCore::new(p, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
-        core.add_optimizer(actor_range, cfg.actor_lr, 1e-8, cfg.grad_clip);
-        core.add_optimizer(critic_range, cfg.critic_lr, 1e-8, cfg.grad_clip);
-        let ddpg = Ddpg {
-            random_steps: random_steps_per_evaluator(cfg.random_timesteps, cfg.num_workers),
-            cfg: cfg.clone(),
-            input: self.input,
-            bounds: self.bounds,
-            actor: Actor { mlp, head },
-            critics,
-            state: DdpgState::default(),
-        };
-        Ok(CorePolicy::new(core, ddpg))
-    }
+/// The policy's networks and optimizers on `dev`.
+fn policy<D: NetDevice>(b: ContinuousBuild<'_, DdpgConfig>, dev: D) -> Result<CorePolicy<Ddpg, D>, BuildError> {
+    let (cfg, model) = (b.cfg, &b.cfg.learning.model);
+    let (f, a) = (b.input.features(), b.bounds.dim());
+    let mut p = Params::new(dev);
+    let start = p.next_id();
+    let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
+    let head = Linear::new(&mut p, "actor.out", mlp.features(), a);
+    let critics_start = p.next_id();
+    let critics =
+        (0..if cfg.twin_q { 2 } else { 1 }).map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model)).collect();
+    let (actor_range, critic_range) = (p.range(start, critics_start), p.range(critics_start, p.next_id()));
+    let mut core = PolicyCore::new(p, b.obs.clone(), b.act.clone(), b.rng_seed).with_target();
+    core.add_optimizer(actor_range, cfg.continuous.actor_lr, 1e-8, cfg.learning.grad_clip);
+    core.add_optimizer(critic_range, cfg.continuous.critic_lr, 1e-8, cfg.learning.grad_clip);
+    let ddpg = Ddpg {
+        random_steps: cfg.continuous.random_steps_per_evaluator(&cfg.sampling),
+        cfg: cfg.clone(),
+        input: b.input,
+        bounds: b.bounds,
+        actor: Actor { mlp, head },
+        critics,
+        state: DdpgState::default(),
+    };
+    Ok(CorePolicy::new(core, ddpg))
 }
 
 /// The execution plan: evaluators from `make_env` sampling
@@ -491,7 +405,7 @@ impl Build<'_> {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: DdpgConfig) -> Result<Trainer, BuildError> {
-    replay_trainer(make_env, cfg, make_policy).await
+    replay_trainer(make_env, (&cfg.sampling.clone(), &cfg.replay.clone()), cfg, make_policy).await
 }
 
 #[cfg(test)]
@@ -503,9 +417,9 @@ mod tests {
 
     fn policy(cfg: DdpgConfig) -> Policy {
         let (o, a) = spaces();
-        let (input, bounds) = continuous_spaces("DDPG", &o, &a).unwrap();
-        let dev = Cpu::seed_from_u64(cfg.seed);
-        Build { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed: 0 }.policy(dev).unwrap()
+        let (input, bounds) = continuous::continuous_spaces("DDPG", &o, &a).unwrap();
+        let dev = Cpu::seed_from_u64(cfg.sampling.seed);
+        super::policy(ContinuousBuild { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed: 0 }, dev).unwrap()
     }
 
     fn td3() -> DdpgConfig {
@@ -561,7 +475,11 @@ mod tests {
 
     #[test]
     fn soft_update_moves_targets_by_tau_and_the_actor_waits_for_the_delay() {
-        let mut p = policy(DdpgConfig { tau: 0.1, policy_delay: 2, ..td3() });
+        let mut p = policy(DdpgConfig {
+            continuous: ContinuousLearning { tau: 0.1, ..ContinuousLearning::default() },
+            policy_delay: 2,
+            ..td3()
+        });
         let b = batch();
         let (actor0, critic0, target_actor0, target_critic0) = parts(&p);
         let stats = p.learn_on_batch(&b).unwrap();
@@ -592,7 +510,15 @@ mod tests {
 
     #[test]
     fn learning_reduces_the_critic_loss_and_raises_q_of_the_actor() {
-        let mut p = policy(DdpgConfig { critic_lr: 1e-2, actor_lr: 1e-2, tau: 1.0, ..DdpgConfig::default() });
+        let mut p = policy(DdpgConfig {
+            continuous: ContinuousLearning {
+                critic_lr: 1e-2,
+                actor_lr: 1e-2,
+                tau: 1.0,
+                ..ContinuousLearning::default()
+            },
+            ..DdpgConfig::default()
+        });
         let b = batch();
         let first = p.learn_on_batch(&b).unwrap();
         let mut last = first.clone();
@@ -623,7 +549,11 @@ mod tests {
 
     #[test]
     fn exploration_is_random_then_noisy_and_greedy_is_deterministic() {
-        let cfg = DdpgConfig { random_timesteps: 10, exploration_noise: 0.0, ..DdpgConfig::default() };
+        let cfg = DdpgConfig {
+            continuous: ContinuousLearning { random_timesteps: 10, ..ContinuousLearning::default() },
+            exploration_noise: 0.0,
+            ..DdpgConfig::default()
+        };
         let mut p = policy(cfg);
         let obs = vec![0.1f32; 3 * 10];
         let mut out = SampleBatch::new();
@@ -635,7 +565,11 @@ mod tests {
         assert!(random.iter().all(|a| (-2.0..=2.0).contains(a)) && random.iter().any(|&a| a != random[0]));
         p.compute_actions(&obs, true, &mut out).unwrap();
         assert_eq!(out.f32(fields::ACTIONS).unwrap(), greedy, "zero noise after the random steps");
-        let mut p = policy(DdpgConfig { random_timesteps: 0, exploration_noise: 0.1, ..DdpgConfig::default() });
+        let mut p = policy(DdpgConfig {
+            continuous: ContinuousLearning { random_timesteps: 0, ..ContinuousLearning::default() },
+            exploration_noise: 0.1,
+            ..DdpgConfig::default()
+        });
         p.compute_actions(&obs, true, &mut out).unwrap();
         let noisy = out.f32(fields::ACTIONS).unwrap();
         let spread = noisy.iter().map(|a| (a - greedy[0]).abs()).fold(0.0f32, f32::max);

@@ -29,52 +29,63 @@
 //! `grad_norm` (before clipping), `num_target_updates`, `num_updates` and
 //! `replay_buffer_size`.
 
-use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
+use crate::device::{on_device, NetDevice, OnDevice};
 use crate::distributions::best_legal;
 use crate::model::{to_vec, Linear, Matrix, ModelConfig, ModelSupport, Params, Torso};
 use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::sections::{Learning, PrioritizedReplay, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rand::Rng;
 use rlx::config::{check, ConfigError, Validate};
-use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
-use rlx::replay::{LinearSchedule, PrioritizedReplayConfig, TD_ERRORS, WEIGHTS};
+use rlx::replay::{LinearSchedule, TD_ERRORS, WEIGHTS};
 use rlx::{
-    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space,
-    SyncReplayOptimizer, Trainer,
+    fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, SyncReplayOptimizer, Trainer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// DQN's configuration. Every key is optional in `--config`; unknown keys are
-/// errors.
+/// DQN's configuration: the sampling, replay and prioritized-replay
+/// sections, the Q-learning keys Ape-X shares, and DQN's ε schedule. Every
+/// key is optional in `--config`; unknown keys are errors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct DqnConfig {
-    /// Evaluator actors sampling in parallel; 0 samples in the driver.
-    pub num_workers: usize,
-    /// Env copies stepped together by each evaluator.
-    pub num_envs_per_worker: usize,
-    /// Env steps each evaluator samples per round, between learning steps.
-    pub rollout_fragment_length: usize,
-    /// Env steps sampled per training iteration (one line of results).
-    pub timesteps_per_iteration: usize,
-    /// Transitions the replay buffer holds.
-    pub buffer_size: usize,
-    /// Transitions stored before learning starts.
-    pub learning_starts: usize,
-    /// Rows per replayed minibatch.
-    pub train_batch_size: usize,
-    /// Replayed rows trained on per sampled env step.
-    pub training_intensity: f64,
+    /// Evaluators and their envs.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// Fragments, buffer, minibatches, n-step returns.
+    #[serde(flatten)]
+    pub replay: Replay,
+    /// Prioritized replay.
+    #[serde(flatten)]
+    pub prioritized: PrioritizedReplay,
+    /// The learning rate, double Q, dueling head and target network.
+    #[serde(flatten)]
+    pub q_learning: QLearning,
+    /// ε of ε-greedy exploration at the start.
+    pub exploration_initial_eps: f64,
+    /// ε after `exploration_timesteps`.
+    pub exploration_final_eps: f64,
+    /// Env steps (all evaluators together) over which ε anneals linearly.
+    pub exploration_timesteps: u64,
+    /// Evaluators compute each sampled row's TD error (the `td_errors`
+    /// column), and replay stores the row with that priority instead of
+    /// the buffer's maximum (Ape-X's worker-side prioritization).
+    pub worker_side_prioritization: bool,
+    /// γ, gradient clip, network, device.
+    #[serde(flatten)]
+    pub learning: Learning,
+}
+
+/// The Q-learning keys DQN and Ape-X share.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
+#[serde(default)]
+pub struct QLearning {
     /// Adam learning rate.
     pub lr: f64,
-    /// Discount γ.
-    pub gamma: f64,
-    /// Rewards summed into each transition's return before bootstrapping.
-    pub n_step: usize,
     /// Double Q-learning: the online network picks the next action, the
     /// target network values it.
     pub double_q: bool,
@@ -85,166 +96,78 @@ pub struct DqnConfig {
     /// target network (RLlib's `target_network_update_freq` counts env
     /// steps instead).
     pub target_update_interval: u64,
-    /// ε of ε-greedy exploration at the start.
-    pub exploration_initial_eps: f64,
-    /// ε after `exploration_timesteps`.
-    pub exploration_final_eps: f64,
-    /// Env steps (all evaluators together) over which ε anneals linearly.
-    pub exploration_timesteps: u64,
-    /// Replay in proportion to TD error (prioritized replay).
-    pub prioritized_replay: bool,
-    /// Priority exponent α.
-    pub prioritized_replay_alpha: f64,
-    /// Importance-weight exponent β at the start.
-    pub prioritized_replay_beta: f64,
-    /// β after `prioritized_replay_beta_annealing_timesteps` env steps.
-    pub final_prioritized_replay_beta: f64,
-    /// Env steps over which β anneals linearly.
-    pub prioritized_replay_beta_annealing_timesteps: u64,
-    /// Added to every |TD error| so every transition can be replayed.
-    pub prioritized_replay_eps: f64,
-    /// Evaluators compute each sampled row's TD error (the `td_errors`
-    /// column), and replay stores the row with that priority instead of
-    /// the buffer's maximum (Ape-X's worker-side prioritization).
-    pub worker_side_prioritization: bool,
-    /// Maximum global gradient norm; `null` disables clipping.
-    pub grad_clip: Option<f64>,
-    /// The Q-network's layers before its heads (RLlib's `model` keys; see
-    /// the book's "Models" page); `relu` by default, as in the DQN paper.
-    pub model: ModelConfig,
-    /// Keyword arguments for the env (see `rlx list`).
-    pub env_config: serde_json::Value,
-    /// Seed for network initialization, exploration, replay and env resets.
-    pub seed: u64,
-    /// Where the networks live: `"cpu"`, or `"cuda"` / `"cuda:N"` in a
-    /// build with the `cuda` feature.
-    pub device: DeviceSpec,
-    /// How evaluator actors are restarted after a failure.
-    pub restart: RestartPolicy,
-    /// Splits each sampling evaluator's env copies over this many
-    /// supervised child actors that step them in parallel, for slow envs
-    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
-    /// `restart` is the shards' own restart policy. See the book's "Env
-    /// shards" section.
-    pub env_shards: EnvShards,
+}
+
+impl Default for QLearning {
+    fn default() -> Self {
+        Self { lr: 1e-3, double_q: true, dueling: true, target_update_interval: 250 }
+    }
+}
+
+impl QLearning {
+    /// Range checks.
+    ///
+    /// # Errors
+    /// The first out-of-range key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
+        let t = self.target_update_interval;
+        check("target_update_interval", t, t >= 1, "must be >= 1")
+    }
 }
 
 impl Default for DqnConfig {
     fn default() -> Self {
         Self {
-            num_workers: 0,
-            num_envs_per_worker: 1,
-            rollout_fragment_length: 4,
-            timesteps_per_iteration: 1000,
-            buffer_size: 50_000,
-            learning_starts: 1000,
-            train_batch_size: 64,
-            training_intensity: 16.0,
-            lr: 1e-3,
-            gamma: 0.99,
-            n_step: 3,
-            double_q: true,
-            dueling: true,
-            target_update_interval: 250,
+            sampling: Sampling { num_workers: 0, ..Sampling::default() },
+            replay: Replay {
+                rollout_fragment_length: 4,
+                training_intensity: Some(16.0),
+                n_step: 3,
+                ..Replay::default()
+            },
+            prioritized: PrioritizedReplay::default(),
+            q_learning: QLearning::default(),
             exploration_initial_eps: 1.0,
             exploration_final_eps: 0.02,
             exploration_timesteps: 10_000,
-            prioritized_replay: true,
-            prioritized_replay_alpha: 0.6,
-            prioritized_replay_beta: 0.4,
-            final_prioritized_replay_beta: 1.0,
-            prioritized_replay_beta_annealing_timesteps: 20_000,
-            prioritized_replay_eps: 1e-6,
             worker_side_prioritization: false,
-            grad_clip: Some(10.0),
-            model: ModelConfig::relu(),
-            env_config: serde_json::Value::Null,
-            seed: 0,
-            device: DeviceSpec::Cpu,
-            restart: RestartPolicy::default(),
-            env_shards: EnvShards::default(),
+            learning: Learning { grad_clip: Some(10.0), model: ModelConfig::relu(), ..Learning::default() },
         }
     }
 }
 
 impl Validate for DqnConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.device.check_available()?;
-        self.model.validate(ModelSupport { algorithm: "DQN", conv: true, lstm: false, custom: true })?;
-        let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
-        positive("num_envs_per_worker", self.num_envs_per_worker)?;
-        self.env_shards.validate(self.num_envs_per_worker)?;
-        positive("rollout_fragment_length", self.rollout_fragment_length)?;
-        positive("timesteps_per_iteration", self.timesteps_per_iteration)?;
-        positive("buffer_size", self.buffer_size)?;
-        let ls = self.learning_starts;
-        check("learning_starts", ls, ls <= self.buffer_size, "must be <= buffer_size (or learning never starts)")?;
-        positive("train_batch_size", self.train_batch_size)?;
-        positive("n_step", self.n_step)?;
-        let (n, len) = (self.n_step, self.rollout_fragment_length);
-        check("n_step", n, n <= len, "must be <= rollout_fragment_length (n-step returns stay within a fragment)")?;
-        let ti = self.training_intensity;
-        check("training_intensity", ti, ti > 0.0 && ti.is_finite(), "must be > 0")?;
-        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
-        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
-        let t = self.target_update_interval;
-        check("target_update_interval", t, t >= 1, "must be >= 1")?;
+        self.learning.validate(ModelSupport { algorithm: "DQN", conv: true, lstm: false, custom: true })?;
+        self.sampling.validate()?;
+        self.replay.validate()?;
+        self.q_learning.validate()?;
         for (key, eps) in [
             ("exploration_initial_eps", self.exploration_initial_eps),
             ("exploration_final_eps", self.exploration_final_eps),
         ] {
             check(key, eps, (0.0..=1.0).contains(&eps), "must be in [0, 1]")?;
         }
-        let alpha = self.prioritized_replay_alpha;
-        check("prioritized_replay_alpha", alpha, alpha >= 0.0 && alpha.is_finite(), "must be >= 0")?;
-        for (key, beta) in [
-            ("prioritized_replay_beta", self.prioritized_replay_beta),
-            ("final_prioritized_replay_beta", self.final_prioritized_replay_beta),
-        ] {
-            check(key, beta, (0.0..=1.0).contains(&beta), "must be in [0, 1]")?;
-        }
-        let eps = self.prioritized_replay_eps;
-        check("prioritized_replay_eps", eps, eps >= 0.0 && eps.is_finite(), "must be >= 0")?;
-        if let Some(c) = self.grad_clip {
-            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
-        }
-        self.restart.validate("restart")
+        self.prioritized.validate()
     }
 }
 
 impl DqnConfig {
-    /// ε over an evaluator's own env steps. Each of `samplers` evaluators
-    /// takes about 1/`samplers` of the run's steps, so its own count times
-    /// `samplers` tracks the run's.
+    /// ε over an evaluator's own env steps. Each of the samplers takes
+    /// about 1/samplers of the run's steps, so its own count times the
+    /// samplers tracks the run's.
     fn exploration(&self) -> LinearSchedule {
-        let samplers = self.num_workers.max(1) as u64;
         LinearSchedule {
             start: self.exploration_initial_eps,
             end: self.exploration_final_eps,
-            steps: self.exploration_timesteps / samplers,
+            steps: self.exploration_timesteps / self.sampling.samplers() as u64,
         }
     }
 
     /// The replay optimizer's settings.
     fn replay(&self) -> SyncReplayConfig {
-        let prioritized = self.prioritized_replay.then_some(PrioritizedReplayConfig {
-            alpha: self.prioritized_replay_alpha,
-            beta: LinearSchedule {
-                start: self.prioritized_replay_beta,
-                end: self.final_prioritized_replay_beta,
-                steps: self.prioritized_replay_beta_annealing_timesteps,
-            },
-            eps: self.prioritized_replay_eps,
-        });
-        SyncReplayConfig {
-            buffer_size: self.buffer_size,
-            prioritized,
-            learning_starts: self.learning_starts,
-            train_batch_size: self.train_batch_size,
-            training_intensity: self.training_intensity,
-            timesteps_per_iteration: self.timesteps_per_iteration,
-            seed: self.seed,
-        }
+        self.replay.optimizer(self.sampling.seed, self.prioritized.config())
     }
 }
 
@@ -266,10 +189,10 @@ impl<D: NetDevice> QNetwork<D> {
     /// # Errors
     /// A model that does not fit the observation space.
     pub fn build(cfg: &DqnConfig, obs: &Space, actions: usize, p: &mut Params<D>) -> Result<Self, BuildError> {
-        let torso = Torso::build(&cfg.model, obs, p, "q.torso")?;
+        let torso = Torso::build(&cfg.learning.model, obs, p, "q.torso")?;
         let advantage = Linear::new(p, "q.advantage", torso.features(), actions);
         let value = Linear::new(p, "q.value", torso.features(), 1);
-        Ok(Self { torso, advantage, value, actions, dueling: cfg.dueling })
+        Ok(Self { torso, advantage, value, actions, dueling: cfg.q_learning.dueling })
     }
 
     /// `Q(s, ·)` of every row on `params` (online or target), any tape.
@@ -341,7 +264,8 @@ impl<D: NetDevice> Dqn<D> {
         let discounts = batch.f32(N_STEP_DISCOUNTS)?;
         let target = core.target.as_ref().expect("DQN keeps a target network");
         let q_target = self.net.q_values(target, new_obs)?;
-        let q_select = if self.cfg.double_q { self.net.q_values(&core.params, new_obs)? } else { q_target.clone() };
+        let q_select =
+            if self.cfg.q_learning.double_q { self.net.q_values(&core.params, new_obs)? } else { q_target.clone() };
         let masks = batch.get(fields::NEW_ACTION_MASK).map(|_| batch.f32(fields::NEW_ACTION_MASK)).transpose()?;
         Ok((0..batch.len())
             .map(|i| {
@@ -407,7 +331,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
     /// `worker_side_prioritization`, each row's TD error under the weights
     /// that sampled it.
     fn postprocess(&mut self, core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
-        n_step_returns(traj, self.cfg.n_step, self.cfg.gamma as f32)?;
+        n_step_returns(traj, self.cfg.replay.n_step, self.cfg.learning.gamma as f32)?;
         if self.cfg.worker_side_prioritization {
             let td = self.td_errors(core, traj)?;
             traj.insert_f32(TD_ERRORS, td, 1)?;
@@ -458,7 +382,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
     ) -> Result<(), PolicyError> {
         core.step_all(grad, stats)?;
         self.state.updates += 1;
-        if self.state.updates % self.cfg.target_update_interval == 0 {
+        if self.state.updates % self.cfg.q_learning.target_update_interval == 0 {
             core.target = Some(core.params.clone());
             self.state.num_target_updates += 1;
         }
@@ -501,7 +425,7 @@ pub fn make_policy(
         )));
     };
     let build = Build { cfg, obs: observation_space, act: action_space, actions: *n as usize, rng_seed };
-    on_device(cfg.device, cfg.seed, build)
+    on_device(cfg.learning.device, cfg.sampling.seed, build)
 }
 
 struct Build<'a> {
@@ -525,7 +449,7 @@ impl Build<'_> {
         let mut params = Params::new(dev);
         let net = QNetwork::build(self.cfg, self.obs, self.actions, &mut params)?;
         let mut core = PolicyCore::new(params, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
-        core.add_optimizer(0..core.num_params(), self.cfg.lr, 1e-8, self.cfg.grad_clip);
+        core.add_optimizer(0..core.num_params(), self.cfg.q_learning.lr, 1e-8, self.cfg.learning.grad_clip);
         let dqn = Dqn { exploration: self.cfg.exploration(), cfg: self.cfg.clone(), net, state: DqnState::default() };
         Ok(CorePolicy::new(core, dqn))
     }
@@ -539,15 +463,7 @@ impl Build<'_> {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: DqnConfig) -> Result<Trainer, BuildError> {
-    let sampling = crate::execution::SamplingSettings {
-        num_workers: cfg.num_workers,
-        num_envs_per_worker: cfg.num_envs_per_worker,
-        sample_size: cfg.rollout_fragment_length * cfg.num_envs_per_worker,
-        observation_filter: ObservationFilter::NoFilter,
-        seed: cfg.seed,
-        restart: cfg.restart,
-        env_shards: cfg.env_shards,
-    };
+    let sampling = cfg.replay.settings(&cfg.sampling);
     let replay = cfg.replay();
     let policy_cfg = cfg.clone();
     let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&policy_cfg, o, a, seed));
@@ -569,7 +485,7 @@ mod tests {
 
     fn policy(cfg: DqnConfig, rng_seed: u64) -> Policy {
         let (o, a) = spaces();
-        let dev = Cpu::seed_from_u64(cfg.seed);
+        let dev = Cpu::seed_from_u64(cfg.sampling.seed);
         Build { cfg: &cfg, obs: &o, act: &a, actions: 2, rng_seed }.policy(dev).unwrap()
     }
 
@@ -598,7 +514,13 @@ mod tests {
     #[test]
     fn targets_follow_the_bellman_equation() {
         for (double_q, dueling) in [(true, true), (false, true), (true, false), (false, false)] {
-            let mut p = policy(DqnConfig { double_q, dueling, ..DqnConfig::default() }, 0);
+            let mut p = policy(
+                DqnConfig {
+                    q_learning: QLearning { double_q, dueling, ..QLearning::default() },
+                    ..DqnConfig::default()
+                },
+                0,
+            );
             let b = batch(&mut p);
             let new_obs = b.f32(fields::NEW_OBS).unwrap();
             let (q_t, q_o) = (q(&p, target(&p), new_obs), q(&p, &p.core().params, new_obs));
@@ -662,7 +584,13 @@ mod tests {
 
     #[test]
     fn learning_moves_q_towards_the_target_and_syncs_the_target_network() {
-        let mut p = policy(DqnConfig { target_update_interval: 3, lr: 1e-2, ..DqnConfig::default() }, 0);
+        let mut p = policy(
+            DqnConfig {
+                q_learning: QLearning { target_update_interval: 3, lr: 1e-2, ..QLearning::default() },
+                ..DqnConfig::default()
+            },
+            0,
+        );
         let b = batch(&mut p);
         let before: f32 = p.td_errors(&b).unwrap().iter().map(|x| x * x).sum();
         let target_before = target(&p).to_vec();
@@ -719,7 +647,10 @@ mod tests {
 
     #[test]
     fn state_round_trips_and_bad_input_is_an_error() {
-        let cfg = DqnConfig { target_update_interval: 1000, ..DqnConfig::default() };
+        let cfg = DqnConfig {
+            q_learning: QLearning { target_update_interval: 1000, ..QLearning::default() },
+            ..DqnConfig::default()
+        };
         let mut p = policy(cfg.clone(), 0);
         let b = batch(&mut p);
         p.learn_on_batch(&b).unwrap();

@@ -28,85 +28,34 @@
 //! children are retried there and logged).
 
 use crate::evolution::{
-    centered_ranks, check_model, check_settings, hiddens, weighted_noise_sum, EvolutionOptimizer, EvolutionSettings,
-    FlatPolicy, NoiseTable, PairResult, PerturberSpec, UpdateRule,
+    centered_ranks, weighted_noise_sum, EvolutionOptimizer, NoiseTable, PairResult, Perturbations, UpdateRule,
 };
-use crate::model::ModelConfig;
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
-use rlx::filter::ObservationFilter;
-use rlx::{LearnerStats, PolicyGraph, RestartPolicy, Space, Trainer};
+use rlx::{LearnerStats, PolicyGraph, Space, Trainer};
 use serde::{Deserialize, Serialize};
 
-/// ES's configuration.
+/// ES's configuration: the keys ES and ARS share, and L2 weight decay.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct EsConfig {
-    /// Worker actors evaluating perturbations in parallel; 0 evaluates in the driver.
-    pub num_workers: usize,
-    /// Child actors per worker that share its perturbations (nesting); 0: none.
-    pub num_children_per_worker: usize,
-    /// Antithetic pairs (two episodes each) per iteration.
-    pub num_perturbations: usize,
-    /// σ, the perturbations' standard deviation.
-    pub noise_stdev: f64,
-    /// Adam's step size.
-    pub stepsize: f64,
+    /// Workers, perturbations, noise table, network, filter, seeds.
+    #[serde(flatten)]
+    pub perturbations: Perturbations,
     /// L2 weight decay added to the update.
     pub l2_coeff: f64,
-    /// The policy network's hidden layers: `fcnet_hiddens` (`[]` is a
-    /// linear policy) and `fcnet_activation`; the other `model` keys do not
-    /// apply.
-    pub model: ModelConfig,
-    /// `"MeanStdFilter"` (normalize observations) or `"NoFilter"`.
-    pub observation_filter: ObservationFilter,
-    /// Length of the shared noise table (values; 4 bytes each, generated once per process).
-    pub noise_size: usize,
-    /// Seed of the noise table.
-    pub noise_seed: u64,
-    /// Keyword arguments for the env.
-    pub env_config: serde_json::Value,
-    /// Seed of the network's initialization and of the perturbation draws.
-    pub seed: u64,
-    /// How worker (and child) actors are restarted after a failure.
-    pub restart: RestartPolicy,
 }
 
 impl Default for EsConfig {
     fn default() -> Self {
-        Self {
-            num_workers: 2,
-            num_children_per_worker: 0,
-            num_perturbations: 32,
-            noise_stdev: 0.02,
-            stepsize: 0.01,
-            l2_coeff: 0.005,
-            model: hiddens(&[32, 32]),
-            observation_filter: ObservationFilter::MeanStdFilter,
-            // The paper's table holds 250M values (1 GB); 10M is plenty for
-            // networks of a few thousand weights.
-            noise_size: 10_000_000,
-            noise_seed: 123,
-            env_config: serde_json::Value::Null,
-            seed: 0,
-            restart: RestartPolicy::default(),
-        }
+        Self { perturbations: Perturbations::default(), l2_coeff: 0.005 }
     }
 }
 
 impl Validate for EsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        check_settings(
-            self.num_workers,
-            self.num_children_per_worker,
-            self.num_perturbations,
-            self.noise_stdev,
-            self.noise_size,
-            &self.restart,
-        )?;
-        check("stepsize", self.stepsize, self.stepsize > 0.0 && self.stepsize.is_finite(), "must be positive")?;
-        check("l2_coeff", self.l2_coeff, self.l2_coeff >= 0.0 && self.l2_coeff.is_finite(), "must be non-negative")?;
-        check_model(&self.model, "ES")
+        self.perturbations.validate("ES")?;
+        check("l2_coeff", self.l2_coeff, self.l2_coeff >= 0.0 && self.l2_coeff.is_finite(), "must be non-negative")
     }
 }
 
@@ -182,11 +131,7 @@ impl Adam {
 /// # Errors
 /// Unsupported spaces.
 pub fn make_policy(cfg: &EsConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    let normalize = cfg.observation_filter == ObservationFilter::MeanStdFilter;
-    Ok(Box::new(
-        FlatPolicy::new(obs, act, &cfg.model, normalize, seed)
-            .map_err(|e| BuildError::Unsupported(format!("ES {e}")))?,
-    ))
+    cfg.perturbations.policy("ES", obs, act, seed)
 }
 
 /// The execution plan: perturbation workers and the ES update.
@@ -204,22 +149,8 @@ pub async fn build(make_env: EnvMaker, cfg: EsConfig) -> Result<Trainer, BuildEr
 /// # Errors
 /// As [`build`].
 pub async fn optimizer(make_env: EnvMaker, cfg: EsConfig) -> Result<EvolutionOptimizer, BuildError> {
-    let settings = EvolutionSettings {
-        num_workers: cfg.num_workers,
-        num_children_per_worker: cfg.num_children_per_worker,
-        num_perturbations: cfg.num_perturbations,
-        noise_stdev: cfg.noise_stdev as f32,
-        seed: cfg.seed,
-        restart: cfg.restart,
-        spec: PerturberSpec {
-            make_env,
-            model: cfg.model.clone(),
-            normalize: cfg.observation_filter == ObservationFilter::MeanStdFilter,
-            noise_seed: cfg.noise_seed,
-            noise_size: cfg.noise_size,
-        },
-    };
-    let rule = EsUpdate { stepsize: cfg.stepsize, l2_coeff: cfg.l2_coeff, adam: Adam::default() };
+    let settings = cfg.perturbations.settings(make_env);
+    let rule = EsUpdate { stepsize: cfg.perturbations.stepsize, l2_coeff: cfg.l2_coeff, adam: Adam::default() };
     EvolutionOptimizer::new(settings, Box::new(rule)).await
 }
 

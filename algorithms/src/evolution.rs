@@ -31,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::config::{check, ConfigError};
 use rlx::evaluator::EvaluatorError;
-use rlx::filter::RunningStat;
+use rlx::filter::{ObservationFilter, RunningStat};
 use rlx::optimizer::{OptimizerError, PolicyOptimizer, StepStats};
 use rlx::pool::{ActorPool, ChildArgs, PoolError};
 use rlx::{
@@ -114,14 +114,6 @@ fn multi_argmax(out: &[f32], nvec: &[i64]) -> Vec<i64> {
             a
         })
         .collect()
-}
-
-/// What of `model` ES and ARS build: fully connected layers only.
-///
-/// # Errors
-/// A [`ConfigError`] naming the `model.…` key.
-pub fn check_model(model: &ModelConfig, algorithm: &'static str) -> Result<(), ConfigError> {
-    model.validate(ModelSupport { algorithm, conv: false, lstm: false, custom: false })
 }
 
 /// A model config with these hidden widths (tanh).
@@ -664,29 +656,124 @@ pub struct EvolutionSettings {
     pub spec: PerturberSpec,
 }
 
-/// Checks the keys ES and ARS share.
-///
-/// # Errors
-/// The first bad key, by name.
-pub fn check_settings(
-    num_workers: usize,
-    num_children_per_worker: usize,
-    num_perturbations: usize,
-    noise_stdev: f64,
-    noise_size: usize,
-    restart: &RestartPolicy,
-) -> Result<(), ConfigError> {
-    check("num_perturbations", num_perturbations, num_perturbations > 0, "must be positive")?;
-    let nested = num_children_per_worker;
-    check(
-        "num_children_per_worker",
-        nested,
-        nested == 0 || num_workers > 0,
-        "needs num_workers > 0 (children belong to workers)",
-    )?;
-    check("noise_stdev", noise_stdev, noise_stdev > 0.0 && noise_stdev.is_finite(), "must be positive")?;
-    check("noise_size", noise_size, noise_size > 0, "must be positive")?;
-    restart.validate("restart")
+/// The config keys ES and ARS share: workers, perturbations, the noise
+/// table, the flat policy and its observation filter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
+#[serde(default)]
+pub struct Perturbations {
+    /// Worker actors evaluating perturbations in parallel; 0 evaluates in the driver.
+    pub num_workers: usize,
+    /// Child actors per worker that share its perturbations (nesting); 0: none.
+    pub num_children_per_worker: usize,
+    /// Antithetic pairs (two episodes each) per iteration: ARS's
+    /// directions N.
+    pub num_perturbations: usize,
+    /// σ (ARS's ν), the perturbations' standard deviation.
+    pub noise_stdev: f64,
+    /// The step size: Adam's for ES, α for ARS.
+    pub stepsize: f64,
+    /// The policy network's hidden layers: `fcnet_hiddens` (`[]` is a
+    /// linear policy) and `fcnet_activation`; the other `model` keys do not
+    /// apply.
+    pub model: ModelConfig,
+    /// `"MeanStdFilter"` (normalize observations; ARS V2) or `"NoFilter"`
+    /// (ARS V1).
+    pub observation_filter: ObservationFilter,
+    /// Length of the shared noise table (values; 4 bytes each, generated once per process).
+    pub noise_size: usize,
+    /// Seed of the noise table.
+    pub noise_seed: u64,
+    /// Keyword arguments for the env.
+    pub env_config: serde_json::Value,
+    /// Seed of the network's initialization (a linear policy starts at
+    /// zero) and of the perturbation draws.
+    pub seed: u64,
+    /// How worker (and child) actors are restarted after a failure.
+    pub restart: RestartPolicy,
+}
+
+impl Default for Perturbations {
+    fn default() -> Self {
+        Self {
+            num_workers: 2,
+            num_children_per_worker: 0,
+            num_perturbations: 32,
+            noise_stdev: 0.02,
+            stepsize: 0.01,
+            model: hiddens(&[32, 32]),
+            observation_filter: ObservationFilter::MeanStdFilter,
+            // The paper's table holds 250M values (1 GB); 10M is plenty for
+            // networks of a few thousand weights.
+            noise_size: 10_000_000,
+            noise_seed: 123,
+            env_config: serde_json::Value::Null,
+            seed: 0,
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+impl Perturbations {
+    /// Range checks, with `algorithm` named in a model error.
+    ///
+    /// # Errors
+    /// The first bad key, by name.
+    pub fn validate(&self, algorithm: &'static str) -> Result<(), ConfigError> {
+        let n = self.num_perturbations;
+        check("num_perturbations", n, n > 0, "must be positive")?;
+        let nested = self.num_children_per_worker;
+        check(
+            "num_children_per_worker",
+            nested,
+            nested == 0 || self.num_workers > 0,
+            "needs num_workers > 0 (children belong to workers)",
+        )?;
+        let sigma = self.noise_stdev;
+        check("noise_stdev", sigma, sigma > 0.0 && sigma.is_finite(), "must be positive")?;
+        check("noise_size", self.noise_size, self.noise_size > 0, "must be positive")?;
+        check("stepsize", self.stepsize, self.stepsize > 0.0 && self.stepsize.is_finite(), "must be positive")?;
+        self.restart.validate("restart")?;
+        self.model.validate(ModelSupport::mlp(algorithm))
+    }
+
+    fn normalize(&self) -> bool {
+        self.observation_filter == ObservationFilter::MeanStdFilter
+    }
+
+    /// The flat policy for these spaces (what `rlx rollout` loads weights
+    /// into).
+    ///
+    /// # Errors
+    /// Unsupported spaces, with `algorithm` named.
+    pub fn policy(
+        &self,
+        algorithm: &str,
+        obs: &Space,
+        act: &Space,
+        seed: u64,
+    ) -> Result<Box<dyn PolicyGraph>, BuildError> {
+        let policy = FlatPolicy::new(obs, act, &self.model, self.normalize(), seed);
+        Ok(Box::new(policy.map_err(|e| BuildError::Unsupported(format!("{algorithm} {e}")))?))
+    }
+
+    /// The optimizer's settings, with envs from `make_env`.
+    pub fn settings(&self, make_env: EnvMaker) -> EvolutionSettings {
+        EvolutionSettings {
+            num_workers: self.num_workers,
+            num_children_per_worker: self.num_children_per_worker,
+            num_perturbations: self.num_perturbations,
+            noise_stdev: self.noise_stdev as f32,
+            seed: self.seed,
+            restart: self.restart,
+            spec: PerturberSpec {
+                make_env,
+                model: self.model.clone(),
+                normalize: self.normalize(),
+                noise_seed: self.noise_seed,
+                noise_size: self.noise_size,
+            },
+        }
+    }
 }
 
 /// Drives perturbation workers and applies an [`UpdateRule`]: the

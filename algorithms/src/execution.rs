@@ -4,7 +4,6 @@
 
 use crate::actor_critic::{self, ActorCriticLoss};
 use crate::{BuildError, EnvMaker};
-use rlx::config::{check, ConfigError};
 use rlx::evaluator::evaluator_seed;
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, SyncSamplesConfig};
@@ -80,28 +79,6 @@ pub async fn spawn_evaluators(
     Ok(Evaluators::spawn(factory, s.num_workers, s.restart).await?)
 }
 
-impl SamplingSettings {
-    /// Synchronous sampling: each round gathers `train_batch_size` rows
-    /// split evenly over the samplers.
-    pub fn synchronous(
-        num_workers: usize,
-        num_envs_per_worker: usize,
-        train_batch_size: usize,
-        observation_filter: ObservationFilter,
-        seed: u64,
-        restart: RestartPolicy,
-    ) -> Self {
-        let sample_size = train_batch_size.div_ceil(num_workers.max(1));
-        let env_shards = EnvShards::default();
-        Self { num_workers, num_envs_per_worker, sample_size, observation_filter, seed, restart, env_shards }
-    }
-
-    /// These settings with the evaluators' copies split over `env_shards`.
-    pub fn with_env_shards(self, env_shards: EnvShards) -> Self {
-        Self { env_shards, ..self }
-    }
-}
-
 /// The execution plan of the synchronous actor-critic algorithms without
 /// minibatches (PG, A2C): evaluators with `loss`'s policy, driven by a
 /// [`SyncSamplesOptimizer`] that standardizes advantages over each train
@@ -156,50 +133,6 @@ pub fn multi_device_learner<L: ActorCriticLoss>(
     };
     let learner = MultiDeviceLearner::new(replicas, config).map_err(|e| BuildError::Unsupported(e.to_string()))?;
     Ok(Some(learner))
-}
-
-/// Range checks every actor-critic config shares.
-///
-/// # Errors
-/// The first out-of-range key.
-pub fn check_learning(
-    lr: f64,
-    gamma: f64,
-    vf_loss_coeff: f64,
-    entropy_coeff: f64,
-    grad_clip: Option<f64>,
-    restart: &RestartPolicy,
-) -> Result<(), ConfigError> {
-    check("lr", lr, lr > 0.0 && lr.is_finite(), "must be > 0")?;
-    check("gamma", gamma, (0.0..=1.0).contains(&gamma), "must be in [0, 1]")?;
-    check("vf_loss_coeff", vf_loss_coeff, vf_loss_coeff >= 0.0, "must be >= 0")?;
-    check("entropy_coeff", entropy_coeff, entropy_coeff >= 0.0, "must be >= 0")?;
-    if let Some(c) = grad_clip {
-        check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
-    }
-    restart.validate("restart")
-}
-
-/// Range checks of synchronous sampling.
-///
-/// # Errors
-/// The first out-of-range key.
-pub fn check_sync_sampling(
-    num_envs_per_worker: usize,
-    env_shards: &EnvShards,
-    train_batch_size: usize,
-    min_sample_fraction: f64,
-    observation_filter: ObservationFilter,
-) -> Result<(), ConfigError> {
-    check("num_envs_per_worker", num_envs_per_worker, num_envs_per_worker >= 1, "must be >= 1")?;
-    env_shards.validate(num_envs_per_worker)?;
-    check("train_batch_size", train_batch_size, train_batch_size >= 1, "must be >= 1")?;
-    let f = min_sample_fraction;
-    check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")?;
-    // Filter statistics are synchronized with every worker each step, which
-    // would wait for the straggler after all.
-    let filtered = observation_filter != ObservationFilter::NoFilter;
-    check("min_sample_fraction", f, f == 1.0 || !filtered, "must be 1.0 when an observation_filter is set")
 }
 
 #[cfg(test)]

@@ -19,107 +19,74 @@
 //! importance ratio π/μ before clipping), `grad_norm`, `total_loss`,
 //! `policy_lag_mean`, `policy_lag_max`.
 
-use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, Loss, TRAJ_ENDS};
-use crate::device::DeviceSpec;
+use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, LossOutput, TRAJ_ENDS};
 use crate::device::NetDevice;
-use crate::execution::{actor_critic_policies, check_learning, spawn_evaluators, SamplingSettings};
+use crate::execution::{actor_critic_policies, spawn_evaluators, SamplingSettings};
 use crate::model::{ModelConfig, ModelSupport};
+use crate::sections::{ActorCriticLearner, Learning, Sampling};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 use rlx::postprocessing::vtrace;
-use rlx::{fields, EnvShards, LearnerStats, PolicyError, RestartPolicy, SampleBatch, Trainer};
+use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
-/// IMPALA's configuration.
+/// IMPALA's configuration (APPO's, plus APPO's own keys): the sampling,
+/// actor-critic and learning sections and the asynchronous pipeline's keys.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct ImpalaConfig {
-    /// Evaluator actors sampling asynchronously; 0 samples in the driver.
-    pub num_workers: usize,
-    /// Env copies stepped together by each evaluator.
-    pub num_envs_per_worker: usize,
+    /// Evaluators (sampling asynchronously) and their envs.
+    #[serde(flatten)]
+    pub sampling: Sampling,
     /// Steps of every env copy per batch a worker sends.
     pub rollout_fragment_length: usize,
     /// Rows per learner update.
     pub train_batch_size: usize,
     /// Env steps sampled per training iteration (reporting granularity).
     pub timesteps_per_iteration: usize,
-    /// Adam learning rate.
-    pub lr: f64,
-    /// Discount γ.
-    pub gamma: f64,
+    /// Learning rate and loss weights.
+    #[serde(flatten)]
+    pub actor_critic: ActorCriticLearner,
     /// ρ̄: clip of the importance ratio in the V-trace targets and advantages.
     pub vtrace_clip_rho_threshold: f64,
     /// c̄: clip of the trace-cutting coefficients.
     pub vtrace_clip_c_threshold: f64,
-    /// Weight of the value loss.
-    pub vf_loss_coeff: f64,
-    /// Weight of the entropy bonus.
-    pub entropy_coeff: f64,
-    /// Maximum global gradient norm; `null` disables clipping.
-    pub grad_clip: Option<f64>,
     /// Batches that may queue for the learner before sampling waits.
     pub learner_queue_size: usize,
     /// A worker gets the learner's weights every this many of its batches.
     pub broadcast_interval: usize,
     /// Aggregation actors concatenating batches before the learner.
     pub num_aggregation_workers: usize,
-    /// The network: hidden layers, convolutions, LSTM (RLlib's `model`
-    /// keys; see the book's "Models" page).
-    pub model: ModelConfig,
-    /// Keyword arguments for the env.
-    pub env_config: serde_json::Value,
-    /// Seed for network initialization, exploration and env resets.
-    pub seed: u64,
-    /// Where the policy's tensors live: `"cpu"`, or `"cuda"` / `"cuda:N"`
-    /// in a build with the `cuda` feature.
-    pub device: DeviceSpec,
-    /// How evaluator actors are restarted after a failure.
-    pub restart: RestartPolicy,
-    /// Splits each sampling evaluator's env copies over this many
-    /// supervised child actors that step them in parallel, for slow envs
-    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
-    /// `restart` is the shards' own restart policy. See the book's "Env
-    /// shards" section.
-    pub env_shards: EnvShards,
+    /// γ, gradient clip, network, device.
+    #[serde(flatten)]
+    pub learning: Learning,
 }
 
 impl Default for ImpalaConfig {
     fn default() -> Self {
         Self {
-            num_workers: 2,
-            num_envs_per_worker: 8,
+            sampling: Sampling { num_workers: 2, num_envs_per_worker: 8, ..Sampling::default() },
             rollout_fragment_length: 32,
             train_batch_size: 512,
             timesteps_per_iteration: 4096,
-            lr: 1e-3,
-            gamma: 0.99,
+            actor_critic: ActorCriticLearner { entropy_coeff: 0.01, ..ActorCriticLearner::default() },
             vtrace_clip_rho_threshold: 1.0,
             vtrace_clip_c_threshold: 1.0,
-            vf_loss_coeff: 0.5,
-            entropy_coeff: 0.01,
-            grad_clip: Some(1.0),
             learner_queue_size: 4,
             broadcast_interval: 1,
             num_aggregation_workers: 0,
-            model: ModelConfig::default(),
-            env_config: serde_json::Value::Null,
-            seed: 0,
-            device: DeviceSpec::Cpu,
-            restart: RestartPolicy::default(),
-            env_shards: EnvShards::default(),
+            learning: Learning { grad_clip: Some(1.0), ..Learning::default() },
         }
     }
 }
 
 impl Validate for ImpalaConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.device.check_available()?;
-        self.model.validate(ModelSupport { algorithm: "IMPALA", conv: true, lstm: true, custom: true })?;
+        self.learning.validate(ModelSupport::all("IMPALA"))?;
+        self.sampling.validate()?;
         for (key, v) in [
-            ("num_envs_per_worker", self.num_envs_per_worker),
             ("rollout_fragment_length", self.rollout_fragment_length),
             ("train_batch_size", self.train_batch_size),
             ("timesteps_per_iteration", self.timesteps_per_iteration),
@@ -128,11 +95,10 @@ impl Validate for ImpalaConfig {
         ] {
             check(key, v, v >= 1, "must be >= 1")?;
         }
-        self.env_shards.validate(self.num_envs_per_worker)?;
         let (rho, c) = (self.vtrace_clip_rho_threshold, self.vtrace_clip_c_threshold);
         check("vtrace_clip_rho_threshold", rho, rho > 0.0, "must be > 0")?;
         check("vtrace_clip_c_threshold", c, c > 0.0, "must be > 0")?;
-        check_learning(self.lr, self.gamma, self.vf_loss_coeff, self.entropy_coeff, self.grad_clip, &self.restart)
+        self.actor_critic.validate()
     }
 }
 
@@ -183,18 +149,11 @@ impl ActorCriticLoss for ImpalaConfig {
     const NEEDS_NEXT_VALUES: bool = true;
 
     fn learner(&self) -> LearnerSettings {
-        LearnerSettings {
-            lr: self.lr,
-            num_sgd_iter: 1,
-            sgd_minibatch_size: None,
-            grad_clip: self.grad_clip,
-            seed: self.seed,
-            device: self.device,
-        }
+        LearnerSettings::new(&self.actor_critic, &self.learning, self.sampling.seed)
     }
 
     fn model(&self) -> &ModelConfig {
-        &self.model
+        &self.learning.model
     }
 
     /// Nothing: V-trace needs the learner's current weights.
@@ -202,12 +161,7 @@ impl ActorCriticLoss for ImpalaConfig {
         Ok(())
     }
 
-    fn loss<D: NetDevice>(
-        &self,
-        fwd: Forward<D>,
-        mb: &SampleBatch,
-        dev: &D,
-    ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
+    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
         let n = mb.len();
         let Forward { logp, entropy, values, next_values, rows } = fwd;
         let next_values = next_values.expect("NEEDS_NEXT_VALUES is set");
@@ -217,7 +171,7 @@ impl ActorCriticLoss for ImpalaConfig {
             &target_logp,
             &values.as_vec(),
             &next_values,
-            self.gamma,
+            self.learning.gamma,
             self.vtrace_clip_rho_threshold,
             self.vtrace_clip_c_threshold,
         )?;
@@ -230,20 +184,27 @@ impl ActorCriticLoss for ImpalaConfig {
         stats.set("entropy", entropy.as_vec()[0] as f64);
         let behaviour = mb.f32(fields::ACTION_LOGP)?;
         stats.set("mean_rho", rows.host_mean(target_logp.iter().zip(behaviour).map(|(t, b)| ((t - b) as f64).exp())));
-        Ok((policy_loss + vf_loss * self.vf_loss_coeff as f32 - entropy * self.entropy_coeff as f32, stats))
+        let w = &self.actor_critic;
+        Ok((policy_loss + vf_loss * w.vf_loss_coeff as f32 - entropy * w.entropy_coeff as f32, stats))
     }
 }
 
-/// How IMPALA-style configs sample and feed the learner.
-pub(crate) fn plan(cfg: &ImpalaConfig) -> SamplingSettings {
-    SamplingSettings {
-        num_workers: cfg.num_workers,
-        num_envs_per_worker: cfg.num_envs_per_worker,
-        sample_size: cfg.rollout_fragment_length * cfg.num_envs_per_worker,
-        observation_filter: ObservationFilter::NoFilter,
-        seed: cfg.seed,
-        restart: cfg.restart,
-        env_shards: cfg.env_shards,
+impl ImpalaConfig {
+    /// How the evaluators sample: one fragment of every env copy per batch.
+    pub(crate) fn sampling_settings(&self) -> SamplingSettings {
+        let size = self.rollout_fragment_length * self.sampling.num_envs_per_worker;
+        self.sampling.settings(size, ObservationFilter::NoFilter)
+    }
+
+    /// The asynchronous pipeline's settings.
+    pub(crate) fn optimizer(&self) -> AsyncSamplesConfig {
+        AsyncSamplesConfig {
+            train_batch_size: self.train_batch_size,
+            learner_queue_size: self.learner_queue_size,
+            broadcast_interval: self.broadcast_interval,
+            steps_per_iteration: self.timesteps_per_iteration,
+            num_aggregation_workers: self.num_aggregation_workers,
+        }
     }
 }
 
@@ -269,13 +230,6 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// or aggregation actor fails to start.
 pub async fn build(make_env: EnvMaker, cfg: ImpalaConfig) -> Result<Trainer, BuildError> {
-    let sampling = plan(&cfg);
-    let optimizer = AsyncSamplesConfig {
-        train_batch_size: cfg.train_batch_size,
-        learner_queue_size: cfg.learner_queue_size,
-        broadcast_interval: cfg.broadcast_interval,
-        steps_per_iteration: cfg.timesteps_per_iteration,
-        num_aggregation_workers: cfg.num_aggregation_workers,
-    };
+    let (sampling, optimizer) = (cfg.sampling_settings(), cfg.optimizer());
     build_async("IMPALA", make_env, cfg, sampling, optimizer).await
 }

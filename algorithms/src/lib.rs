@@ -39,6 +39,7 @@ pub mod policy_core;
 pub mod ppo;
 pub mod registry;
 pub mod sac;
+pub mod sections;
 pub mod td3;
 
 use rlx::config::ConfigError;

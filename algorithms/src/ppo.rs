@@ -27,45 +27,39 @@
 //! ratio was clipped), `grad_norm` (before clipping), `total_loss`,
 //! `vf_explained_var` (of the behaviour policy's value predictions).
 
-use crate::actor_critic::{self, column, ActorCriticLoss, Forward, LearnerSettings, Loss};
-use crate::device::DeviceSpec;
+use crate::actor_critic::{self, column, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
 use crate::device::NetDevice;
-use crate::execution::{
-    actor_critic_policies, check_learning, check_sync_sampling, multi_device_learner, spawn_evaluators,
-    SamplingSettings,
-};
+use crate::execution::{actor_critic_policies, multi_device_learner, spawn_evaluators};
 use crate::model::{ModelConfig, ModelSupport};
+use crate::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
 use async_trait::async_trait;
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
-use rlx::filter::ObservationFilter;
 use rlx::optimizer::{publish_round, sample_round, MultiDeviceLearner, OptimizerError, Plan, StepStats, TrainingStep};
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{
-    fields, EnvShards, Evaluators, LearnerStats, PolicyError, PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer,
-};
+use rlx::{fields, Evaluators, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
 
-/// PPO's configuration. Every key is optional in `--config`; unknown keys are
-/// errors.
+/// PPO's configuration: the sampling, batch, actor-critic and learning
+/// sections plus PPO's own keys. Every key is optional in `--config`;
+/// unknown keys are errors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct PpoConfig {
-    /// Evaluator actors sampling in parallel; 0 samples in the driver.
-    pub num_workers: usize,
-    /// Env copies stepped together by each evaluator.
-    pub num_envs_per_worker: usize,
-    /// Env steps per training iteration, split evenly across evaluators.
-    pub train_batch_size: usize,
+    /// Evaluators and their envs.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// The train batch, observation filter, stragglers.
+    #[serde(flatten)]
+    pub batch: SyncBatch,
     /// Rows per SGD minibatch.
     pub sgd_minibatch_size: usize,
     /// Epochs over each train batch.
     pub num_sgd_iter: usize,
-    /// Adam learning rate.
-    pub lr: f64,
-    /// Discount γ.
-    pub gamma: f64,
+    /// Learning rate and loss weights.
+    #[serde(flatten)]
+    pub actor_critic: ActorCriticLearner,
     /// GAE λ.
     pub lambda: f64,
     /// Clip range ε of the probability ratio.
@@ -73,135 +67,80 @@ pub struct PpoConfig {
     /// Clip range of the value update around the old prediction; `null`
     /// disables value clipping.
     pub vf_clip_param: Option<f64>,
-    /// Weight of the value loss.
-    pub vf_loss_coeff: f64,
-    /// Weight of the entropy bonus.
-    pub entropy_coeff: f64,
-    /// Maximum global gradient norm; `null` disables clipping.
-    pub grad_clip: Option<f64>,
-    /// `"NoFilter"` or `"MeanStdFilter"` (running observation normalization,
-    /// synchronized across evaluators each iteration).
-    pub observation_filter: ObservationFilter,
-    /// The network: hidden layers, convolutions, LSTM (RLlib's `model`
-    /// keys; see the book's "Models" page).
-    pub model: ModelConfig,
-    /// Keyword arguments for the env, e.g. `{"max_episode_steps": 1000}`
-    /// (see `rlx list` for each env's).
-    pub env_config: serde_json::Value,
-    /// Seed for network initialization, exploration and env resets.
-    pub seed: u64,
-    /// Where the policy's tensors live: `"cpu"`, or `"cuda"` / `"cuda:N"`
-    /// in a build with the `cuda` feature.
-    pub device: DeviceSpec,
+    /// γ, gradient clip, network, device.
+    #[serde(flatten)]
+    pub learning: Learning,
     /// Policy replicas the SGD runs on in parallel, each minibatch split
     /// across them with gradients averaged (the multi-device optimizer); on
     /// the CPU each replica is a thread, on CUDA devices `device`,
     /// `device + 1`, … 1 learns on the driver's policy alone.
     pub num_devices: usize,
-    /// How evaluator actors are restarted after a failure.
-    pub restart: RestartPolicy,
-    /// Splits each sampling evaluator's env copies over this many
-    /// supervised child actors that step them in parallel, for slow envs
-    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
-    /// `restart` is the shards' own restart policy. See the book's "Env
-    /// shards" section.
-    pub env_shards: EnvShards,
-    /// Straggler mitigation: learn once this fraction of the evaluators has
-    /// returned (the late batches are dropped and counted as
-    /// `straggler_batches_dropped`); 1.0 waits for all.
-    pub min_sample_fraction: f64,
 }
 
 impl Default for PpoConfig {
     fn default() -> Self {
         Self {
-            num_workers: 1,
-            num_envs_per_worker: 8,
-            train_batch_size: 1024,
+            sampling: Sampling { num_envs_per_worker: 8, ..Sampling::default() },
+            batch: SyncBatch { train_batch_size: 1024, ..SyncBatch::default() },
             sgd_minibatch_size: 256,
             num_sgd_iter: 10,
-            lr: 1e-3,
-            gamma: 0.99,
+            actor_critic: ActorCriticLearner::default(),
             lambda: 0.95,
             clip_param: 0.2,
             vf_clip_param: None,
-            vf_loss_coeff: 0.5,
-            entropy_coeff: 0.0,
-            grad_clip: Some(0.5),
-            observation_filter: ObservationFilter::NoFilter,
-            model: ModelConfig::default(),
-            env_config: serde_json::Value::Null,
-            seed: 0,
-            device: DeviceSpec::Cpu,
+            learning: Learning { grad_clip: Some(0.5), ..Learning::default() },
             num_devices: 1,
-            restart: RestartPolicy::default(),
-            env_shards: EnvShards::default(),
-            min_sample_fraction: 1.0,
         }
     }
 }
 
 impl Validate for PpoConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.device.check_available()?;
-        self.model.validate(ModelSupport { algorithm: "PPO", conv: true, lstm: true, custom: true })?;
-        check_sync_sampling(
-            self.num_envs_per_worker,
-            &self.env_shards,
-            self.train_batch_size,
-            self.min_sample_fraction,
-            self.observation_filter,
-        )?;
+        self.learning.validate(ModelSupport::all("PPO"))?;
+        self.sampling.validate()?;
+        self.batch.validate()?;
         let size = self.sgd_minibatch_size;
         check(
             "sgd_minibatch_size",
             size,
-            (1..=self.train_batch_size).contains(&size),
+            (1..=self.batch.train_batch_size).contains(&size),
             "must be in [1, train_batch_size]",
         )?;
         check("num_sgd_iter", self.num_sgd_iter, self.num_sgd_iter >= 1, "must be >= 1")?;
         let n = self.num_devices;
         check("num_devices", n, n >= 1 && n <= size, "must be in [1, sgd_minibatch_size]")?;
         // The devices split a minibatch by rows, which would cut sequences.
-        check("num_devices", n, n == 1 || !self.model.use_lstm, "must be 1 with model.use_lstm")?;
+        check("num_devices", n, n == 1 || !self.learning.model.use_lstm, "must be 1 with model.use_lstm")?;
         check("lambda", self.lambda, (0.0..=1.0).contains(&self.lambda), "must be in [0, 1]")?;
         check("clip_param", self.clip_param, self.clip_param > 0.0, "must be > 0")?;
         if let Some(c) = self.vf_clip_param {
             check("vf_clip_param", c, c > 0.0, "must be > 0 or null")?;
         }
-        check_learning(self.lr, self.gamma, self.vf_loss_coeff, self.entropy_coeff, self.grad_clip, &self.restart)
+        self.actor_critic.validate()
     }
 }
 
 impl ActorCriticLoss for PpoConfig {
     fn learner(&self) -> LearnerSettings {
         LearnerSettings {
-            lr: self.lr,
             num_sgd_iter: self.num_sgd_iter,
             sgd_minibatch_size: Some(self.sgd_minibatch_size),
-            grad_clip: self.grad_clip,
-            seed: self.seed,
-            device: self.device,
+            ..LearnerSettings::new(&self.actor_critic, &self.learning, self.sampling.seed)
         }
     }
 
     fn model(&self) -> &ModelConfig {
-        &self.model
+        &self.learning.model
     }
 
     /// GAE(γ, λ) advantages and value targets.
     fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
-        let estimator = AdvantageEstimator::Gae { gamma: self.gamma as f32, lambda: self.lambda as f32 };
+        let estimator = AdvantageEstimator::Gae { gamma: self.learning.gamma as f32, lambda: self.lambda as f32 };
         Ok(compute_advantages(traj, bootstrap, estimator)?)
     }
 
     /// The clipped surrogate objective with value loss and entropy bonus.
-    fn loss<D: NetDevice>(
-        &self,
-        fwd: Forward<D>,
-        mb: &SampleBatch,
-        dev: &D,
-    ) -> Result<(Loss<D>, LearnerStats), PolicyError> {
+    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
         let (old_logp, advantages) = (column(dev, mb, fields::ACTION_LOGP)?, column(dev, mb, fields::ADVANTAGES)?);
         let (old_values, value_targets) = (column(dev, mb, fields::VF_PREDS)?, column(dev, mb, fields::VALUE_TARGETS)?);
         let Forward { logp, entropy, values, rows, .. } = fwd;
@@ -238,7 +177,8 @@ impl ActorCriticLoss for PpoConfig {
         stats.set("kl", rows.host_mean(logratio_values.iter().map(|&lr| (lr.exp() - 1.0 - lr) as f64)));
         let clipped = logratio_values.iter().map(|&lr| if (lr.exp() - 1.0).abs() > eps { 1.0 } else { 0.0 });
         stats.set("clip_frac", rows.host_mean(clipped));
-        let total = policy_loss + vf_loss * self.vf_loss_coeff as f32 - entropy * self.entropy_coeff as f32;
+        let total = policy_loss + vf_loss * self.actor_critic.vf_loss_coeff as f32
+            - entropy * self.actor_critic.entropy_coeff as f32;
         Ok((total, stats))
     }
 }
@@ -262,18 +202,10 @@ pub fn make_policy(
 /// If the env cannot be built or has unsupported spaces, a device cannot be
 /// opened, or an evaluator fails to start.
 pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildError> {
-    let sampling = SamplingSettings::synchronous(
-        cfg.num_workers,
-        cfg.num_envs_per_worker,
-        cfg.train_batch_size,
-        cfg.observation_filter,
-        cfg.seed,
-        cfg.restart,
-    )
-    .with_env_shards(cfg.env_shards);
+    let sampling = cfg.batch.settings(&cfg.sampling);
     let evaluators = spawn_evaluators(make_env, actor_critic_policies("PPO", cfg.clone()), sampling).await?;
     let devices = multi_device_learner("PPO", &cfg, &evaluators, cfg.num_devices)?;
-    let step = PpoStep { min_sample_fraction: cfg.min_sample_fraction, devices };
+    let step = PpoStep { min_sample_fraction: cfg.batch.min_sample_fraction, devices };
     Ok(Trainer::new(Box::new(Plan::new(evaluators, step))))
 }
 
@@ -360,7 +292,12 @@ mod tests {
         let mb = minibatch(a.as_mut());
         let (g, _) = a.compute_gradients(&mb).unwrap();
         b.apply_gradients(&g).unwrap();
-        let full = PpoConfig { num_sgd_iter: 1, sgd_minibatch_size: 8, train_batch_size: 8, ..PpoConfig::default() };
+        let full = PpoConfig {
+            num_sgd_iter: 1,
+            sgd_minibatch_size: 8,
+            batch: SyncBatch { train_batch_size: 8, ..SyncBatch::default() },
+            ..PpoConfig::default()
+        };
         let mut c =
             make_policy(&full, &Space::uniform_box(-1.0, 1.0, vec![4]).unwrap(), &Space::discrete(2), 0).unwrap();
         c.learn_on_batch(&mb).unwrap();

@@ -6,9 +6,9 @@
 //! writing its file (config, policy, loss, training step) and one entry
 //! below.
 
+use crate::sections::key_docs;
 use crate::{a2c, a3c, actor_critic, apex, appo, ars, ddpg, dqn, es, impala, pbt, pg, ppo, sac, td3};
 use crate::{BuildError, EnvMaker};
-use documented::DocumentedFields;
 use futures::future::BoxFuture;
 use rlx::config::{closest_n, merge_json, Validate};
 use rlx::{PolicyGraph, Space, Trainer};
@@ -70,7 +70,7 @@ pub fn names() -> String {
 static A2C: Entry<a2c::A2cConfig> = Entry {
     name: "A2C",
     about: "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch",
-    docs: docs::<a2c::A2cConfig>,
+    docs: key_docs::<a2c::A2cConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("A2C", c, o, a, seed),
     build: |env, c| Box::pin(a2c::build(env, c)),
     resolve: None,
@@ -80,7 +80,7 @@ static A3C: Entry<a3c::A3cConfig> = Entry {
     name: "A3C",
     about: "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients",
     // A3C's config is A2C's.
-    docs: docs::<a2c::A2cConfig>,
+    docs: key_docs::<a2c::A2cConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("A3C", &c.0, o, a, seed),
     build: |env, c| Box::pin(a3c::build(env, c)),
     resolve: None,
@@ -89,7 +89,7 @@ static A3C: Entry<a3c::A3cConfig> = Entry {
 static APEX: Entry<apex::ApexConfig> = Entry {
     name: "APEX",
     about: "Ape-X DQN (Horgan et al. 2018): per-evaluator ε, supervised replay shards, a learner thread",
-    docs: docs::<apex::ApexConfig>,
+    docs: key_docs::<apex::ApexConfig>,
     make_policy: |c, o, a, seed| apex::make_policy(c, o, a, seed, 0),
     build: |env, c| Box::pin(apex::build(env, c)),
     resolve: None,
@@ -98,7 +98,7 @@ static APEX: Entry<apex::ApexConfig> = Entry {
 static APPO: Entry<appo::AppoConfig> = Entry {
     name: "APPO",
     about: "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective",
-    docs: docs::<appo::AppoConfig>,
+    docs: key_docs::<appo::AppoConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("APPO", c, o, a, seed),
     build: |env, c| Box::pin(appo::build(env, c)),
     resolve: None,
@@ -107,7 +107,7 @@ static APPO: Entry<appo::AppoConfig> = Entry {
 static ARS: Entry<ars::ArsConfig> = Entry {
     name: "ARS",
     about: "augmented random search (Mania et al. 2018): linear policy, top-b directions, reward-std scaling",
-    docs: docs::<ars::ArsConfig>,
+    docs: key_docs::<ars::ArsConfig>,
     make_policy: ars::make_policy,
     build: |env, c| Box::pin(ars::build(env, c)),
     resolve: None,
@@ -116,7 +116,7 @@ static ARS: Entry<ars::ArsConfig> = Entry {
 static DDPG: Entry<ddpg::DdpgConfig> = Entry {
     name: "DDPG",
     about: "deep deterministic policy gradient (Lillicrap et al. 2016) for continuous actions, replay, target networks",
-    docs: docs::<ddpg::DdpgConfig>,
+    docs: key_docs::<ddpg::DdpgConfig>,
     make_policy: ddpg::make_policy,
     build: |env, c| Box::pin(ddpg::build(env, c)),
     resolve: None,
@@ -125,7 +125,7 @@ static DDPG: Entry<ddpg::DdpgConfig> = Entry {
 static DQN: Entry<dqn::DqnConfig> = Entry {
     name: "DQN",
     about: "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay",
-    docs: docs::<dqn::DqnConfig>,
+    docs: key_docs::<dqn::DqnConfig>,
     make_policy: dqn::make_policy,
     build: |env, c| Box::pin(dqn::build(env, c)),
     resolve: None,
@@ -134,7 +134,7 @@ static DQN: Entry<dqn::DqnConfig> = Entry {
 static ES: Entry<es::EsConfig> = Entry {
     name: "ES",
     about: "evolution strategies (Salimans et al. 2017): antithetic perturbations, centered ranks, shared noise table",
-    docs: docs::<es::EsConfig>,
+    docs: key_docs::<es::EsConfig>,
     make_policy: es::make_policy,
     build: |env, c| Box::pin(es::build(env, c)),
     resolve: None,
@@ -143,7 +143,7 @@ static ES: Entry<es::EsConfig> = Entry {
 static IMPALA: Entry<impala::ImpalaConfig> = Entry {
     name: "IMPALA",
     about: "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace",
-    docs: docs::<impala::ImpalaConfig>,
+    docs: key_docs::<impala::ImpalaConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("IMPALA", c, o, a, seed),
     build: |env, c| Box::pin(impala::build(env, c)),
     resolve: None,
@@ -152,7 +152,7 @@ static IMPALA: Entry<impala::ImpalaConfig> = Entry {
 static PBT: Entry<pbt::PbtConfig> = Entry {
     name: "PBT",
     about: "population-based training (Jaderberg et al. 2017): members of another algorithm exploit and explore hyperparameters",
-    docs: docs::<pbt::PbtConfig>,
+    docs: key_docs::<pbt::PbtConfig>,
     make_policy: pbt::make_policy,
     build: |env, c| Box::pin(pbt::build(env, c)),
     // The member algorithm's default mutations written out.
@@ -162,7 +162,7 @@ static PBT: Entry<pbt::PbtConfig> = Entry {
 static PG: Entry<pg::PgConfig> = Entry {
     name: "PG",
     about: "REINFORCE with a learned baseline (Williams 1992), synchronous sampling",
-    docs: docs::<pg::PgConfig>,
+    docs: key_docs::<pg::PgConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("PG", c, o, a, seed),
     build: |env, c| Box::pin(pg::build(env, c)),
     resolve: None,
@@ -171,7 +171,7 @@ static PG: Entry<pg::PgConfig> = Entry {
 static PPO: Entry<ppo::PpoConfig> = Entry {
     name: "PPO",
     about: "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs",
-    docs: docs::<ppo::PpoConfig>,
+    docs: key_docs::<ppo::PpoConfig>,
     make_policy: ppo::make_policy,
     build: |env, c| Box::pin(ppo::build(env, c)),
     resolve: None,
@@ -181,7 +181,7 @@ static SAC: Entry<sac::SacConfig> = Entry {
     name: "SAC",
     about:
         "soft actor-critic (Haarnoja et al. 2018): squashed Gaussian actor, twin critics, learned entropy temperature",
-    docs: docs::<sac::SacConfig>,
+    docs: key_docs::<sac::SacConfig>,
     make_policy: sac::make_policy,
     build: |env, c| Box::pin(sac::build(env, c)),
     resolve: None,
@@ -191,7 +191,7 @@ static TD3: Entry<td3::Td3Config> = Entry {
     name: "TD3",
     about: "twin delayed DDPG (Fujimoto et al. 2018): clipped double Q, delayed actor updates, target smoothing",
     // TD3's config is DDPG's.
-    docs: docs::<ddpg::DdpgConfig>,
+    docs: key_docs::<ddpg::DdpgConfig>,
     make_policy: td3::make_policy,
     build: |env, c| Box::pin(td3::build(env, c)),
     resolve: None,
@@ -256,10 +256,6 @@ impl<C: Default + Serialize + DeserializeOwned + Validate> Algorithm for Entry<C
         let build = (self.build)(make_env, cfg);
         Box::pin(async move { Ok((build.await?, resolved)) })
     }
-}
-
-fn docs<C: DocumentedFields>() -> Vec<(&'static str, &'static str)> {
-    C::FIELD_NAMES.iter().copied().zip(C::FIELD_DOCS.iter().copied()).collect()
 }
 
 #[cfg(test)]

@@ -40,21 +40,20 @@
 //! clipping), `num_updates` and `replay_buffer_size`.
 
 use crate::continuous::{
-    bellman_targets, check_replay, continuous_spaces, critic_gradient, critic_input, critic_input_taped, min_q,
-    random_steps_per_evaluator, replay_trainer, ActionBounds, Critic, ReplaySettings,
+    self, bellman_targets, critic_gradient, critic_input, critic_input_taped, min_q, replay_trainer, ActionBounds,
+    ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
 };
-use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
+use crate::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
 use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::sections::{Learning, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::postprocessing::n_step_returns;
-use rlx::{
-    fields, EnvShards, LearnerStats, PolicyError, PolicyGraph, PolicyInput, RestartPolicy, SampleBatch, Space, Trainer,
-};
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// The log standard deviation is squashed into `[LOG_STD_MIN, LOG_STD_MAX]`.
@@ -62,43 +61,23 @@ pub const LOG_STD_MIN: f32 = -5.0;
 /// See [`LOG_STD_MIN`].
 pub const LOG_STD_MAX: f32 = 2.0;
 
-/// SAC's configuration. Every key is optional in `--config`; unknown keys
-/// are errors.
+/// SAC's configuration: the sampling, replay and learning sections, the
+/// keys DDPG, TD3 and SAC share, and the entropy temperature's. Every key
+/// is optional in `--config`; unknown keys are errors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct SacConfig {
-    /// Evaluator actors sampling in parallel; 0 samples in the driver.
-    pub num_workers: usize,
-    /// Env copies stepped together by each evaluator.
-    pub num_envs_per_worker: usize,
-    /// Env steps each evaluator samples per round, between learning steps.
-    pub rollout_fragment_length: usize,
-    /// Env steps sampled per training iteration (one line of results).
-    pub timesteps_per_iteration: usize,
-    /// Transitions the replay buffer holds.
-    pub buffer_size: usize,
-    /// Transitions stored before learning starts.
-    pub learning_starts: usize,
-    /// Env steps (all evaluators together) of uniformly random actions at
-    /// the start, before the actor acts.
-    pub random_timesteps: u64,
-    /// Rows per replayed minibatch.
-    pub train_batch_size: usize,
-    /// Replayed rows trained on per sampled env step; `null` is
-    /// `train_batch_size`: one update per env step.
-    pub training_intensity: Option<f64>,
-    /// Adam learning rate of the actor.
-    pub actor_lr: f64,
-    /// Adam learning rate of the critics.
-    pub critic_lr: f64,
+    /// Evaluators and their envs.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// Fragments, buffer, minibatches, n-step returns.
+    #[serde(flatten)]
+    pub replay: Replay,
+    /// Random warm-up, learning rates, Polyak averaging (of the critics).
+    #[serde(flatten)]
+    pub continuous: ContinuousLearning,
     /// Adam learning rate of `log α`.
     pub alpha_lr: f64,
-    /// Discount γ.
-    pub gamma: f64,
-    /// Polyak coefficient τ of the target critics: `θ' ← τ θ + (1 − τ) θ'`.
-    pub tau: f64,
-    /// Rewards summed into each transition's return before bootstrapping.
-    pub n_step: usize,
     /// The entropy temperature α at the start (fixed if `tune_alpha` is
     /// false).
     pub initial_alpha: f64,
@@ -106,99 +85,40 @@ pub struct SacConfig {
     pub tune_alpha: bool,
     /// The entropy α is tuned towards; `null` is `−(action dimensions)`.
     pub target_entropy: Option<f64>,
-    /// Maximum global gradient norm of each network; `null` disables
-    /// clipping.
-    pub grad_clip: Option<f64>,
-    /// The actor's and the critics' hidden layers (`fcnet_hiddens`,
-    /// `fcnet_activation`; `relu` by default, as in the paper).
-    pub model: ModelConfig,
-    /// Keyword arguments for the env (see `rlx list`).
-    pub env_config: serde_json::Value,
-    /// Seed for network initialization, exploration, replay and env resets.
-    pub seed: u64,
-    /// Where the networks live: `"cpu"`, or `"cuda"` / `"cuda:N"` in a
-    /// build with the `cuda` feature.
-    pub device: DeviceSpec,
-    /// How evaluator actors are restarted after a failure.
-    pub restart: RestartPolicy,
-    /// Splits each sampling evaluator's env copies over this many
-    /// supervised child actors that step them in parallel, for slow envs
-    /// (`{"num_shards": 0}`, the default, steps them in the evaluator);
-    /// `restart` is the shards' own restart policy. See the book's "Env
-    /// shards" section.
-    pub env_shards: EnvShards,
+    /// γ, gradient clip (of each network), the actor's and the critics'
+    /// hidden layers, device.
+    #[serde(flatten)]
+    pub learning: Learning,
 }
 
 impl Default for SacConfig {
     fn default() -> Self {
         Self {
-            num_workers: 0,
-            num_envs_per_worker: 1,
-            rollout_fragment_length: 1,
-            timesteps_per_iteration: 1000,
-            buffer_size: 100_000,
-            learning_starts: 1000,
-            random_timesteps: 1000,
-            train_batch_size: 256,
-            training_intensity: None,
-            actor_lr: 1e-3,
-            critic_lr: 1e-3,
+            sampling: Sampling { num_workers: 0, ..Sampling::default() },
+            replay: Replay { buffer_size: 100_000, train_batch_size: 256, ..Replay::default() },
+            continuous: ContinuousLearning::default(),
             alpha_lr: 1e-3,
-            gamma: 0.99,
-            tau: 0.005,
-            n_step: 1,
             initial_alpha: 1.0,
             tune_alpha: true,
             target_entropy: None,
-            grad_clip: None,
-            model: ModelConfig::relu(),
-            env_config: serde_json::Value::Null,
-            seed: 0,
-            device: DeviceSpec::Cpu,
-            restart: RestartPolicy::default(),
-            env_shards: EnvShards::default(),
+            learning: Learning { model: ModelConfig::relu(), ..Learning::default() },
         }
     }
 }
 
 impl Validate for SacConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.device.check_available()?;
-        self.model.validate(ModelSupport { algorithm: "SAC", conv: false, lstm: false, custom: false })?;
-        check_replay(&ReplaySettings::from(self))?;
-        for (key, lr) in [("actor_lr", self.actor_lr), ("critic_lr", self.critic_lr), ("alpha_lr", self.alpha_lr)] {
-            check(key, lr, lr > 0.0 && lr.is_finite(), "must be > 0")?;
-        }
-        check("gamma", self.gamma, (0.0..=1.0).contains(&self.gamma), "must be in [0, 1]")?;
-        check("tau", self.tau, self.tau > 0.0 && self.tau <= 1.0, "must be in (0, 1]")?;
+        self.learning.validate(ModelSupport::mlp("SAC"))?;
+        self.sampling.validate()?;
+        self.replay.validate()?;
+        self.continuous.validate()?;
+        check("alpha_lr", self.alpha_lr, self.alpha_lr > 0.0 && self.alpha_lr.is_finite(), "must be > 0")?;
         let a = self.initial_alpha;
         check("initial_alpha", a, a > 0.0 && a.is_finite(), "must be > 0")?;
         if let Some(h) = self.target_entropy {
             check("target_entropy", h, h.is_finite(), "must be a finite number or null")?;
         }
-        if let Some(c) = self.grad_clip {
-            check("grad_clip", c, c > 0.0, "must be > 0 or null")?;
-        }
-        self.restart.validate("restart")
-    }
-}
-
-impl From<&SacConfig> for ReplaySettings {
-    fn from(c: &SacConfig) -> Self {
-        Self {
-            num_workers: c.num_workers,
-            num_envs_per_worker: c.num_envs_per_worker,
-            rollout_fragment_length: c.rollout_fragment_length,
-            timesteps_per_iteration: c.timesteps_per_iteration,
-            buffer_size: c.buffer_size,
-            learning_starts: c.learning_starts,
-            train_batch_size: c.train_batch_size,
-            training_intensity: c.training_intensity,
-            n_step: c.n_step,
-            seed: c.seed,
-            restart: c.restart,
-            env_shards: c.env_shards,
-        }
+        Ok(())
     }
 }
 
@@ -379,7 +299,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
 
     /// n-step returns and each row's bootstrap discount.
     fn postprocess(&mut self, _core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
-        Ok(n_step_returns(traj, self.cfg.n_step, self.cfg.gamma as f32)?)
+        Ok(n_step_returns(traj, self.cfg.replay.n_step, self.cfg.learning.gamma as f32)?)
     }
 
     /// The gradients of the actor, the critics and `log α`, in the weights'
@@ -420,7 +340,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
             core.step(ALPHA, &mut grad[range])?;
         }
         let params = core.params.clone();
-        core.target.as_mut().expect("SAC keeps target critics").soft_update(&params, self.cfg.tau as f32);
+        core.target.as_mut().expect("SAC keeps target critics").soft_update(&params, self.cfg.continuous.tau as f32);
         Ok(())
     }
 
@@ -444,60 +364,52 @@ pub fn make_policy(
     action_space: &Space,
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    let (input, bounds) = continuous_spaces("SAC", observation_space, action_space)?;
-    let build = Build { cfg, obs: observation_space, act: action_space, input, bounds, rng_seed };
-    on_device(cfg.device, cfg.seed, build)
+    continuous::make_policy(cfg, observation_space, action_space, rng_seed)
 }
 
-struct Build<'a> {
-    cfg: &'a SacConfig,
-    obs: &'a Space,
-    act: &'a Space,
-    input: Input,
-    bounds: ActionBounds,
-    rng_seed: u64,
-}
+impl ContinuousPolicy for SacConfig {
+    const NAME: &'static str = "SAC";
 
-impl OnDevice for Build<'_> {
-    type Output = Box<dyn PolicyGraph>;
+    fn sections(&self) -> (&Sampling, &Learning) {
+        (&self.sampling, &self.learning)
+    }
 
-    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
-        Ok(Box::new(self.policy(dev)?))
+    fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
+        Ok(Box::new(policy(b, dev)?))
     }
 }
 
-impl Build<'_> {
-    fn policy<D: NetDevice>(self, dev: D) -> Result<CorePolicy<Sac, D>, BuildError> {
-        let (cfg, model) = (self.cfg, &self.cfg.model);
-        let (f, a) = (self.input.features(), self.bounds.dim());
-        let mut p = Params::new(dev);
-        let start = p.next_id();
-        let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
-        let mean = Linear::new(&mut p, "actor.mean", mlp.features(), a);
-        let log_std = Linear::new(&mut p, "actor.log_std", mlp.features(), a);
-        let critics_start = p.next_id();
-        let critics = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model)).collect();
-        let alpha_start = p.next_id();
-        let log_alpha = p.constant("log_alpha", &[1], &[(cfg.initial_alpha as f32).ln()]);
-        let ranges =
-            (p.range(start, critics_start), p.range(critics_start, alpha_start), p.range(alpha_start, p.next_id()));
-        let mut core = PolicyCore::new(p, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
-        core.add_optimizer(ranges.0, cfg.actor_lr, 1e-8, cfg.grad_clip);
-        core.add_optimizer(ranges.1, cfg.critic_lr, 1e-8, cfg.grad_clip);
-        core.add_optimizer(ranges.2, cfg.alpha_lr, 1e-8, None);
-        let sac = Sac {
-            target_entropy: cfg.target_entropy.map_or(-(a as f32), |h| h as f32),
-            random_steps: random_steps_per_evaluator(cfg.random_timesteps, cfg.num_workers),
-            cfg: cfg.clone(),
-            input: self.input,
-            bounds: self.bounds,
-            actor: Actor { mlp, mean, log_std },
-            critics,
-            log_alpha,
-            steps_explored: 0,
-        };
-        Ok(CorePolicy::new(core, sac))
-    }
+/// The policy's networks and optimizers on `dev`.
+fn policy<D: NetDevice>(b: ContinuousBuild<'_, SacConfig>, dev: D) -> Result<CorePolicy<Sac, D>, BuildError> {
+    let (cfg, model) = (b.cfg, &b.cfg.learning.model);
+    let (f, a) = (b.input.features(), b.bounds.dim());
+    let mut p = Params::new(dev);
+    let start = p.next_id();
+    let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
+    let mean = Linear::new(&mut p, "actor.mean", mlp.features(), a);
+    let log_std = Linear::new(&mut p, "actor.log_std", mlp.features(), a);
+    let critics_start = p.next_id();
+    let critics = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model)).collect();
+    let alpha_start = p.next_id();
+    let log_alpha = p.constant("log_alpha", &[1], &[(cfg.initial_alpha as f32).ln()]);
+    let ranges =
+        (p.range(start, critics_start), p.range(critics_start, alpha_start), p.range(alpha_start, p.next_id()));
+    let mut core = PolicyCore::new(p, b.obs.clone(), b.act.clone(), b.rng_seed).with_target();
+    core.add_optimizer(ranges.0, cfg.continuous.actor_lr, 1e-8, cfg.learning.grad_clip);
+    core.add_optimizer(ranges.1, cfg.continuous.critic_lr, 1e-8, cfg.learning.grad_clip);
+    core.add_optimizer(ranges.2, cfg.alpha_lr, 1e-8, None);
+    let sac = Sac {
+        target_entropy: cfg.target_entropy.map_or(-(a as f32), |h| h as f32),
+        random_steps: cfg.continuous.random_steps_per_evaluator(&cfg.sampling),
+        cfg: cfg.clone(),
+        input: b.input,
+        bounds: b.bounds,
+        actor: Actor { mlp, mean, log_std },
+        critics,
+        log_alpha,
+        steps_explored: 0,
+    };
+    Ok(CorePolicy::new(core, sac))
 }
 
 /// The execution plan: evaluators from `make_env` sampling
@@ -508,7 +420,7 @@ impl Build<'_> {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: SacConfig) -> Result<Trainer, BuildError> {
-    replay_trainer(make_env, cfg, make_policy).await
+    replay_trainer(make_env, (&cfg.sampling.clone(), &cfg.replay.clone()), cfg, make_policy).await
 }
 
 #[cfg(test)]
@@ -520,9 +432,9 @@ mod tests {
 
     fn policy_with(cfg: SacConfig, rng_seed: u64) -> Policy {
         let (o, a) = spaces();
-        let (input, bounds) = continuous_spaces("SAC", &o, &a).unwrap();
-        let dev = Cpu::seed_from_u64(cfg.seed);
-        Build { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed }.policy(dev).unwrap()
+        let (input, bounds) = continuous::continuous_spaces("SAC", &o, &a).unwrap();
+        let dev = Cpu::seed_from_u64(cfg.sampling.seed);
+        super::policy(ContinuousBuild { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed }, dev).unwrap()
     }
 
     fn policy(cfg: SacConfig) -> Policy {
@@ -622,7 +534,15 @@ mod tests {
 
     #[test]
     fn learning_lowers_the_actor_loss_and_moves_targets_by_tau() {
-        let mut p = policy(SacConfig { actor_lr: 1e-2, critic_lr: 1e-2, tau: 0.1, ..SacConfig::default() });
+        let mut p = policy(SacConfig {
+            continuous: ContinuousLearning {
+                actor_lr: 1e-2,
+                critic_lr: 1e-2,
+                tau: 0.1,
+                ..ContinuousLearning::default()
+            },
+            ..SacConfig::default()
+        });
         let b = batch();
         let target0 = critics(&p).1;
         let first = p.learn_on_batch(&b).unwrap();
@@ -662,7 +582,10 @@ mod tests {
 
     #[test]
     fn acting_stays_in_bounds_and_bad_configs_name_the_key() {
-        let mut p = policy(SacConfig { random_timesteps: 0, ..SacConfig::default() });
+        let mut p = policy(SacConfig {
+            continuous: ContinuousLearning { random_timesteps: 0, ..ContinuousLearning::default() },
+            ..SacConfig::default()
+        });
         let obs = vec![0.1f32; 3 * 20];
         let mut out = SampleBatch::new();
         p.compute_actions(&obs, false, &mut out).unwrap();

@@ -77,7 +77,7 @@ mod tests {
         let json = serde_json::to_value(&cfg).unwrap();
         assert_eq!(json["policy_delay"], 2, "DDPG's keys at the top level");
         let merged: Td3Config = rlx::config::merge_json(&cfg, &serde_json::json!({"tau": 0.01})).unwrap();
-        assert_eq!(merged.0.tau, 0.01);
+        assert_eq!(merged.0.continuous.tau, 0.01);
         assert!(merged.0.twin_q, "TD3's defaults stay under an override");
         let err = rlx::config::merge_json(&cfg, &serde_json::json!({"policy_dealy": 3})).unwrap_err();
         assert!(err.to_string().contains("policy_delay"), "{err}");

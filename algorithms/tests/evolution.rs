@@ -6,6 +6,7 @@ mod common;
 use common::greedy_return;
 use rlx::optimizer::PolicyOptimizer;
 use rlx_algorithms::es::{self, EsConfig};
+use rlx_algorithms::evolution::Perturbations;
 use rlx_algorithms::{build_trainer, env_maker};
 use serde_json::{json, Value};
 
@@ -75,14 +76,15 @@ async fn es_run(
     iterations: usize,
     kill: Option<usize>,
 ) -> (Vec<f32>, Vec<u8>, f64) {
-    let cfg = EsConfig {
+    let perturbations = Perturbations {
         num_workers,
         num_children_per_worker: children,
         num_perturbations: 10,
         noise_size: 100_000,
         seed: 3,
-        ..EsConfig::default()
+        ..Perturbations::default()
     };
+    let cfg = EsConfig { perturbations, ..EsConfig::default() };
     let mut optimizer = es::optimizer(env_maker("CartPole-v1", &Value::Null).unwrap(), cfg).await.unwrap();
     let mut restarts = 0.0;
     for i in 0..iterations {

@@ -16,7 +16,8 @@ const THRESHOLD: f64 = 150.0;
 fn two_policies_learn_multi_agent_cartpole() {
     let env = rlx_envs::multi_agent_cartpole(2);
     let (obs_space, act_space) = (env.observation_space(0).clone(), env.action_space(0).clone());
-    let cfg = PpoConfig { seed: 5, ..PpoConfig::default() };
+    let mut cfg = PpoConfig::default();
+    cfg.sampling.seed = 5;
     let mut policies: BTreeMap<String, Box<dyn PolicyGraph>> = BTreeMap::new();
     for (i, pid) in ["p0", "p1"].iter().enumerate() {
         policies.insert(pid.to_string(), make_policy(&cfg, &obs_space, &act_space, 100 + i as u64).unwrap());

@@ -11,19 +11,20 @@ use rlx::filter::RunningStat;
 use rlx::optimizer::PolicyOptimizer;
 use rlx_algorithms::env_maker;
 use rlx_algorithms::es::{self, EsConfig};
-use rlx_algorithms::evolution::{EvalRequest, FlatPolicy, NoiseTable, Perturber, PerturberSpec, Task};
+use rlx_algorithms::evolution::{EvalRequest, FlatPolicy, NoiseTable, Perturbations, Perturber, PerturberSpec, Task};
 use serde_json::Value;
 
 const PERTURBATIONS: usize = 32;
 
 fn config(workers: usize, children: usize) -> EsConfig {
-    EsConfig {
+    let perturbations = Perturbations {
         num_workers: workers,
         num_children_per_worker: children,
         num_perturbations: PERTURBATIONS,
         noise_size: 1_000_000,
-        ..EsConfig::default()
-    }
+        ..Perturbations::default()
+    };
+    EsConfig { perturbations, ..EsConfig::default() }
 }
 
 fn evaluations(c: &mut Criterion) {
@@ -48,9 +49,15 @@ fn wire_bytes(_: &mut Criterion) {
     let make_env = env_maker("Pendulum-v1", &Value::Null).expect("env");
     let env = make_env().expect("env");
     let cfg = EsConfig::default();
-    let policy = FlatPolicy::new(env.observation_space(), env.action_space(), &cfg.model, true, 0).expect("policy");
-    let spec =
-        PerturberSpec { make_env, model: cfg.model.clone(), normalize: true, noise_seed: 1, noise_size: 100_000 };
+    let policy = FlatPolicy::new(env.observation_space(), env.action_space(), &cfg.perturbations.model, true, 0)
+        .expect("policy");
+    let spec = PerturberSpec {
+        make_env,
+        model: cfg.perturbations.model.clone(),
+        normalize: true,
+        noise_seed: 1,
+        noise_size: 100_000,
+    };
     let mut perturber = Perturber::new(&spec).expect("perturber");
     let weights = rlx::PolicyGraph::get_weights(&policy);
     let request = EvalRequest { weights: weights.clone(), obs_stat: RunningStat::new(3), noise_stdev: 0.02 };

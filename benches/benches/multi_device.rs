@@ -10,13 +10,21 @@ use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner};
 use rlx::{fields, PolicyEvaluator, PolicyGraph, SampleBatch, Space, VectorEnv};
 use rlx_algorithms::model::ModelConfig;
 use rlx_algorithms::ppo::{self, PpoConfig};
+use rlx_algorithms::sections::{Learning, SyncBatch};
 
 const ROWS: usize = 8192;
 const MINIBATCH: usize = 512;
 
 fn config(width: usize) -> PpoConfig {
     let model = ModelConfig { fcnet_hiddens: vec![width, width], ..ModelConfig::default() };
-    PpoConfig { num_sgd_iter: 1, sgd_minibatch_size: MINIBATCH, train_batch_size: ROWS, model, ..PpoConfig::default() }
+    let d = PpoConfig::default();
+    PpoConfig {
+        num_sgd_iter: 1,
+        sgd_minibatch_size: MINIBATCH,
+        batch: SyncBatch { train_batch_size: ROWS, ..d.batch },
+        learning: Learning { model, ..d.learning },
+        ..d
+    }
 }
 
 fn spaces() -> (Space, Space) {

@@ -1,8 +1,10 @@
 //! Typed configuration: JSON overrides merged over a config struct's
 //! defaults, with errors that name the key.
 //!
-//! Every config in rlx is a plain struct with `#[serde(deny_unknown_fields)]`
-//! and documented defaults. [`merge_json`] overlays a user's JSON object on
+//! Every config in rlx is a plain struct with documented defaults, either
+//! with `#[serde(deny_unknown_fields)]` or made of `#[serde(flatten)]`
+//! sections (whose keys [`merge_json`] checks itself, as serde cannot
+//! deny unknown keys through a flatten). [`merge_json`] overlays a user's JSON object on
 //! the defaults and reports an unknown key together with the closest valid
 //! one, a wrong type with the key's path, and (through [`Validate`]) an
 //! out-of-range value with the allowed range. Nothing is silently rewritten.
@@ -89,8 +91,9 @@ where
         Value::Null => return Ok(reparse(defaults)?),
         other => return Err(ConfigError::Malformed(format!("config must be a JSON object, got {other}"))),
     };
-    let mut merged = serde_json::to_value(defaults).map_err(|e| ConfigError::Malformed(e.to_string()))?;
-    let valid = field_names::<T>();
+    let defaults = serde_json::to_value(defaults).map_err(|e| ConfigError::Malformed(e.to_string()))?;
+    let mut merged = defaults.clone();
+    let valid = valid_keys::<T>(&defaults);
     let obj = merged.as_object_mut().expect("configs serialize to JSON objects");
     for (key, value) in overrides {
         if !valid.is_empty() && !valid.iter().any(|v| v == key) {
@@ -103,9 +106,73 @@ where
             }
         }
     }
-    let cfg: T = serde_path_to_error::deserialize(merged).map_err(path_error)?;
+    let cfg: T = match serde_path_to_error::deserialize(merged) {
+        Ok(cfg) => cfg,
+        Err(e) => return Err(bad_key::<T>(&defaults, overrides).unwrap_or_else(|| path_error(e))),
+    };
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// The keys a config accepts: its struct's fields, or, for a config made
+/// of `#[serde(flatten)]` sections (which serde reads as a map, so the
+/// fields cannot be asked for), the keys its defaults serialize to: every
+/// field serializes.
+fn valid_keys<T: DeserializeOwned>(defaults: &Value) -> Vec<String> {
+    let fields = field_names::<T>();
+    if !fields.is_empty() {
+        return fields;
+    }
+    defaults.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// The first override that fails to parse on its own over the defaults,
+/// as an error naming it. A value inside a flattened section fails
+/// without a path (serde buffers the section's keys before parsing them),
+/// so this is how the error still names the key, down to the innermost
+/// entry of a nested object that fails on its own.
+fn bad_key<T: DeserializeOwned>(defaults: &Value, overrides: &serde_json::Map<String, Value>) -> Option<ConfigError> {
+    let fails = |path: &[&str], value: &Value| {
+        let mut one = defaults.clone();
+        let mut slot = &mut one;
+        for key in path {
+            slot = slot.get_mut(*key)?;
+        }
+        deep_merge(slot, value);
+        serde_path_to_error::deserialize::<_, T>(one).err()
+    };
+    let (key, value) = overrides.iter().find(|(k, v)| fails(&[k.as_str()], v).is_some())?;
+    let mut path = vec![key.as_str()];
+    let mut value = value;
+    // Narrow down into objects while a single entry still fails.
+    while let Value::Object(map) = value {
+        let inner = map.iter().find(|(k, v)| {
+            let mut p = path.clone();
+            p.push(k.as_str());
+            defaults.pointer(&format!("/{}", p.join("/"))).is_some() && fails(&p, v).is_some()
+        });
+        match inner {
+            Some((k, v)) => {
+                path.push(k.as_str());
+                value = v;
+            }
+            None => break,
+        }
+    }
+    let e = fails(&path, value)?;
+    let lost = matches!(e.path().to_string().as_str(), "." | "");
+    Some(if lost { path_error_at(&path.join("."), e) } else { path_error(e) })
+}
+
+/// [`path_error`] for an error whose path was lost, placed under `key`.
+fn path_error_at(key: &str, e: serde_path_to_error::Error<serde_json::Error>) -> ConfigError {
+    match path_error(e) {
+        ConfigError::UnknownKey { key: inner, closest, valid } => {
+            ConfigError::UnknownKey { key: format!("{key}.{inner}"), closest, valid }
+        }
+        ConfigError::Invalid { message, .. } => ConfigError::Invalid { key: key.to_string(), message },
+        other => other,
+    }
 }
 
 /// Parses a complete JSON config (no defaults), naming the bad key on error.
@@ -281,6 +348,43 @@ mod tests {
         }
         let err = merge_json(&defaults(), &json!({"restart": {"max_restart": 2}})).unwrap_err().to_string();
         assert!(err.contains("restart.max_restart") && err.contains("max_restarts"), "{err}");
+    }
+
+    /// A config made of flattened sections, as the algorithms' are.
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Section {
+        num_workers: usize,
+        restart: Inner,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Sectioned {
+        #[serde(flatten)]
+        sampling: Section,
+        lr: f64,
+    }
+
+    impl Validate for Sectioned {
+        fn validate(&self) -> Result<(), ConfigError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn flattened_sections_take_flat_keys_and_errors_still_name_them() {
+        let d = Sectioned { sampling: Section { num_workers: 1, restart: defaults().restart }, lr: 0.1 };
+        let cfg = merge_json(&d, &json!({"num_workers": 3, "restart": {"window_s": 5.0}, "lr": 0.2})).unwrap();
+        assert_eq!((cfg.sampling.num_workers, cfg.sampling.restart.window_s, cfg.lr), (3, 5.0, 0.2));
+        assert_eq!(serde_json::to_value(&cfg).unwrap()["num_workers"], 3, "serialized flat");
+        let err = |v: Value| merge_json(&d, &v).unwrap_err().to_string();
+        let e = err(json!({"num_wokers": 2}));
+        assert!(e.contains("`num_wokers`") && e.contains("did you mean `num_workers`"), "{e}");
+        let e = err(json!({"lr": 0.2, "num_workers": "two"}));
+        assert!(e.starts_with("config key `num_workers`: invalid type"), "{e}");
+        let e = err(json!({"restart": {"window_s": "x"}}));
+        assert!(e.starts_with("config key `restart.window_s`: invalid type"), "{e}");
+        let e = err(json!({"restart": {"max_restart": 1}}));
+        assert!(e.contains("`restart.max_restart`") && e.contains("did you mean `max_restarts`"), "{e}");
     }
 
     #[test]

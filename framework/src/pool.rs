@@ -1,6 +1,7 @@
 //! [`ActorPool`]: a supervised set of child actors of one kind, for any
 //! component that hides its own parallelism (an ES evaluator's
-//! perturbation workers, a population-based-training driver's members).
+//! perturbation workers, a population-based-training driver's members,
+//! Ape-X's replay shards, an evaluator's env shards).
 //!
 //! ```text
 //! PoolSupervisor  (one-for-one | one-for-all, at most N restarts in T s)
@@ -326,6 +327,12 @@ impl<A: Actor + Clone> ActorPool<A> {
     /// once a call has reached it.
     pub fn actor(&self, i: usize) -> &ActorRef<A::Msg> {
         &self.children[i].actor
+    }
+
+    /// Child `i`'s generation as this pool last saw it: the restarts it has
+    /// gone through (a call answered by a replacement updates it).
+    pub fn generation(&self, i: usize) -> u64 {
+        self.children[i].generation
     }
 
     /// Restarts this pool has noticed (each child's generations, summed).

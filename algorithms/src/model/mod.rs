@@ -103,6 +103,19 @@ pub struct ModelSupport {
     pub custom: bool,
 }
 
+impl ModelSupport {
+    /// Every part of `model`: the actor-critic family.
+    pub const fn all(algorithm: &'static str) -> Self {
+        Self { algorithm, conv: true, lstm: true, custom: true }
+    }
+
+    /// Fully connected layers only (the continuous-control and evolution
+    /// algorithms' own networks).
+    pub const fn mlp(algorithm: &'static str) -> Self {
+        Self { algorithm, conv: false, lstm: false, custom: false }
+    }
+}
+
 /// The algorithms with recurrent policies, for error messages.
 pub const RECURRENT_ALGORITHMS: &str = "PPO, A2C, A3C, PG, IMPALA and APPO";
 

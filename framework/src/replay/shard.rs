@@ -1,10 +1,13 @@
 //! Replay shards as supervised actors (Ape-X, Horgan et al. 2018).
 //!
 //! ```text
-//! ShardSupervisor  (one-for-one, at most `max_restarts` in `window_s`)
+//! ActorPool<ReplayShard>  (one-for-one, at most `max_restarts` in `window_s`)
 //!   ├── ReplayShard 0   a Replay buffer of buffer_size / num_shards
 //!   └── ReplayShard 1
 //! ```
+//!
+//! The shards run under the generic [`ActorPool`], as ES workers and PBT
+//! members do.
 //!
 //! Each [`ReplayShard`] owns one [`Replay`] buffer: evaluators' batches go
 //! into a shard (with their initial priorities), the learner's minibatches
@@ -19,9 +22,10 @@
 //! instead of landing on the replacement's unrelated slots.
 
 use super::{PrioritizedReplayConfig, Replay, ReplayError, BATCH_INDEXES};
-use crate::restart::{FailureWindow, RestartPolicy};
+use crate::pool::{ActorPool, PoolError};
+use crate::restart::RestartPolicy;
 use crate::sample_batch::SampleBatch;
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
@@ -53,6 +57,7 @@ pub enum ShardMsg {
 impl ractor::Message for ShardMsg {}
 
 /// One replay buffer as an actor.
+#[derive(Clone, Copy, Debug)]
 pub struct ReplayShard;
 
 /// How to build a [`ReplayShard`].
@@ -101,179 +106,9 @@ impl Actor for ReplayShard {
     }
 }
 
-/// Messages of the [`ShardSupervisor`].
-pub enum ShardSupervisorMsg {
-    /// The current actor of shard `index` and its generation (restarts so
-    /// far). If `dead` is that actor, the reply waits for the replacement.
-    Lookup {
-        /// The shard.
-        index: usize,
-        /// The actor the caller found dead, if any.
-        dead: Option<ActorId>,
-        /// Where the answer goes.
-        reply: RpcReplyPort<Result<(ActorRef<ShardMsg>, u64), ReplayError>>,
-    },
-}
-
-impl ractor::Message for ShardSupervisorMsg {}
-
-/// Restarts replay shards one-for-one within a restart budget.
-pub struct ShardSupervisor;
-
-/// Arguments of a [`ShardSupervisor`].
-pub struct ShardSupervisorArgs {
-    shards: Vec<ShardArgs>,
-    restart: RestartPolicy,
-}
-
-struct ShardSlot {
-    args: ShardArgs,
-    actor: Option<ActorRef<ShardMsg>>,
-    generation: u64,
-    waiting: Vec<RpcReplyPort<Result<(ActorRef<ShardMsg>, u64), ReplayError>>>,
-}
-
-/// The supervisor's shards and failure record.
-pub struct ShardSupervisorState {
-    slots: Vec<ShardSlot>,
-    failures: FailureWindow,
-    gave_up: Option<ReplayError>,
-}
-
-impl ShardSupervisor {
-    /// Starts shard `i`'s current generation, seeded by its generation so a
-    /// replacement does not replay the same sequence.
-    async fn spawn(
-        myself: &ActorRef<ShardSupervisorMsg>,
-        s: &mut ShardSupervisorState,
-        i: usize,
-    ) -> Result<(), ReplayError> {
-        let slot = &s.slots[i];
-        let args =
-            ShardArgs { seed: slot.args.seed.wrapping_add(slot.generation.wrapping_mul(0x9E37_79B9)), ..slot.args };
-        let (actor, _) = Actor::spawn_linked(None, ReplayShard, args, myself.get_cell())
-            .await
-            .map_err(|e| ReplayError::ShardLost { shard: i, reason: format!("could not start: {e}") })?;
-        let slot = &mut s.slots[i];
-        for reply in slot.waiting.drain(..) {
-            let _ = reply.send(Ok((actor.clone(), slot.generation)));
-        }
-        slot.actor = Some(actor);
-        Ok(())
-    }
-
-    fn give_up(s: &mut ShardSupervisorState, error: ReplayError) {
-        tracing::error!(%error, "replay shard supervisor gives up");
-        for slot in &mut s.slots {
-            if let Some(actor) = slot.actor.take() {
-                actor.stop(Some("supervisor gave up".into()));
-            }
-            for reply in slot.waiting.drain(..) {
-                let _ = reply.send(Err(error.clone()));
-            }
-        }
-        s.gave_up = Some(error);
-    }
-}
-
-impl Actor for ShardSupervisor {
-    type Msg = ShardSupervisorMsg;
-    type State = ShardSupervisorState;
-    type Arguments = ShardSupervisorArgs;
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<ShardSupervisorMsg>,
-        args: ShardSupervisorArgs,
-    ) -> Result<ShardSupervisorState, ActorProcessingErr> {
-        let slots = args
-            .shards
-            .into_iter()
-            .map(|args| ShardSlot { args, actor: None, generation: 0, waiting: Vec::new() })
-            .collect();
-        let mut s = ShardSupervisorState { slots, failures: FailureWindow::new(args.restart), gave_up: None };
-        for i in 0..s.slots.len() {
-            Self::spawn(&myself, &mut s, i).await?;
-        }
-        Ok(s)
-    }
-
-    async fn post_stop(
-        &self,
-        _: ActorRef<ShardSupervisorMsg>,
-        s: &mut ShardSupervisorState,
-    ) -> Result<(), ActorProcessingErr> {
-        for slot in &mut s.slots {
-            if let Some(actor) = slot.actor.take() {
-                actor.stop(Some("supervisor stopped".into()));
-            }
-        }
-        Ok(())
-    }
-
-    async fn handle(
-        &self,
-        _: ActorRef<ShardSupervisorMsg>,
-        msg: ShardSupervisorMsg,
-        s: &mut ShardSupervisorState,
-    ) -> Result<(), ActorProcessingErr> {
-        let ShardSupervisorMsg::Lookup { index, dead, reply } = msg;
-        if let Some(error) = &s.gave_up {
-            let _ = reply.send(Err(error.clone()));
-            return Ok(());
-        }
-        let Some(slot) = s.slots.get_mut(index) else {
-            let _ = reply.send(Err(ReplayError::ShardLost { shard: index, reason: "no such shard".into() }));
-            return Ok(());
-        };
-        match &slot.actor {
-            Some(actor) if Some(actor.get_id()) != dead => {
-                let _ = reply.send(Ok((actor.clone(), slot.generation)));
-            }
-            // The caller saw the shard die before the supervision event
-            // reached us: answer once the replacement runs.
-            _ => slot.waiting.push(reply),
-        }
-        Ok(())
-    }
-
-    async fn handle_supervisor_evt(
-        &self,
-        myself: ActorRef<ShardSupervisorMsg>,
-        event: SupervisionEvent,
-        s: &mut ShardSupervisorState,
-    ) -> Result<(), ActorProcessingErr> {
-        if s.gave_up.is_some() {
-            return Ok(());
-        }
-        let (cell, reason) = match event {
-            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
-            SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                (cell, format!("terminated: {}", reason.unwrap_or_else(|| "no reason given".into())))
-            }
-            _ => return Ok(()),
-        };
-        let Some(i) = s.slots.iter().position(|x| x.actor.as_ref().is_some_and(|a| a.get_id() == cell.get_id())) else {
-            return Ok(());
-        };
-        s.slots[i].actor = None;
-        tracing::warn!(shard = i, %reason, "replay shard failed; restarting it empty");
-        if let Err(failures) = s.failures.record() {
-            let reason = format!("{failures} failures within the restart window; last: {reason}");
-            Self::give_up(s, ReplayError::ShardLost { shard: i, reason });
-            return Ok(());
-        }
-        s.slots[i].generation += 1;
-        if let Err(e) = Self::spawn(&myself, s, i).await {
-            Self::give_up(s, e);
-        }
-        Ok(())
-    }
-}
-
 /// What the driver knows of one shard.
 struct ShardView {
-    actor: ActorRef<ShardMsg>,
+    /// The generation the driver last saw answer.
     generation: u64,
     /// Transitions the shard acknowledged holding.
     stored: usize,
@@ -282,10 +117,9 @@ struct ShardView {
 /// The driver's side of the replay shards: calls that survive a shard's
 /// restart, and the count of transitions lost with dead shards.
 pub struct ReplayShards {
-    supervisor: ActorRef<ShardSupervisorMsg>,
+    pool: ActorPool<ReplayShard>,
     shards: Vec<ShardView>,
     lost: u64,
-    restarts: u64,
 }
 
 impl ReplayShards {
@@ -299,15 +133,15 @@ impl ReplayShards {
             Replay::new(args.capacity, args.prioritized)?;
         }
         let n = shards.len();
-        let (supervisor, _) = Actor::spawn(None, ShardSupervisor, ShardSupervisorArgs { shards, restart })
-            .await
-            .map_err(|e| ReplayError::ShardLost { shard: 0, reason: format!("supervisor did not start: {e}") })?;
-        let mut views = Vec::with_capacity(n);
-        for index in 0..n {
-            let (actor, generation) = lookup(&supervisor, index, None).await?;
-            views.push(ShardView { actor, generation, stored: 0 });
-        }
-        Ok(Self { supervisor, shards: views, lost: 0, restarts: 0 })
+        // A replacement is seeded by its generation, so it does not replay
+        // the same sequence as the shard it replaces.
+        let args = Arc::new(move |i: usize, generation: u64| {
+            let a: ShardArgs = shards[i];
+            ShardArgs { seed: a.seed.wrapping_add(generation.wrapping_mul(0x9E37_79B9)), ..a }
+        });
+        let pool = ActorPool::spawn("replay shard", ReplayShard, n, args, restart).await.map_err(shard_lost)?;
+        let views = (0..n).map(|_| ShardView { generation: 0, stored: 0 }).collect();
+        Ok(Self { pool, shards: views, lost: 0 })
     }
 
     /// Number of shards.
@@ -337,13 +171,13 @@ impl ReplayShards {
 
     /// Shard restarts noticed so far.
     pub fn restarts(&self) -> u64 {
-        self.restarts
+        self.pool.restarts()
     }
 
     /// Shard `i`'s current actor (to inspect it, or for a fault test to
     /// kill it).
     pub fn actor(&self, i: usize) -> &ActorRef<ShardMsg> {
-        &self.shards[i].actor
+        self.pool.actor(i)
     }
 
     /// Shard `i`'s current generation: the restarts it has gone through.
@@ -363,16 +197,11 @@ impl ReplayShards {
         batch: Arc<SampleBatch>,
         td_errors: Option<Vec<f32>>,
     ) -> Result<(), ReplayError> {
-        loop {
-            let (b, td) = (batch.clone(), td_errors.clone());
-            match self.shards[i].actor.call(|reply| ShardMsg::Add(b, td, reply), None).await {
-                Ok(ractor::rpc::CallResult::Success(result)) => {
-                    self.shards[i].stored = result?;
-                    return Ok(());
-                }
-                _ => self.recover(i).await?,
-            }
-        }
+        let add = |reply| ShardMsg::Add(batch.clone(), td_errors.clone(), reply);
+        let stored = self.pool.call(i, add).await.map_err(shard_lost)?;
+        self.count_losses(i);
+        self.shards[i].stored = stored?;
+        Ok(())
     }
 
     /// Replays `n` transitions from shard `i`, with the shard's generation
@@ -381,13 +210,10 @@ impl ReplayShards {
     /// # Errors
     /// An empty shard, or a shard past its restart budget.
     pub async fn sample(&mut self, i: usize, n: usize, steps_sampled: u64) -> Result<(SampleBatch, u64), ReplayError> {
-        loop {
-            let call = self.shards[i].actor.call(|reply| ShardMsg::Sample { n, steps_sampled, reply }, None).await;
-            match call {
-                Ok(ractor::rpc::CallResult::Success(result)) => return Ok((result?, self.shards[i].generation)),
-                _ => self.recover(i).await?,
-            }
-        }
+        let sample = |reply| ShardMsg::Sample { n, steps_sampled, reply };
+        let batch = self.pool.call(i, sample).await.map_err(shard_lost)?;
+        self.count_losses(i);
+        Ok((batch?, self.shards[i].generation))
     }
 
     /// Sends new priorities for rows replayed from shard `i` at
@@ -399,42 +225,35 @@ impl ReplayShards {
         }
         let msg = ShardMsg::UpdatePriorities { indexes: indexes.to_vec(), td_errors };
         // A dead shard is noticed (and its loss counted) at the next call.
-        let _ = self.shards[i].actor.cast(msg);
+        let _ = self.pool.actor(i).cast(msg);
     }
 
-    /// Finds shard `i`'s replacement, counting what died with it.
-    async fn recover(&mut self, i: usize) -> Result<(), ReplayError> {
-        let dead = self.shards[i].actor.get_id();
-        let (actor, generation) = lookup(&self.supervisor, i, Some(dead)).await?;
+    /// After a call answered by a replacement of shard `i`, counts what died
+    /// with the shard it replaced.
+    fn count_losses(&mut self, i: usize) {
+        let generation = self.pool.generation(i);
         let view = &mut self.shards[i];
         if generation != view.generation {
             self.lost += view.stored as u64;
-            self.restarts += generation - view.generation;
             tracing::warn!(shard = i, lost = view.stored, "replay shard restarted empty; its transitions are lost");
-            view.stored = 0;
+            (view.stored, view.generation) = (0, generation);
         }
-        (view.actor, view.generation) = (actor, generation);
-        Ok(())
     }
 }
 
-impl Drop for ReplayShards {
-    fn drop(&mut self) {
-        self.supervisor.stop(None);
-    }
-}
-
-async fn lookup(
-    supervisor: &ActorRef<ShardSupervisorMsg>,
-    index: usize,
-    dead: Option<ActorId>,
-) -> Result<(ActorRef<ShardMsg>, u64), ReplayError> {
-    let unreachable =
-        |e: String| ReplayError::ShardLost { shard: index, reason: format!("supervisor unreachable: {e}") };
-    match supervisor.call(|reply| ShardSupervisorMsg::Lookup { index, dead, reply }, None).await {
-        Ok(ractor::rpc::CallResult::Success(result)) => result,
-        Ok(_) => Err(unreachable("no reply".into())),
-        Err(e) => Err(unreachable(e.to_string())),
+/// A pool failure as the replay error naming the shard.
+fn shard_lost(e: PoolError) -> ReplayError {
+    match e {
+        PoolError::BudgetExceeded { child, failures, last_failure, .. } => ReplayError::ShardLost {
+            shard: child,
+            reason: format!("{failures} failures within the restart window; last: {last_failure}"),
+        },
+        PoolError::Spawn { child, reason, .. } => {
+            ReplayError::ShardLost { shard: child, reason: format!("could not start: {reason}") }
+        }
+        PoolError::Unreachable { child, reason, .. } => {
+            ReplayError::ShardLost { shard: child, reason: format!("supervisor unreachable: {reason}") }
+        }
     }
 }
 
