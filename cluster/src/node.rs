@@ -5,9 +5,10 @@
 //! Spawner            joins process group `rlx.spawner`; answers heartbeats
 //!   └── EvaluatorServer   one per remote evaluator, joins `rlx.eval.<id>`
 //!
-//! EvaluatorSupervisor   one per driver: the node level of supervision
-//!   ├── EvaluatorActor    (the run's `restart` policy; one-for-all
-//!   └── EvaluatorActor     restarts every evaluator of that driver here)
+//! PoolSupervisor<EvaluatorActor>   one per driver (a RactorEvaluatorSet):
+//!   ├── EvaluatorActor     the node level of supervision (the run's
+//!   └── EvaluatorActor     `restart` policy; one-for-all restarts every
+//!                          evaluator of that driver here)
 //! ```
 //!
 //! ractor_cluster has no remote spawn, so the driver asks the spawner (found

@@ -1,7 +1,6 @@
-//! [`ActorPool`]: a supervised set of child actors of one kind, for any
-//! component that hides its own parallelism (an ES evaluator's
-//! perturbation workers, a population-based-training driver's members,
-//! Ape-X's replay shards, an evaluator's env shards).
+//! The one supervisor: a supervised set of child actors of one kind.
+//! Evaluators, env shards, replay shards, ES and ARS workers and PBT
+//! members all run under it.
 //!
 //! ```text
 //! PoolSupervisor  (one-for-one | one-for-all, at most N restarts in T s)
@@ -10,16 +9,22 @@
 //!   └── ...
 //! ```
 //!
-//! The caller holds an [`ActorPool`] and calls a child by index. A child
-//! that dies (a panic in its handler, a kill) is restarted by the
-//! supervisor from `args(index, generation + 1)`; the pool notices on its
-//! next call to it, asks the supervisor for the replacement and sends the
-//! request again, so a caller sees an answer, not the failure. The
-//! children's requests must therefore be safe to repeat: they describe the
-//! work (which perturbations, which weights) rather than continue a
-//! conversation. Past the budget every call fails with
+//! Children are known by an index (0, 1, … for an [`ActorPool`]; the
+//! evaluators' own indices for an evaluator set), and a set can grow
+//! ([`PoolRef::add`]: a node adds each evaluator a driver places on it). A
+//! child that dies (a panic in its handler, a kill) is restarted by the
+//! supervisor from `args(index, generation + 1)`. A caller holds a
+//! [`PoolChild`] per child it talks to: it notices the death on its next
+//! call, asks the supervisor for the replacement and sends the request
+//! again, so a caller sees an answer, not the failure. The children's
+//! requests must therefore be safe to repeat: they describe the work (which
+//! perturbations, which weights) rather than continue a conversation; a
+//! caller that must bring a replacement up to date first (an evaluator's
+//! latest weights) uses [`PoolChild::try_call`] and [`PoolChild::recover`]
+//! itself. Past the budget every call fails with
 //! [`PoolError::BudgetExceeded`], naming the child and its last failure.
 //!
+//! [`ActorPool`] is the common case: one owner talking to all children.
 //! A pool can live inside another actor's state: the child supervisors then
 //! form a tree, and dropping the pool (the owner stopped or was killed)
 //! stops its subtree.
@@ -29,6 +34,7 @@ use futures::future::join_all;
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Builds child `index`'s start arguments for its `generation` (0 at
@@ -79,13 +85,16 @@ pub enum PoolError {
     },
 }
 
-/// Where a lookup's answer goes: child's actor and generation.
-type LookupReply<A> = RpcReplyPort<Result<(ActorRef<<A as Actor>::Msg>, u64), PoolError>>;
+/// A child's current actor, its generation and its restarts so far.
+type Current<M> = (ActorRef<M>, u64, u64);
+
+/// Where a lookup's answer goes.
+type LookupReply<A> = RpcReplyPort<Result<Current<<A as Actor>::Msg>, PoolError>>;
 
 /// Messages of a [`PoolSupervisor`].
 pub enum PoolMsg<A: Actor> {
-    /// The current actor of child `index` and its generation. If `dead` is
-    /// that actor, the reply waits for its replacement.
+    /// The current actor of child `index`. If `dead` is that actor, the
+    /// reply waits for its replacement.
     Lookup {
         /// The child.
         index: usize,
@@ -94,25 +103,37 @@ pub enum PoolMsg<A: Actor> {
         /// Where the answer goes.
         reply: LookupReply<A>,
     },
+    /// Start one more child, `index`, from its `generation`.
+    Add {
+        /// The child; must not be in the set yet.
+        index: usize,
+        /// Its first generation.
+        generation: u64,
+        /// Where the outcome goes.
+        reply: RpcReplyPort<Result<(), PoolError>>,
+    },
 }
 
 impl<A: Actor> ractor::Message for PoolMsg<A> {}
 
-/// Starts, watches and restarts the children of an [`ActorPool`].
+/// Starts, watches and restarts the children of a pool.
 pub struct PoolSupervisor<A>(PhantomData<fn() -> A>);
 
 /// Arguments of a [`PoolSupervisor`].
 pub struct PoolArgs<A: Actor> {
     name: String,
     actor: A,
-    n: usize,
+    indices: Vec<usize>,
     args: ChildArgs<A>,
     restart: RestartPolicy,
+    restarts: Arc<AtomicU64>,
 }
 
 struct Slot<A: Actor> {
+    index: usize,
     actor: Option<ActorRef<A::Msg>>,
     generation: u64,
+    restarts: u64,
     waiting: Vec<LookupReply<A>>,
 }
 
@@ -125,17 +146,19 @@ pub struct PoolState<A: Actor> {
     slots: Vec<Slot<A>>,
     failures: FailureWindow,
     gave_up: Option<PoolError>,
+    restarts: Arc<AtomicU64>,
 }
 
 impl<A: Actor + Clone> PoolSupervisor<A> {
     async fn spawn_child(myself: &ActorRef<PoolMsg<A>>, s: &mut PoolState<A>, i: usize) -> Result<(), PoolError> {
-        let args = (s.args)(i, s.slots[i].generation);
+        let (index, generation) = (s.slots[i].index, s.slots[i].generation);
+        let args = (s.args)(index, generation);
         let (actor, _) = Actor::spawn_linked(None, s.actor.clone(), args, myself.get_cell())
             .await
-            .map_err(|e| PoolError::Spawn { pool: s.name.clone(), child: i, reason: e.to_string() })?;
+            .map_err(|e| PoolError::Spawn { pool: s.name.clone(), child: index, reason: spawn_reason(&e) })?;
         let slot = &mut s.slots[i];
         for reply in slot.waiting.drain(..) {
-            let _ = reply.send(Ok((actor.clone(), slot.generation)));
+            let _ = reply.send(Ok((actor.clone(), slot.generation, slot.restarts)));
         }
         slot.actor = Some(actor);
         Ok(())
@@ -153,6 +176,38 @@ impl<A: Actor + Clone> PoolSupervisor<A> {
         }
         s.gave_up = Some(error);
     }
+
+    /// Records a failure of slot `i` and restarts as the policy says.
+    async fn on_failure(myself: &ActorRef<PoolMsg<A>>, s: &mut PoolState<A>, i: usize, reason: String) {
+        let index = s.slots[i].index;
+        tracing::warn!(pool = %s.name, child = index, %reason, "child failed; restarting");
+        if let Err(failures) = s.failures.record() {
+            let (max_restarts, window_s) = (s.restart.max_restarts, s.restart.window_s);
+            let pool = s.name.clone();
+            let error =
+                PoolError::BudgetExceeded { pool, child: index, failures, max_restarts, window_s, last_failure: reason };
+            Self::give_up(s, error);
+            return;
+        }
+        let restart: Vec<usize> = match s.restart.strategy {
+            RestartStrategy::OneForOne => vec![i],
+            RestartStrategy::OneForAll => (0..s.slots.len()).collect(),
+        };
+        for &j in &restart {
+            if let Some(actor) = s.slots[j].actor.take() {
+                actor.stop(Some(format!("one-for-all restart after child {index} failed")));
+            }
+            s.slots[j].generation += 1;
+            s.slots[j].restarts += 1;
+            s.restarts.fetch_add(1, Ordering::Relaxed);
+        }
+        for j in restart {
+            if let Err(e) = Self::spawn_child(myself, s, j).await {
+                Self::give_up(s, e);
+                break;
+            }
+        }
+    }
 }
 
 impl<A: Actor + Clone> Actor for PoolSupervisor<A> {
@@ -165,17 +220,18 @@ impl<A: Actor + Clone> Actor for PoolSupervisor<A> {
         myself: ActorRef<PoolMsg<A>>,
         a: PoolArgs<A>,
     ) -> Result<PoolState<A>, ActorProcessingErr> {
-        let slots = (0..a.n).map(|_| Slot { actor: None, generation: 0, waiting: Vec::new() }).collect();
+        let slot = |index| Slot { index, actor: None, generation: 0, restarts: 0, waiting: Vec::new() };
         let mut s = PoolState {
             name: a.name,
             actor: a.actor,
             args: a.args,
             restart: a.restart,
-            slots,
+            slots: a.indices.into_iter().map(slot).collect(),
             failures: FailureWindow::new(a.restart),
             gave_up: None,
+            restarts: a.restarts,
         };
-        for i in 0..a.n {
+        for i in 0..s.slots.len() {
             Self::spawn_child(&myself, &mut s, i).await?;
         }
         Ok(s)
@@ -192,27 +248,46 @@ impl<A: Actor + Clone> Actor for PoolSupervisor<A> {
 
     async fn handle(
         &self,
-        _: ActorRef<PoolMsg<A>>,
+        myself: ActorRef<PoolMsg<A>>,
         msg: PoolMsg<A>,
         s: &mut PoolState<A>,
     ) -> Result<(), ActorProcessingErr> {
-        let PoolMsg::Lookup { index, dead, reply } = msg;
-        if let Some(error) = &s.gave_up {
-            let _ = reply.send(Err(error.clone()));
+        if let Some(error) = s.gave_up.clone() {
+            match msg {
+                PoolMsg::Lookup { reply, .. } => drop(reply.send(Err(error))),
+                PoolMsg::Add { reply, .. } => drop(reply.send(Err(error))),
+            }
             return Ok(());
         }
-        let Some(slot) = s.slots.get_mut(index) else {
-            let reason = format!("the pool has {} children", s.slots.len());
-            let _ = reply.send(Err(PoolError::Unreachable { pool: s.name.clone(), child: index, reason }));
-            return Ok(());
-        };
-        match &slot.actor {
-            Some(actor) if Some(actor.get_id()) != dead => {
-                let _ = reply.send(Ok((actor.clone(), slot.generation)));
+        match msg {
+            PoolMsg::Add { index, generation, reply } => {
+                if s.slots.iter().any(|x| x.index == index) {
+                    let reason = "a child with this index is already in the set".to_string();
+                    let _ = reply.send(Err(PoolError::Spawn { pool: s.name.clone(), child: index, reason }));
+                    return Ok(());
+                }
+                s.slots.push(Slot { index, actor: None, generation, restarts: 0, waiting: Vec::new() });
+                let result = Self::spawn_child(&myself, s, s.slots.len() - 1).await;
+                if result.is_err() {
+                    s.slots.pop();
+                }
+                let _ = reply.send(result);
             }
-            // The caller saw the child die before the supervision event
-            // reached us: answer once the replacement runs.
-            _ => slot.waiting.push(reply),
+            PoolMsg::Lookup { index, dead, reply } => {
+                let Some(slot) = s.slots.iter_mut().find(|x| x.index == index) else {
+                    let reason = "no such child".to_string();
+                    let _ = reply.send(Err(PoolError::Unreachable { pool: s.name.clone(), child: index, reason }));
+                    return Ok(());
+                };
+                match &slot.actor {
+                    Some(actor) if Some(actor.get_id()) != dead => {
+                        let _ = reply.send(Ok((actor.clone(), slot.generation, slot.restarts)));
+                    }
+                    // The caller saw the child die before the supervision
+                    // event reached us: answer once the replacement runs.
+                    _ => slot.waiting.push(reply),
+                }
+            }
         }
         Ok(())
     }
@@ -233,57 +308,188 @@ impl<A: Actor + Clone> Actor for PoolSupervisor<A> {
             }
             _ => return Ok(()),
         };
-        let Some(i) = s.slots.iter().position(|x| x.actor.as_ref().is_some_and(|a| a.get_id() == cell.get_id())) else {
-            // A child this supervisor stopped itself (one-for-all).
-            return Ok(());
-        };
-        s.slots[i].actor = None;
-        tracing::warn!(pool = %s.name, child = i, %reason, "child failed; restarting");
-        if let Err(failures) = s.failures.record() {
-            let error = PoolError::BudgetExceeded {
-                pool: s.name.clone(),
-                child: i,
-                failures,
-                max_restarts: s.restart.max_restarts,
-                window_s: s.restart.window_s,
-                last_failure: reason,
-            };
-            Self::give_up(s, error);
-            return Ok(());
-        }
-        let restart: Vec<usize> = match s.restart.strategy {
-            RestartStrategy::OneForOne => vec![i],
-            RestartStrategy::OneForAll => (0..s.slots.len()).collect(),
-        };
-        for &j in &restart {
-            if let Some(actor) = s.slots[j].actor.take() {
-                actor.stop(Some(format!("one-for-all restart after child {i} failed")));
-            }
-            s.slots[j].generation += 1;
-        }
-        for j in restart {
-            if let Err(e) = Self::spawn_child(&myself, s, j).await {
-                Self::give_up(s, e);
-                break;
-            }
+        // Only a slot's current actor counts; children this supervisor
+        // stopped itself (one-for-all) were already taken out of their slots.
+        if let Some(i) = s.slots.iter().position(|x| x.actor.as_ref().is_some_and(|a| a.get_id() == cell.get_id())) {
+            s.slots[i].actor = None;
+            Self::on_failure(&myself, s, i, reason).await;
         }
         Ok(())
     }
 }
 
-/// What the caller knows of one child.
-struct ChildView<M> {
-    actor: ActorRef<M>,
-    generation: u64,
+/// ractor wraps the `pre_start` error; the innermost message (a pool error
+/// naming its child, or the child's own) is the one worth showing.
+fn spawn_reason(e: &ractor::SpawnErr) -> String {
+    match e {
+        ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
+        other => other.to_string(),
+    }
 }
 
-/// The caller's side of a supervised pool: calls that survive a child's
-/// restart. Dropping it stops the supervisor and its children.
-pub struct ActorPool<A: Actor> {
-    name: String,
+/// A cheap, cloneable handle on a pool's supervisor: attaches callers to
+/// children, adds children, counts restarts. Dropping it does not stop the
+/// supervisor; [`ActorPool`] and the evaluator set stop theirs on drop.
+pub struct PoolRef<A: Actor> {
+    name: Arc<str>,
     supervisor: ActorRef<PoolMsg<A>>,
-    children: Vec<ChildView<A::Msg>>,
+    restarts: Arc<AtomicU64>,
+}
+
+impl<A: Actor> Clone for PoolRef<A> {
+    fn clone(&self) -> Self {
+        Self { name: self.name.clone(), supervisor: self.supervisor.clone(), restarts: self.restarts.clone() }
+    }
+}
+
+impl<A: Actor + Clone> PoolRef<A> {
+    /// Starts a supervisor and, under it, child `i` of `indices` from
+    /// `args(i, 0)`, with `restart`'s strategy and budget. `name` says what
+    /// the children are in errors and logs (e.g. `"ES worker"`).
+    ///
+    /// # Errors
+    /// [`PoolError::Spawn`] naming the first child whose `pre_start` failed.
+    pub async fn spawn(
+        name: &str,
+        actor: A,
+        indices: Vec<usize>,
+        args: ChildArgs<A>,
+        restart: RestartPolicy,
+    ) -> Result<Self, PoolError> {
+        let first = indices.first().copied().unwrap_or(0);
+        let restarts = Arc::new(AtomicU64::new(0));
+        let pool_args = PoolArgs { name: name.to_string(), actor, indices, args, restart, restarts: restarts.clone() };
+        let (supervisor, _) = Actor::spawn(None, PoolSupervisor::<A>(PhantomData), pool_args).await.map_err(|e| {
+            // The supervisor's pre_start fails with the error of the child
+            // that could not start, which names it.
+            match &e {
+                ractor::SpawnErr::StartupFailed(inner) => inner.downcast_ref::<PoolError>().cloned(),
+                _ => None,
+            }
+            .unwrap_or_else(|| PoolError::Spawn { pool: name.to_string(), child: first, reason: spawn_reason(&e) })
+        })?;
+        Ok(Self { name: name.into(), supervisor, restarts })
+    }
+
+    /// A caller's handle on child `index`.
+    ///
+    /// # Errors
+    /// No such child, or the supervisor gave up.
+    pub async fn attach(&self, index: usize) -> Result<PoolChild<A>, PoolError> {
+        let (actor, generation, restarts) = lookup(self, index, None).await?;
+        Ok(PoolChild { pool: self.clone(), index, actor, generation, restarts })
+    }
+
+    /// Starts child `index` from `generation` under this supervisor, so its
+    /// strategy and budget cover it too, and attaches to it.
+    ///
+    /// # Errors
+    /// The supervisor gave up, `index` is taken, or the child cannot start.
+    pub async fn add(&self, index: usize, generation: u64) -> Result<PoolChild<A>, PoolError> {
+        let unreachable = |reason: String| PoolError::Unreachable { pool: self.name.to_string(), child: index, reason };
+        match self.supervisor.call(|reply| PoolMsg::Add { index, generation, reply }, None).await {
+            Ok(CallResult::Success(result)) => result?,
+            Ok(_) => return Err(unreachable("the supervisor did not answer".into())),
+            Err(e) => return Err(unreachable(format!("the supervisor is gone: {e}"))),
+        }
+        self.attach(index).await
+    }
+
+    /// Restarts so far, counted by the supervisor as they happen (a caller
+    /// learns of a restart only on its next call).
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Stops the supervisor and its children.
+    pub fn stop(&self, reason: &str) {
+        self.supervisor.stop(Some(reason.to_string()));
+    }
+}
+
+/// A caller's side of one child: calls that survive the child's restarts.
+pub struct PoolChild<A: Actor> {
+    pool: PoolRef<A>,
+    index: usize,
+    actor: ActorRef<A::Msg>,
+    generation: u64,
     restarts: u64,
+}
+
+impl<A: Actor + Clone> PoolChild<A> {
+    /// The child's index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The child's actor as this handle last saw it (to inspect it, or for
+    /// a fault test to kill it).
+    pub fn actor(&self) -> &ActorRef<A::Msg> {
+        &self.actor
+    }
+
+    /// The generation this handle last saw answer.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The child's restarts, as of the last replacement this handle saw.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// Sends the request `msg` builds and waits for the answer; `None` if
+    /// the child died (call [`recover`](Self::recover), then try again).
+    pub async fn try_call<T: Send + 'static>(&self, msg: impl Fn(RpcReplyPort<T>) -> A::Msg) -> Option<T> {
+        match self.actor.call(msg, None).await {
+            Ok(CallResult::Success(answer)) => Some(answer),
+            _ => None,
+        }
+    }
+
+    /// Waits for the dead child's replacement and attaches to it.
+    ///
+    /// # Errors
+    /// The supervisor gave up, or is gone.
+    pub async fn recover(&mut self) -> Result<(), PoolError> {
+        let (actor, generation, restarts) = lookup(&self.pool, self.index, Some(self.actor.get_id())).await?;
+        (self.actor, self.generation, self.restarts) = (actor, generation, restarts);
+        Ok(())
+    }
+
+    /// [`try_call`](Self::try_call), recovering and sending again until the
+    /// child answers or the supervisor gives up.
+    ///
+    /// # Errors
+    /// The supervisor gave up, or is gone.
+    pub async fn call<T: Send + 'static>(&mut self, msg: impl Fn(RpcReplyPort<T>) -> A::Msg) -> Result<T, PoolError> {
+        loop {
+            if let Some(answer) = self.try_call(&msg).await {
+                return Ok(answer);
+            }
+            self.recover().await?;
+        }
+    }
+}
+
+async fn lookup<A: Actor>(
+    pool: &PoolRef<A>,
+    index: usize,
+    dead: Option<ActorId>,
+) -> Result<Current<A::Msg>, PoolError> {
+    let unreachable = |reason: String| PoolError::Unreachable { pool: pool.name.to_string(), child: index, reason };
+    match pool.supervisor.call(|reply| PoolMsg::Lookup { index, dead, reply }, None).await {
+        Ok(CallResult::Success(result)) => result,
+        Ok(_) => Err(unreachable("the supervisor did not answer".into())),
+        Err(e) => Err(unreachable(format!("the supervisor is gone: {e}"))),
+    }
+}
+
+/// One owner talking to all children `0..n` of a supervised pool. Dropping
+/// it stops the supervisor and its children.
+pub struct ActorPool<A: Actor> {
+    pool: PoolRef<A>,
+    children: Vec<PoolChild<A>>,
 }
 
 impl<A: Actor + Clone> ActorPool<A> {
@@ -300,16 +506,12 @@ impl<A: Actor + Clone> ActorPool<A> {
         args: ChildArgs<A>,
         restart: RestartPolicy,
     ) -> Result<Self, PoolError> {
-        let pool_args = PoolArgs { name: name.to_string(), actor, n, args, restart };
-        let (supervisor, _) = Actor::spawn(None, PoolSupervisor::<A>(PhantomData), pool_args)
-            .await
-            .map_err(|e| PoolError::Spawn { pool: name.to_string(), child: 0, reason: e.to_string() })?;
+        let pool = PoolRef::spawn(name, actor, (0..n).collect(), args, restart).await?;
         let mut children = Vec::with_capacity(n);
         for index in 0..n {
-            let (actor, generation) = lookup(&supervisor, name, index, None).await?;
-            children.push(ChildView { actor, generation });
+            children.push(pool.attach(index).await?);
         }
-        Ok(Self { name: name.to_string(), supervisor, children, restarts: 0 })
+        Ok(Self { pool, children })
     }
 
     /// Number of children.
@@ -326,18 +528,18 @@ impl<A: Actor + Clone> ActorPool<A> {
     /// fault test to kill it): after a restart, the replacement shows here
     /// once a call has reached it.
     pub fn actor(&self, i: usize) -> &ActorRef<A::Msg> {
-        &self.children[i].actor
+        self.children[i].actor()
     }
 
     /// Child `i`'s generation as this pool last saw it: the restarts it has
     /// gone through (a call answered by a replacement updates it).
     pub fn generation(&self, i: usize) -> u64 {
-        self.children[i].generation
+        self.children[i].generation()
     }
 
-    /// Restarts this pool has noticed (each child's generations, summed).
+    /// Restarts this pool has noticed (each child's, summed).
     pub fn restarts(&self) -> u64 {
-        self.restarts
+        self.children.iter().map(PoolChild::restarts).sum()
     }
 
     /// Sends child `i` the request `msg` builds and waits for the answer;
@@ -350,15 +552,13 @@ impl<A: Actor + Clone> ActorPool<A> {
         i: usize,
         msg: impl Fn(RpcReplyPort<T>) -> A::Msg + Sync,
     ) -> Result<T, PoolError> {
-        let (supervisor, name) = (&self.supervisor, self.name.as_str());
-        let view = self.children.get_mut(i).ok_or_else(|| PoolError::Unreachable {
-            pool: name.to_string(),
+        let name = self.pool.name.to_string();
+        let child = self.children.get_mut(i).ok_or_else(|| PoolError::Unreachable {
+            pool: name,
             child: i,
             reason: "no such child".into(),
         })?;
-        let (answer, restarts) = call_child(supervisor, name, i, view, &msg).await?;
-        self.restarts += restarts;
-        Ok(answer)
+        child.call(msg).await
     }
 
     /// [`call`](Self::call) on every child at once; the answers come in
@@ -370,61 +570,15 @@ impl<A: Actor + Clone> ActorPool<A> {
         &mut self,
         msg: impl Fn(usize, RpcReplyPort<T>) -> A::Msg + Sync,
     ) -> Result<Vec<T>, PoolError> {
-        let (supervisor, name, msg) = (&self.supervisor, self.name.as_str(), &msg);
-        let n = self.children.len();
-        let calls = self
-            .children
-            .iter_mut()
-            .enumerate()
-            .map(|(i, view)| async move { call_child(supervisor, name, i, view, &|reply| msg(i, reply)).await });
-        let mut answers = Vec::with_capacity(n);
-        for result in join_all(calls).await {
-            let (answer, restarts) = result?;
-            self.restarts += restarts;
-            answers.push(answer);
-        }
-        Ok(answers)
-    }
-}
-
-/// One call with retries on the child's replacement; returns the answer and
-/// the restarts noticed.
-async fn call_child<A: Actor, T: Send + 'static>(
-    supervisor: &ActorRef<PoolMsg<A>>,
-    name: &str,
-    i: usize,
-    view: &mut ChildView<A::Msg>,
-    msg: &(dyn Fn(RpcReplyPort<T>) -> A::Msg + Sync),
-) -> Result<(T, u64), PoolError> {
-    let mut restarts = 0;
-    loop {
-        if let Ok(CallResult::Success(answer)) = view.actor.call(msg, None).await {
-            return Ok((answer, restarts));
-        }
-        let dead = view.actor.get_id();
-        let (actor, generation) = lookup(supervisor, name, i, Some(dead)).await?;
-        restarts += generation.saturating_sub(view.generation);
-        *view = ChildView { actor, generation };
+        let msg = &msg;
+        let calls = self.children.iter_mut().enumerate().map(|(i, c)| async move { c.call(|r| msg(i, r)).await });
+        join_all(calls).await.into_iter().collect()
     }
 }
 
 impl<A: Actor> Drop for ActorPool<A> {
     fn drop(&mut self) {
-        self.supervisor.stop(None);
-    }
-}
-
-async fn lookup<A: Actor>(
-    supervisor: &ActorRef<PoolMsg<A>>,
-    name: &str,
-    index: usize,
-    dead: Option<ActorId>,
-) -> Result<(ActorRef<A::Msg>, u64), PoolError> {
-    let unreachable = |reason: String| PoolError::Unreachable { pool: name.to_string(), child: index, reason };
-    match supervisor.call(|reply| PoolMsg::Lookup { index, dead, reply }, None).await {
-        Ok(CallResult::Success(result)) => result,
-        Ok(_) => Err(unreachable("the supervisor did not answer".into())),
-        Err(e) => Err(unreachable(format!("the supervisor is gone: {e}"))),
+        self.pool.supervisor.stop(None);
     }
 }
 
