@@ -24,12 +24,11 @@
 
 use actix::prelude::*;
 use futures::future::BoxFuture;
-use rlx::evaluator::{EvaluatorState, GradientRollout, Rollout};
-use rlx::filter::RunningStat;
 use rlx::handle::{panic_message, HandleStats};
 use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
+use rlx::protocol::{EvalReply, EvalRequest, LatestState};
 use rlx::restart::{FailureWindow, RestartPolicy, RestartStrategy};
-use rlx::{EvaluatorError, EvaluatorFactory, EvaluatorHandle, FlatWeights, HandleError, PolicyEvaluator};
+use rlx::{EvaluatorError, EvaluatorFactory, EvaluatorHandle, HandleError, PolicyEvaluator};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -64,25 +63,11 @@ fn system() -> System {
         .clone()
 }
 
-/// One request to a [`SyncEvaluator`].
-enum Request {
-    Sample,
-    SetWeights(Arc<FlatWeights>),
-    SampleAndComputeGradients,
-    SetFilterStatistics(Arc<RunningStat>),
-    SaveState,
-    LoadState(Arc<EvaluatorState>),
-}
-
-enum Answer {
-    Rollout(Rollout),
-    Gradients(GradientRollout),
-    State(EvaluatorState),
-    Done,
-}
+/// The evaluator protocol's request as an actix message.
+struct Request(EvalRequest);
 
 impl Message for Request {
-    type Result = Result<Answer, EvaluatorError>;
+    type Result = Result<EvalReply, EvaluatorError>;
 }
 
 /// A sync actor owning one evaluator (or the error that kept it from being built).
@@ -96,22 +81,12 @@ impl Actor for SyncEvaluator {
 }
 
 impl Handler<Request> for SyncEvaluator {
-    type Result = Result<Answer, EvaluatorError>;
+    type Result = Result<EvalReply, EvaluatorError>;
 
-    fn handle(&mut self, request: Request, ctx: &mut SyncContext<Self>) -> Self::Result {
+    fn handle(&mut self, Request(request): Request, ctx: &mut SyncContext<Self>) -> Self::Result {
         let index = self.index;
         let evaluator = self.evaluator.as_mut().map_err(|e| e.clone())?;
-        let run = AssertUnwindSafe(|| match request {
-            Request::Sample => evaluator.sample().map(Answer::Rollout),
-            Request::SetWeights(w) => evaluator.set_weights(&w).map(|()| Answer::Done),
-            Request::SampleAndComputeGradients => evaluator.sample_and_compute_gradients().map(Answer::Gradients),
-            Request::SetFilterStatistics(s) => {
-                evaluator.set_filter_statistics(&s);
-                Ok(Answer::Done)
-            }
-            Request::SaveState => Ok(Answer::State(evaluator.save_state(index))),
-            Request::LoadState(s) => evaluator.load_state(&s).map(|()| Answer::Done),
-        });
+        let run = AssertUnwindSafe(|| evaluator.serve(&request, index));
         match catch_unwind(run) {
             // The env shards below gave up: only a new evaluator brings new
             // ones. The handle counts it like a panic.
@@ -173,8 +148,7 @@ fn place(factory: EvaluatorFactory, indices: Vec<usize>, restart: RestartPolicy)
             policy: restart,
             window: window.clone(),
             restarts: restarts.clone(),
-            latest_weights: None,
-            latest_filter: None,
+            latest: LatestState::default(),
             stats: HandleStats::default(),
         }));
     }
@@ -199,27 +173,14 @@ pub struct ActixEvaluator {
     policy: RestartPolicy,
     window: Arc<Mutex<FailureWindow>>,
     restarts: Arc<AtomicU64>,
-    latest_weights: Option<Arc<FlatWeights>>,
-    latest_filter: Option<Arc<RunningStat>>,
+    latest: LatestState,
     stats: HandleStats,
 }
 
 impl ActixEvaluator {
-    /// Sends `make()`; after a panic, counts it, updates the rebuilt actor
-    /// and retries.
-    async fn call(&mut self, make: impl Fn() -> Request) -> Result<Answer, HandleError> {
-        loop {
-            match self.send(make()).await? {
-                Err(EvaluatorError::Panicked(reason)) => self.restarted(reason).await?,
-                Err(e) if e.escalates() => self.restarted(e.to_string()).await?,
-                other => return other.map_err(|source| HandleError::Failed { index: self.index, source }),
-            }
-        }
-    }
-
-    async fn send(&self, request: Request) -> Result<Result<Answer, EvaluatorError>, HandleError> {
+    async fn send(&self, request: EvalRequest) -> Result<Result<EvalReply, EvaluatorError>, HandleError> {
         self.addr
-            .send(request)
+            .send(Request(request))
             .await
             .map_err(|e| HandleError::Unreachable { index: self.index, reason: format!("actix evaluator: {e}") })
     }
@@ -237,17 +198,10 @@ impl ActixEvaluator {
         }
         self.restarts.fetch_add(1, Ordering::Relaxed);
         self.stats.restarts += 1;
-        if let Some(w) = self.latest_weights.clone() {
-            let _ = self.send(Request::SetWeights(w)).await;
-        }
-        if let Some(s) = self.latest_filter.clone() {
-            let _ = self.send(Request::SetFilterStatistics(s)).await;
+        for request in self.latest.replay() {
+            let _ = self.send(request).await;
         }
         Ok(())
-    }
-
-    fn unexpected(&self) -> HandleError {
-        HandleError::Failed { index: self.index, source: EvaluatorError::Config("unexpected answer".into()) }
     }
 }
 
@@ -257,57 +211,30 @@ impl EvaluatorHandle for ActixEvaluator {
         self.index
     }
 
-    async fn sample(&mut self) -> Result<Rollout, HandleError> {
-        match self.call(|| Request::Sample).await? {
-            Answer::Rollout(r) => {
-                self.stats.record(r.batch.len(), r.env_shard_restarts);
-                Ok(r)
+    /// Sends the request; after a panic, counts it, updates the rebuilt
+    /// actor and retries.
+    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+        self.latest.note(&request);
+        loop {
+            match self.send(request.clone()).await? {
+                Err(EvaluatorError::Panicked(reason)) => self.restarted(reason).await?,
+                Err(e) if e.escalates() => self.restarted(e.to_string()).await?,
+                Err(source) => return Err(HandleError::Failed { index: self.index, source }),
+                Ok(reply) => {
+                    self.stats.record_reply(&reply);
+                    return Ok(reply);
+                }
             }
-            _ => Err(self.unexpected()),
         }
     }
 
-    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
-        self.latest_weights = Some(weights.clone());
-        self.call(|| Request::SetWeights(weights.clone())).await.map(drop)
-    }
-
-    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
-        self.latest_weights = Some(weights.clone());
-        // Applied before the actor's next request (its mailbox is FIFO).
-        self.addr.do_send(Request::SetWeights(weights));
-    }
-
-    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
-        match self.call(|| Request::SampleAndComputeGradients).await? {
-            Answer::Gradients(g) => {
-                self.stats.record(g.steps, g.env_shard_restarts);
-                Ok(g)
-            }
-            _ => Err(self.unexpected()),
-        }
-    }
-
-    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
-        self.latest_filter = Some(statistics.clone());
-        self.call(|| Request::SetFilterStatistics(statistics.clone())).await.map(drop)
+    fn cast(&mut self, request: EvalRequest) {
+        self.latest.note(&request);
+        // Served before the actor's next request (its mailbox is FIFO).
+        self.addr.do_send(Request(request));
     }
 
     fn stats(&self) -> HandleStats {
         self.stats
-    }
-
-    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
-        match self.call(|| Request::SaveState).await? {
-            Answer::State(mut s) => {
-                s.index = self.index;
-                Ok(s)
-            }
-            _ => Err(self.unexpected()),
-        }
-    }
-
-    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
-        self.call(|| Request::LoadState(state.clone())).await.map(drop)
     }
 }

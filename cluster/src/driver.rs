@@ -26,8 +26,8 @@
 
 use crate::node::{serve, DEFAULT_MAX_FRAME_BYTES};
 use crate::wire::{
-    self, EvalProtocol, EvalReply, EvalRequest, SpawnProtocol, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest,
-    Wire,
+    self, EvalProtocol, EvalRequest, SpawnProtocol, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest, Wire,
+    WireReply,
 };
 use crate::ClusterError;
 use futures::future::BoxFuture;
@@ -36,12 +36,11 @@ use ractor::{ActorCell, ActorRef};
 use ractor_cluster::node::NodeSessionMessage;
 use ractor_cluster::NodeServerMessage;
 use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
-use rlx::evaluator::{EvaluatorState, GradientRollout, Rollout};
-use rlx::filter::RunningStat;
 use rlx::handle::HandleStats;
 use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
+use rlx::protocol::{EvalReply, LatestState};
 use rlx::restart::{FailureWindow, RestartPolicy, RestartStrategy};
-use rlx::{codec, EvaluatorError, EvaluatorFactory, EvaluatorHandle, FlatWeights, HandleError};
+use rlx::{EvaluatorError, EvaluatorFactory, EvaluatorHandle, HandleError};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -550,8 +549,7 @@ impl Placement for Cluster {
                     restart,
                     factory: factory.clone(),
                     shared: shared.clone(),
-                    latest_weights: None,
-                    latest_filter: None,
+                    latest: LatestState::default(),
                     stats: HandleStats::default(),
                 }));
             }
@@ -583,8 +581,7 @@ pub struct RemoteEvaluator {
     restart: RestartPolicy,
     factory: EvaluatorFactory,
     shared: Arc<Shared>,
-    latest_weights: Option<Arc<FlatWeights>>,
-    latest_filter: Option<Arc<RunningStat>>,
+    latest: LatestState,
     stats: HandleStats,
 }
 
@@ -603,7 +600,7 @@ enum Lost {
 impl RemoteEvaluator {
     /// Sends `request` to the evaluator; if its node is lost, re-places it
     /// and retries (within the restart budget).
-    async fn request(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+    async fn request(&mut self, request: EvalRequest) -> Result<WireReply, HandleError> {
         let payload = wire::encode(&request).map_err(|e| self.config_error(e.to_string()))?;
         loop {
             match self.send(&payload).await {
@@ -614,7 +611,7 @@ impl RemoteEvaluator {
         }
     }
 
-    async fn send(&mut self, payload: &[u8]) -> Result<EvalReply, Lost> {
+    async fn send(&mut self, payload: &[u8]) -> Result<WireReply, Lost> {
         let index = self.index;
         match &mut self.home {
             Home::Local(handle) => {
@@ -653,7 +650,7 @@ impl RemoteEvaluator {
                         return Err(Lost::Node(reason));
                     }
                 };
-                let answer: Result<(EvalReply, u64), wire::WireError> = wire::decode(&bytes)
+                let answer: Result<(WireReply, u64), wire::WireError> = wire::decode(&bytes)
                     .map_err(|e| Lost::Error(self_config(index, format!("undecodable reply from node {addr}: {e}"))))?;
                 let (reply, node_restarts) =
                     answer.map_err(|e| Lost::Error(e.into_handle(index, &addr.to_string())))?;
@@ -680,11 +677,8 @@ impl RemoteEvaluator {
         };
         tracing::warn!(index = self.index, "evaluator re-placed on {where_}: {reason}");
         // If these fail, the caller's retry notices and re-places again.
-        if let Some(w) = self.latest_weights.clone() {
-            let _ = self.send(&self.encode(&EvalRequest::SetWeights(w.to_vec()))?).await;
-        }
-        if let Some(s) = self.latest_filter.clone() {
-            let _ = self.send(&self.encode(&EvalRequest::SetFilterStatistics((*s).clone()))?).await;
+        for request in self.latest.replay() {
+            let _ = self.send(&self.encode(&request)?).await;
         }
         Ok(())
     }
@@ -695,10 +689,6 @@ impl RemoteEvaluator {
 
     fn config_error(&self, message: String) -> HandleError {
         self_config(self.index, message)
-    }
-
-    fn unexpected(&self, reply: EvalReply) -> HandleError {
-        self.config_error(format!("unexpected reply {reply:?}"))
     }
 }
 
@@ -712,69 +702,31 @@ impl EvaluatorHandle for RemoteEvaluator {
         self.index
     }
 
-    async fn sample(&mut self) -> Result<Rollout, HandleError> {
-        match self.request(EvalRequest::Sample).await? {
-            EvalReply::Rollout { batch, episodes, filter_delta, env_shard_restarts } => {
-                let batch = codec::decode(&batch).map_err(|e| self.config_error(format!("undecodable batch: {e}")))?;
-                self.stats.record(batch.len(), env_shard_restarts);
-                Ok(Rollout { batch, episodes, filter_delta, env_shard_restarts })
-            }
-            other => Err(self.unexpected(other)),
-        }
+    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+        self.latest.note(&request);
+        let reply = self.request(request).await?;
+        let reply = reply.into_reply().map_err(|e| self.config_error(format!("undecodable batch: {e}")))?;
+        self.stats.record_reply(&reply);
+        Ok(reply)
     }
 
-    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
-        self.latest_weights = Some(weights.clone());
-        self.request(EvalRequest::SetWeights(weights.to_vec())).await.map(drop)
-    }
-
-    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
-        self.latest_weights = Some(weights.clone());
+    fn cast(&mut self, request: EvalRequest) {
+        self.latest.note(&request);
         // Fire and forget: if the node is gone, the next request re-places
-        // the evaluator and sends it these weights.
-        if let (Home::Remote { actor, max_frame_bytes, .. }, Ok(payload)) =
-            (&self.home, wire::encode(&EvalRequest::PushWeights(weights.to_vec())))
+        // the evaluator and sends it the latest weights.
+        if let Home::Local(handle) = &mut self.home {
+            handle.cast(request);
+        } else if let (Home::Remote { actor, max_frame_bytes, .. }, Ok(payload)) = (&self.home, wire::encode(&request))
         {
             // Too large for the node: skip it; the next request's size check reports it.
             if payload.len() as u64 <= max_frame_bytes.saturating_sub(4096) {
                 let _ = actor.cast(Wire::cast(payload));
             }
-        } else if let Home::Local(handle) = &mut self.home {
-            handle.push_weights(weights);
         }
-    }
-
-    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
-        match self.request(EvalRequest::SampleAndComputeGradients).await? {
-            EvalReply::Gradients { grads, stats, steps, episodes, env_shard_restarts } => {
-                self.stats.record(steps, env_shard_restarts);
-                Ok(GradientRollout { grads, stats, steps, episodes, env_shard_restarts })
-            }
-            other => Err(self.unexpected(other)),
-        }
-    }
-
-    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
-        self.latest_filter = Some(statistics.clone());
-        self.request(EvalRequest::SetFilterStatistics((*statistics).clone())).await.map(drop)
     }
 
     fn stats(&self) -> HandleStats {
         let node_side = self.shared.node_restarts.lock().expect("restarts lock").get(&self.index).copied().unwrap_or(0);
         HandleStats { restarts: self.stats.restarts + node_side, ..self.stats }
-    }
-
-    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
-        match self.request(EvalRequest::SaveState).await? {
-            EvalReply::State(mut state) => {
-                state.index = self.index;
-                Ok(state)
-            }
-            other => Err(self.unexpected(other)),
-        }
-    }
-
-    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
-        self.request(EvalRequest::LoadState((*state).clone())).await.map(drop)
     }
 }

@@ -19,8 +19,8 @@
 //! remote evaluator is exactly the one the driver would have built locally.
 
 use crate::wire::{
-    self, EvalProtocol, EvalReply, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, SpawnerReply,
-    SpawnerRequest, Wire, WireError, SPAWNER_GROUP,
+    self, EvalProtocol, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest,
+    Wire, WireError, WireReply, SPAWNER_GROUP,
 };
 use crate::ClusterError;
 use futures::FutureExt as _;
@@ -28,6 +28,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Super
 use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
 use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
+use rlx::protocol::EvalReply;
 use rlx::{EvaluatorFactory, EvaluatorHandle};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -327,30 +328,21 @@ impl Actor for EvaluatorServer {
             Ok(bytes) => {
                 let _ = port.send(bytes);
             }
-            Err(e) => send_encoded(port, &Err::<(EvalReply, u64), _>(WireError::Unavailable(e))),
+            Err(e) => send_encoded(port, &Err::<(WireReply, u64), _>(WireError::Unavailable(e))),
         }
         Ok(())
     }
 }
 
 /// Runs one request on a (node-local or driver-local) evaluator handle.
-pub(crate) async fn serve(handle: &mut RactorEvaluator, request: EvalRequest) -> Result<EvalReply, WireError> {
-    let done = |r: Result<(), rlx::HandleError>| r.map(|()| EvalReply::Done).map_err(WireError::from_handle);
-    match request {
-        EvalRequest::Sample => {
-            let rollout = handle.sample().await.map_err(WireError::from_handle)?;
-            EvalReply::rollout(rollout).map_err(|e| WireError::Unavailable(e.to_string()))
+pub(crate) async fn serve(handle: &mut RactorEvaluator, request: EvalRequest) -> Result<WireReply, WireError> {
+    let reply = match request {
+        // Sent as a cast: applied before the evaluator's next request.
+        EvalRequest::PushWeights(_) => {
+            handle.cast(request);
+            EvalReply::Done
         }
-        EvalRequest::SetWeights(w) => done(handle.set_weights(Arc::new(w)).await),
-        EvalRequest::PushWeights(w) => {
-            handle.push_weights(Arc::new(w));
-            Ok(EvalReply::Done)
-        }
-        EvalRequest::SampleAndComputeGradients => {
-            handle.sample_and_compute_gradients().await.map(EvalReply::gradients).map_err(WireError::from_handle)
-        }
-        EvalRequest::SetFilterStatistics(s) => done(handle.set_filter_statistics(Arc::new(s)).await),
-        EvalRequest::SaveState => handle.save_state().await.map(EvalReply::State).map_err(WireError::from_handle),
-        EvalRequest::LoadState(s) => done(handle.load_state(Arc::new(s)).await),
-    }
+        request => handle.call(request).await.map_err(WireError::from_handle)?,
+    };
+    WireReply::new(reply).map_err(|e| WireError::Unavailable(e.to_string()))
 }

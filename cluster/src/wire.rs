@@ -17,6 +17,7 @@ use ractor::RpcReplyPort;
 use rlx::codec::{self, CodecError};
 use rlx::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, Rollout};
 use rlx::filter::RunningStat;
+use rlx::protocol::EvalReply;
 use rlx::restart::RestartPolicy;
 use rlx::{EpisodeSummary, HandleError, LearnerStats};
 use serde::de::DeserializeOwned;
@@ -39,7 +40,7 @@ impl Protocol for EvalProtocol {
     const VARIANT: &'static str = "rlx.eval.v2";
     type Request = EvalRequest;
     /// The reply and the evaluator's node-side restarts so far.
-    type Reply = Result<(EvalReply, u64), WireError>;
+    type Reply = Result<(WireReply, u64), WireError>;
 }
 
 /// Driver ↔ node spawner.
@@ -95,29 +96,15 @@ impl<P: Protocol> ractor::Message for Wire<P> {
     }
 }
 
-/// A request to a remote evaluator: the [`rlx::EvaluatorHandle`] methods.
-#[derive(Debug, Serialize, Deserialize)]
-pub enum EvalRequest {
-    /// `sample()`.
-    Sample,
-    /// `set_weights()`.
-    SetWeights(Vec<f32>),
-    /// `push_weights()` (sent as a cast).
-    PushWeights(Vec<f32>),
-    /// `sample_and_compute_gradients()`.
-    SampleAndComputeGradients,
-    /// `set_filter_statistics()`.
-    SetFilterStatistics(RunningStat),
-    /// `save_state()`.
-    SaveState,
-    /// `load_state()`.
-    LoadState(EvaluatorState),
-}
+/// A request to a remote evaluator: the framework's evaluator protocol,
+/// unchanged ([`rlx::protocol`]).
+pub use rlx::protocol::EvalRequest;
 
-/// A remote evaluator's answer.
+/// A remote evaluator's answer: [`EvalReply`] with the batch of a rollout
+/// in [`codec::encode`]'s columnar form.
 #[derive(Debug, Serialize, Deserialize)]
-pub enum EvalReply {
-    /// For `Sample`: the batch in [`codec::encode`]'s columnar form.
+pub enum WireReply {
+    /// For `Sample`.
     Rollout {
         /// The encoded batch.
         batch: serde_bytes::ByteBuf,
@@ -147,24 +134,41 @@ pub enum EvalReply {
     Done,
 }
 
-impl EvalReply {
-    /// The wire form of a rollout.
+impl WireReply {
+    /// The wire form of `reply`.
     ///
     /// # Errors
     /// A batch too large for the codec.
-    pub fn rollout(rollout: Rollout) -> Result<Self, CodecError> {
-        Ok(Self::Rollout {
-            batch: serde_bytes::ByteBuf::from(codec::encode(&rollout.batch)?),
-            episodes: rollout.episodes,
-            filter_delta: rollout.filter_delta,
-            env_shard_restarts: rollout.env_shard_restarts,
+    pub fn new(reply: EvalReply) -> Result<Self, CodecError> {
+        Ok(match reply {
+            EvalReply::Rollout(Rollout { batch, episodes, filter_delta, env_shard_restarts }) => {
+                let batch = serde_bytes::ByteBuf::from(codec::encode(&batch)?);
+                Self::Rollout { batch, episodes, filter_delta, env_shard_restarts }
+            }
+            EvalReply::Gradients(GradientRollout { grads, stats, steps, episodes, env_shard_restarts }) => {
+                Self::Gradients { grads, stats, steps, episodes, env_shard_restarts }
+            }
+            EvalReply::State(state) => Self::State(state),
+            EvalReply::Done => Self::Done,
         })
     }
 
-    /// The wire form of a gradient.
-    pub fn gradients(g: GradientRollout) -> Self {
-        let GradientRollout { grads, stats, steps, episodes, env_shard_restarts } = g;
-        Self::Gradients { grads, stats, steps, episodes, env_shard_restarts }
+    /// The reply it carries.
+    ///
+    /// # Errors
+    /// An undecodable batch.
+    pub fn into_reply(self) -> Result<EvalReply, CodecError> {
+        Ok(match self {
+            Self::Rollout { batch, episodes, filter_delta, env_shard_restarts } => {
+                let batch = codec::decode(&batch)?;
+                EvalReply::Rollout(Rollout { batch, episodes, filter_delta, env_shard_restarts })
+            }
+            Self::Gradients { grads, stats, steps, episodes, env_shard_restarts } => {
+                EvalReply::Gradients(GradientRollout { grads, stats, steps, episodes, env_shard_restarts })
+            }
+            Self::State(state) => EvalReply::State(state),
+            Self::Done => EvalReply::Done,
+        })
     }
 }
 
@@ -331,7 +335,7 @@ mod tests {
 
     #[test]
     fn envelope_round_trips_and_rejects_other_protocols() {
-        let payload = encode(&EvalRequest::SetWeights(vec![1.0, 2.0])).unwrap();
+        let payload = encode(&EvalRequest::SetWeights(std::sync::Arc::new(vec![1.0, 2.0]))).unwrap();
         let serialized = Wire::<EvalProtocol>::cast(payload.clone()).serialize().unwrap();
         let SerializedMessage::Cast { variant, args, .. } = serialized else { panic!("a cast") };
         assert_eq!(variant, "rlx.eval.v2");
@@ -348,12 +352,38 @@ mod tests {
         assert!(Wire::<SpawnProtocol>::deserialize(wrong).is_err());
     }
 
+    /// The framework's request enum encodes exactly as the wire's own enum
+    /// did before it was folded in, so `rlx.eval.v2` nodes and drivers
+    /// still understand each other.
+    #[test]
+    fn requests_keep_their_wire_bytes() {
+        // The wire's request enum as it was, variant for variant.
+        #[derive(Serialize)]
+        #[allow(dead_code)]
+        enum Before {
+            Sample,
+            SetWeights(Vec<f32>),
+            PushWeights(Vec<f32>),
+            SampleAndComputeGradients,
+            SetFilterStatistics(RunningStat),
+            SaveState,
+            LoadState(EvaluatorState),
+        }
+        let w = vec![0.25f32, -1.0, 3.5];
+        let now = encode(&EvalRequest::SetWeights(std::sync::Arc::new(w.clone()))).unwrap();
+        assert_eq!(now, encode(&Before::SetWeights(w)).unwrap());
+        let mut stat = RunningStat::new(2);
+        stat.push(&[1.0, 2.0]);
+        let now = encode(&EvalRequest::SetFilterStatistics(std::sync::Arc::new(stat.clone()))).unwrap();
+        assert_eq!(now, encode(&Before::SetFilterStatistics(stat)).unwrap());
+    }
+
     #[test]
     fn garbage_payloads_are_errors_not_panics() {
         for bytes in [&b""[..], b"\x00", b"garbage that is not lz4", &[0xff; 64]] {
             assert!(decode::<EvalRequest>(bytes).is_err());
         }
-        let mut truncated = encode(&EvalRequest::SetWeights(vec![0.5; 1000])).unwrap();
+        let mut truncated = encode(&EvalRequest::SetWeights(std::sync::Arc::new(vec![0.5; 1000]))).unwrap();
         truncated.truncate(truncated.len() / 2);
         assert!(decode::<EvalRequest>(&truncated).is_err());
     }

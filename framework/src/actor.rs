@@ -21,32 +21,21 @@
 //! [`HandleError::RestartBudgetExceeded`], naming the evaluator whose
 //! failure exhausted the budget and why it failed.
 
-use crate::evaluator::{EvaluatorError, EvaluatorFactory, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
-use crate::filter::RunningStat;
+use crate::evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator};
 use crate::handle::{EvaluatorHandle, HandleError, HandleStats};
-use crate::policy::FlatWeights;
 use crate::pool::{ChildArgs, PoolChild, PoolError, PoolRef};
+use crate::protocol::{EvalReply, EvalRequest, LatestState};
 use crate::restart::RestartPolicy;
 use async_trait::async_trait;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
 
-/// Messages an [`EvaluatorActor`] handles.
+/// Messages an [`EvaluatorActor`] handles: the evaluator protocol.
 pub enum EvaluatorMsg {
-    /// [`PolicyEvaluator::sample`].
-    Sample(RpcReplyPort<Result<Rollout, EvaluatorError>>),
-    /// [`PolicyEvaluator::set_weights`].
-    SetWeights(Arc<FlatWeights>, RpcReplyPort<Result<(), EvaluatorError>>),
-    /// [`PolicyEvaluator::set_weights`] without a reply.
-    PushWeights(Arc<FlatWeights>),
-    /// [`PolicyEvaluator::sample_and_compute_gradients`].
-    SampleAndComputeGradients(RpcReplyPort<Result<GradientRollout, EvaluatorError>>),
-    /// [`PolicyEvaluator::set_filter_statistics`].
-    SetFilterStatistics(Arc<RunningStat>, RpcReplyPort<Result<(), EvaluatorError>>),
-    /// Snapshot the evaluator for a checkpoint.
-    SaveState(RpcReplyPort<Result<EvaluatorState, EvaluatorError>>),
-    /// Restore a checkpoint's snapshot.
-    LoadState(Arc<EvaluatorState>, RpcReplyPort<Result<(), EvaluatorError>>),
+    /// Serve a request and answer.
+    Call(EvalRequest, RpcReplyPort<Result<EvalReply, EvaluatorError>>),
+    /// Serve a request without answering ([`EvalRequest::PushWeights`]).
+    Cast(EvalRequest),
 }
 
 impl ractor::Message for EvaluatorMsg {}
@@ -88,26 +77,14 @@ impl Actor for EvaluatorActor {
         // reply port tells the caller the actor died. So does an error that
         // escalates (the env shards below gave up): the supervisor restarts
         // this evaluator with new shards and the caller's handle retries.
+        // The handle knows the evaluator's index and fills it in a state.
         match msg {
-            EvaluatorMsg::Sample(reply) => answer(reply, state.sample())?,
-            EvaluatorMsg::SetWeights(w, reply) => {
-                let _ = reply.send(state.set_weights(&w));
+            EvaluatorMsg::Call(request, reply) => answer(reply, state.serve(&request, 0))?,
+            EvaluatorMsg::Cast(request) => {
+                // A cast that fails (weights of the wrong length: a bug in
+                // the driver) fails the actor so the supervisor reports it.
+                state.serve(&request, 0)?;
             }
-            EvaluatorMsg::PushWeights(w) => {
-                // Weights of the wrong length are a bug in the driver: fail the
-                // actor so the supervisor reports it.
-                state.set_weights(&w)?;
-            }
-            EvaluatorMsg::SampleAndComputeGradients(reply) => answer(reply, state.sample_and_compute_gradients())?,
-            EvaluatorMsg::SetFilterStatistics(s, reply) => {
-                state.set_filter_statistics(&s);
-                let _ = reply.send(Ok(()));
-            }
-            EvaluatorMsg::SaveState(reply) => {
-                // The handle knows the evaluator's index and fills it in.
-                let _ = reply.send(Ok(state.save_state(0)));
-            }
-            EvaluatorMsg::LoadState(s, reply) => answer(reply, state.load_state(&s))?,
         }
         Ok(())
     }
@@ -132,30 +109,14 @@ fn answer<T>(
 /// it recovers from restarts.
 pub struct RactorEvaluator {
     child: PoolChild<EvaluatorActor>,
-    latest_weights: Option<Arc<FlatWeights>>,
-    latest_filter: Option<Arc<RunningStat>>,
+    latest: LatestState,
     stats: HandleStats,
 }
 
 impl RactorEvaluator {
     fn new(child: PoolChild<EvaluatorActor>) -> Self {
         let stats = HandleStats { restarts: child.restarts(), ..HandleStats::default() };
-        Self { child, latest_weights: None, latest_filter: None, stats }
-    }
-
-    /// Calls the actor; if it died, attaches to its replacement, brings it
-    /// up to date with the latest weights, and calls again.
-    async fn call<T: Send + 'static>(
-        &mut self,
-        make: impl Fn(RpcReplyPort<Result<T, EvaluatorError>>) -> EvaluatorMsg + Send + Sync,
-    ) -> Result<T, HandleError> {
-        loop {
-            if let Some(result) = self.child.try_call(&make).await {
-                return result.map_err(|source| HandleError::Failed { index: self.child.index(), source });
-            }
-            // The reply port was dropped or the mailbox closed: the actor died.
-            self.recover().await?;
-        }
+        Self { child, latest: LatestState::default(), stats }
     }
 
     async fn recover(&mut self) -> Result<(), HandleError> {
@@ -163,11 +124,8 @@ impl RactorEvaluator {
         self.stats.restarts = self.child.restarts();
         // If these calls fail too, the caller's loop recovers again (each
         // failure counts against the supervisor's budget, so this ends).
-        if let Some(w) = self.latest_weights.clone() {
-            let _ = self.child.try_call(|reply| EvaluatorMsg::SetWeights(w.clone(), reply)).await;
-        }
-        if let Some(s) = self.latest_filter.clone() {
-            let _ = self.child.try_call(|reply| EvaluatorMsg::SetFilterStatistics(s.clone(), reply)).await;
+        for request in self.latest.replay() {
+            let _ = self.child.try_call(|reply| EvaluatorMsg::Call(request.clone(), reply)).await;
         }
         Ok(())
     }
@@ -190,47 +148,30 @@ impl EvaluatorHandle for RactorEvaluator {
         self.child.index()
     }
 
-    async fn sample(&mut self) -> Result<Rollout, HandleError> {
-        let rollout = self.call(EvaluatorMsg::Sample).await?;
-        self.stats.record(rollout.batch.len(), rollout.env_shard_restarts);
-        Ok(rollout)
+    /// Calls the actor; if it died, attaches to its replacement, brings it
+    /// up to date with the latest weights and filter, and calls again.
+    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+        self.latest.note(&request);
+        loop {
+            if let Some(result) = self.child.try_call(|reply| EvaluatorMsg::Call(request.clone(), reply)).await {
+                let reply = result.map_err(|source| HandleError::Failed { index: self.child.index(), source })?;
+                self.stats.record_reply(&reply);
+                return Ok(reply);
+            }
+            // The reply port was dropped or the mailbox closed: the actor died.
+            self.recover().await?;
+        }
     }
 
-    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
-        self.latest_weights = Some(weights.clone());
-        self.call(move |reply| EvaluatorMsg::SetWeights(weights.clone(), reply)).await
-    }
-
-    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
-        self.latest_weights = Some(weights.clone());
-        // If the actor is gone, the next call recovers it and sends these
-        // weights to the replacement.
-        let _ = self.child.actor().cast(EvaluatorMsg::PushWeights(weights));
-    }
-
-    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
-        let out = self.call(EvaluatorMsg::SampleAndComputeGradients).await?;
-        self.stats.record(out.steps, out.env_shard_restarts);
-        Ok(out)
-    }
-
-    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
-        self.latest_filter = Some(statistics.clone());
-        self.call(move |reply| EvaluatorMsg::SetFilterStatistics(statistics.clone(), reply)).await
+    fn cast(&mut self, request: EvalRequest) {
+        self.latest.note(&request);
+        // If the actor is gone, the next call recovers it and sends the
+        // latest weights to the replacement.
+        let _ = self.child.actor().cast(EvaluatorMsg::Cast(request));
     }
 
     fn stats(&self) -> HandleStats {
         self.stats
-    }
-
-    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
-        let mut state = self.call(EvaluatorMsg::SaveState).await?;
-        state.index = self.child.index();
-        Ok(state)
-    }
-
-    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
-        self.call(move |reply| EvaluatorMsg::LoadState(state.clone(), reply)).await
     }
 }
 

@@ -15,6 +15,7 @@
 use crate::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
 use crate::filter::RunningStat;
 use crate::policy::FlatWeights;
+use crate::protocol::{EvalReply, EvalRequest};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -84,61 +85,105 @@ impl HandleStats {
         self.steps_sampled += rows as u64;
         self.env_shard_restarts += env_shard_restarts;
     }
+
+    /// Counts what `reply` sampled, if anything.
+    pub fn record_reply(&mut self, reply: &EvalReply) {
+        match reply {
+            EvalReply::Rollout(r) => self.record(r.batch.len(), r.env_shard_restarts),
+            EvalReply::Gradients(g) => self.record(g.steps, g.env_shard_restarts),
+            EvalReply::State(_) | EvalReply::Done => {}
+        }
+    }
 }
 
 /// The async interface to one evaluator, wherever it runs.
+///
+/// A home implements [`call`](Self::call) (and [`cast`](Self::cast)): it
+/// hands the [`EvalRequest`] to [`PolicyEvaluator::serve`] wherever the
+/// evaluator lives. The typed methods below are written once, here.
 #[async_trait]
 pub trait EvaluatorHandle: Send {
     /// This evaluator's index (0 is the driver's local evaluator).
     fn index(&self) -> usize;
 
-    /// Samples a postprocessed batch ([`PolicyEvaluator::sample`]).
-    async fn sample(&mut self) -> Result<Rollout, HandleError>;
+    /// Serves `request` and waits for the answer. Handles whose evaluator
+    /// can be restarted keep the latest weights and filter statistics
+    /// ([`LatestState`](crate::protocol::LatestState)) to bring a
+    /// replacement up to date before they retry.
+    ///
+    /// # Errors
+    /// The evaluator's error, or one of its home (unreachable, past its
+    /// restart budget).
+    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError>;
 
-    /// Replaces the policy's weights. Handles keep the latest weights so a
-    /// restarted evaluator can be brought up to date.
-    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError>;
-
-    /// Sends new weights without waiting for the evaluator to apply them
-    /// (it applies them before its next request). Used where waiting would
-    /// wait for a straggler still busy with an abandoned request.
-    fn push_weights(&mut self, weights: Arc<FlatWeights>);
-
-    /// Samples and computes a gradient on the samples, without applying it.
-    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError>;
-
-    /// Replaces the observation filter's statistics with the driver's
-    /// merged ones (no-op for an evaluator without a filter). Handles keep
-    /// the latest statistics for a restarted evaluator, like weights.
-    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError>;
+    /// Sends `request` without waiting for the answer; the evaluator serves
+    /// it before its next request. A failure shows at the next call.
+    fn cast(&mut self, request: EvalRequest);
 
     /// Counters for metrics.
     fn stats(&self) -> HandleStats;
 
+    /// Samples a postprocessed batch ([`PolicyEvaluator::sample`]).
+    async fn sample(&mut self) -> Result<Rollout, HandleError> {
+        match self.call(EvalRequest::Sample).await? {
+            EvalReply::Rollout(rollout) => Ok(rollout),
+            other => Err(unexpected(self.index(), "Sample", &other)),
+        }
+    }
+
+    /// Replaces the policy's weights.
+    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
+        self.call(EvalRequest::SetWeights(weights)).await.map(drop)
+    }
+
+    /// Sends new weights without waiting for the evaluator to apply them
+    /// (it applies them before its next request). Used where waiting would
+    /// wait for a straggler still busy with an abandoned request.
+    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
+        self.cast(EvalRequest::PushWeights(weights));
+    }
+
+    /// Samples and computes a gradient on the samples, without applying it.
+    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
+        match self.call(EvalRequest::SampleAndComputeGradients).await? {
+            EvalReply::Gradients(g) => Ok(g),
+            other => Err(unexpected(self.index(), "SampleAndComputeGradients", &other)),
+        }
+    }
+
+    /// Replaces the observation filter's statistics with the driver's
+    /// merged ones (no-op for an evaluator without a filter).
+    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
+        self.call(EvalRequest::SetFilterStatistics(statistics)).await.map(drop)
+    }
+
     /// A snapshot of the evaluator for a checkpoint
-    /// ([`PolicyEvaluator::save_state`]). The default says the handle
-    /// cannot take one.
-    ///
-    /// # Errors
-    /// If the evaluator is unreachable or the handle cannot save state.
+    /// ([`PolicyEvaluator::save_state`]).
     async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
-        Err(HandleError::Failed {
-            index: self.index(),
-            source: EvaluatorError::Config("this evaluator handle cannot save state".into()),
-        })
+        match self.call(EvalRequest::SaveState).await? {
+            EvalReply::State(mut state) => {
+                state.index = self.index();
+                Ok(state)
+            }
+            other => Err(unexpected(self.index(), "SaveState", &other)),
+        }
     }
 
     /// Restores a snapshot ([`PolicyEvaluator::load_state`]).
-    ///
-    /// # Errors
-    /// If the evaluator rejects it or the handle cannot restore state.
     async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
-        let _ = state;
-        Err(HandleError::Failed {
-            index: self.index(),
-            source: EvaluatorError::Config("this evaluator handle cannot restore state".into()),
-        })
+        self.call(EvalRequest::LoadState(state)).await.map(drop)
     }
+}
+
+/// A reply of the wrong kind: a home that answered another request.
+fn unexpected(index: usize, request: &str, reply: &EvalReply) -> HandleError {
+    let kind = match reply {
+        EvalReply::Rollout(_) => "a rollout",
+        EvalReply::Gradients(_) => "gradients",
+        EvalReply::State(_) => "a state",
+        EvalReply::Done => "nothing",
+    };
+    HandleError::Failed { index, source: EvaluatorError::Config(format!("{request} was answered with {kind}")) }
 }
 
 /// An evaluator living in the caller's task.
@@ -194,43 +239,20 @@ impl EvaluatorHandle for LocalEvaluator {
         self.index
     }
 
-    async fn sample(&mut self) -> Result<Rollout, HandleError> {
-        let rollout = self.guarded(PolicyEvaluator::sample)?;
-        self.stats.record(rollout.batch.len(), rollout.env_shard_restarts);
-        Ok(rollout)
+    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+        let index = self.index;
+        let reply = self.guarded(|e| e.serve(&request, index))?;
+        self.stats.record_reply(&reply);
+        Ok(reply)
     }
 
-    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
-        self.guarded(|e| e.set_weights(&weights))
-    }
-
-    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
-        // Applied at once; a length error surfaces as the policy's error on
-        // the next set_weights, as the actor home would.
-        let _ = self.evaluator.set_weights(&weights);
-    }
-
-    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
-        let out = self.guarded(PolicyEvaluator::sample_and_compute_gradients)?;
-        self.stats.record(out.steps, out.env_shard_restarts);
-        Ok(out)
-    }
-
-    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
-        self.evaluator.set_filter_statistics(&statistics);
-        Ok(())
+    fn cast(&mut self, request: EvalRequest) {
+        // Served at once; an error surfaces as the policy's error on the
+        // next call, as the actor home would.
+        let _ = self.evaluator.serve(&request, self.index);
     }
 
     fn stats(&self) -> HandleStats {
         self.stats
-    }
-
-    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
-        let index = self.index;
-        self.guarded(|e| Ok(e.save_state(index)))
-    }
-
-    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
-        self.guarded(|e| e.load_state(&state))
     }
 }

@@ -43,6 +43,7 @@ pub mod placement;
 pub mod policy;
 pub mod pool;
 pub mod postprocessing;
+pub mod protocol;
 pub mod replay;
 pub mod restart;
 pub mod sample_batch;

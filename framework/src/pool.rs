@@ -184,8 +184,14 @@ impl<A: Actor + Clone> PoolSupervisor<A> {
         if let Err(failures) = s.failures.record() {
             let (max_restarts, window_s) = (s.restart.max_restarts, s.restart.window_s);
             let pool = s.name.clone();
-            let error =
-                PoolError::BudgetExceeded { pool, child: index, failures, max_restarts, window_s, last_failure: reason };
+            let error = PoolError::BudgetExceeded {
+                pool,
+                child: index,
+                failures,
+                max_restarts,
+                window_s,
+                last_failure: reason,
+            };
             Self::give_up(s, error);
             return;
         }
@@ -366,7 +372,11 @@ impl<A: Actor + Clone> PoolRef<A> {
                 ractor::SpawnErr::StartupFailed(inner) => inner.downcast_ref::<PoolError>().cloned(),
                 _ => None,
             }
-            .unwrap_or_else(|| PoolError::Spawn { pool: name.to_string(), child: first, reason: spawn_reason(&e) })
+            .unwrap_or_else(|| PoolError::Spawn {
+                pool: name.to_string(),
+                child: first,
+                reason: spawn_reason(&e),
+            })
         })?;
         Ok(Self { name: name.into(), supervisor, restarts })
     }

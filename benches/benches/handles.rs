@@ -1,0 +1,50 @@
+//! Round trips through an evaluator handle: what one request costs on top
+//! of the work it asks for, per home. The evaluator is PPO's on
+//! CartPole-v1 with one env copy, so a `sample()` of one step is nearly all
+//! messaging, and `set_weights` (the 2×64 networks' weights, shared) is
+//! all messaging.
+//!
+//! Homes: the driver's own evaluator (`LocalEvaluator`, no messaging) and
+//! one ractor evaluator actor under its supervisor (`RactorEvaluator`).
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use rlx::EvaluatorHandle;
+use rlx_algorithms::build_trainer;
+use serde_json::json;
+use std::sync::Arc;
+
+fn handles(c: &mut Criterion) {
+    let cfg = rlx_benches::criterion();
+    let rt = rlx_benches::runtime();
+    let mut group = c.benchmark_group("handles/round_trip");
+    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let config = json!({"num_workers": 1, "num_envs_per_worker": 1, "train_batch_size": 1, "sgd_minibatch_size": 1});
+    let (mut trainer, _) = rt.block_on(build_trainer("PPO", "CartPole-v1", &config)).expect("build");
+    let evaluators = trainer.optimizer_mut().evaluators_mut();
+    let weights = Arc::new(evaluators.local().policy().get_weights());
+    for home in ["local", "ractor"] {
+        group.bench_function(BenchmarkId::new(home, "set_weights"), |b| {
+            b.iter(|| {
+                let handle: &mut dyn EvaluatorHandle = match home {
+                    "local" => evaluators.local_handle(),
+                    _ => evaluators.workers()[0].as_mut(),
+                };
+                rt.block_on(handle.set_weights(weights.clone())).expect("set_weights");
+            })
+        });
+        group.bench_function(BenchmarkId::new(home, "sample_1_step"), |b| {
+            b.iter(|| {
+                let handle: &mut dyn EvaluatorHandle = match home {
+                    "local" => evaluators.local_handle(),
+                    _ => evaluators.workers()[0].as_mut(),
+                };
+                let rollout = rt.block_on(handle.sample()).expect("sample");
+                assert!(!rollout.batch.is_empty());
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, handles);
+criterion_main!(benches);

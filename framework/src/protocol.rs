@@ -1,0 +1,143 @@
+//! The evaluator protocol: every operation on an evaluator as one request,
+//! answered by [`PolicyEvaluator::serve`].
+//!
+//! Wherever an evaluator lives — in the driver ([`LocalEvaluator`]), in a
+//! ractor actor ([`crate::actor`]), in an actix actor or on a remote node
+//! (`rlx-cluster`) — its home passes the [`EvalRequest`] it is given to
+//! `serve` and returns the [`EvalReply`]. Remote nodes receive the same
+//! request enum over the wire. The typed methods callers use
+//! ([`EvaluatorHandle::sample`], `set_weights`, …) are written once, on
+//! the handle trait, in terms of [`EvaluatorHandle::call`].
+//!
+//! A new operation therefore touches two files: a variant and its arm in
+//! `serve` here, and its typed method in `handle.rs`.
+//!
+//! [`LocalEvaluator`]: crate::handle::LocalEvaluator
+//! [`EvaluatorHandle::sample`]: crate::handle::EvaluatorHandle::sample
+//! [`EvaluatorHandle::call`]: crate::handle::EvaluatorHandle::call
+
+use crate::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
+use crate::filter::RunningStat;
+use crate::policy::FlatWeights;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// One operation on an evaluator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum EvalRequest {
+    /// [`PolicyEvaluator::sample`].
+    Sample,
+    /// [`PolicyEvaluator::set_weights`].
+    SetWeights(Arc<FlatWeights>),
+    /// [`PolicyEvaluator::set_weights`], sent without waiting for the answer
+    /// (applied before the evaluator's next request).
+    PushWeights(Arc<FlatWeights>),
+    /// [`PolicyEvaluator::sample_and_compute_gradients`].
+    SampleAndComputeGradients,
+    /// [`PolicyEvaluator::set_filter_statistics`].
+    SetFilterStatistics(Arc<RunningStat>),
+    /// [`PolicyEvaluator::save_state`].
+    SaveState,
+    /// [`PolicyEvaluator::load_state`].
+    LoadState(Arc<EvaluatorState>),
+}
+
+/// An evaluator's answer to an [`EvalRequest`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum EvalReply {
+    /// To `Sample`.
+    Rollout(Rollout),
+    /// To `SampleAndComputeGradients`.
+    Gradients(GradientRollout),
+    /// To `SaveState`.
+    State(EvaluatorState),
+    /// To everything else.
+    Done,
+}
+
+impl EvalRequest {
+    /// Whether a replacement evaluator must be sent this request again
+    /// before anything else: the latest weights and filter statistics are
+    /// what bring a restarted evaluator up to date.
+    pub fn brings_up_to_date(&self) -> bool {
+        matches!(self, Self::SetWeights(_) | Self::PushWeights(_) | Self::SetFilterStatistics(_))
+    }
+}
+
+impl PolicyEvaluator {
+    /// Serves one request: the one function every home of an evaluator
+    /// calls. `index` is the evaluator's, recorded in a saved state.
+    ///
+    /// # Errors
+    /// The operation's own error.
+    pub fn serve(&mut self, request: &EvalRequest, index: usize) -> Result<EvalReply, EvaluatorError> {
+        Ok(match request {
+            EvalRequest::Sample => EvalReply::Rollout(self.sample()?),
+            EvalRequest::SetWeights(w) | EvalRequest::PushWeights(w) => {
+                self.set_weights(w)?;
+                EvalReply::Done
+            }
+            EvalRequest::SampleAndComputeGradients => EvalReply::Gradients(self.sample_and_compute_gradients()?),
+            EvalRequest::SetFilterStatistics(s) => {
+                self.set_filter_statistics(s);
+                EvalReply::Done
+            }
+            EvalRequest::SaveState => EvalReply::State(self.save_state(index)),
+            EvalRequest::LoadState(s) => {
+                self.load_state(s)?;
+                EvalReply::Done
+            }
+        })
+    }
+}
+
+/// The requests that bring a replacement evaluator up to date: the latest
+/// weights and filter statistics a handle sent. Every handle whose
+/// evaluator can be restarted keeps one.
+#[derive(Clone, Debug, Default)]
+pub struct LatestState {
+    weights: Option<Arc<FlatWeights>>,
+    filter: Option<Arc<RunningStat>>,
+}
+
+impl LatestState {
+    /// Remembers `request` if it [brings an evaluator up
+    /// to date](EvalRequest::brings_up_to_date).
+    pub fn note(&mut self, request: &EvalRequest) {
+        match request {
+            EvalRequest::SetWeights(w) | EvalRequest::PushWeights(w) => self.weights = Some(w.clone()),
+            EvalRequest::SetFilterStatistics(s) => self.filter = Some(s.clone()),
+            _ => {}
+        }
+    }
+
+    /// The requests to send a replacement, weights first.
+    pub fn replay(&self) -> Vec<EvalRequest> {
+        let weights = self.weights.clone().map(EvalRequest::SetWeights);
+        let filter = self.filter.clone().map(EvalRequest::SetFilterStatistics);
+        weights.into_iter().chain(filter).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replacement_gets_the_latest_weights_then_the_latest_filter() {
+        let mut latest = LatestState::default();
+        assert!(latest.replay().is_empty());
+        let filter = Arc::new(RunningStat::new(1));
+        latest.note(&EvalRequest::SetFilterStatistics(filter.clone()));
+        latest.note(&EvalRequest::SetWeights(Arc::new(vec![1.0])));
+        latest.note(&EvalRequest::Sample);
+        latest.note(&EvalRequest::PushWeights(Arc::new(vec![2.0])));
+        let replay = latest.replay();
+        assert_eq!(
+            replay,
+            vec![EvalRequest::SetWeights(Arc::new(vec![2.0])), EvalRequest::SetFilterStatistics(filter)]
+        );
+        assert!(replay.iter().all(EvalRequest::brings_up_to_date));
+        assert!(!EvalRequest::SaveState.brings_up_to_date());
+    }
+}
