@@ -7,20 +7,22 @@
 //! broadcast. Advantages are GAE(γ, λ) (λ = 1 gives the paper's n-step
 //! returns), standardized over the batch; the loss is the vanilla
 //! actor-critic loss with an entropy bonus ([`policy_gradient_loss`]).
-//! Execution: [`SyncSamplesOptimizer`].
+//! Execution: [`A2cStep`] at the end of this file.
 //!
 //! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
 //! `total_loss`, `vf_explained_var`.
 
 use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
 use crate::device::NetDevice;
-use crate::execution::sync_trainer;
+use crate::execution::{actor_critic_policies, spawn_evaluators};
 use crate::model::{ModelConfig, ModelSupport};
 use crate::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
+use async_trait::async_trait;
 use rlx::config::{check, ConfigError, Validate};
+use rlx::optimizer::{publish_round, sample_round, OptimizerError, Plan, StepStats, TrainingStep};
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{PolicyError, SampleBatch, Trainer};
+use rlx::{fields, Evaluators, PolicyError, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// A2C's configuration (A3C's too): the sampling, batch, actor-critic and
@@ -86,12 +88,36 @@ impl ActorCriticLoss for A2cConfig {
     }
 }
 
-/// The execution plan: synchronous sampling, one gradient step per batch.
+/// The execution plan: evaluators from `make_env` running [`A2cStep`].
 ///
 /// # Errors
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: A2cConfig) -> Result<Trainer, BuildError> {
-    let (sampling, min_sample_fraction) = (cfg.batch.settings(&cfg.sampling), cfg.batch.min_sample_fraction);
-    sync_trainer("A2C", make_env, cfg, sampling, min_sample_fraction).await
+    let step = A2cStep { min_sample_fraction: cfg.batch.min_sample_fraction };
+    let sampling = cfg.batch.settings(&cfg.sampling);
+    let evaluators = spawn_evaluators(make_env, actor_critic_policies("A2C", cfg), sampling).await?;
+    Ok(Trainer::new(Box::new(Plan::new(evaluators, step))))
+}
+
+/// A2C's training step, once per iteration (PG's too): sample, standardize
+/// advantages, one gradient step on the whole batch, broadcast.
+pub struct A2cStep {
+    /// Learn once this fraction of the samplers has returned.
+    pub min_sample_fraction: f64,
+}
+
+#[async_trait]
+impl TrainingStep for A2cStep {
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
+        // Every evaluator samples its share of `train_batch_size` with the
+        // current weights; its rows come with advantages (`postprocess`).
+        let mut round = sample_round(evaluators, self.min_sample_fraction).await?;
+        // Advantages standardized over the whole train batch.
+        round.batch.standardize(fields::ADVANTAGES)?;
+        // One gradient step of `loss` on the whole batch, in the driver.
+        let learner = evaluators.learn_on_batch(&round.batch)?;
+        // The new weights to every evaluator: the next round is on-policy.
+        publish_round(evaluators, round, learner).await
+    }
 }

@@ -6,10 +6,10 @@ use crate::actor_critic::{self, ActorCriticLoss};
 use crate::{BuildError, EnvMaker};
 use rlx::evaluator::evaluator_seed;
 use rlx::filter::ObservationFilter;
-use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, SyncSamplesConfig};
+use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner};
 use rlx::{
-    fields, EnvShards, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, PolicyGraph, RestartPolicy,
-    Space, SyncSamplesOptimizer, Trainer, VectorEnv,
+    EnvShards, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, PolicyGraph, RestartPolicy, Space,
+    VectorEnv,
 };
 use std::sync::Arc;
 
@@ -77,26 +77,6 @@ pub async fn spawn_evaluators(
         })
     });
     Ok(Evaluators::spawn(factory, s.num_workers, s.restart).await?)
-}
-
-/// The execution plan of the synchronous actor-critic algorithms without
-/// minibatches (PG, A2C): evaluators with `loss`'s policy, driven by a
-/// [`SyncSamplesOptimizer`] that standardizes advantages over each train
-/// batch.
-///
-/// # Errors
-/// If the env cannot be built or has unsupported spaces, or an evaluator
-/// fails to start.
-pub async fn sync_trainer<L: ActorCriticLoss>(
-    name: &'static str,
-    make_env: EnvMaker,
-    loss: L,
-    sampling: SamplingSettings,
-    min_sample_fraction: f64,
-) -> Result<Trainer, BuildError> {
-    let evaluators = spawn_evaluators(make_env, actor_critic_policies(name, loss), sampling).await?;
-    let plan = SyncSamplesConfig { standardize_fields: vec![fields::ADVANTAGES.to_string()], min_sample_fraction };
-    Ok(Trainer::new(Box::new(SyncSamplesOptimizer::new(evaluators, plan))))
 }
 
 /// Policies of the actor-critic algorithm `name` with `loss`, for

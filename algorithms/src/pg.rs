@@ -9,18 +9,21 @@
 //! where an episode was cut, never at termination), subtracts the value
 //! estimate as a baseline, `Â_t = G_t − V(s_t)`, standardizes `Â` over the
 //! batch, and takes one gradient step on the vanilla actor-critic loss
-//! ([`policy_gradient_loss`]). Execution: [`SyncSamplesOptimizer`].
+//! ([`policy_gradient_loss`]). Execution: A2C's training step
+//! ([`A2cStep`]).
 //!
 //! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
 //! `total_loss`, `vf_explained_var`.
 
+use crate::a2c::A2cStep;
 use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
 use crate::device::NetDevice;
-use crate::execution::sync_trainer;
+use crate::execution::{actor_critic_policies, spawn_evaluators};
 use crate::model::{ModelConfig, ModelSupport};
 use crate::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{ConfigError, Validate};
+use rlx::optimizer::Plan;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
 use rlx::{fields, PolicyError, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
@@ -90,12 +93,16 @@ impl ActorCriticLoss for PgConfig {
     }
 }
 
-/// The execution plan: synchronous sampling, one gradient step per batch.
+/// The execution plan: evaluators from `make_env` running A2C's training
+/// step ([`A2cStep`]: sample, standardize advantages, one gradient step,
+/// broadcast).
 ///
 /// # Errors
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: PgConfig) -> Result<Trainer, BuildError> {
-    let (sampling, min_sample_fraction) = (cfg.batch.settings(&cfg.sampling), cfg.batch.min_sample_fraction);
-    sync_trainer("PG", make_env, cfg, sampling, min_sample_fraction).await
+    let step = A2cStep { min_sample_fraction: cfg.batch.min_sample_fraction };
+    let sampling = cfg.batch.settings(&cfg.sampling);
+    let evaluators = spawn_evaluators(make_env, actor_critic_policies("PG", cfg), sampling).await?;
+    Ok(Trainer::new(Box::new(Plan::new(evaluators, step))))
 }
