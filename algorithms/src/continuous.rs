@@ -77,8 +77,8 @@ pub(crate) trait ContinuousPolicy: Sized {
     /// The algorithm's name, for errors.
     const NAME: &'static str;
 
-    /// The sampling and learning sections (seed and device).
-    fn sections(&self) -> (&Sampling, &Learning);
+    /// The sampling, replay and learning sections.
+    fn sections(&self) -> (&Sampling, &Replay, &Learning);
 
     /// The policy on `dev`.
     fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError>;
@@ -101,7 +101,7 @@ pub(crate) fn make_policy<C: ContinuousPolicy>(
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
     let (input, bounds) = continuous_spaces(C::NAME, obs, act)?;
-    let (sampling, learning) = cfg.sections();
+    let (sampling, _, learning) = cfg.sections();
     on_device(learning.device, sampling.seed, ContinuousBuild { cfg, obs, act, input, bounds, rng_seed })
 }
 
@@ -109,12 +109,11 @@ pub(crate) fn make_policy<C: ContinuousPolicy>(
 /// each with a policy from `make_policy`, sampling
 /// `rollout_fragment_length` steps each per round, driven by
 /// [`SyncReplayOptimizer`].
-pub(crate) async fn replay_trainer<C: Send + Sync + 'static>(
+pub(crate) async fn replay_trainer<C: ContinuousPolicy + Send + Sync + 'static>(
     make_env: EnvMaker,
-    (sampling, replay): (&Sampling, &Replay),
     cfg: C,
-    make_policy: fn(&C, &Space, &Space, u64) -> Result<Box<dyn PolicyGraph>, BuildError>,
 ) -> Result<Trainer, BuildError> {
+    let (sampling, replay, _) = cfg.sections();
     let (settings, optimizer) = (replay.settings(sampling), replay.optimizer(sampling.seed, None));
     let make = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&cfg, o, a, seed));
     let evaluators = crate::execution::spawn_evaluators(make_env, make, settings).await?;

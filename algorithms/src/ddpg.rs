@@ -361,8 +361,8 @@ pub fn make_policy(
 impl ContinuousPolicy for DdpgConfig {
     const NAME: &'static str = "DDPG";
 
-    fn sections(&self) -> (&Sampling, &Learning) {
-        (&self.sampling, &self.learning)
+    fn sections(&self) -> (&Sampling, &Replay, &Learning) {
+        (&self.sampling, &self.replay, &self.learning)
     }
 
     fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
@@ -405,7 +405,7 @@ fn policy<D: NetDevice>(b: ContinuousBuild<'_, DdpgConfig>, dev: D) -> Result<Co
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: DdpgConfig) -> Result<Trainer, BuildError> {
-    replay_trainer(make_env, (&cfg.sampling.clone(), &cfg.replay.clone()), cfg, make_policy).await
+    replay_trainer(make_env, cfg).await
 }
 
 #[cfg(test)]

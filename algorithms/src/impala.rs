@@ -26,7 +26,6 @@ use crate::model::{ModelConfig, ModelSupport};
 use crate::sections::{ActorCriticLearner, Learning, Sampling};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
-use rlx::filter::ObservationFilter;
 use rlx::optimizer::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 use rlx::postprocessing::vtrace;
 use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Trainer};
@@ -192,8 +191,7 @@ impl ActorCriticLoss for ImpalaConfig {
 impl ImpalaConfig {
     /// How the evaluators sample: one fragment of every env copy per batch.
     pub(crate) fn sampling_settings(&self) -> SamplingSettings {
-        let size = self.rollout_fragment_length * self.sampling.num_envs_per_worker;
-        self.sampling.settings(size, ObservationFilter::NoFilter)
+        self.sampling.fragments(self.rollout_fragment_length)
     }
 
     /// The asynchronous pipeline's settings.

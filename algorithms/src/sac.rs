@@ -370,8 +370,8 @@ pub fn make_policy(
 impl ContinuousPolicy for SacConfig {
     const NAME: &'static str = "SAC";
 
-    fn sections(&self) -> (&Sampling, &Learning) {
-        (&self.sampling, &self.learning)
+    fn sections(&self) -> (&Sampling, &Replay, &Learning) {
+        (&self.sampling, &self.replay, &self.learning)
     }
 
     fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
@@ -420,7 +420,7 @@ fn policy<D: NetDevice>(b: ContinuousBuild<'_, SacConfig>, dev: D) -> Result<Cor
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: SacConfig) -> Result<Trainer, BuildError> {
-    replay_trainer(make_env, (&cfg.sampling.clone(), &cfg.replay.clone()), cfg, make_policy).await
+    replay_trainer(make_env, cfg).await
 }
 
 #[cfg(test)]

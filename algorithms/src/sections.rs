@@ -95,6 +95,13 @@ impl Sampling {
         }
     }
 
+    /// How the evaluators sample when each `sample()` returns one fragment
+    /// of `rollout_fragment_length` steps of every env copy, unfiltered
+    /// (the replay and asynchronous algorithms).
+    pub fn fragments(&self, rollout_fragment_length: usize) -> SamplingSettings {
+        self.settings(rollout_fragment_length * self.num_envs_per_worker, ObservationFilter::NoFilter)
+    }
+
     /// Evaluators that sample: the workers, or the driver when there are
     /// none.
     pub fn samplers(&self) -> usize {
@@ -303,7 +310,7 @@ impl Replay {
 
     /// How `sampling`'s evaluators sample: one fragment of every env copy.
     pub fn settings(&self, sampling: &Sampling) -> SamplingSettings {
-        sampling.settings(self.rollout_fragment_length * sampling.num_envs_per_worker, ObservationFilter::NoFilter)
+        sampling.fragments(self.rollout_fragment_length)
     }
 }
 

@@ -55,15 +55,6 @@ pub enum EvalReply {
     Done,
 }
 
-impl EvalRequest {
-    /// Whether a replacement evaluator must be sent this request again
-    /// before anything else: the latest weights and filter statistics are
-    /// what bring a restarted evaluator up to date.
-    pub fn brings_up_to_date(&self) -> bool {
-        matches!(self, Self::SetWeights(_) | Self::PushWeights(_) | Self::SetFilterStatistics(_))
-    }
-}
-
 impl PolicyEvaluator {
     /// Serves one request: the one function every home of an evaluator
     /// calls. `index` is the evaluator's, recorded in a saved state.
@@ -101,8 +92,8 @@ pub struct LatestState {
 }
 
 impl LatestState {
-    /// Remembers `request` if it [brings an evaluator up
-    /// to date](EvalRequest::brings_up_to_date).
+    /// Remembers `request` if it brings an evaluator up to date: new
+    /// weights (`SetWeights`, `PushWeights`) or filter statistics.
     pub fn note(&mut self, request: &EvalRequest) {
         match request {
             EvalRequest::SetWeights(w) | EvalRequest::PushWeights(w) => self.weights = Some(w.clone()),
@@ -137,7 +128,7 @@ mod tests {
             replay,
             vec![EvalRequest::SetWeights(Arc::new(vec![2.0])), EvalRequest::SetFilterStatistics(filter)]
         );
-        assert!(replay.iter().all(EvalRequest::brings_up_to_date));
-        assert!(!EvalRequest::SaveState.brings_up_to_date());
+        latest.note(&EvalRequest::SaveState);
+        assert_eq!(latest.replay().len(), 2, "a snapshot request brings nothing up to date");
     }
 }
