@@ -199,8 +199,8 @@ pub async fn build(make_env: EnvMaker, cfg: ApexConfig) -> Result<Trainer, Build
     let evaluators = spawn_evaluators(make_env, make, sampling).await?;
     // Initial weights depend only on the seed, so the learner starts where
     // the evaluators do.
-    let local = evaluators.local().policy();
-    let learner = make_policy(&cfg, &local.observation_space().clone(), &local.action_space().clone(), 0, 0)?;
+    let (obs, act) = evaluators.local().spaces();
+    let learner = make_policy(&cfg, &obs, &act, 0, 0)?;
     let optimizer = AsyncReplayOptimizer::new(evaluators, learner, cfg.replay())
         .await
         .map_err(|e| BuildError::Unsupported(e.to_string()))?;

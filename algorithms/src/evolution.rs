@@ -837,7 +837,8 @@ impl EvolutionOptimizer {
 
     /// The weights and observation statistics the driver's policy holds.
     fn current(&self) -> (Vec<f32>, RunningStat) {
-        let policy = self.evaluators.local().policy();
+        let local = self.evaluators.local();
+        let policy = local.policy();
         let stat = policy.save_state().and_then(|b| rlx::codec::decode_value(&b).ok());
         (policy.get_weights(), stat.unwrap_or_else(|| RunningStat::new(policy.observation_space().flat_dim())))
     }
@@ -868,7 +869,8 @@ impl EvolutionOptimizer {
 
     /// Gives the driver's policy the new weights and observation statistics.
     fn adopt(&mut self, weights: &[f32], obs_stat: &RunningStat) -> Result<(), EvaluatorError> {
-        let policy = self.evaluators.local_mut().policy_mut();
+        let mut local = self.evaluators.local_mut();
+        let policy = local.policy_mut();
         policy.set_weights(weights)?;
         let stat_bytes = rlx::codec::encode_value(obs_stat).map_err(|e| PolicyError::Other(e.to_string()))?;
         Ok(policy.load_state(&stat_bytes)?)

@@ -101,8 +101,7 @@ pub fn multi_device_learner<L: ActorCriticLoss>(
         return Ok(None);
     }
     let learner = loss.learner();
-    let local = evaluators.local().policy();
-    let (obs, act) = (local.observation_space().clone(), local.action_space().clone());
+    let (obs, act) = evaluators.local().spaces();
     let replicas = (1..num_devices)
         .map(|i| actor_critic::make_policy_on(name, loss, &obs, &act, 0, learner.device.replica(i)))
         .collect::<Result<Vec<_>, _>>()?;

@@ -217,8 +217,8 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
     let seed = sampling.seed;
     let evaluators = spawn_evaluators(make_env, actor_critic_policies(name, loss.clone()), sampling).await?;
     // The learner's copy, for the spaces the evaluators were built with.
-    let local = evaluators.local().policy();
-    let learner = actor_critic::make_policy(name, &loss, local.observation_space(), local.action_space(), seed)?;
+    let (obs, act) = evaluators.local().spaces();
+    let learner = actor_critic::make_policy(name, &loss, &obs, &act, seed)?;
     Ok(Trainer::new(Box::new(AsyncSamplesOptimizer::new(evaluators, learner, optimizer).await?)))
 }
 

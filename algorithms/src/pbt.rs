@@ -649,7 +649,7 @@ pub struct PbtOptimizer {
 impl PbtOptimizer {
     /// Member `i`'s current actor (for inspection, or for a fault test to
     /// kill it).
-    pub fn member(&self, i: usize) -> &ActorRef<MemberMsg> {
+    pub fn member(&self, i: usize) -> ActorRef<MemberMsg> {
         self.pool.actor(i)
     }
 

@@ -25,8 +25,7 @@ async fn learns_pendulum(algorithm: &str, config: Value, threshold: f64, budget:
     let mut best = f64::NEG_INFINITY;
     loop {
         let r = trainer.train().await.unwrap();
-        let policy = trainer.optimizer_mut().evaluators_mut().local_mut().policy_mut();
-        let eval = common::greedy_return(policy, "Pendulum-v1", 10);
+        let eval = common::greedy_return(trainer.optimizer().evaluators().local().policy_mut(), "Pendulum-v1", 10);
         best = best.max(eval);
         eprintln!(
             "{algorithm} iter {} steps {} evaluation {eval:.1} training window {:.1} t {:.1}s",

@@ -19,8 +19,7 @@ async fn reaches(algorithm: &str, env: &str, config: Value, threshold: f64, budg
     loop {
         let r = trainer.train().await.unwrap();
         if r.training_iteration % every == 0 {
-            let policy = trainer.optimizer_mut().evaluators_mut().local_mut().policy_mut();
-            let greedy = greedy_return(policy, env, 10);
+            let greedy = greedy_return(trainer.optimizer().evaluators().local().policy_mut(), env, 10);
             best = best.max(greedy);
             eprintln!(
                 "{algorithm} {env} iter {} steps {} greedy {greedy:.1} perturbed {:.1} t {:.1}s",
@@ -96,7 +95,8 @@ async fn es_run(
         let stats = optimizer.step().await.unwrap();
         restarts = stats.learner.get("worker_restarts").unwrap_or(0.0);
     }
-    let policy = optimizer.evaluators().local().policy();
+    let local = optimizer.evaluators().local();
+    let policy = local.policy();
     (policy.get_weights(), policy.save_state().unwrap(), restarts)
 }
 

@@ -28,8 +28,7 @@ async fn train(algorithm: &str, env: &str, config: Value, target: f64, budget: u
             r.training_iteration, r.timesteps_total, r.time_total_s
         );
         if mean >= target || r.timesteps_total >= budget {
-            let policy = trainer.optimizer_mut().evaluators_mut().local_mut().policy_mut();
-            let greedy = common::greedy_return(policy, env, 20);
+            let greedy = common::greedy_return(trainer.optimizer().evaluators().local().policy_mut(), env, 20);
             eprintln!("{algorithm} {env}: greedy return {greedy:.2}");
             return (r, greedy);
         }

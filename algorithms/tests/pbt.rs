@@ -55,8 +55,7 @@ async fn a_ppo_population_learns_cartpole_and_exploits() {
         assert_eq!(l.get("num_exploits"), Some(r.training_iteration as f64));
         if mean >= THRESHOLD && r.episodes_total >= 20 {
             // The shadow policy (what checkpoints save) holds a good member's weights.
-            let policy = trainer.optimizer_mut().evaluators_mut().local_mut().policy_mut();
-            let greedy = common::greedy_return(policy, "CartPole-v1", 5);
+            let greedy = common::greedy_return(trainer.optimizer().evaluators().local().policy_mut(), "CartPole-v1", 5);
             eprintln!("greedy return of the best member's weights: {greedy:.1}");
             assert!(greedy >= 100.0, "greedy return {greedy}");
             assert_eq!(l.get("member_restarts"), Some(0.0));

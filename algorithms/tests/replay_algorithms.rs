@@ -35,8 +35,7 @@ async fn apex_learns_cartpole_with_two_evaluators_and_two_shards() {
     let mut best = f64::NEG_INFINITY;
     let learner = loop {
         let r = trainer.train().await.unwrap();
-        let policy = trainer.optimizer_mut().evaluators_mut().local_mut().policy_mut();
-        let greedy = common::greedy_return(policy, "CartPole-v1", 10);
+        let greedy = common::greedy_return(trainer.optimizer().evaluators().local().policy_mut(), "CartPole-v1", 10);
         best = best.max(greedy);
         let mean = r.episode_reward_mean.unwrap_or(0.0);
         eprintln!(

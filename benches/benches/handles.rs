@@ -8,7 +8,6 @@
 //! one ractor evaluator actor under its supervisor (`RactorEvaluator`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use rlx::EvaluatorHandle;
 use rlx_algorithms::build_trainer;
 use serde_json::json;
 use std::sync::Arc;
@@ -19,25 +18,15 @@ fn handles(c: &mut Criterion) {
     let mut group = c.benchmark_group("handles/round_trip");
     group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
     let config = json!({"num_workers": 1, "num_envs_per_worker": 1, "train_batch_size": 1, "sgd_minibatch_size": 1});
-    let (mut trainer, _) = rt.block_on(build_trainer("PPO", "CartPole-v1", &config)).expect("build");
-    let evaluators = trainer.optimizer_mut().evaluators_mut();
+    let (trainer, _) = rt.block_on(build_trainer("PPO", "CartPole-v1", &config)).expect("build");
+    let evaluators = trainer.optimizer().evaluators();
     let weights = Arc::new(evaluators.local().policy().get_weights());
-    for home in ["local", "ractor"] {
+    for (home, handle) in [("local", evaluators.local_handle()), ("ractor", evaluators.workers()[0].clone())] {
         group.bench_function(BenchmarkId::new(home, "set_weights"), |b| {
-            b.iter(|| {
-                let handle: &mut dyn EvaluatorHandle = match home {
-                    "local" => evaluators.local_handle(),
-                    _ => evaluators.workers()[0].as_mut(),
-                };
-                rt.block_on(handle.set_weights(weights.clone())).expect("set_weights");
-            })
+            b.iter(|| rt.block_on(handle.set_weights(weights.clone())).expect("set_weights"))
         });
         group.bench_function(BenchmarkId::new(home, "sample_1_step"), |b| {
             b.iter(|| {
-                let handle: &mut dyn EvaluatorHandle = match home {
-                    "local" => evaluators.local_handle(),
-                    _ => evaluators.workers()[0].as_mut(),
-                };
                 let rollout = rt.block_on(handle.sample()).expect("sample");
                 assert!(!rollout.batch.is_empty());
             })

@@ -24,7 +24,7 @@
 
 use actix::prelude::*;
 use futures::future::BoxFuture;
-use rlx::handle::{panic_message, HandleStats};
+use rlx::handle::{lock, panic_message, HandleStats, SharedHandle};
 use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
 use rlx::protocol::{EvalReply, EvalRequest, LatestState};
 use rlx::restart::{FailureWindow, RestartPolicy, RestartStrategy};
@@ -133,7 +133,7 @@ fn place(factory: EvaluatorFactory, indices: Vec<usize>, restart: RestartPolicy)
     let runtime = tokio::runtime::Handle::try_current().ok();
     let restarts = Arc::new(AtomicU64::new(0));
     let window = Arc::new(Mutex::new(FailureWindow::new(restart)));
-    let mut handles: Vec<Box<dyn EvaluatorHandle>> = Vec::with_capacity(indices.len());
+    let mut handles: Vec<SharedHandle> = Vec::with_capacity(indices.len());
     for index in indices {
         let generation = Arc::new(AtomicU64::new(0));
         let (factory, runtime) = (factory.clone(), runtime.clone());
@@ -142,14 +142,14 @@ fn place(factory: EvaluatorFactory, indices: Vec<usize>, restart: RestartPolicy)
             let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
             SyncEvaluator { index, evaluator: factory(index, generation.fetch_add(1, Ordering::Relaxed)) }
         });
-        handles.push(Box::new(ActixEvaluator {
+        handles.push(Arc::new(ActixEvaluator {
             index,
             addr,
             policy: restart,
             window: window.clone(),
             restarts: restarts.clone(),
-            latest: LatestState::default(),
-            stats: HandleStats::default(),
+            latest: Mutex::default(),
+            stats: Mutex::default(),
         }));
     }
     Ok(PlacedWorkers { handles, keep_alive: Box::new(ActixWorkers { restarts }) })
@@ -173,8 +173,8 @@ pub struct ActixEvaluator {
     policy: RestartPolicy,
     window: Arc<Mutex<FailureWindow>>,
     restarts: Arc<AtomicU64>,
-    latest: LatestState,
-    stats: HandleStats,
+    latest: Mutex<LatestState>,
+    stats: Mutex<HandleStats>,
 }
 
 impl ActixEvaluator {
@@ -185,7 +185,7 @@ impl ActixEvaluator {
             .map_err(|e| HandleError::Unreachable { index: self.index, reason: format!("actix evaluator: {e}") })
     }
 
-    async fn restarted(&mut self, reason: String) -> Result<(), HandleError> {
+    async fn restarted(&self, reason: String) -> Result<(), HandleError> {
         let recorded = self.window.lock().expect("window lock").record();
         if let Err(failures) = recorded {
             return Err(HandleError::RestartBudgetExceeded {
@@ -197,8 +197,9 @@ impl ActixEvaluator {
             });
         }
         self.restarts.fetch_add(1, Ordering::Relaxed);
-        self.stats.restarts += 1;
-        for request in self.latest.replay() {
+        lock(&self.stats).restarts += 1;
+        let replay = lock(&self.latest).replay();
+        for request in replay {
             let _ = self.send(request).await;
         }
         Ok(())
@@ -213,28 +214,28 @@ impl EvaluatorHandle for ActixEvaluator {
 
     /// Sends the request; after a panic, counts it, updates the rebuilt
     /// actor and retries.
-    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
-        self.latest.note(&request);
+    async fn call(&self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+        lock(&self.latest).note(&request);
         loop {
             match self.send(request.clone()).await? {
                 Err(EvaluatorError::Panicked(reason)) => self.restarted(reason).await?,
                 Err(e) if e.escalates() => self.restarted(e.to_string()).await?,
                 Err(source) => return Err(HandleError::Failed { index: self.index, source }),
                 Ok(reply) => {
-                    self.stats.record_reply(&reply);
+                    lock(&self.stats).record_reply(&reply);
                     return Ok(reply);
                 }
             }
         }
     }
 
-    fn cast(&mut self, request: EvalRequest) {
-        self.latest.note(&request);
+    fn cast(&self, request: EvalRequest) {
+        lock(&self.latest).note(&request);
         // Served before the actor's next request (its mailbox is FIFO).
         self.addr.do_send(Request(request));
     }
 
     fn stats(&self) -> HandleStats {
-        self.stats
+        *lock(&self.stats)
     }
 }

@@ -36,7 +36,7 @@ use ractor::{ActorCell, ActorRef};
 use ractor_cluster::node::NodeSessionMessage;
 use ractor_cluster::NodeServerMessage;
 use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
-use rlx::handle::HandleStats;
+use rlx::handle::{lock, HandleStats, SharedHandle};
 use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
 use rlx::protocol::{EvalReply, LatestState};
 use rlx::restart::{FailureWindow, RestartPolicy, RestartStrategy};
@@ -384,7 +384,7 @@ impl Shared {
         let (set, _) = RactorEvaluatorSet::spawn(factory.clone(), Vec::new(), restart).await?;
         let handle = set.add(index, generation).await?;
         self.local.lock().expect("local lock").push(set);
-        Ok(Home::Local(handle))
+        Ok(Home::Local(Arc::new(handle)))
     }
 
     async fn spawn_on(
@@ -516,7 +516,8 @@ enum SpawnFailure {
     Evaluator(String),
 }
 
-/// Where one evaluator lives now.
+/// Where one evaluator lives now (cheap to clone: a request takes a copy).
+#[derive(Clone)]
 enum Home {
     Remote {
         actor: ActorRef<Wire<EvalProtocol>>,
@@ -526,7 +527,7 @@ enum Home {
         /// The node's lost flag.
         down: watch::Receiver<bool>,
     },
-    Local(RactorEvaluator),
+    Local(Arc<RactorEvaluator>),
 }
 
 impl Placement for Cluster {
@@ -540,17 +541,17 @@ impl Placement for Cluster {
         shared.restart.lock().expect("restart lock").get_or_insert(restart);
         Box::pin(async move {
             let homes = futures::future::join_all(indices.iter().map(|&i| shared.place(i, 0, restart, &factory))).await;
-            let mut handles: Vec<Box<dyn EvaluatorHandle>> = Vec::with_capacity(indices.len());
+            let mut handles: Vec<SharedHandle> = Vec::with_capacity(indices.len());
             for (&index, home) in indices.iter().zip(homes) {
-                handles.push(Box::new(RemoteEvaluator {
+                handles.push(Arc::new(RemoteEvaluator {
                     index,
-                    home: home?,
-                    placements: 0,
+                    home: Mutex::new((home?, 0)),
+                    replacing: tokio::sync::Mutex::new(()),
                     restart,
                     factory: factory.clone(),
                     shared: shared.clone(),
-                    latest: LatestState::default(),
-                    stats: HandleStats::default(),
+                    latest: Mutex::default(),
+                    stats: Mutex::default(),
                 }));
             }
             Ok(PlacedWorkers { handles, keep_alive: Box::new(Cluster { shared }) })
@@ -575,14 +576,16 @@ impl WorkerSet for Cluster {
 /// this process after its node was lost.
 pub struct RemoteEvaluator {
     index: usize,
-    home: Home,
-    /// Times this evaluator was re-placed.
-    placements: u64,
+    /// Where it lives now, and how many times it was re-placed.
+    home: Mutex<(Home, u64)>,
+    /// Held while re-placing, so callers that lose the same node at once
+    /// re-place the evaluator once.
+    replacing: tokio::sync::Mutex<()>,
     restart: RestartPolicy,
     factory: EvaluatorFactory,
     shared: Arc<Shared>,
-    latest: LatestState,
-    stats: HandleStats,
+    latest: Mutex<LatestState>,
+    stats: Mutex<HandleStats>,
 }
 
 /// A re-placed evaluator starts at generation `placements << 16`, past any
@@ -600,20 +603,21 @@ enum Lost {
 impl RemoteEvaluator {
     /// Sends `request` to the evaluator; if its node is lost, re-places it
     /// and retries (within the restart budget).
-    async fn request(&mut self, request: EvalRequest) -> Result<WireReply, HandleError> {
+    async fn request(&self, request: EvalRequest) -> Result<WireReply, HandleError> {
         let payload = wire::encode(&request).map_err(|e| self.config_error(e.to_string()))?;
         loop {
-            match self.send(&payload).await {
+            let (mut home, placement) = lock(&self.home).clone();
+            match self.send(&mut home, &payload).await {
                 Ok(reply) => return Ok(reply),
                 Err(Lost::Error(e)) => return Err(e),
-                Err(Lost::Node(reason)) => self.replace(&reason).await?,
+                Err(Lost::Node(reason)) => self.replace(placement, &reason).await?,
             }
         }
     }
 
-    async fn send(&mut self, payload: &[u8]) -> Result<WireReply, Lost> {
+    async fn send(&self, home: &mut Home, payload: &[u8]) -> Result<WireReply, Lost> {
         let index = self.index;
-        match &mut self.home {
+        match home {
             Home::Local(handle) => {
                 let request = wire::decode(payload).map_err(|e| Lost::Error(self_config(index, e.to_string())))?;
                 serve(handle, request).await.map_err(|e| Lost::Error(e.into_handle(index, "local")))
@@ -660,25 +664,32 @@ impl RemoteEvaluator {
         }
     }
 
-    /// Puts the evaluator on another node (or here) and brings it up to date.
-    async fn replace(&mut self, reason: &str) -> Result<(), HandleError> {
+    /// Puts the evaluator on another node (or here) and brings it up to
+    /// date, unless another caller already re-placed it since `placement`.
+    async fn replace(&self, placement: u64, reason: &str) -> Result<(), HandleError> {
+        let _one_at_a_time = self.replacing.lock().await;
+        if lock(&self.home).1 != placement {
+            return Ok(());
+        }
         self.shared.record_replacement(self.index, reason)?;
         // Restarts counted on the lost node stay counted.
         let on_old_node = self.shared.node_restarts.lock().expect("restarts lock").remove(&self.index).unwrap_or(0);
         self.shared.retired_restarts.fetch_add(on_old_node, Ordering::Relaxed);
-        self.stats.restarts += 1 + on_old_node;
+        lock(&self.stats).restarts += 1 + on_old_node;
         // Each placement gets its own range of generations (and so of seeds).
-        self.placements += 1;
-        let generation = self.placements << GENERATIONS_PER_PLACEMENT_BITS;
-        self.home = self.shared.place(self.index, generation, self.restart, &self.factory).await?;
-        let where_ = match &self.home {
+        let placement = placement + 1;
+        let generation = placement << GENERATIONS_PER_PLACEMENT_BITS;
+        let home = self.shared.place(self.index, generation, self.restart, &self.factory).await?;
+        *lock(&self.home) = (home.clone(), placement);
+        let where_ = match &home {
             Home::Remote { addr, .. } => format!("node {addr}"),
             Home::Local(_) => "the driver".to_string(),
         };
         tracing::warn!(index = self.index, "evaluator re-placed on {where_}: {reason}");
         // If these fail, the caller's retry notices and re-places again.
-        for request in self.latest.replay() {
-            let _ = self.send(&self.encode(&request)?).await;
+        let replay = lock(&self.latest).replay();
+        for request in replay {
+            let _ = self.send(&mut home.clone(), &self.encode(&request)?).await;
         }
         Ok(())
     }
@@ -702,22 +713,22 @@ impl EvaluatorHandle for RemoteEvaluator {
         self.index
     }
 
-    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
-        self.latest.note(&request);
+    async fn call(&self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+        lock(&self.latest).note(&request);
         let reply = self.request(request).await?;
         let reply = reply.into_reply().map_err(|e| self.config_error(format!("undecodable batch: {e}")))?;
-        self.stats.record_reply(&reply);
+        lock(&self.stats).record_reply(&reply);
         Ok(reply)
     }
 
-    fn cast(&mut self, request: EvalRequest) {
-        self.latest.note(&request);
+    fn cast(&self, request: EvalRequest) {
+        lock(&self.latest).note(&request);
         // Fire and forget: if the node is gone, the next request re-places
         // the evaluator and sends it the latest weights.
-        if let Home::Local(handle) = &mut self.home {
+        let (home, _) = lock(&self.home).clone();
+        if let Home::Local(handle) = &home {
             handle.cast(request);
-        } else if let (Home::Remote { actor, max_frame_bytes, .. }, Ok(payload)) = (&self.home, wire::encode(&request))
-        {
+        } else if let (Home::Remote { actor, max_frame_bytes, .. }, Ok(payload)) = (&home, wire::encode(&request)) {
             // Too large for the node: skip it; the next request's size check reports it.
             if payload.len() as u64 <= max_frame_bytes.saturating_sub(4096) {
                 let _ = actor.cast(Wire::cast(payload));
@@ -727,6 +738,7 @@ impl EvaluatorHandle for RemoteEvaluator {
 
     fn stats(&self) -> HandleStats {
         let node_side = self.shared.node_restarts.lock().expect("restarts lock").get(&self.index).copied().unwrap_or(0);
-        HandleStats { restarts: self.stats.restarts + node_side, ..self.stats }
+        let stats = *lock(&self.stats);
+        HandleStats { restarts: stats.restarts + node_side, ..stats }
     }
 }

@@ -298,7 +298,7 @@ impl Actor for EvaluatorServer {
     ) -> Result<(), ActorProcessingErr> {
         let reply = match wire::decode::<EvalRequest>(&msg.payload) {
             Err(e) => Err(WireError::BadRequest(e.to_string())),
-            Ok(request) => serve(&mut state.handle, request).await,
+            Ok(request) => serve(&state.handle, request).await,
         };
         let Some(port) = msg.reply else {
             if let Err(e) = reply {
@@ -335,7 +335,7 @@ impl Actor for EvaluatorServer {
 }
 
 /// Runs one request on a (node-local or driver-local) evaluator handle.
-pub(crate) async fn serve(handle: &mut RactorEvaluator, request: EvalRequest) -> Result<WireReply, WireError> {
+pub(crate) async fn serve(handle: &RactorEvaluator, request: EvalRequest) -> Result<WireReply, WireError> {
     let reply = match request {
         // Sent as a cast: applied before the evaluator's next request.
         EvalRequest::PushWeights(_) => {

@@ -22,13 +22,13 @@
 //! failure exhausted the budget and why it failed.
 
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator};
-use crate::handle::{EvaluatorHandle, HandleError, HandleStats};
-use crate::pool::{ChildArgs, PoolChild, PoolError, PoolRef};
+use crate::handle::{lock, EvaluatorHandle, HandleError, HandleStats};
+use crate::pool::{ChildArgs, Died, PoolChild, PoolError, PoolRef};
 use crate::protocol::{EvalReply, EvalRequest, LatestState};
 use crate::restart::RestartPolicy;
 use async_trait::async_trait;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Messages an [`EvaluatorActor`] handles: the evaluator protocol.
 pub enum EvaluatorMsg {
@@ -106,25 +106,32 @@ fn answer<T>(
 }
 
 /// Driver-side handle to an [`EvaluatorActor`]; see the module docs for how
-/// it recovers from restarts.
+/// it recovers from restarts. Callable through `&self`: share it in an
+/// `Arc` to keep several requests in flight.
 pub struct RactorEvaluator {
     child: PoolChild<EvaluatorActor>,
-    latest: LatestState,
-    stats: HandleStats,
+    latest: Mutex<LatestState>,
+    stats: Mutex<HandleStats>,
 }
 
 impl RactorEvaluator {
     fn new(child: PoolChild<EvaluatorActor>) -> Self {
         let stats = HandleStats { restarts: child.restarts(), ..HandleStats::default() };
-        Self { child, latest: LatestState::default(), stats }
+        Self { child, latest: Mutex::default(), stats: Mutex::new(stats) }
     }
 
-    async fn recover(&mut self) -> Result<(), HandleError> {
-        self.child.recover().await.map_err(handle_error)?;
-        self.stats.restarts = self.child.restarts();
+    /// The actor as this handle last saw it (for a fault test to kill it).
+    pub fn actor(&self) -> ActorRef<EvaluatorMsg> {
+        self.child.actor()
+    }
+
+    async fn recover(&self, died: Died) -> Result<(), HandleError> {
+        self.child.recover(died).await.map_err(handle_error)?;
+        lock(&self.stats).restarts = self.child.restarts();
         // If these calls fail too, the caller's loop recovers again (each
         // failure counts against the supervisor's budget, so this ends).
-        for request in self.latest.replay() {
+        let replay = lock(&self.latest).replay();
+        for request in replay {
             let _ = self.child.try_call(|reply| EvaluatorMsg::Call(request.clone(), reply)).await;
         }
         Ok(())
@@ -150,28 +157,30 @@ impl EvaluatorHandle for RactorEvaluator {
 
     /// Calls the actor; if it died, attaches to its replacement, brings it
     /// up to date with the latest weights and filter, and calls again.
-    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
-        self.latest.note(&request);
+    async fn call(&self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+        lock(&self.latest).note(&request);
         loop {
-            if let Some(result) = self.child.try_call(|reply| EvaluatorMsg::Call(request.clone(), reply)).await {
-                let reply = result.map_err(|source| HandleError::Failed { index: self.child.index(), source })?;
-                self.stats.record_reply(&reply);
-                return Ok(reply);
+            match self.child.try_call(|reply| EvaluatorMsg::Call(request.clone(), reply)).await {
+                Ok(result) => {
+                    let reply = result.map_err(|source| HandleError::Failed { index: self.child.index(), source })?;
+                    lock(&self.stats).record_reply(&reply);
+                    return Ok(reply);
+                }
+                // The reply port was dropped or the mailbox closed: the actor died.
+                Err(died) => self.recover(died).await?,
             }
-            // The reply port was dropped or the mailbox closed: the actor died.
-            self.recover().await?;
         }
     }
 
-    fn cast(&mut self, request: EvalRequest) {
-        self.latest.note(&request);
+    fn cast(&self, request: EvalRequest) {
+        lock(&self.latest).note(&request);
         // If the actor is gone, the next call recovers it and sends the
         // latest weights to the replacement.
         let _ = self.child.actor().cast(EvaluatorMsg::Cast(request));
     }
 
     fn stats(&self) -> HandleStats {
-        self.stats
+        *lock(&self.stats)
     }
 }
 

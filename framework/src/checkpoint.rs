@@ -192,8 +192,8 @@ pub async fn save(trainer: &mut Trainer, parent: &Path, info: &RunInfo) -> Resul
         exact_resume: state.gaps.is_empty(),
         notes: state.gaps.clone(),
     };
-    let policy = trainer.optimizer().evaluators().local().policy();
-    write_dir(parent, &metadata, policy, &state)
+    let local = trainer.optimizer().evaluators().local();
+    write_dir(parent, &metadata, local.policy(), &state)
 }
 
 /// Writes the three files into a temporary directory, then renames it into

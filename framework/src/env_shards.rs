@@ -377,7 +377,7 @@ impl EnvShardSet {
     /// (a copy without snapshots, a shard replaced since its last step, or
     /// a pool that gave up).
     pub(crate) fn save_states(&self) -> Option<Vec<VectorEnvState>> {
-        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        let pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
         let expect = &self.generations;
         let call = pool.call_all(|i, reply| ShardMsg::Save(expect[i], reply));
         blocking(&self.runtime, &self.name, call).ok()?.ok()?.into_iter().collect()

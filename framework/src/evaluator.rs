@@ -213,6 +213,12 @@ impl PolicyEvaluator {
         self.policy.as_ref()
     }
 
+    /// The policy's observation and action spaces (e.g. to build a learner's
+    /// copy of the policy).
+    pub fn spaces(&self) -> (crate::Space, crate::Space) {
+        (self.policy.observation_space().clone(), self.policy.action_space().clone())
+    }
+
     /// The policy graph, mutably (the driver learns through this).
     pub fn policy_mut(&mut self) -> &mut dyn PolicyGraph {
         self.policy.as_mut()

@@ -6,17 +6,15 @@
 
 use crate::actor::RactorEvaluatorSet;
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator};
-use crate::handle::{EvaluatorHandle, HandleError, HandleStats, LocalEvaluator};
+use crate::handle::{EvaluatorHandle, HandleError, LocalEvaluator, SharedHandle};
 use crate::placement::{self, PlacedWorkers, WorkerSet};
 use crate::restart::RestartPolicy;
-use std::collections::BTreeMap;
+use std::sync::{Arc, MutexGuard};
 
 /// The local evaluator and the worker handles an optimizer drives.
 pub struct Evaluators {
-    local: LocalEvaluator,
-    workers: Vec<Box<dyn EvaluatorHandle>>,
-    /// Counters of workers lent out to in-flight requests, as last seen.
-    lent: BTreeMap<usize, HandleStats>,
+    local: Arc<LocalEvaluator>,
+    workers: Vec<SharedHandle>,
     /// Keeps the worker actors alive (dropping it stops them) and counts restarts.
     actors: Option<Box<dyn WorkerSet>>,
 }
@@ -44,121 +42,76 @@ impl Evaluators {
             None => {
                 let (set, handles) = RactorEvaluatorSet::spawn(factory, indices, restart).await?;
                 let set: Box<dyn WorkerSet> = Box::new(set);
-                (Some(set), handles.into_iter().map(|h| Box::new(h) as Box<dyn EvaluatorHandle>).collect())
+                (Some(set), handles.into_iter().map(|h| Arc::new(h) as SharedHandle).collect())
             }
         };
-        Ok(Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), actors })
+        Ok(Self { local: Arc::new(LocalEvaluator::new(0, local)), workers, actors })
     }
 
     /// Wraps evaluators built elsewhere (e.g. remote ones). Whoever owns the
     /// workers' actors must keep them alive.
-    pub fn from_parts(local: PolicyEvaluator, workers: Vec<Box<dyn EvaluatorHandle>>) -> Self {
-        Self { local: LocalEvaluator::new(0, local), workers, lent: BTreeMap::new(), actors: None }
+    pub fn from_parts(local: PolicyEvaluator, workers: Vec<SharedHandle>) -> Self {
+        Self { local: Arc::new(LocalEvaluator::new(0, local)), workers, actors: None }
     }
 
-    /// The driver's evaluator, whose policy the learner trains.
-    pub fn local(&self) -> &PolicyEvaluator {
+    /// The driver's evaluator, whose policy the learner trains, for as long
+    /// as the guard lives. Drop the guard before calling a handle: the
+    /// driver's evaluator samples through one when there are no workers
+    /// (see [`LocalEvaluator::evaluator`]).
+    pub fn local(&self) -> MutexGuard<'_, PolicyEvaluator> {
         self.local.evaluator()
     }
 
-    /// The driver's evaluator, mutably.
-    pub fn local_mut(&mut self) -> &mut PolicyEvaluator {
-        self.local.evaluator_mut()
+    /// The driver's evaluator, mutably (the same guard as [`local`](Self::local)).
+    pub fn local_mut(&mut self) -> MutexGuard<'_, PolicyEvaluator> {
+        self.local.evaluator()
     }
 
     /// The driver's evaluator as a handle.
-    pub fn local_handle(&mut self) -> &mut LocalEvaluator {
-        &mut self.local
+    pub fn local_handle(&self) -> SharedHandle {
+        self.local.clone()
     }
 
     /// The worker handles.
-    pub fn workers(&mut self) -> &mut [Box<dyn EvaluatorHandle>] {
-        &mut self.workers
+    pub fn workers(&self) -> &[SharedHandle] {
+        &self.workers
     }
 
-    /// The handles that sample: the workers, or the local evaluator when
-    /// there are none.
-    pub fn samplers(&mut self) -> Vec<&mut dyn EvaluatorHandle> {
+    /// The handles that sample: the workers, or the driver's own evaluator
+    /// when there are none. Optimizers sample through these alone, so
+    /// `num_workers: 0` takes the same code path as any other count.
+    pub fn samplers(&self) -> Vec<SharedHandle> {
         if self.workers.is_empty() {
-            vec![&mut self.local as &mut dyn EvaluatorHandle]
+            vec![self.local_handle()]
         } else {
-            self.workers.iter_mut().map(|w| w.as_mut() as &mut dyn EvaluatorHandle).collect()
+            self.workers.clone()
         }
     }
 
-    /// Number of worker evaluators (0 when the driver samples itself),
-    /// including those lent out.
+    /// Number of worker evaluators (0 when the driver samples itself).
     pub fn num_workers(&self) -> usize {
-        self.workers.len() + self.lent.len()
+        self.workers.len()
     }
 
     /// Restarts of worker evaluators so far: the supervisor's count for
-    /// actor workers; otherwise what the handles last reported.
+    /// actor workers; otherwise what the handles report.
     pub fn num_restarts(&self) -> u64 {
         match &self.actors {
             Some(set) => set.restarts(),
-            None => self.worker_stats().map(|s| s.restarts).sum(),
+            None => self.workers.iter().map(|w| w.stats().restarts).sum(),
         }
     }
 
     /// Env shard restarts the samplers' rollouts have reported so far.
     pub fn num_env_shard_restarts(&self) -> u64 {
-        self.worker_stats().map(|s| s.env_shard_restarts).sum::<u64>() + self.local.stats().env_shard_restarts
-    }
-
-    /// Every worker's counters: the handles at home as they are now, those
-    /// lent out as last seen.
-    fn worker_stats(&self) -> impl Iterator<Item = HandleStats> + '_ {
-        self.workers.iter().map(|w| w.stats()).chain(self.lent.values().copied())
+        let workers: u64 = self.workers.iter().map(|w| w.stats().env_shard_restarts).sum();
+        workers + self.local.stats().env_shard_restarts
     }
 
     /// Failures of the workers' deployment so far (lost nodes, re-placed
     /// evaluators); empty for workers in this process.
     pub fn failures(&self) -> Vec<String> {
         self.actors.as_ref().map(|a| a.failures()).unwrap_or_default()
-    }
-
-    /// Lends every worker handle out, for asynchronous optimizers that keep
-    /// requests in flight across steps (each request owns its handle).
-    /// Return them with [`return_worker`](Self::return_worker).
-    pub fn take_workers(&mut self) -> Vec<Box<dyn EvaluatorHandle>> {
-        for w in &self.workers {
-            self.lent.insert(w.index(), w.stats());
-        }
-        std::mem::take(&mut self.workers)
-    }
-
-    /// Takes back a lent worker handle.
-    pub fn return_worker(&mut self, worker: Box<dyn EvaluatorHandle>) {
-        self.lent.remove(&worker.index());
-        self.workers.push(worker);
-        self.workers.sort_by_key(|w| w.index());
-    }
-
-    /// Updates the counters of a worker that is still lent out.
-    pub fn note_lent_stats(&mut self, index: usize, stats: HandleStats) {
-        self.lent.insert(index, stats);
-    }
-
-    /// Books the finished request of a lent worker: records its counters
-    /// and, if the request failed, takes the worker back and returns the
-    /// error (the optimizer's step then fails with it).
-    ///
-    /// # Errors
-    /// The request's error.
-    pub fn finish_request<T>(
-        &mut self,
-        worker: Box<dyn EvaluatorHandle>,
-        result: Result<T, HandleError>,
-    ) -> Result<(Box<dyn EvaluatorHandle>, T), HandleError> {
-        self.note_lent_stats(worker.index(), worker.stats());
-        match result {
-            Ok(value) => Ok((worker, value)),
-            Err(e) => {
-                self.return_worker(worker);
-                Err(e)
-            }
-        }
     }
 
     /// Learns on `batch` with the local policy.

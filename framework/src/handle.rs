@@ -19,7 +19,7 @@ use crate::protocol::{EvalReply, EvalRequest};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 /// Why a call through a handle failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -101,8 +101,14 @@ impl HandleStats {
 /// A home implements [`call`](Self::call) (and [`cast`](Self::cast)): it
 /// hands the [`EvalRequest`] to [`PolicyEvaluator::serve`] wherever the
 /// evaluator lives. The typed methods below are written once, here.
+///
+/// Every method takes `&self`, like ractor's `ActorRef`: a handle shared as
+/// a [`SharedHandle`] is cheap to clone, and an asynchronous optimizer keeps
+/// a request in flight by giving it a clone, while the handle stays where it
+/// is for checkpoints and metrics. An evaluator serves its requests one at a
+/// time, in the order they reach it.
 #[async_trait]
-pub trait EvaluatorHandle: Send {
+pub trait EvaluatorHandle: Send + Sync {
     /// This evaluator's index (0 is the driver's local evaluator).
     fn index(&self) -> usize;
 
@@ -114,17 +120,17 @@ pub trait EvaluatorHandle: Send {
     /// # Errors
     /// The evaluator's error, or one of its home (unreachable, past its
     /// restart budget).
-    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError>;
+    async fn call(&self, request: EvalRequest) -> Result<EvalReply, HandleError>;
 
     /// Sends `request` without waiting for the answer; the evaluator serves
     /// it before its next request. A failure shows at the next call.
-    fn cast(&mut self, request: EvalRequest);
+    fn cast(&self, request: EvalRequest);
 
     /// Counters for metrics.
     fn stats(&self) -> HandleStats;
 
     /// Samples a postprocessed batch ([`PolicyEvaluator::sample`]).
-    async fn sample(&mut self) -> Result<Rollout, HandleError> {
+    async fn sample(&self) -> Result<Rollout, HandleError> {
         match self.call(EvalRequest::Sample).await? {
             EvalReply::Rollout(rollout) => Ok(rollout),
             other => Err(unexpected(self.index(), "Sample", &other)),
@@ -132,19 +138,19 @@ pub trait EvaluatorHandle: Send {
     }
 
     /// Replaces the policy's weights.
-    async fn set_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
+    async fn set_weights(&self, weights: Arc<FlatWeights>) -> Result<(), HandleError> {
         self.call(EvalRequest::SetWeights(weights)).await.map(drop)
     }
 
     /// Sends new weights without waiting for the evaluator to apply them
     /// (it applies them before its next request). Used where waiting would
     /// wait for a straggler still busy with an abandoned request.
-    fn push_weights(&mut self, weights: Arc<FlatWeights>) {
+    fn push_weights(&self, weights: Arc<FlatWeights>) {
         self.cast(EvalRequest::PushWeights(weights));
     }
 
     /// Samples and computes a gradient on the samples, without applying it.
-    async fn sample_and_compute_gradients(&mut self) -> Result<GradientRollout, HandleError> {
+    async fn sample_and_compute_gradients(&self) -> Result<GradientRollout, HandleError> {
         match self.call(EvalRequest::SampleAndComputeGradients).await? {
             EvalReply::Gradients(g) => Ok(g),
             other => Err(unexpected(self.index(), "SampleAndComputeGradients", &other)),
@@ -153,13 +159,13 @@ pub trait EvaluatorHandle: Send {
 
     /// Replaces the observation filter's statistics with the driver's
     /// merged ones (no-op for an evaluator without a filter).
-    async fn set_filter_statistics(&mut self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
+    async fn set_filter_statistics(&self, statistics: Arc<RunningStat>) -> Result<(), HandleError> {
         self.call(EvalRequest::SetFilterStatistics(statistics)).await.map(drop)
     }
 
     /// A snapshot of the evaluator for a checkpoint
     /// ([`PolicyEvaluator::save_state`]).
-    async fn save_state(&mut self) -> Result<EvaluatorState, HandleError> {
+    async fn save_state(&self) -> Result<EvaluatorState, HandleError> {
         match self.call(EvalRequest::SaveState).await? {
             EvalReply::State(mut state) => {
                 state.index = self.index();
@@ -170,9 +176,20 @@ pub trait EvaluatorHandle: Send {
     }
 
     /// Restores a snapshot ([`PolicyEvaluator::load_state`]).
-    async fn load_state(&mut self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
+    async fn load_state(&self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
         self.call(EvalRequest::LoadState(state)).await.map(drop)
     }
+}
+
+/// A handle shared by whoever needs to call the evaluator: the optimizer's
+/// list of workers, and each request in flight.
+pub type SharedHandle = Arc<dyn EvaluatorHandle>;
+
+/// Locks a home's bookkeeping (latest weights, counters). Homes never
+/// hold it across an await, so a lock poisoned by a caught panic still
+/// holds whole values and is used as it is.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A reply of the wrong kind: a home that answered another request.
@@ -186,36 +203,42 @@ fn unexpected(index: usize, request: &str, reply: &EvalReply) -> HandleError {
     HandleError::Failed { index, source: EvaluatorError::Config(format!("{request} was answered with {kind}")) }
 }
 
-/// An evaluator living in the caller's task.
+/// An evaluator living in the driver's task, behind a lock so that the
+/// learner can reach its policy and the same evaluator can sample as a
+/// handle (`num_workers: 0`).
 pub struct LocalEvaluator {
     index: usize,
-    evaluator: PolicyEvaluator,
-    stats: HandleStats,
+    evaluator: Mutex<PolicyEvaluator>,
+    stats: Mutex<HandleStats>,
 }
 
 impl LocalEvaluator {
     /// Wraps an evaluator.
     pub fn new(index: usize, evaluator: PolicyEvaluator) -> Self {
-        Self { index, evaluator, stats: HandleStats::default() }
+        Self { index, evaluator: Mutex::new(evaluator), stats: Mutex::default() }
     }
 
-    /// The evaluator (e.g. for the learner to reach its policy).
-    pub fn evaluator(&self) -> &PolicyEvaluator {
-        &self.evaluator
-    }
-
-    /// The evaluator, mutably.
-    pub fn evaluator_mut(&mut self) -> &mut PolicyEvaluator {
-        &mut self.evaluator
+    /// The evaluator (e.g. for the learner to reach its policy), for as
+    /// long as the guard lives. Like `RefCell::borrow_mut`, it panics if
+    /// the evaluator is already borrowed: holding a guard while calling the
+    /// evaluator's handle (or taking a second guard) is a bug in the
+    /// caller, and a panic names it where a lock would hang.
+    pub fn evaluator(&self) -> MutexGuard<'_, PolicyEvaluator> {
+        match self.evaluator.try_lock() {
+            Ok(guard) => guard,
+            // A panic while sampling was caught and reported; the evaluator lives on.
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                panic!("the driver's evaluator is already borrowed (a guard from Evaluators::local is still alive)")
+            }
+        }
     }
 
     /// Runs `f` on the evaluator, turning a panic into [`EvaluatorError::Panicked`].
-    fn guarded<T>(
-        &mut self,
-        f: impl FnOnce(&mut PolicyEvaluator) -> Result<T, EvaluatorError>,
-    ) -> Result<T, HandleError> {
+    fn guarded<T>(&self, f: impl FnOnce(&mut PolicyEvaluator) -> Result<T, EvaluatorError>) -> Result<T, HandleError> {
         let index = self.index;
-        match catch_unwind(AssertUnwindSafe(|| f(&mut self.evaluator))) {
+        let mut evaluator = self.evaluator();
+        match catch_unwind(AssertUnwindSafe(|| f(&mut evaluator))) {
             Ok(r) => r.map_err(|source| HandleError::Failed { index, source }),
             Err(panic) => Err(HandleError::Failed { index, source: EvaluatorError::Panicked(panic_message(&*panic)) }),
         }
@@ -239,20 +262,20 @@ impl EvaluatorHandle for LocalEvaluator {
         self.index
     }
 
-    async fn call(&mut self, request: EvalRequest) -> Result<EvalReply, HandleError> {
+    async fn call(&self, request: EvalRequest) -> Result<EvalReply, HandleError> {
         let index = self.index;
         let reply = self.guarded(|e| e.serve(&request, index))?;
-        self.stats.record_reply(&reply);
+        lock(&self.stats).record_reply(&reply);
         Ok(reply)
     }
 
-    fn cast(&mut self, request: EvalRequest) {
+    fn cast(&self, request: EvalRequest) {
         // Served at once; an error surfaces as the policy's error on the
         // next call, as the actor home would.
-        let _ = self.evaluator.serve(&request, self.index);
+        let _ = self.guarded(|e| e.serve(&request, self.index));
     }
 
     fn stats(&self) -> HandleStats {
-        self.stats
+        *lock(&self.stats)
     }
 }

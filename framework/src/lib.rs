@@ -61,7 +61,7 @@ pub use env::{Env, EnvError, EnvMaker, Step};
 pub use env_shards::EnvShards;
 pub use evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator, Rollout};
 pub use evaluator_set::Evaluators;
-pub use handle::{EvaluatorHandle, HandleError, LocalEvaluator};
+pub use handle::{EvaluatorHandle, HandleError, LocalEvaluator, SharedHandle};
 pub use metrics::TrainResult;
 pub use multi_agent::{MultiAgentEnv, MultiAgentEvaluator, PolicyMapping};
 pub use optimizer::{

@@ -4,7 +4,7 @@
 
 use crate::evaluator::Rollout;
 use crate::evaluator_set::Evaluators;
-use crate::handle::{EvaluatorHandle, HandleError};
+use crate::handle::{EvaluatorHandle, HandleError, SharedHandle};
 use crate::policy::FlatWeights;
 use crate::sample_batch::{BatchError, SampleBatch};
 use crate::vector_env::EpisodeSummary;
@@ -17,8 +17,9 @@ use std::sync::Arc;
 ///
 /// # Errors
 /// The first evaluator that failed for good.
-pub async fn parallel_rollouts(evaluators: &mut Evaluators) -> Result<Vec<Rollout>, HandleError> {
-    join_all(evaluators.samplers().into_iter().map(|h| h.sample())).await.into_iter().collect()
+pub async fn parallel_rollouts(evaluators: &Evaluators) -> Result<Vec<Rollout>, HandleError> {
+    let samplers = evaluators.samplers();
+    join_all(samplers.iter().map(|h| h.sample())).await.into_iter().collect()
 }
 
 /// Merges the workers' observation-filter deltas into the driver's filter
@@ -35,12 +36,15 @@ pub async fn sync_observation_filters(
     if evaluators.num_workers() == 0 {
         return Ok(());
     }
-    let Some(filter) = evaluators.local_mut().observation_filter_mut() else { return Ok(()) };
-    for delta in rollouts.iter_mut().filter_map(|r| r.filter_delta.take()) {
-        filter.merge_delta(&delta);
-    }
-    let statistics = Arc::new(filter.global().clone());
-    join_all(evaluators.workers().iter_mut().map(|w| w.set_filter_statistics(statistics.clone())))
+    let statistics = {
+        let mut local = evaluators.local_mut();
+        let Some(filter) = local.observation_filter_mut() else { return Ok(()) };
+        for delta in rollouts.iter_mut().filter_map(|r| r.filter_delta.take()) {
+            filter.merge_delta(&delta);
+        }
+        Arc::new(filter.global().clone())
+    };
+    join_all(evaluators.workers().iter().map(|w| w.set_filter_statistics(statistics.clone())))
         .await
         .into_iter()
         .collect()
@@ -54,10 +58,11 @@ pub async fn sync_observation_filters(
 /// # Errors
 /// The first evaluator that failed for good.
 pub async fn parallel_rollouts_first(
-    evaluators: &mut Evaluators,
+    evaluators: &Evaluators,
     min_count: usize,
 ) -> Result<(Vec<Rollout>, usize), HandleError> {
-    let mut pending: FuturesUnordered<_> = evaluators.samplers().into_iter().map(|h| h.sample()).collect();
+    let samplers = evaluators.samplers();
+    let mut pending: FuturesUnordered<_> = samplers.iter().map(|h| h.sample()).collect();
     let total = pending.len();
     let mut rollouts = Vec::with_capacity(total);
     while rollouts.len() < min_count.clamp(1, total) {
@@ -94,7 +99,7 @@ pub fn standardize_fields(batch: &mut SampleBatch, fields: &[String]) -> Result<
 
 /// Sends the local policy's weights to every worker without waiting for
 /// them to be applied (see [`EvaluatorHandle::push_weights`](crate::EvaluatorHandle::push_weights)).
-pub fn push_weights(evaluators: &mut Evaluators) {
+pub fn push_weights(evaluators: &Evaluators) {
     if evaluators.num_workers() == 0 {
         return;
     }
@@ -108,29 +113,30 @@ pub fn push_weights(evaluators: &mut Evaluators) {
 ///
 /// # Errors
 /// The first worker that failed for good.
-pub async fn broadcast_weights(evaluators: &mut Evaluators) -> Result<(), HandleError> {
+pub async fn broadcast_weights(evaluators: &Evaluators) -> Result<(), HandleError> {
     if evaluators.num_workers() == 0 {
         return Ok(());
     }
     let weights = Arc::new(evaluators.local().policy().get_weights());
-    join_all(evaluators.workers().iter_mut().map(|w| w.set_weights(weights.clone()))).await.into_iter().collect()
+    join_all(evaluators.workers().iter().map(|w| w.set_weights(weights.clone()))).await.into_iter().collect()
 }
 
-/// A request finished by [`InFlight`]: the worker handle it owned, the
-/// weights version the worker used, and the result.
+/// A request finished by [`InFlight`]: the handle it went to, the weights
+/// version the evaluator used, and the result.
 pub struct Completed<T> {
-    /// The worker, ready for its next request.
-    pub worker: Box<dyn EvaluatorHandle>,
-    /// Version of the weights the worker had when it served the request.
+    /// The evaluator that served it, ready for its next request.
+    pub worker: SharedHandle,
+    /// Version of the weights the evaluator had when it served the request.
     pub version: u64,
-    /// What the worker returned.
+    /// What the evaluator returned.
     pub result: Result<T, HandleError>,
 }
 
-/// Asynchronous requests to workers, completing as they are ready (RLlib
-/// Flow's as-ready concurrency). Each request owns its worker's handle, so
-/// requests stay in flight across optimizer steps; a completed request hands
-/// the handle back for the next one.
+/// Asynchronous requests to evaluators, completing as they are ready
+/// (RLlib Flow's as-ready concurrency). Each request holds a clone of its
+/// evaluator's handle, so requests stay in flight across optimizer steps
+/// while the optimizer's own handles stay available for checkpoints and
+/// metrics.
 pub struct InFlight<T> {
     requests: FuturesUnordered<BoxFuture<'static, Completed<T>>>,
 }
@@ -144,14 +150,9 @@ impl<T: Send + 'static> Default for InFlight<T> {
 impl<T: Send + 'static> InFlight<T> {
     /// Sends `worker` the weights (if any, with their version) and then the
     /// request `call`, e.g. `|w| w.sample()`.
-    pub fn send<F>(
-        &mut self,
-        mut worker: Box<dyn EvaluatorHandle>,
-        weights: Option<(Arc<FlatWeights>, u64)>,
-        version: u64,
-        call: F,
-    ) where
-        F: for<'a> FnOnce(&'a mut dyn EvaluatorHandle) -> BoxFuture<'a, Result<T, HandleError>> + Send + 'static,
+    pub fn send<F>(&mut self, worker: SharedHandle, weights: Option<(Arc<FlatWeights>, u64)>, version: u64, call: F)
+    where
+        F: for<'a> FnOnce(&'a dyn EvaluatorHandle) -> BoxFuture<'a, Result<T, HandleError>> + Send + 'static,
     {
         self.requests.push(Box::pin(async move {
             let version = match weights {
@@ -161,7 +162,7 @@ impl<T: Send + 'static> InFlight<T> {
                 },
                 None => version,
             };
-            let result = call(worker.as_mut()).await;
+            let result = call(worker.as_ref()).await;
             Completed { worker, version, result }
         }));
     }

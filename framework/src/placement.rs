@@ -16,7 +16,7 @@
 //! build function, keeps the fourteen algorithms free of deployment code.
 
 use crate::evaluator::EvaluatorFactory;
-use crate::handle::{EvaluatorHandle, HandleError};
+use crate::handle::{HandleError, SharedHandle};
 use crate::restart::RestartPolicy;
 use futures::future::BoxFuture;
 use std::future::Future;
@@ -26,13 +26,13 @@ use std::sync::Arc;
 /// them alive (dropping it stops them).
 pub struct PlacedWorkers {
     /// One handle per requested index, in order.
-    pub handles: Vec<Box<dyn EvaluatorHandle>>,
+    pub handles: Vec<SharedHandle>,
     /// Owns the workers' actors; also counts their restarts.
     pub keep_alive: Box<dyn WorkerSet>,
 }
 
 /// What owns a set of placed workers.
-pub trait WorkerSet: Send {
+pub trait WorkerSet: Send + Sync {
     /// Restarts (and re-placements) of the workers so far.
     fn restarts(&self) -> u64;
 

@@ -35,7 +35,7 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Builds child `index`'s start arguments for its `generation` (0 at
 /// first, +1 per restart): a restarted child can pick up newer state (the
@@ -386,8 +386,8 @@ impl<A: Actor + Clone> PoolRef<A> {
     /// # Errors
     /// No such child, or the supervisor gave up.
     pub async fn attach(&self, index: usize) -> Result<PoolChild<A>, PoolError> {
-        let (actor, generation, restarts) = lookup(self, index, None).await?;
-        Ok(PoolChild { pool: self.clone(), index, actor, generation, restarts })
+        let current = lookup(self, index, None).await?;
+        Ok(PoolChild { pool: self.clone(), index, current: Mutex::new(current) })
     }
 
     /// Starts child `index` from `generation` under this supervisor, so its
@@ -417,13 +417,17 @@ impl<A: Actor + Clone> PoolRef<A> {
     }
 }
 
+/// A child that died under a call: the actor that answered no more.
+#[derive(Clone, Copy, Debug)]
+pub struct Died(ActorId);
+
 /// A caller's side of one child: calls that survive the child's restarts.
+/// Callable through `&self` from several tasks at once: the child as last
+/// seen sits behind a lock that is never held across an await.
 pub struct PoolChild<A: Actor> {
     pool: PoolRef<A>,
     index: usize,
-    actor: ActorRef<A::Msg>,
-    generation: u64,
-    restarts: u64,
+    current: Mutex<Current<A::Msg>>,
 }
 
 impl<A: Actor + Clone> PoolChild<A> {
@@ -432,38 +436,50 @@ impl<A: Actor + Clone> PoolChild<A> {
         self.index
     }
 
+    fn seen(&self) -> std::sync::MutexGuard<'_, Current<A::Msg>> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The child's actor as this handle last saw it (to inspect it, or for
     /// a fault test to kill it).
-    pub fn actor(&self) -> &ActorRef<A::Msg> {
-        &self.actor
+    pub fn actor(&self) -> ActorRef<A::Msg> {
+        self.seen().0.clone()
     }
 
     /// The generation this handle last saw answer.
     pub fn generation(&self) -> u64 {
-        self.generation
+        self.seen().1
     }
 
     /// The child's restarts, as of the last replacement this handle saw.
     pub fn restarts(&self) -> u64 {
-        self.restarts
+        self.seen().2
     }
 
-    /// Sends the request `msg` builds and waits for the answer; `None` if
-    /// the child died (call [`recover`](Self::recover), then try again).
-    pub async fn try_call<T: Send + 'static>(&self, msg: impl Fn(RpcReplyPort<T>) -> A::Msg) -> Option<T> {
-        match self.actor.call(msg, None).await {
-            Ok(CallResult::Success(answer)) => Some(answer),
-            _ => None,
+    /// Sends the request `msg` builds and waits for the answer;
+    /// [`Died`] if the child died (pass it to [`recover`](Self::recover),
+    /// then try again).
+    pub async fn try_call<T: Send + 'static>(&self, msg: impl Fn(RpcReplyPort<T>) -> A::Msg) -> Result<T, Died> {
+        let actor = self.actor();
+        match actor.call(msg, None).await {
+            Ok(CallResult::Success(answer)) => Ok(answer),
+            _ => Err(Died(actor.get_id())),
         }
     }
 
-    /// Waits for the dead child's replacement and attaches to it.
+    /// Waits for the replacement of the child that `died` and attaches to
+    /// it. Callers that saw the same death at once all attach to the same
+    /// replacement.
     ///
     /// # Errors
     /// The supervisor gave up, or is gone.
-    pub async fn recover(&mut self) -> Result<(), PoolError> {
-        let (actor, generation, restarts) = lookup(&self.pool, self.index, Some(self.actor.get_id())).await?;
-        (self.actor, self.generation, self.restarts) = (actor, generation, restarts);
+    pub async fn recover(&self, died: Died) -> Result<(), PoolError> {
+        let current = lookup(&self.pool, self.index, Some(died.0)).await?;
+        let mut seen = self.seen();
+        // Keep a newer replacement another caller attached to meanwhile.
+        if seen.1 <= current.1 {
+            *seen = current;
+        }
         Ok(())
     }
 
@@ -472,12 +488,12 @@ impl<A: Actor + Clone> PoolChild<A> {
     ///
     /// # Errors
     /// The supervisor gave up, or is gone.
-    pub async fn call<T: Send + 'static>(&mut self, msg: impl Fn(RpcReplyPort<T>) -> A::Msg) -> Result<T, PoolError> {
+    pub async fn call<T: Send + 'static>(&self, msg: impl Fn(RpcReplyPort<T>) -> A::Msg) -> Result<T, PoolError> {
         loop {
-            if let Some(answer) = self.try_call(&msg).await {
-                return Ok(answer);
+            match self.try_call(&msg).await {
+                Ok(answer) => return Ok(answer),
+                Err(died) => self.recover(died).await?,
             }
-            self.recover().await?;
         }
     }
 }
@@ -537,7 +553,7 @@ impl<A: Actor + Clone> ActorPool<A> {
     /// Child `i`'s actor as this pool last saw it (to inspect it, or for a
     /// fault test to kill it): after a restart, the replacement shows here
     /// once a call has reached it.
-    pub fn actor(&self, i: usize) -> &ActorRef<A::Msg> {
+    pub fn actor(&self, i: usize) -> ActorRef<A::Msg> {
         self.children[i].actor()
     }
 
@@ -558,12 +574,12 @@ impl<A: Actor + Clone> ActorPool<A> {
     /// # Errors
     /// The supervisor gave up, or the child cannot be reached.
     pub async fn call<T: Send + 'static>(
-        &mut self,
+        &self,
         i: usize,
         msg: impl Fn(RpcReplyPort<T>) -> A::Msg + Sync,
     ) -> Result<T, PoolError> {
         let name = self.pool.name.to_string();
-        let child = self.children.get_mut(i).ok_or_else(|| PoolError::Unreachable {
+        let child = self.children.get(i).ok_or_else(|| PoolError::Unreachable {
             pool: name,
             child: i,
             reason: "no such child".into(),
@@ -577,11 +593,11 @@ impl<A: Actor + Clone> ActorPool<A> {
     /// # Errors
     /// The first child that failed for good.
     pub async fn call_all<T: Send + 'static>(
-        &mut self,
+        &self,
         msg: impl Fn(usize, RpcReplyPort<T>) -> A::Msg + Sync,
     ) -> Result<Vec<T>, PoolError> {
         let msg = &msg;
-        let calls = self.children.iter_mut().enumerate().map(|(i, c)| async move { c.call(|r| msg(i, r)).await });
+        let calls = self.children.iter().enumerate().map(|(i, c)| async move { c.call(|r| msg(i, r)).await });
         join_all(calls).await.into_iter().collect()
     }
 }
@@ -635,7 +651,7 @@ mod tests {
     #[tokio::test]
     async fn a_killed_child_is_replaced_and_the_call_answered() {
         let policy = RestartPolicy { max_restarts: 3, ..Default::default() };
-        let mut pool = ActorPool::spawn("doubler", Doubler, 3, pool_args(), policy).await.unwrap();
+        let pool = ActorPool::spawn("doubler", Doubler, 3, pool_args(), policy).await.unwrap();
         assert_eq!(pool.call_all(|i, r| DoublerMsg::Double(i as i64, r)).await.unwrap(), vec![(0, 0), (2, 0), (4, 0)]);
         pool.actor(1).kill();
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -647,7 +663,7 @@ mod tests {
     #[tokio::test]
     async fn one_for_all_restarts_every_child() {
         let policy = RestartPolicy { strategy: RestartStrategy::OneForAll, max_restarts: 3, window_s: 60.0 };
-        let mut pool = ActorPool::spawn("doubler", Doubler, 2, pool_args(), policy).await.unwrap();
+        let pool = ActorPool::spawn("doubler", Doubler, 2, pool_args(), policy).await.unwrap();
         pool.actor(0).kill();
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         assert_eq!(pool.call_all(|i, r| DoublerMsg::Double(i as i64, r)).await.unwrap(), vec![(0, 1), (2, 1)]);
@@ -657,7 +673,7 @@ mod tests {
     #[tokio::test]
     async fn a_child_failing_past_the_budget_is_an_error_naming_it() {
         let policy = RestartPolicy { max_restarts: 2, ..Default::default() };
-        let mut pool = ActorPool::spawn("doubler", Doubler, 2, pool_args(), policy).await.unwrap();
+        let pool = ActorPool::spawn("doubler", Doubler, 2, pool_args(), policy).await.unwrap();
         let err = pool.call(1, |r| DoublerMsg::Double(13, r)).await.unwrap_err();
         match &err {
             PoolError::BudgetExceeded { pool, child, failures, max_restarts, last_failure, .. } => {

@@ -2,7 +2,6 @@
 //! step did into a [`TrainResult`]; [`StopCriteria`] says when to stop.
 
 use crate::evaluator::EvaluatorState;
-use crate::handle::EvaluatorHandle;
 use crate::metrics::{EpisodeWindow, TrainResult};
 use crate::optimizer::{OptimizerError, PolicyOptimizer};
 use serde::{Deserialize, Serialize};
@@ -95,26 +94,21 @@ impl Trainer {
     }
 
     /// Snapshots the run for a checkpoint: counters, episode window and
-    /// every evaluator that is not busy with a request in flight. Call it
-    /// between iterations.
+    /// every evaluator. Call it between iterations.
     ///
     /// # Errors
     /// An evaluator that cannot be reached.
     pub async fn save_state(&mut self) -> Result<RunState, OptimizerError> {
-        let optimizer_gaps = self.optimizer.checkpoint_gaps();
-        let evaluators = self.optimizer.evaluators_mut();
+        let mut gaps = Vec::new();
+        let evaluators = self.optimizer.evaluators();
         let mut states = vec![evaluators.local_handle().save_state().await?];
+        // A worker busy with a request in flight (an asynchronous optimizer)
+        // answers once it has served it.
         for w in evaluators.workers() {
             states.push(w.save_state().await?);
         }
-        let mut gaps: Vec<String> = states.iter().flat_map(EvaluatorState::gaps).collect();
-        gaps.extend(optimizer_gaps);
-        let in_flight = evaluators.num_workers() - evaluators.workers().len();
-        if in_flight > 0 {
-            gaps.push(format!(
-                "{in_flight} evaluators had requests in flight (asynchronous optimizer); their state and those requests are not saved"
-            ));
-        }
+        gaps.extend(states.iter().flat_map(EvaluatorState::gaps));
+        gaps.extend(self.optimizer.checkpoint_gaps());
         Ok(RunState { last: self.last.clone(), window: Some(self.window.clone()), evaluators: states, gaps })
     }
 
@@ -128,11 +122,11 @@ impl Trainer {
     /// An evaluator that rejects its snapshot or cannot be reached.
     pub async fn load_state(&mut self, state: &RunState) -> Result<Vec<String>, OptimizerError> {
         let mut gaps = state.gaps.clone();
-        let evaluators = self.optimizer.evaluators_mut();
+        let evaluators = self.optimizer.evaluators();
         for saved in &state.evaluators {
             if saved.index == 0 {
                 evaluators.local_handle().load_state(Arc::new(saved.clone())).await?;
-            } else if let Some(w) = evaluators.workers().iter_mut().find(|w| w.index() == saved.index) {
+            } else if let Some(w) = evaluators.workers().iter().find(|w| w.index() == saved.index) {
                 w.load_state(Arc::new(saved.clone())).await?;
             } else {
                 gaps.push(format!(

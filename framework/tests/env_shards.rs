@@ -231,7 +231,7 @@ fn escalating_factory(panicking: &'static [u64]) -> EvaluatorFactory {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_past_their_budget_fail_the_evaluator_which_its_supervisor_restarts() {
     let policy = RestartPolicy { max_restarts: 1, window_s: 60.0, ..Default::default() };
-    let (_set, mut handles) = RactorEvaluatorSet::spawn(escalating_factory(&[0]), vec![1], policy).await.unwrap();
+    let (_set, handles) = RactorEvaluatorSet::spawn(escalating_factory(&[0]), vec![1], policy).await.unwrap();
     // Generation 0's shard gives up; the evaluator is restarted with new
     // shards and the same request answered by generation 1, whole.
     let rollout = handles[0].sample().await.expect("escalation is within the evaluators' budget");
@@ -242,7 +242,7 @@ async fn shards_past_their_budget_fail_the_evaluator_which_its_supervisor_restar
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_both_budgets_the_error_names_the_evaluator_the_shard_and_the_panic() {
     let policy = RestartPolicy { max_restarts: 0, window_s: 60.0, ..Default::default() };
-    let (_set, mut handles) = RactorEvaluatorSet::spawn(escalating_factory(&[0, 1]), vec![1], policy).await.unwrap();
+    let (_set, handles) = RactorEvaluatorSet::spawn(escalating_factory(&[0, 1]), vec![1], policy).await.unwrap();
     let err = handles[0].sample().await.unwrap_err();
     eprintln!("{err}");
     let HandleError::RestartBudgetExceeded { index: 1, failures: 1, max_restarts: 0, last_failure, .. } = &err else {

@@ -270,7 +270,7 @@ fn env_errors_are_reported_not_panicked() {
 async fn local_handle_reports_a_panic_as_an_error() {
     let steps = Arc::new(AtomicUsize::new(0));
     let ev = factory(steps, 5, 1, 10)(0, 0).unwrap();
-    let mut local = LocalEvaluator::new(0, ev);
+    let local = LocalEvaluator::new(0, ev);
     let err = local.sample().await.unwrap_err();
     assert!(err.to_string().contains("injected env failure"), "{err}");
 }
@@ -331,7 +331,7 @@ async fn past_the_restart_budget_the_error_names_evaluator_and_cause() {
         factory(steps.clone(), at, 1, 10)(i, g)
     });
     let policy = RestartPolicy { max_restarts: 2, window_s: 60.0, ..Default::default() };
-    let (_set, mut handles) = RactorEvaluatorSet::spawn(panicky, vec![1], policy).await.unwrap();
+    let (_set, handles) = RactorEvaluatorSet::spawn(panicky, vec![1], policy).await.unwrap();
     let err = handles[0].sample().await.unwrap_err();
     match &err {
         HandleError::RestartBudgetExceeded { index, failures, max_restarts, last_failure, .. } => {

@@ -39,7 +39,8 @@ async fn ppo_with_env_shards_trains_exactly_as_without() {
             let r = trainer.train().await.unwrap();
             results.push((r.episode_reward_mean, r.episodes_total, r.learner.get("policy_loss")));
         }
-        (results, trainer.optimizer().evaluators().local().policy().get_weights())
+        let weights = trainer.optimizer().evaluators().local().policy().get_weights();
+        (results, weights)
     }
     let want = run(json!({"seed": 1, "num_workers": 1})).await;
     assert!(want.0.last().unwrap().1 > 20, "episodes end within the test: {:?}", want.0);

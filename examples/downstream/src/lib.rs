@@ -154,7 +154,8 @@ pub fn mean_return(episodes: &[EpisodeSummary]) -> f64 {
 /// # Errors
 /// The policy's error (none for a trainer from [`build_trainer`]).
 pub fn learned_policy(trainer: &Trainer) -> Result<LinearSoftmaxPolicy, PolicyError> {
-    let learner = trainer.optimizer().evaluators().local().policy();
+    let local = trainer.optimizer().evaluators().local();
+    let learner = local.policy();
     // Only for acting: the learning rate and discount are never used.
     let config = PolicyConfig { gamma: 0.0, lr: 0.0, seed: 0 };
     let mut policy =

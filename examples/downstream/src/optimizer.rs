@@ -41,13 +41,13 @@ impl PolicyOptimizer for GatherLearnBroadcast {
         // 1. Every worker samples once, concurrently. The batches come back
         //    postprocessed (the `returns` column is already there) and in
         //    worker order, so a fixed seed gives a reproducible run.
-        let rollouts = operators::parallel_rollouts(&mut self.evaluators).await?;
+        let rollouts = operators::parallel_rollouts(&self.evaluators).await?;
         // 2. One train batch, plus the episodes that finished meanwhile.
         let (batch, episodes) = operators::concat_rollouts(rollouts)?;
         // 3. The driver's (local) policy learns on it.
         let learner = self.evaluators.learn_on_batch(&batch)?;
         // 4. The new weights go to every worker; wait until all have them.
-        operators::broadcast_weights(&mut self.evaluators).await?;
+        operators::broadcast_weights(&self.evaluators).await?;
 
         let rows = batch.len() as u64;
         Ok(StepStats { steps_sampled: rows, steps_trained: rows, episodes, learner })

@@ -28,7 +28,8 @@ async fn train(config: Config) -> (f64, Vec<f32>) {
         assert_eq!(result.timesteps_this_iter, 400);
     }
     let smoothed = trainer.last_result().episode_reward_mean.expect("episodes finished");
-    (smoothed, trainer.optimizer().evaluators().local().policy().get_weights())
+    let weights = trainer.optimizer().evaluators().local().policy().get_weights();
+    (smoothed, weights)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

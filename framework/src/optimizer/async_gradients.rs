@@ -58,37 +58,23 @@ impl AsyncGradientsOptimizer {
         stats.push(g.stats);
         Ok(())
     }
-
-    /// Without workers the driver computes and applies its own gradients.
-    fn step_in_driver(&mut self, out: &mut StepStats, stats: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
-        for _ in 0..self.config.grads_per_step {
-            let g = self.evaluators.local_mut().sample_and_compute_gradients()?;
-            self.apply(g, out, stats)?;
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
 impl PolicyOptimizer for AsyncGradientsOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
         let (mut out, mut stats, mut lags) = (StepStats::default(), Vec::new(), Vec::new());
-        if self.evaluators.num_workers() == 0 {
-            self.step_in_driver(&mut out, &mut stats)?;
-            out.learner = LearnerStats::mean(&stats);
-            return Ok(out);
-        }
         if self.in_flight.is_empty() {
             let weights = self.weights();
-            for w in self.evaluators.take_workers() {
+            for w in self.evaluators.samplers() {
                 self.in_flight
                     .send(w, Some((weights.clone(), self.version)), self.version, |w| w.sample_and_compute_gradients());
             }
         }
         for _ in 0..self.config.grads_per_step {
             let Completed { worker, version, result } =
-                self.in_flight.next().await.expect("every lent worker has a request in flight");
-            let (worker, g) = self.evaluators.finish_request(worker, result)?;
+                self.in_flight.next().await.expect("every sampler has a request in flight");
+            let g = result?;
             lags.push(self.version - version);
             self.apply(g, &mut out, &mut stats)?;
             // Fresh weights to this worker only, then its next gradient.
@@ -99,6 +85,10 @@ impl PolicyOptimizer for AsyncGradientsOptimizer {
         out.learner.set("policy_lag_mean", lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64);
         out.learner.set("policy_lag_max", lags.iter().copied().max().unwrap_or(0) as f64);
         Ok(out)
+    }
+
+    fn checkpoint_gaps(&self) -> Vec<String> {
+        vec![super::IN_FLIGHT_GAP.into()]
     }
 
     fn evaluators(&self) -> &Evaluators {

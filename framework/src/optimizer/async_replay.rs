@@ -38,7 +38,7 @@ use super::async_samples::{hand_to_learner, Pending, Published};
 use super::{summarize_updates, OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluator::{EvaluatorError, Rollout};
 use crate::evaluator_set::Evaluators;
-use crate::handle::{panic_message, EvaluatorHandle};
+use crate::handle::{panic_message, SharedHandle};
 use crate::operators::{Completed, InFlight};
 use crate::policy::{FlatWeights, LearnerStats, PolicyGraph};
 use crate::replay::{take_td_errors, PrioritizedReplayConfig, ReplayError, ReplayShards, ShardArgs};
@@ -133,7 +133,7 @@ pub struct AsyncReplayOptimizer {
     in_flight: InFlight<Rollout>,
     /// Evaluators held back while the learner catches up, with the weights
     /// version they last had.
-    parked: Vec<(Box<dyn EvaluatorHandle>, u64)>,
+    parked: Vec<(SharedHandle, u64)>,
     steps_since_sync: Vec<usize>,
     to_learner: std::sync::mpsc::Sender<Replayed>,
     reports: mpsc::UnboundedReceiver<Result<LearnerReport, EvaluatorError>>,
@@ -358,7 +358,7 @@ impl AsyncReplayOptimizer {
     }
 
     /// Asks `worker` for its next batch, with new weights if due.
-    fn request(&mut self, worker: Box<dyn EvaluatorHandle>, version: u64) {
+    fn request(&mut self, worker: SharedHandle, version: u64) {
         let weights = self.weights_due(worker.index());
         self.in_flight.send(worker, weights, version, |w| w.sample());
     }
@@ -374,40 +374,11 @@ impl AsyncReplayOptimizer {
         }
     }
 
-    /// Books the learner's finished updates, then queues more replay.
-    async fn learn(&mut self, out: &mut StepStats, all: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
-        while let Ok(report) = self.reports.try_recv() {
-            self.on_report(report, out, all)?;
-        }
-        self.feed().await
-    }
-
-    /// Without workers the driver samples itself, between feeding the
-    /// learner, and waits for it when it falls behind.
-    async fn step_in_driver(&mut self, out: &mut StepStats, all: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
-        while out.steps_sampled < self.config.timesteps_per_iteration as u64 {
-            let rollout = self.evaluators.local_mut().sample()?;
-            self.steps_since_sync[0] += rollout.batch.len();
-            let batch = self.count(rollout, out);
-            if let Some((weights, _)) = self.weights_due(0) {
-                self.evaluators.local_mut().set_weights(&weights)?;
-            }
-            self.store(batch).await?;
-            self.learn(out, all).await?;
-            while self.learner_behind() {
-                let report = self.reports.recv().await.ok_or_else(|| self.learner_gone())?;
-                self.on_report(report, out, all)?;
-                self.feed().await?;
-            }
-        }
-        Ok(())
-    }
-
     /// Stores a worker's batch; the worker samples its next one meanwhile,
     /// unless the learner must catch up first.
     async fn on_sampled(&mut self, done: Completed<Rollout>, out: &mut StepStats) -> Result<(), OptimizerError> {
         let Completed { worker, version, result } = done;
-        let (worker, rollout) = self.evaluators.finish_request(worker, result)?;
+        let rollout = result?;
         self.steps_since_sync[worker.index()] += rollout.batch.len();
         let batch = self.count(rollout, out);
         if self.learner_behind() {
@@ -433,15 +404,10 @@ impl AsyncReplayOptimizer {
 impl PolicyOptimizer for AsyncReplayOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
         let (mut out, mut all) = (StepStats::default(), Vec::new());
-        if self.evaluators.num_workers() == 0 {
-            self.step_in_driver(&mut out, &mut all).await?;
-            out.learner = self.learner_stats(&all);
-            return Ok(out);
-        }
         self.unpark();
         if self.in_flight.is_empty() && self.parked.is_empty() {
             let latest = self.latest();
-            for w in self.evaluators.take_workers() {
+            for w in self.evaluators.samplers() {
                 self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
             }
         }
@@ -487,6 +453,7 @@ impl PolicyOptimizer for AsyncReplayOptimizer {
             ),
             "the learner thread's optimizer state (Adam moments) and target network are not saved".into(),
             "prioritized replay's β schedule and the training_intensity clock restart from zero".into(),
+            super::IN_FLIGHT_GAP.into(),
         ]
     }
 }

@@ -272,41 +272,22 @@ impl AsyncSamplesOptimizer {
         self.batches_since_weights[i] = 0;
         Some(self.latest())
     }
-
-    /// Without workers the driver samples itself, with the learner's
-    /// latest weights.
-    async fn step_in_driver(&mut self, out: &mut StepStats, all: &mut Vec<LearnerStats>) -> Result<(), OptimizerError> {
-        while (out.steps_sampled as usize) < self.config.steps_per_iteration {
-            let (weights, version) = self.latest();
-            self.evaluators.local_mut().set_weights(&weights)?;
-            let rollout = self.evaluators.local_mut().sample()?;
-            self.take(rollout, version, out).await?;
-            self.drain_reports(out, all)?;
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
 impl PolicyOptimizer for AsyncSamplesOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
         let (mut out, mut all) = (StepStats::default(), Vec::new());
-        if self.evaluators.num_workers() == 0 {
-            self.step_in_driver(&mut out, &mut all).await?;
-            out.learner = LearnerStats::mean(&all);
-            return Ok(out);
-        }
         if self.in_flight.is_empty() {
             let latest = self.latest();
-            for w in self.evaluators.take_workers() {
+            for w in self.evaluators.samplers() {
                 self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
             }
         }
         while (out.steps_sampled as usize) < self.config.steps_per_iteration {
             let Completed { worker, version, result } =
-                self.in_flight.next().await.expect("every lent worker has a request in flight");
-            let (worker, rollout) = self.evaluators.finish_request(worker, result)?;
-            self.take(rollout, version, &mut out).await?;
+                self.in_flight.next().await.expect("every sampler has a request in flight");
+            self.take(result?, version, &mut out).await?;
             let weights = self.weights_due(worker.index());
             self.in_flight.send(worker, weights, version, |w| w.sample());
             self.drain_reports(&mut out, &mut all)?;
@@ -336,7 +317,10 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {
-        vec!["the learner thread's optimizer state (Adam moments) and the batches queued for it are not saved".into()]
+        vec![
+            "the learner thread's optimizer state (Adam moments) and the batches queued for it are not saved".into(),
+            super::IN_FLIGHT_GAP.into(),
+        ]
     }
 }
 

@@ -98,6 +98,12 @@ pub trait PolicyOptimizer: Send {
     }
 }
 
+/// What a checkpoint of an asynchronous optimizer leaves out: each
+/// evaluator's request in flight is answered to the running optimizer, and
+/// its rows are not in the checkpoint.
+const IN_FLIGHT_GAP: &str =
+    "each evaluator's request in flight (asynchronous sampling) is not saved: its rows go to the running optimizer, not to the checkpoint";
+
 /// The statistics of several learner updates as one: values averaged over
 /// the updates, counters (`num_*`) the last update's, and `num_updates`.
 fn summarize_updates(all: &[LearnerStats]) -> LearnerStats {

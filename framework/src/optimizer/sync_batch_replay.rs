@@ -89,7 +89,7 @@ impl SyncBatchReplayOptimizer {
 #[async_trait]
 impl PolicyOptimizer for SyncBatchReplayOptimizer {
     async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let rollouts = operators::parallel_rollouts(&mut self.evaluators).await?;
+        let rollouts = operators::parallel_rollouts(&self.evaluators).await?;
         let mut out = StepStats::default();
         for rollout in rollouts {
             out.steps_sampled += rollout.batch.len() as u64;
@@ -100,7 +100,7 @@ impl PolicyOptimizer for SyncBatchReplayOptimizer {
             let batch = self.replay()?;
             out.learner = self.evaluators.learn_on_batch(&batch)?;
             out.steps_trained = batch.len() as u64;
-            operators::broadcast_weights(&mut self.evaluators).await?;
+            operators::broadcast_weights(&self.evaluators).await?;
         }
         out.learner.set("replay_buffer_size", self.rows as f64);
         Ok(out)

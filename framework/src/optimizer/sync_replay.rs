@@ -88,8 +88,8 @@ impl SyncReplayOptimizer {
         let minibatch = self.replay.sample(self.config.train_batch_size, self.steps_sampled, &mut self.rng)?;
         let stats = self.evaluators.learn_on_batch(&minibatch)?;
         if self.replay.is_prioritized() {
-            let policy = self.evaluators.local_mut().policy_mut();
-            let td_errors = policy.td_errors(&minibatch).map_err(crate::EvaluatorError::from)?;
+            let td_errors =
+                self.evaluators.local_mut().policy_mut().td_errors(&minibatch).map_err(crate::EvaluatorError::from)?;
             self.replay.update_priorities(&minibatch, &td_errors)?;
         }
         Ok(stats)
@@ -121,7 +121,7 @@ impl PolicyOptimizer for SyncReplayOptimizer {
         let mut out = StepStats::default();
         let mut learner = Vec::new();
         while out.steps_sampled < self.config.timesteps_per_iteration as u64 {
-            let rollouts = operators::parallel_rollouts(&mut self.evaluators).await?;
+            let rollouts = operators::parallel_rollouts(&self.evaluators).await?;
             let (mut batch, episodes) = operators::concat_rollouts(rollouts)?;
             // Evaluators that computed TD errors give initial priorities.
             let td_errors = take_td_errors(&mut batch)?;
@@ -130,7 +130,7 @@ impl PolicyOptimizer for SyncReplayOptimizer {
             (self.steps_sampled, out.steps_sampled) = (self.steps_sampled + rows, out.steps_sampled + rows);
             out.episodes.extend(episodes);
             if self.replay.len() >= self.config.learning_starts && self.learn_owed(rows, &mut out, &mut learner)? {
-                operators::broadcast_weights(&mut self.evaluators).await?;
+                operators::broadcast_weights(&self.evaluators).await?;
             }
         }
         out.learner = summarize_updates(&learner);

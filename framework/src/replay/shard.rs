@@ -176,7 +176,7 @@ impl ReplayShards {
 
     /// Shard `i`'s current actor (to inspect it, or for a fault test to
     /// kill it).
-    pub fn actor(&self, i: usize) -> &ActorRef<ShardMsg> {
+    pub fn actor(&self, i: usize) -> ActorRef<ShardMsg> {
         self.pool.actor(i)
     }
 
