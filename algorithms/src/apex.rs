@@ -28,9 +28,9 @@
 
 use crate::dqn::{self, DqnConfig, QLearning};
 use crate::execution::spawn_evaluators;
-use crate::sections::{Learning, PrioritizedReplay, Replay, Sampling};
+use crate::sections::{limits, Learning, PrioritizedReplay, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
-use rlx::config::{check, ConfigError, Validate};
+use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::optimizer::{AsyncReplayConfig, AsyncReplayOptimizer};
 use rlx::{RestartPolicy, RestartStrategy, Space, Trainer};
 use serde::{Deserialize, Serialize};
@@ -104,9 +104,9 @@ impl Validate for ApexConfig {
         // The keys shared with DQN are checked as DQN checks them.
         self.policy_config(0).validate()?;
         let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
-        positive("num_replay_shards", self.num_replay_shards)?;
+        check_count("num_replay_shards", self.num_replay_shards, 1, limits::MAX_WORKERS)?;
         positive("max_weight_sync_delay", self.max_weight_sync_delay)?;
-        positive("learner_queue_size", self.learner_queue_size)?;
+        check_count("learner_queue_size", self.learner_queue_size, 1, limits::MAX_QUEUED_BATCHES)?;
         let (shards, size) = (self.num_replay_shards, self.replay.buffer_size);
         check("buffer_size", size, size >= shards, "must hold at least one transition per replay shard")?;
         let room = size / shards * shards;

@@ -26,10 +26,11 @@
 //! of the flat run (a test checks it).
 
 use crate::model::{Activation, ModelConfig, ModelSupport};
+use crate::sections::limits;
 use crate::{BuildError, EnvMaker};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::config::{check, ConfigError};
+use rlx::config::{check, check_count, ConfigError};
 use rlx::evaluator::EvaluatorError;
 use rlx::filter::{ObservationFilter, RunningStat};
 use rlx::optimizer::{OptimizerError, PolicyOptimizer, StepStats};
@@ -719,8 +720,8 @@ impl Perturbations {
     /// # Errors
     /// The first bad key, by name.
     pub fn validate(&self, algorithm: &'static str) -> Result<(), ConfigError> {
-        let n = self.num_perturbations;
-        check("num_perturbations", n, n > 0, "must be positive")?;
+        check_count("num_workers", self.num_workers, 0, limits::MAX_WORKERS)?;
+        check_count("num_perturbations", self.num_perturbations, 1, limits::MAX_BATCH_ROWS)?;
         let nested = self.num_children_per_worker;
         check(
             "num_children_per_worker",
@@ -730,7 +731,8 @@ impl Perturbations {
         )?;
         let sigma = self.noise_stdev;
         check("noise_stdev", sigma, sigma > 0.0 && sigma.is_finite(), "must be positive")?;
-        check("noise_size", self.noise_size, self.noise_size > 0, "must be positive")?;
+        // The shared noise table: 4 bytes a value, in every process.
+        check_count("noise_size", self.noise_size, 1, limits::MAX_BUFFER_SIZE * 8)?;
         check("stepsize", self.stepsize, self.stepsize > 0.0 && self.stepsize.is_finite(), "must be positive")?;
         self.restart.validate("restart")?;
         self.model.validate(ModelSupport::mlp(algorithm))
@@ -887,7 +889,7 @@ impl PolicyOptimizer for EvolutionOptimizer {
         let results = self.evaluate(&request, &tasks).await?;
         let mut episodes = Vec::with_capacity(2 * results.len());
         for r in &results {
-            obs_stat.merge(&r.obs);
+            obs_stat.merge(&r.obs).map_err(|e| EvaluatorError::Config(format!("an ES worker's result: {e}")))?;
             episodes.extend([r.pos, r.neg]);
         }
         let (new_theta, mut learner) = self.rule.update(&theta, &results, &self.noise);

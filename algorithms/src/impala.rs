@@ -23,9 +23,9 @@ use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, LossO
 use crate::device::NetDevice;
 use crate::execution::{actor_critic_policies, spawn_evaluators, SamplingSettings};
 use crate::model::{ModelConfig, ModelSupport};
-use crate::sections::{ActorCriticLearner, Learning, Sampling};
+use crate::sections::{limits, ActorCriticLearner, Learning, Sampling};
 use crate::{BuildError, EnvMaker};
-use rlx::config::{check, ConfigError, Validate};
+use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::optimizer::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 use rlx::postprocessing::vtrace;
 use rlx::{fields, LearnerStats, PolicyError, SampleBatch, Trainer};
@@ -85,13 +85,12 @@ impl Validate for ImpalaConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.learning.validate(ModelSupport::all("IMPALA"))?;
         self.sampling.validate()?;
-        for (key, v) in [
-            ("rollout_fragment_length", self.rollout_fragment_length),
-            ("train_batch_size", self.train_batch_size),
-            ("timesteps_per_iteration", self.timesteps_per_iteration),
-            ("learner_queue_size", self.learner_queue_size),
-            ("broadcast_interval", self.broadcast_interval),
-        ] {
+        check_count("rollout_fragment_length", self.rollout_fragment_length, 1, limits::MAX_BATCH_ROWS)?;
+        check_count("train_batch_size", self.train_batch_size, 1, limits::MAX_BATCH_ROWS)?;
+        check_count("learner_queue_size", self.learner_queue_size, 1, limits::MAX_QUEUED_BATCHES)?;
+        for (key, v) in
+            [("timesteps_per_iteration", self.timesteps_per_iteration), ("broadcast_interval", self.broadcast_interval)]
+        {
             check(key, v, v >= 1, "must be >= 1")?;
         }
         let (rho, c) = (self.vtrace_clip_rho_threshold, self.vtrace_clip_c_threshold);

@@ -60,11 +60,12 @@
 //!     --config '{"algorithm": "PPO", "population": 4, "config": {"train_batch_size": 512}}'
 //! ```
 
+use crate::sections::limits;
 use crate::{build_trainer_with_env, default_config, BuildError, EnvMaker, ALGORITHMS};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::config::{check, closest, deep_merge, ConfigError, Validate};
+use rlx::config::{check, check_count, closest, deep_merge, ConfigError, Validate};
 use rlx::filter::MeanStdFilter;
 use rlx::pool::ChildArgs;
 use rlx::{
@@ -211,7 +212,7 @@ impl Validate for PbtConfig {
         let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name()).filter(|&a| a != "PBT").collect();
         let allowed = format!("must be one of {}", names.join(", "));
         check("algorithm", &self.algorithm, names.contains(&self.algorithm.as_str()), &allowed)?;
-        check("population", self.population, self.population >= 2, "must be >= 2")?;
+        check_count("population", self.population, 2, limits::MAX_WORKERS)?;
         let q = self.quantile_fraction;
         check("quantile_fraction", q, q > 0.0 && q <= 0.5, "must be in (0, 0.5]")?;
         let p = self.resample_probability;
@@ -1093,7 +1094,7 @@ mod tests {
     #[test]
     fn config_errors_name_the_key() {
         let err = config_error(json!({"population": 1}));
-        assert!(err.contains("`population`") && err.contains(">= 2"), "{err}");
+        assert!(err.contains("`population`") && err.contains("[2, 4096]"), "{err}");
         assert!(config_error(json!({"quantile_fraction": 0.6})).contains("`quantile_fraction`"));
         assert!(config_error(json!({"quantile_fraction": 0.0})).contains("`quantile_fraction`"));
         assert!(config_error(json!({"resample_probability": 1.5})).contains("`resample_probability`"));

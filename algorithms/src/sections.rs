@@ -26,7 +26,7 @@ use crate::device::DeviceSpec;
 use crate::execution::SamplingSettings;
 use crate::model::{ModelConfig, ModelSupport};
 use documented::DocumentedFields;
-use rlx::config::{check, ConfigError};
+use rlx::config::{check, check_count, ConfigError};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::replay::PrioritizedReplayConfig;
@@ -69,14 +69,32 @@ impl Default for Sampling {
     }
 }
 
+/// Upper bounds on the config values that size memory. They sit far above
+/// what a run on one machine or a small cluster uses, and low enough that
+/// a typo such as `1e8` is refused at once, naming the key and the bound,
+/// instead of allocating for minutes.
+pub mod limits {
+    /// `num_workers`, `num_replay_shards`.
+    pub const MAX_WORKERS: usize = 4_096;
+    /// `num_envs_per_worker`.
+    pub const MAX_ENVS_PER_WORKER: usize = 16_384;
+    /// Rows of one batch: `train_batch_size`, `rollout_fragment_length`.
+    pub const MAX_BATCH_ROWS: usize = 1 << 24;
+    /// Transitions a replay buffer holds: `buffer_size`.
+    pub const MAX_BUFFER_SIZE: usize = 1 << 27;
+    /// Batches queued for a learner thread: `learner_queue_size`.
+    pub const MAX_QUEUED_BATCHES: usize = 4_096;
+}
+
 impl Sampling {
     /// Range checks.
     ///
     /// # Errors
     /// The first out-of-range key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        check_count("num_workers", self.num_workers, 0, limits::MAX_WORKERS)?;
         let n = self.num_envs_per_worker;
-        check("num_envs_per_worker", n, n >= 1, "must be >= 1")?;
+        check_count("num_envs_per_worker", n, 1, limits::MAX_ENVS_PER_WORKER)?;
         self.env_shards.validate(n)?;
         self.restart.validate("restart")
     }
@@ -211,7 +229,7 @@ impl SyncBatch {
     /// # Errors
     /// The first out-of-range key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check("train_batch_size", self.train_batch_size, self.train_batch_size >= 1, "must be >= 1")?;
+        check_count("train_batch_size", self.train_batch_size, 1, limits::MAX_BATCH_ROWS)?;
         let f = self.min_sample_fraction;
         check("min_sample_fraction", f, f > 0.0 && f <= 1.0, "must be in (0, 1]")?;
         // Filter statistics are synchronized with every worker each step,
@@ -273,12 +291,12 @@ impl Replay {
     /// The first out-of-range key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = |key: &str, v: usize| check(key, v, v >= 1, "must be >= 1");
-        positive("rollout_fragment_length", self.rollout_fragment_length)?;
+        check_count("rollout_fragment_length", self.rollout_fragment_length, 1, limits::MAX_BATCH_ROWS)?;
         positive("timesteps_per_iteration", self.timesteps_per_iteration)?;
-        positive("buffer_size", self.buffer_size)?;
+        check_count("buffer_size", self.buffer_size, 1, limits::MAX_BUFFER_SIZE)?;
         let ls = self.learning_starts;
         check("learning_starts", ls, ls <= self.buffer_size, "must be <= buffer_size (or learning never starts)")?;
-        positive("train_batch_size", self.train_batch_size)?;
+        check_count("train_batch_size", self.train_batch_size, 1, limits::MAX_BATCH_ROWS)?;
         positive("n_step", self.n_step)?;
         // Returns are summed within a sampled fragment, so a longer n would
         // silently be cut to the fragment.

@@ -57,12 +57,7 @@ pub fn serve_if_node() -> bool {
     }
     let runtime = crate::runtime();
     runtime.block_on(async {
-        let config = rlx_cluster::NodeConfig {
-            listen: "127.0.0.1:0".parse().expect("address"),
-            cookie: COOKIE.into(),
-            name: None,
-            max_frame_bytes: rlx_cluster::DEFAULT_MAX_FRAME_BYTES,
-        };
+        let config = rlx_cluster::NodeConfig::new("127.0.0.1:0".parse().expect("address"), COOKIE);
         let node = rlx_cluster::Node::start(config, rlx_cli::deploy::node_resolver()).await.expect("node starts");
         Actor::spawn(None, Echo, ()).await.expect("echo actor starts");
         println!("listening on {}", node.addr);

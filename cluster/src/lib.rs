@@ -19,7 +19,9 @@ pub mod node;
 pub mod wire;
 
 pub use driver::{Cluster, ClusterOptions};
-pub use node::{Node, NodeConfig, Resolver, DEFAULT_MAX_FRAME_BYTES};
+pub use node::{
+    Node, NodeConfig, Resolver, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES,
+};
 
 use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeConnectionMode;

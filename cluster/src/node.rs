@@ -24,16 +24,17 @@ use crate::wire::{
 };
 use crate::ClusterError;
 use futures::FutureExt as _;
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
 use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
 use rlx::protocol::EvalReply;
 use rlx::{EvaluatorFactory, EvaluatorHandle};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// Builds the evaluator factory for a spec (the algorithm's build, run on
@@ -47,6 +48,13 @@ pub type Resolver =
 /// the receiver drop the whole connection).
 pub const DEFAULT_MAX_FRAME_BYTES: u64 = 256 * 1024 * 1024;
 
+/// How long a connection may take to authenticate before the node drops
+/// it (the handshake is three small messages).
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections a node holds at once, by default (each driver needs one).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
 /// How to run a node.
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
@@ -58,6 +66,24 @@ pub struct NodeConfig {
     pub name: Option<String>,
     /// Largest frame accepted, in bytes.
     pub max_frame_bytes: u64,
+    /// Connections held at once; one more is closed as it is accepted.
+    pub max_connections: usize,
+    /// A connection that has not authenticated by then is closed.
+    pub handshake_timeout: Duration,
+}
+
+impl NodeConfig {
+    /// A node on `listen` with `cookie`, and the defaults for the rest.
+    pub fn new(listen: SocketAddr, cookie: impl Into<String>) -> Self {
+        Self {
+            listen,
+            cookie: cookie.into(),
+            name: None,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+        }
+    }
 }
 
 /// A running node. Dropping it does not stop it; call [`Node::stop`].
@@ -86,20 +112,35 @@ impl Node {
         let name = config.name.clone().unwrap_or_else(|| format!("node-{}-{}", addr.port(), std::process::id()));
         let server = crate::start_node_server(&name, &config.cookie, config.max_frame_bytes).await?;
         let owned: Owned = Arc::default();
+        let sessions: Arc<Mutex<Sessions>> = Arc::default();
+        let gate =
+            Gate { owned: owned.clone(), sessions: sessions.clone(), handshake_timeout: config.handshake_timeout };
         server
-            .cast(NodeServerMessage::SubscribeToEvents {
-                id: "rlx.spawner".into(),
-                subscription: Box::new(StopOrphans(owned.clone())),
-            })
+            .cast(NodeServerMessage::SubscribeToEvents { id: "rlx.spawner".into(), subscription: Box::new(gate) })
             .map_err(|e| ClusterError::Actor(e.to_string()))?;
         let args = SpawnerState { resolver, owned, sets: HashMap::new(), max_frame_bytes: config.max_frame_bytes };
         let (spawner, _) = Actor::spawn(None, Spawner, args).await.map_err(|e| ClusterError::Actor(e.to_string()))?;
         // rlx accepts connections itself (rather than ractor_cluster's
         // listener) so that port 0 works and the bound address is known.
         let accept_server = server.clone();
+        let max_connections = config.max_connections;
         let accept = tokio::spawn(async move {
+            let mut backoff = AcceptBackoff::default();
             loop {
-                let Ok((stream, peer_addr)) = listener.accept().await else { continue };
+                let (stream, peer_addr) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    // Out of file descriptors, say: wait instead of spinning.
+                    Err(e) => {
+                        backoff.wait(&e).await;
+                        continue;
+                    }
+                };
+                backoff.reset();
+                if lock(&sessions).open >= max_connections {
+                    // Closed at once: no peer can make the node hold more.
+                    backoff.refuse(peer_addr);
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
                 let Ok(local_addr) = stream.local_addr() else { continue };
                 let stream = Box::new(ractor_cluster::NetworkStream::Raw { stream, peer_addr, local_addr });
@@ -122,21 +163,94 @@ impl Node {
 /// Evaluator servers per driver name, to stop when that driver leaves.
 type Owned = Arc<Mutex<HashMap<String, Vec<ActorCell>>>>;
 
-/// Stops a driver's evaluators when its session ends, so a restarted driver
-/// does not leave its predecessor's evaluators sampling on the node.
-struct StopOrphans(Owned);
+/// The node's connections: how many are open, and which have
+/// authenticated (by their session actor).
+#[derive(Default)]
+struct Sessions {
+    open: usize,
+    authenticated: HashSet<ActorId>,
+}
 
-impl NodeEventSubscription for StopOrphans {
-    fn node_session_opened(&self, _: NodeServerSessionInformation) {}
-    fn node_session_authenticated(&self, _: NodeServerSessionInformation) {}
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Watches the node's connections. A connection that has not
+/// authenticated within the handshake timeout is closed. When an
+/// authenticated driver's connection ends, its evaluators are stopped, so
+/// a restarted driver does not leave its predecessor's evaluators sampling;
+/// a peer that never authenticated owns nothing, whatever name it claimed.
+struct Gate {
+    owned: Owned,
+    sessions: Arc<Mutex<Sessions>>,
+    handshake_timeout: Duration,
+}
+
+impl NodeEventSubscription for Gate {
+    fn node_session_opened(&self, ses: NodeServerSessionInformation) {
+        lock(&self.sessions).open += 1;
+        let (sessions, timeout) = (self.sessions.clone(), self.handshake_timeout);
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            if !lock(&sessions).authenticated.contains(&ses.actor.get_id()) {
+                ses.actor.stop(Some(format!("no handshake within {timeout:?}")));
+            }
+        });
+    }
+
+    fn node_session_authenticated(&self, ses: NodeServerSessionInformation) {
+        lock(&self.sessions).authenticated.insert(ses.actor.get_id());
+    }
+
     fn node_session_disconnected(&self, ses: NodeServerSessionInformation) {
-        let Some(peer) = ses.peer_name else { return };
-        let cells = self.0.lock().expect("owned lock").remove(&peer.name).unwrap_or_default();
+        let was_authenticated = {
+            let mut sessions = lock(&self.sessions);
+            sessions.open = sessions.open.saturating_sub(1);
+            sessions.authenticated.remove(&ses.actor.get_id())
+        };
+        let Some(peer) = ses.peer_name.filter(|_| was_authenticated) else { return };
+        let cells = lock(&self.owned).remove(&peer.name).unwrap_or_default();
         if !cells.is_empty() {
             tracing::info!(driver = %peer.name, evaluators = cells.len(), "driver left; stopping its evaluators");
         }
         for cell in cells {
             cell.stop(Some(format!("driver {} left", peer.name)));
+        }
+    }
+}
+
+/// Waits after a failed `accept` (doubling from 10 ms to 1 s), and keeps
+/// the log to one line per second of failures or refusals.
+#[derive(Default)]
+struct AcceptBackoff {
+    delay: Duration,
+    last_log: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
+impl AcceptBackoff {
+    async fn wait(&mut self, e: &std::io::Error) {
+        let delay = (self.delay * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        self.delay = delay;
+        self.log(|n| tracing::warn!("accept failed ({e}; {n} failures since the last line); retrying in {delay:?}"));
+        tokio::time::sleep(delay).await;
+    }
+
+    fn refuse(&mut self, peer: SocketAddr) {
+        self.log(|n| tracing::warn!("connection limit reached: refused {peer} ({n} refused since the last line)"));
+    }
+
+    fn reset(&mut self) {
+        self.delay = Duration::ZERO;
+    }
+
+    /// Logs through `line` (given the count) at most once a second.
+    fn log(&mut self, line: impl FnOnce(u64)) {
+        self.unlogged += 1;
+        if self.last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            line(self.unlogged);
+            self.unlogged = 0;
+            self.last_log = Some(std::time::Instant::now());
         }
     }
 }

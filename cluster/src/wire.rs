@@ -388,6 +388,75 @@ mod tests {
         assert!(decode::<EvalRequest>(&truncated).is_err());
     }
 
+    /// Every message a node or a driver decodes, on
+    /// [`FUZZ_CASES`](rlx::fuzz::FUZZ_CASES) altered messages each: a
+    /// request of every kind, and replies of every kind (a rollout's batch
+    /// decoded too, as the driver does).
+    #[test]
+    fn fuzzed_messages_never_panic() {
+        use rlx::fuzz::{mutate_framed, run};
+        use std::sync::Arc;
+        let mut stat = RunningStat::new(3);
+        stat.push(&[1.0, 2.0, 3.0]);
+        let requests = vec![
+            encode(&EvalRequest::Sample).unwrap(),
+            encode(&EvalRequest::SetWeights(Arc::new((0..64).map(|i| i as f32 * 0.1).collect()))).unwrap(),
+            encode(&EvalRequest::SetFilterStatistics(Arc::new(stat.clone()))).unwrap(),
+            encode(&EvalRequest::SaveState).unwrap(),
+        ];
+        run(&requests, mutate_framed, |bytes| {
+            let _ = decode::<EvalRequest>(bytes);
+        });
+        let mut batch = rlx::SampleBatch::new();
+        batch.insert_f32("obs", (0..40).map(|i| i as f32).collect(), 4).unwrap();
+        batch.insert_i64("actions", (0..10).collect(), 1).unwrap();
+        let episode = EpisodeSummary { episode_return: 12.5, length: 13, truncated: false };
+        let rollout = Rollout { batch, episodes: vec![episode], filter_delta: Some(stat), env_shard_restarts: 1 };
+        let gradients = GradientRollout {
+            grads: vec![0.5; 32],
+            stats: LearnerStats::default(),
+            steps: 10,
+            episodes: vec![episode],
+            env_shard_restarts: 0,
+        };
+        type Reply = <EvalProtocol as Protocol>::Reply;
+        let reply = |r: EvalReply| encode::<Reply>(&Ok((WireReply::new(r).unwrap(), 2))).unwrap();
+        let error = WireError::Failed { panicked: true, message: "boom".into() };
+        let replies = vec![
+            reply(EvalReply::Rollout(rollout)),
+            reply(EvalReply::Gradients(gradients)),
+            reply(EvalReply::Done),
+            encode::<Reply>(&Err(error)).unwrap(),
+        ];
+        run(&replies, mutate_framed, |bytes| {
+            if let Ok(Ok((reply, _))) = decode::<Reply>(bytes) {
+                let _ = reply.into_reply();
+            }
+        });
+        let spawn = SpawnRequest {
+            spec: SpawnSpec {
+                algorithm: "PPO".into(),
+                env: "CartPole-v1".into(),
+                config_json: "{\"lr\": 0.001}".into(),
+            },
+            index: 2,
+            generation: 0,
+            restart: RestartPolicy::default(),
+            spawn_id: "a1".into(),
+            driver: "driver".into(),
+            driver_max_frame_bytes: 1 << 28,
+        };
+        let spawner = vec![
+            encode(&SpawnerRequest::Ping).unwrap(),
+            encode(&SpawnerRequest::Spawn(spawn)).unwrap(),
+            encode(&Ok::<_, String>(SpawnerReply::Pong)).unwrap(),
+        ];
+        run(&spawner, mutate_framed, |bytes| {
+            let _ = decode::<SpawnerRequest>(bytes);
+            let _ = decode::<<SpawnProtocol as Protocol>::Reply>(bytes);
+        });
+    }
+
     #[test]
     fn handle_errors_keep_their_kind_across_the_wire() {
         let panicked = HandleError::Failed { index: 3, source: EvaluatorError::Panicked("boom".into()) };

@@ -270,6 +270,16 @@ pub fn check(key: &str, value: impl Display, ok: bool, allowed: &str) -> Result<
     }
 }
 
+/// Checks a count that sizes memory: it must be in `[min, max]`, where
+/// `max` is far above what a real run uses, so that a typo (`1e8`) is an
+/// error naming the key and the bound instead of minutes of allocation.
+///
+/// # Errors
+/// An [`ConfigError::OutOfRange`] naming `key` and the range.
+pub fn check_count(key: &str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
+    check(key, value, (min..=max).contains(&value), &format!("must be in [{min}, {max}]"))
+}
+
 /// The field names of a struct that derives `Deserialize`, read by asking
 /// serde which fields it would accept. Empty for non-structs.
 pub fn field_names<T: DeserializeOwned>() -> Vec<String> {

@@ -202,10 +202,14 @@ impl PolicyEvaluator {
     }
 
     /// Adopts the driver's synchronized filter statistics.
-    pub fn set_filter_statistics(&mut self, global: &RunningStat) {
+    ///
+    /// # Errors
+    /// Statistics of another width than this evaluator's observations.
+    pub fn set_filter_statistics(&mut self, global: &RunningStat) -> Result<(), EvaluatorError> {
         if let Some(f) = &mut self.filter {
-            f.set_global(global);
+            f.set_global(global).map_err(|e| EvaluatorError::Config(e.to_string()))?;
         }
+        Ok(())
     }
 
     /// The policy graph.

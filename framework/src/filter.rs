@@ -31,13 +31,49 @@ impl ObservationFilter {
     }
 }
 
+/// Statistics that cannot be used: of another width than the filter's, or
+/// inconsistent (they came from a damaged file or a faulty peer).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("observation filter statistics: {0}")]
+pub struct FilterError(String);
+
 /// Count, mean and sum of squared deviations per element (Welford), merged
-/// with Chan et al.'s parallel formula.
+/// with Chan et al.'s parallel formula. Deserializing checks that the
+/// statistics are consistent (as many means as squared deviations, all
+/// finite, deviations not negative), so statistics from a file or a peer
+/// can be merged without a panic.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawRunningStat")]
 pub struct RunningStat {
     count: u64,
     mean: Vec<f64>,
     m2: Vec<f64>,
+}
+
+/// [`RunningStat`] as it travels, before its consistency is checked.
+#[derive(Deserialize)]
+struct RawRunningStat {
+    count: u64,
+    mean: Vec<f64>,
+    m2: Vec<f64>,
+}
+
+impl TryFrom<RawRunningStat> for RunningStat {
+    type Error = FilterError;
+
+    fn try_from(raw: RawRunningStat) -> Result<Self, FilterError> {
+        let RawRunningStat { count, mean, m2 } = raw;
+        if mean.len() != m2.len() {
+            return Err(FilterError(format!("{} means but {} squared deviations", mean.len(), m2.len())));
+        }
+        if let Some(i) = mean.iter().position(|m| !m.is_finite()) {
+            return Err(FilterError(format!("mean {i} is {}", mean[i])));
+        }
+        if let Some(i) = m2.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {
+            return Err(FilterError(format!("squared deviation {i} is {}", m2[i])));
+        }
+        Ok(Self { count, mean, m2 })
+    }
 }
 
 impl RunningStat {
@@ -67,14 +103,31 @@ impl RunningStat {
         }
     }
 
+    /// The width of the rows these statistics are of.
+    pub fn width(&self) -> usize {
+        self.mean.len()
+    }
+
+    /// Checks that these statistics are of rows of width `dim`.
+    ///
+    /// # Errors
+    /// A [`FilterError`] naming both widths.
+    pub fn check_width(&self, dim: usize) -> Result<(), FilterError> {
+        if self.mean.len() == dim {
+            Ok(())
+        } else {
+            Err(FilterError(format!("of rows of width {}, but the filter's rows have width {dim}", self.mean.len())))
+        }
+    }
+
     /// Adds everything `other` has seen.
     ///
-    /// # Panics
-    /// If the widths differ.
-    pub fn merge(&mut self, other: &RunningStat) {
-        assert_eq!(other.mean.len(), self.mean.len(), "row width");
+    /// # Errors
+    /// If the widths differ (nothing is merged).
+    pub fn merge(&mut self, other: &RunningStat) -> Result<(), FilterError> {
+        other.check_width(self.mean.len())?;
         if other.count == 0 {
-            return;
+            return Ok(());
         }
         let (na, nb) = (self.count as f64, other.count as f64);
         let n = na + nb;
@@ -84,6 +137,7 @@ impl RunningStat {
             self.m2[i] += other.m2[i] + delta * delta * na * nb / n;
         }
         self.count += other.count;
+        Ok(())
     }
 
     /// The mean per element.
@@ -147,15 +201,23 @@ impl MeanStdFilter {
     }
 
     /// Merges a worker's delta into this (the driver's) filter.
-    pub fn merge_delta(&mut self, delta: &RunningStat) {
-        self.global.merge(delta);
+    ///
+    /// # Errors
+    /// A delta of another width (nothing is merged).
+    pub fn merge_delta(&mut self, delta: &RunningStat) -> Result<(), FilterError> {
+        self.global.merge(delta)
     }
 
     /// Replaces the statistics with the driver's (keeping nothing of the
     /// delta, which the driver has already merged).
-    pub fn set_global(&mut self, global: &RunningStat) {
+    ///
+    /// # Errors
+    /// Statistics of another width (the filter keeps its own).
+    pub fn set_global(&mut self, global: &RunningStat) -> Result<(), FilterError> {
+        global.check_width(self.global.mean.len())?;
         self.global = global.clone();
         self.delta = RunningStat::new(global.mean.len());
+        Ok(())
     }
 
     /// The statistics used for normalizing.
@@ -179,7 +241,7 @@ mod tests {
         let (mut a, mut b) = (RunningStat::new(2), RunningStat::new(2));
         rows[..37].iter().for_each(|r| a.push(r));
         rows[37..].iter().for_each(|r| b.push(r));
-        a.merge(&b);
+        a.merge(&b).unwrap();
         assert_eq!(a.count(), 100);
         for i in 0..2 {
             assert!((a.mean()[i] - all.mean()[i]).abs() < 1e-9);
@@ -196,17 +258,38 @@ mod tests {
         let mut x2: Vec<f32> = (50..100).map(|i| i as f32).collect();
         w1.apply(&mut x1);
         w2.apply(&mut x2);
-        driver.merge_delta(&w1.take_delta());
-        driver.merge_delta(&w2.take_delta());
+        driver.merge_delta(&w1.take_delta()).unwrap();
+        driver.merge_delta(&w2.take_delta()).unwrap();
         assert_eq!(driver.global().count(), 100);
         assert!((driver.global().mean()[0] - 49.5).abs() < 1e-9);
-        w1.set_global(driver.global());
+        w1.set_global(driver.global()).unwrap();
         let mut probe = [49.5f32];
         w1.normalize(&mut probe);
         assert!(probe[0].abs() < 1e-6);
         // Serialized with the policy and restored unchanged.
         let json = serde_json::to_string(&driver).unwrap();
         assert_eq!(serde_json::from_str::<MeanStdFilter>(&json).unwrap(), driver);
+    }
+
+    /// Statistics from a faulty peer or a damaged file are errors, never a
+    /// panic or an out-of-bounds index, and leave the filter as it was.
+    #[test]
+    fn statistics_of_another_width_or_inconsistent_ones_are_refused() {
+        let mut driver = MeanStdFilter::new(3, 10.0);
+        let mut wide = RunningStat::new(4);
+        wide.push(&[1.0, 2.0, 3.0, 4.0]);
+        let before = driver.clone();
+        let err = driver.merge_delta(&wide).unwrap_err().to_string();
+        assert!(err.contains("width 4") && err.contains("width 3"), "{err}");
+        assert!(driver.set_global(&wide).is_err());
+        assert_eq!(driver, before);
+        let ragged = r#"{"count": 5, "mean": [0.0, 1.0, 2.0], "m2": [1.0]}"#;
+        let err = serde_json::from_str::<RunningStat>(ragged).unwrap_err().to_string();
+        assert!(err.contains("3 means but 1 squared deviations"), "{err}");
+        let negative = r#"{"count": 5, "mean": [0.0], "m2": [-1.0]}"#;
+        assert!(serde_json::from_str::<RunningStat>(negative).is_err());
+        let bytes = crate::codec::encode_value(&RunningStat::new(2)).unwrap();
+        assert_eq!(crate::codec::decode_value::<RunningStat>(&bytes).unwrap(), RunningStat::new(2));
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub mod env_shards;
 pub mod evaluator;
 pub mod evaluator_set;
 pub mod filter;
+pub mod fuzz;
 pub mod handle;
 pub mod metrics;
 pub mod multi_agent;

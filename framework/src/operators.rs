@@ -40,7 +40,12 @@ pub async fn sync_observation_filters(
         let mut local = evaluators.local_mut();
         let Some(filter) = local.observation_filter_mut() else { return Ok(()) };
         for delta in rollouts.iter_mut().filter_map(|r| r.filter_delta.take()) {
-            filter.merge_delta(&delta);
+            // A worker whose delta has another width is faulty: fail the
+            // step with its error instead of the driver with a panic.
+            filter.merge_delta(&delta).map_err(|e| HandleError::Failed {
+                index: 0,
+                source: crate::EvaluatorError::Config(format!("a worker's rollout: {e}")),
+            })?;
         }
         Arc::new(filter.global().clone())
     };

@@ -70,7 +70,7 @@ impl PolicyEvaluator {
             }
             EvalRequest::SampleAndComputeGradients => EvalReply::Gradients(self.sample_and_compute_gradients()?),
             EvalRequest::SetFilterStatistics(s) => {
-                self.set_filter_statistics(s);
+                self.set_filter_statistics(s)?;
                 EvalReply::Done
             }
             EvalRequest::SaveState => EvalReply::State(self.save_state(index)),

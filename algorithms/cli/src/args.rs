@@ -78,9 +78,13 @@ pub struct TrainArgs {
     /// comma-separated HOST:PORT; same as the config key `nodes`.
     #[arg(long)]
     pub nodes: Option<String>,
-    /// The worker nodes' cookie (or the env var RLX_COOKIE); never written to results.
+    /// The worker nodes' cookie (or the env var RLX_COOKIE); never written
+    /// to results. Visible to other local users: prefer --cookie-file.
     #[arg(long)]
     pub cookie: Option<String>,
+    /// A file holding the worker nodes' cookie (mode 600).
+    #[arg(long, conflicts_with = "cookie")]
+    pub cookie_file: Option<PathBuf>,
 }
 
 /// Arguments of `rlx node`.
@@ -89,15 +93,23 @@ pub struct NodeArgs {
     /// Address to accept drivers on (port 0 picks a free port; the node prints the address).
     #[arg(long, default_value = "127.0.0.1:7000")]
     pub listen: std::net::SocketAddr,
-    /// Shared secret: drivers with another cookie are refused (or the env var RLX_COOKIE).
+    /// Shared secret: drivers with another cookie are refused (or the env
+    /// var RLX_COOKIE). Visible to other local users: prefer --cookie-file.
     #[arg(long)]
     pub cookie: Option<String>,
+    /// A file holding the shared secret (mode 600).
+    #[arg(long, conflicts_with = "cookie")]
+    pub cookie_file: Option<PathBuf>,
     /// The node's name, unique in the cluster (default: node-PORT-PID).
     #[arg(long)]
     pub name: Option<String>,
     /// Largest message accepted, in MiB.
     #[arg(long, default_value_t = rlx_cluster::DEFAULT_MAX_FRAME_BYTES >> 20)]
     pub max_frame_mib: u64,
+    /// Connections held at once (each driver needs one); more are closed as
+    /// they are accepted.
+    #[arg(long, default_value_t = rlx_cluster::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
 }
 
 /// Arguments of `rlx rollout`.

@@ -149,6 +149,12 @@ pub fn experiments(
         Some(path) => read_experiment_file(path)?,
         None => vec![(None, Map::new())],
     };
+    // Only a cookie given as a flag or file; RLX_COOKIE is read where the
+    // nodes are connected.
+    let cookie = match (&args.cookie, &args.cookie_file) {
+        (None, None) => None,
+        (flag, file) => crate::cookie::resolve(flag.as_deref(), file.as_deref())?,
+    };
     let cli_config = parse_json("--config", args.config.as_deref())?;
     let cli_stop = parse_json("--stop", args.stop.as_deref())?;
     let mut out = Vec::new();
@@ -216,7 +222,7 @@ pub fn experiments(
         if let Some(nodes) = &args.nodes {
             config["nodes"] = json!(nodes);
         }
-        if let Some(cookie) = &args.cookie {
+        if let Some(cookie) = &cookie {
             config["cookie"] = json!(cookie);
         }
         translate_rllib(&mut config, RLLIB_RENAMED, RLLIB_IGNORED);

@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod cookie;
 pub mod deploy;
 pub mod experiment;
 mod node;
@@ -85,6 +86,9 @@ pub enum CliError {
     /// Results could not be written.
     #[error("cannot write results: {0}")]
     Io(#[from] std::io::Error),
+    /// The restored run's `result.json` could not be read.
+    #[error("cannot read the restored run's history: {0}")]
+    History(std::io::Error),
     /// A plot could not be drawn.
     #[error(transparent)]
     Plot(#[from] plot::PlotError),

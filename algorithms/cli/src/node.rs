@@ -4,18 +4,20 @@ use crate::{CliError, NodeArgs};
 
 /// `rlx node`: serves evaluators to drivers until Ctrl-C.
 pub(crate) async fn node(args: NodeArgs) -> Result<(), CliError> {
-    let cookie = args
-        .cookie
-        .or_else(|| std::env::var("RLX_COOKIE").ok())
-        .ok_or_else(|| CliError::Usage("a node needs a cookie: pass --cookie SECRET (or set RLX_COOKIE)".into()))?;
+    let cookie = crate::cookie::resolve(args.cookie.as_deref(), args.cookie_file.as_deref())?.ok_or_else(|| {
+        CliError::Usage("a node needs a cookie: pass --cookie-file FILE (or set RLX_COOKIE, or --cookie SECRET)".into())
+    })?;
     if args.max_frame_mib == 0 || args.max_frame_mib > 1024 {
         return Err(CliError::Usage(format!("--max-frame-mib {} is outside [1, 1024]", args.max_frame_mib)));
     }
+    if args.max_connections == 0 {
+        return Err(CliError::Usage("--max-connections must be at least 1".into()));
+    }
     let config = rlx_cluster::NodeConfig {
-        listen: args.listen,
-        cookie,
         name: args.name,
         max_frame_bytes: args.max_frame_mib << 20,
+        max_connections: args.max_connections,
+        ..rlx_cluster::NodeConfig::new(args.listen, cookie)
     };
     let node = rlx_cluster::Node::start(config, crate::deploy::node_resolver())
         .await

@@ -59,7 +59,9 @@ impl ResultsWriter {
         let params_json = serde_json::to_vec_pretty(params).map_err(io::Error::other)?;
         write_atomic(&dir.join("params.json"), &params_json)?;
         let path = dir.join("result.json");
+        drop_torn_tail(&path)?;
         let results = OpenOptions::new().create(true).append(true).open(&path).map_err(|e| with_path(e, &path))?;
+        sync_parent(&path)?;
         let progress = ProgressCsv::open(&dir.join("progress.csv"))?;
         let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         let mut curve = LearningCurve {
@@ -294,7 +296,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = File::create(&tmp).map_err(|e| with_path(e, &tmp))?;
     f.write_all(bytes).and_then(|()| f.sync_all()).map_err(|e| with_path(e, &tmp))?;
-    fs::rename(&tmp, path).map_err(|e| with_path(e, path))
+    fs::rename(&tmp, path).map_err(|e| with_path(e, path))?;
+    sync_parent(path)
+}
+
+/// Cuts a last line that a killed run left without its newline off an
+/// existing `result.json`, so that the lines appended next stay whole.
+fn drop_torn_tail(path: &Path) -> io::Result<()> {
+    let Ok(bytes) = fs::read(path) else { return Ok(()) };
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        return Ok(());
+    }
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    tracing::warn!("{}: a torn last line ({} bytes) is cut off before appending", path.display(), bytes.len() - keep);
+    let f = OpenOptions::new().write(true).open(path).map_err(|e| with_path(e, path))?;
+    f.set_len(keep as u64).and_then(|()| f.sync_all()).map_err(|e| with_path(e, path))
+}
+
+/// Makes a new or renamed directory entry under `path`'s parent durable
+/// (a crash after a rename can otherwise bring back the old file).
+fn sync_parent(path: &Path) -> io::Result<()> {
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) => File::open(dir).and_then(|d| d.sync_all()).map_err(|e| with_path(e, dir)),
+        None => Ok(()),
+    }
 }
 
 fn with_path(e: io::Error, path: &Path) -> io::Error {
@@ -304,17 +329,51 @@ fn with_path(e: io::Error, path: &Path) -> io::Error {
 /// Reads every line of a `result.json`.
 ///
 /// # Errors
-/// If the file cannot be read or a line is not a result; the error names the path.
+/// If the file cannot be read or a line is not a result; the error names
+/// the path and the line (counted from 1).
 pub fn read_results(path: &Path) -> io::Result<Vec<TrainResult>> {
-    fs::read_to_string(path)
-        .map_err(|e| with_path(e, path))?
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            serde_json::from_str(l)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
-        })
+    let text = fs::read_to_string(path).map_err(|e| with_path(e, path))?;
+    parse_lines(&text).map_err(|(line, e)| bad_line(path, line, &e))
+}
+
+/// Reads a `result.json` whose last line may be torn (the run was killed
+/// while writing it) or garbage: such a last line is left out, and the
+/// returned warning says so.
+///
+/// # Errors
+/// If the file cannot be read or a line before the last is not a result.
+pub fn read_history(path: &Path) -> io::Result<(Vec<TrainResult>, Option<String>)> {
+    let text = fs::read_to_string(path).map_err(|e| with_path(e, path))?;
+    match parse_lines(&text) {
+        Ok(results) => Ok((results, None)),
+        Err((line, e)) if line == last_line(&text) => {
+            let before_last = &text[..text.trim_end().rfind('\n').map_or(0, |i| i + 1)];
+            let results = parse_lines(before_last).map_err(|(line, e)| bad_line(path, line, &e))?;
+            let warning = format!("{}: line {line} is torn or not a result ({e}); left out", path.display());
+            Ok((results, Some(warning)))
+        }
+        Err((line, e)) => Err(bad_line(path, line, &e)),
+    }
+}
+
+/// The number (from 1) of the last non-empty line of `text`.
+fn last_line(text: &str) -> usize {
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, _)| i + 1).last().unwrap_or(0)
+}
+
+type LineError = (usize, serde_json::Error);
+
+/// Parses each non-empty line; a failure comes with its line number.
+fn parse_lines(text: &str) -> Result<Vec<TrainResult>, LineError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| serde_json::from_str(line).map_err(|e| (i + 1, e)))
         .collect()
+}
+
+fn bad_line(path: &Path, line: usize, e: &serde_json::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{}: line {line}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
         return Err(CliError::Usage("--episodes must be at least 1".into()));
     }
     let ckpt = Checkpoint::load(&args.checkpoint)?;
+    ckpt.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
     let meta = &ckpt.metadata;
     let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
     let mut env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;

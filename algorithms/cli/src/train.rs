@@ -3,7 +3,7 @@
 
 use crate::experiment::{experiments, Experiment};
 use crate::progress::Progress;
-use crate::results::{read_results, ResultsWriter};
+use crate::results::{read_history, ResultsWriter};
 use crate::{arg_error, build_trainer, CliError, TrainArgs};
 use rlx::checkpoint::{self, Checkpoint, RunInfo};
 use rlx::config::{deep_merge, from_value};
@@ -56,6 +56,14 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 /// Bad arguments, build failures, training failures, or unwritable results.
 pub async fn train(run: Option<&str>, args: &TrainArgs) -> Result<Outcome, CliError> {
     let restored = args.restore.as_deref().map(Checkpoint::load).transpose()?;
+    if let Some(ckpt) = &restored {
+        ckpt.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+        if let Some(run_dir) = ckpt.dir.parent() {
+            for stale in checkpoint::remove_stale_temporaries(run_dir)? {
+                eprintln!("removed {}, left by a run killed while checkpointing", stale.display());
+            }
+        }
+    }
     let experiments = experiments(run, args, restored.as_ref())?;
     if restored.is_some() && experiments.len() > 1 {
         return Err(CliError::Usage("--restore resumes one run; the experiment file has several".into()));
@@ -97,11 +105,14 @@ async fn train_experiment(
         other => CliError::Build(other),
     })?;
     let info = RunInfo { algorithm: exp.run.clone(), env: exp.env.clone(), config: config.clone() };
-    // Restore before creating the run directory, so a bad checkpoint leaves nothing behind.
+    // Restore, and read the history up to the checkpoint, before creating
+    // the run directory, so a bad checkpoint or history leaves nothing behind.
+    let mut history = Vec::new();
     if let Some(ckpt) = restored {
         for gap in ckpt.restore(&mut trainer).await? {
             eprintln!("warning: not an exact resume: {gap}");
         }
+        history = restored_history(ckpt)?;
     }
     let dir = new_run_dir(&args.results_dir, &format!("{}_{}", exp.run, exp.env.replace('/', "-")))?;
     let params = json!({
@@ -109,16 +120,13 @@ async fn train_experiment(
         "experiment": exp.name, "restored_from": restored.map(|c| c.dir.display().to_string()),
     });
     let mut writer = ResultsWriter::create(&dir, &params)?;
+    // Carry the history up to the checkpoint over, so this run's
+    // result.json, progress.csv and plot tell the whole story.
+    for r in &history {
+        writer.append(r)?;
+    }
     if let Some(ckpt) = restored {
-        // Carry the history up to the checkpoint over, so this run's
-        // result.json, progress.csv and plot tell the whole story.
-        let iteration = ckpt.metadata.training_iteration;
-        if let Some(history) = ckpt.dir.parent().map(|p| p.join("result.json")).filter(|p| p.is_file()) {
-            for r in read_results(&history)?.into_iter().filter(|r| r.training_iteration <= iteration) {
-                writer.append(&r)?;
-            }
-        }
-        eprintln!("restored {} at iteration {iteration}", ckpt.dir.display());
+        eprintln!("restored {} at iteration {}", ckpt.dir.display(), ckpt.metadata.training_iteration);
     }
     if stop.is_empty() {
         eprintln!("no --stop criteria and the env has no reward threshold: training until interrupted (Ctrl-C)");
@@ -152,6 +160,24 @@ async fn train_experiment(
             return Ok(Outcome { result, dir, checkpoint: last_checkpoint, interrupted: was_interrupted });
         }
     }
+}
+
+/// The results of the checkpoint's run up to its iteration, from the
+/// `result.json` beside it (none if there is none). A torn last line (the
+/// run was killed while writing it) is left out with a warning.
+///
+/// # Errors
+/// A `result.json` that cannot be read, or a bad line before its last.
+fn restored_history(ckpt: &Checkpoint) -> Result<Vec<TrainResult>, CliError> {
+    let Some(path) = ckpt.dir.parent().map(|p| p.join("result.json")).filter(|p| p.is_file()) else {
+        return Ok(Vec::new());
+    };
+    let (results, warning) = read_history(&path).map_err(CliError::History)?;
+    if let Some(warning) = warning {
+        eprintln!("warning: {warning}");
+    }
+    let iteration = ckpt.metadata.training_iteration;
+    Ok(results.into_iter().filter(|r| r.training_iteration <= iteration).collect())
 }
 
 /// Creates and returns `parent/<name>_<UTC time>`, with `_2`, `_3`...

@@ -121,6 +121,11 @@ fn bad_input_names_the_problem() {
     assert!(e.contains("`lr_rate`") && e.contains("did you mean `lr`"), "{e}");
     let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--config", r#"{"num_workers": "two"}"#]);
     assert!(e.contains("num_workers"), "{e}");
+    // A typo that would allocate for minutes is refused at once, with the bound.
+    let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--config", r#"{"num_envs_per_worker": 100000000}"#]);
+    assert!(e.contains("num_envs_per_worker") && e.contains("[1, 16384]"), "{e}");
+    let e = train(&["--run", "DQN", "--env", "CartPole-v1", "--config", r#"{"buffer_size": 100000000000}"#]);
+    assert!(e.contains("buffer_size") && e.contains("134217728"), "{e}");
     let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--config", r#"{"lambda": 1.5}"#]);
     assert!(e.contains("lambda") && e.contains("[0, 1]"), "{e}");
     let e = train(&["--run", "PPO", "--env", "CartPole-v1", "--stop", r#"{"reward": 1}"#]);
@@ -219,6 +224,63 @@ fn ctrl_c_checkpoints_and_restore_continues() {
     assert_eq!(params["restored_from"], ckpt.to_str().unwrap());
     std::fs::remove_dir_all(results).unwrap();
     std::fs::remove_dir_all(resumed).unwrap();
+}
+
+/// A run killed mid-line leaves a torn last line in `result.json`, and a
+/// bit may rot in its newest checkpoint: `--restore` still resumes, from
+/// the previous good checkpoint, without the torn line, saying both. A
+/// garbage line in the middle of the history is an error naming its line,
+/// and nothing is created.
+#[test]
+fn restore_survives_a_torn_result_line_and_a_damaged_checkpoint() {
+    let results = tmp("torn");
+    let r = results.to_str().unwrap();
+    let stop3 = r#"{"training_iteration": 3}"#;
+    let args = ["train", "--run", "PPO", "--env", "CartPole-v1", "--config", FAST, "--results-dir", r];
+    let out = rlx(&[&args[..], &["--stop", stop3, "--checkpoint-freq", "1"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = run_dir(&results);
+    let ckpts = checkpoints(&dir);
+    assert_eq!(ckpts.len(), 3);
+    let history = std::fs::read_to_string(dir.join("result.json")).unwrap();
+    std::fs::write(dir.join("result.json"), format!("{history}{{\"training_iteration\": 4, \"timesteps_to")).unwrap();
+    let weights = ckpts[2].join("policy.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    bytes[100] ^= 0x04;
+    std::fs::write(&weights, bytes).unwrap();
+    let stale = dir.join(".checkpoint_000004.tmp-4194303");
+    std::fs::create_dir(&stale).unwrap();
+
+    let resumed = tmp("torn-resumed");
+    let rr = resumed.to_str().unwrap();
+    let restore = |extra: &[&str]| {
+        let mut a = vec!["train", "--restore", dir.to_str().unwrap(), "--results-dir", rr];
+        a.extend_from_slice(extra);
+        rlx(&a)
+    };
+    let out = restore(&["--stop", r#"{"training_iteration": 4}"#]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("policy.safetensors") && stderr.contains("previous good checkpoint"), "{stderr}");
+    assert!(stderr.contains("line 4 is torn"), "{stderr}");
+    assert!(!stale.exists(), "{stderr}");
+    let new_dir = run_dir(&resumed);
+    let iterations: Vec<u64> =
+        result_lines(&new_dir).iter().map(|l| l["training_iteration"].as_u64().unwrap()).collect();
+    assert_eq!(iterations, vec![1, 2, 3, 4], "history to the good checkpoint (2), then 3 and 4 trained anew");
+    std::fs::remove_dir_all(&resumed).unwrap();
+
+    let lines: Vec<&str> = history.lines().collect();
+    std::fs::write(dir.join("result.json"), format!("{}\nnot json\n{}\n", lines[0], lines[1..].join("\n"))).unwrap();
+    let out = restore(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("result.json: line 2") && stderr.contains("cannot read"), "{stderr}");
+    assert!(
+        !resumed.exists() || std::fs::read_dir(&resumed).unwrap().next().is_none(),
+        "a failed restore creates nothing"
+    );
+    std::fs::remove_dir_all(results).unwrap();
 }
 
 #[test]

@@ -265,6 +265,80 @@ fn a_node_with_another_cookie_is_refused_and_the_driver_carries_on() {
     assert!(log.contains("error: none of the nodes could be used") && log.contains("wrong cookie"), "{log}");
 }
 
+/// Attacks on a node by peers without the cookie, while a driver trains on
+/// it. None of them touches the run: no evaluator is stopped, restarted or
+/// re-placed, and the iterations go on.
+/// - An impostor claims the running driver's name and hangs up at the
+///   challenge, four times. (The node used to take the impostor's leaving
+///   for the driver's and stop the driver's evaluators.)
+/// - 100 connections each send half a length prefix and hold: the node
+///   closes each within its handshake timeout (5 s), and those past its
+///   connection limit (64) at once.
+#[test]
+fn peers_without_the_cookie_cannot_touch_a_running_driver() {
+    let dir = tmp("attacks");
+    let node = Node::start(&dir, "a", COOKIE);
+    let mut driver = train(&dir, &[&node], COOKIE, json!({"num_workers": 2}), json!({"training_iteration": 1_000_000}));
+    wait_for_iterations(&dir, &mut driver, 2);
+    let log = node.proc.log();
+    let name = log
+        .split("driver=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|full| full.strip_suffix("@localhost"))
+        .unwrap_or_else(|| panic!("the node logs the driver's name, NAME@localhost:\n{log}"))
+        .to_string();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        for _ in 0..4 {
+            let impostor = ractor_cluster::NodeServer::new(
+                0,
+                "not-the-cookie".into(),
+                name.clone(),
+                "localhost".into(),
+                None,
+                Some(ractor_cluster::node::NodeConnectionMode::Isolated),
+            );
+            let (server, handle) = ractor::Actor::spawn(None, impostor, ()).await.unwrap();
+            let addr: std::net::SocketAddr = node.addr.parse().unwrap();
+            let _ = tokio::time::timeout(Duration::from_secs(5), ractor_cluster::client_connect(&server, addr)).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            server.stop(None);
+            let _ = handle.await;
+        }
+    });
+    let before = results(&dir).len();
+
+    let held: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| {
+            let mut peer = std::net::TcpStream::connect(&node.addr).unwrap();
+            peer.write_all(&[0, 0, 0]).unwrap();
+            peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            peer
+        })
+        .collect();
+    let started = Instant::now();
+    for mut peer in held {
+        let mut buf = [0u8; 64];
+        // The node closes it: end of file, or a reset (not our read timeout).
+        let closed = match std::io::Read::read(&mut peer, &mut buf) {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        };
+        assert!(closed, "a half-sent handshake was held open");
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(9), "closed after {waited:?}");
+    }
+    wait_for_iterations(&dir, &mut driver, before + 3);
+    let log = node.proc.log();
+    assert!(!log.contains("driver left"), "{log}");
+    assert_eq!(log.matches("started evaluator").count(), 2, "{log}");
+    let last = results(&dir).pop().unwrap();
+    assert_eq!(last["num_evaluator_restarts"], 0, "{last}");
+    assert!(last.get("evaluator_failures").is_none(), "nothing failed: {last}");
+}
+
 #[test]
 fn a_peer_sending_malformed_frames_is_dropped_and_the_node_carries_on() {
     let dir = tmp("garbage");
@@ -323,12 +397,7 @@ fn test_node_process() {
     rlx_cli::init_logging();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let config = rlx_cluster::NodeConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            cookie: COOKIE.into(),
-            name: None,
-            max_frame_bytes: rlx_cluster::DEFAULT_MAX_FRAME_BYTES,
-        };
+        let config = rlx_cluster::NodeConfig::new("127.0.0.1:0".parse().unwrap(), COOKIE);
         let node = rlx_cluster::Node::start(config, deploy::node_resolver_with(envs)).await.unwrap();
         println!("listening on {}", node.addr);
         std::io::stdout().flush().unwrap();
