@@ -31,10 +31,10 @@ use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
 use rlx::protocol::EvalReply;
 use rlx::{EvaluatorFactory, EvaluatorHandle};
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 /// Builds the evaluator factory for a spec (the algorithm's build, run on
@@ -136,10 +136,19 @@ impl Node {
                     }
                 };
                 backoff.reset();
-                if lock(&sessions).open >= max_connections {
-                    // Closed at once: no peer can make the node hold more.
-                    backoff.refuse(peer_addr);
-                    continue;
+                {
+                    let mut sessions = lock(&sessions);
+                    if sessions.failures.blocked(peer_addr.ip(), Instant::now()) {
+                        drop(sessions);
+                        backoff.refuse(peer_addr, "too many failed handshakes from it");
+                        continue;
+                    }
+                    if sessions.open >= max_connections {
+                        // Closed at once: no peer can make the node hold more.
+                        drop(sessions);
+                        backoff.refuse(peer_addr, "connection limit reached");
+                        continue;
+                    }
                 }
                 let _ = stream.set_nodelay(true);
                 let Ok(local_addr) = stream.local_addr() else { continue };
@@ -164,11 +173,54 @@ impl Node {
 type Owned = Arc<Mutex<HashMap<String, Vec<ActorCell>>>>;
 
 /// The node's connections: how many are open, and which have
-/// authenticated (by their session actor).
+/// authenticated (by their session actor), and the recent failed
+/// handshakes per address.
 #[derive(Default)]
 struct Sessions {
     open: usize,
     authenticated: HashSet<ActorId>,
+    failures: FailedHandshakes,
+}
+
+/// Failed handshakes per peer address within the last
+/// [`FAILURE_WINDOW`]: past [`MAX_FAILURES`] the address is refused at
+/// `accept` until the window has moved on, so guessing the cookie costs
+/// the node one closed socket per try, and its log one line a second.
+#[derive(Default)]
+struct FailedHandshakes(HashMap<IpAddr, VecDeque<Instant>>);
+
+/// Failed handshakes an address may make within [`FAILURE_WINDOW`].
+const MAX_FAILURES: usize = 20;
+/// The window over which failed handshakes are counted.
+const FAILURE_WINDOW: Duration = Duration::from_secs(10);
+/// Addresses remembered at once (the oldest is forgotten past it).
+const MAX_REMEMBERED: usize = 4096;
+
+impl FailedHandshakes {
+    fn record(&mut self, ip: IpAddr, now: Instant) {
+        if self.0.len() >= MAX_REMEMBERED && !self.0.contains_key(&ip) {
+            let oldest = self.0.iter().min_by_key(|(_, t)| t.back().copied()).map(|(ip, _)| *ip);
+            oldest.map(|ip| self.0.remove(&ip));
+        }
+        let times = self.0.entry(ip).or_default();
+        times.push_back(now);
+        while times.len() > MAX_FAILURES {
+            times.pop_front();
+        }
+    }
+
+    /// Whether `ip` has failed [`MAX_FAILURES`] times within the window.
+    fn blocked(&mut self, ip: IpAddr, now: Instant) -> bool {
+        let Some(times) = self.0.get_mut(&ip) else { return false };
+        while times.front().is_some_and(|t| now.duration_since(*t) > FAILURE_WINDOW) {
+            times.pop_front();
+        }
+        if times.is_empty() {
+            self.0.remove(&ip);
+            return false;
+        }
+        times.len() >= MAX_FAILURES
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -206,7 +258,11 @@ impl NodeEventSubscription for Gate {
         let was_authenticated = {
             let mut sessions = lock(&self.sessions);
             sessions.open = sessions.open.saturating_sub(1);
-            sessions.authenticated.remove(&ses.actor.get_id())
+            let authenticated = sessions.authenticated.remove(&ses.actor.get_id());
+            if let (false, Ok(peer)) = (authenticated, ses.peer_addr.parse::<SocketAddr>()) {
+                sessions.failures.record(peer.ip(), Instant::now());
+            }
+            authenticated
         };
         let Some(peer) = ses.peer_name.filter(|_| was_authenticated) else { return };
         let cells = lock(&self.owned).remove(&peer.name).unwrap_or_default();
@@ -224,7 +280,7 @@ impl NodeEventSubscription for Gate {
 #[derive(Default)]
 struct AcceptBackoff {
     delay: Duration,
-    last_log: Option<std::time::Instant>,
+    last_log: Option<Instant>,
     unlogged: u64,
 }
 
@@ -236,8 +292,8 @@ impl AcceptBackoff {
         tokio::time::sleep(delay).await;
     }
 
-    fn refuse(&mut self, peer: SocketAddr) {
-        self.log(|n| tracing::warn!("connection limit reached: refused {peer} ({n} refused since the last line)"));
+    fn refuse(&mut self, peer: SocketAddr, why: &str) {
+        self.log(|n| tracing::warn!("refused {peer}: {why} ({n} refused since the last line)"));
     }
 
     fn reset(&mut self) {
@@ -250,7 +306,7 @@ impl AcceptBackoff {
         if self.last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             line(self.unlogged);
             self.unlogged = 0;
-            self.last_log = Some(std::time::Instant::now());
+            self.last_log = Some(Instant::now());
         }
     }
 }
@@ -459,4 +515,27 @@ pub(crate) async fn serve(handle: &RactorEvaluator, request: EvalRequest) -> Res
         request => handle.call(request).await.map_err(WireError::from_handle)?,
     };
     WireReply::new(reply).map_err(|e| WireError::Unavailable(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_is_refused_after_its_failures_until_the_window_moves_on() {
+        let mut failures = FailedHandshakes::default();
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t0 = Instant::now();
+        for i in 0..MAX_FAILURES {
+            assert!(!failures.blocked(a, t0), "blocked after {i} failures");
+            failures.record(a, t0);
+        }
+        assert!(failures.blocked(a, t0));
+        assert!(!failures.blocked(b, t0), "another address is not");
+        assert!(!failures.blocked(a, t0 + FAILURE_WINDOW + Duration::from_millis(1)));
+        for i in 0..=MAX_REMEMBERED {
+            failures.record(IpAddr::from([10, 1, (i >> 8) as u8, i as u8]), t0);
+        }
+        assert!(failures.0.len() <= MAX_REMEMBERED);
+    }
 }

@@ -274,6 +274,8 @@ fn a_node_with_another_cookie_is_refused_and_the_driver_carries_on() {
 /// - 100 connections each send half a length prefix and hold: the node
 ///   closes each within its handshake timeout (5 s), and those past its
 ///   connection limit (64) at once.
+/// - 1,000 handshakes with a wrong cookie: past 20 failures in 10 s the
+///   address is refused as it connects, and the node's log stays short.
 #[test]
 fn peers_without_the_cookie_cannot_touch_a_running_driver() {
     let dir = tmp("attacks");
@@ -330,6 +332,37 @@ fn peers_without_the_cookie_cannot_touch_a_running_driver() {
         let waited = started.elapsed();
         assert!(waited < Duration::from_secs(9), "closed after {waited:?}");
     }
+    // Then 1,000 handshakes with a wrong cookie, as fast as they go: past 20
+    // failures in 10 s the address is refused at accept, and the node's log
+    // grows by a line a second at most.
+    let log_lines = node.proc.log().lines().count();
+    let burst = runtime.block_on(async {
+        let guesser = ractor_cluster::NodeServer::new(
+            0,
+            "a-guess".into(),
+            "guesser".into(),
+            "localhost".into(),
+            None,
+            Some(ractor_cluster::node::NodeConnectionMode::Isolated),
+        );
+        let (server, handle) = ractor::Actor::spawn(None, guesser, ()).await.unwrap();
+        let addr: std::net::SocketAddr = node.addr.parse().unwrap();
+        let started = Instant::now();
+        for _ in 0..1000 {
+            let _ = tokio::time::timeout(Duration::from_secs(1), ractor_cluster::client_connect(&server, addr)).await;
+        }
+        let burst = started.elapsed();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        server.stop(None);
+        let _ = handle.await;
+        burst
+    });
+    eprintln!("1,000 wrong-cookie handshakes in {burst:?}");
+    let added = node.proc.log().lines().count() - log_lines;
+    let bound = 4 + 2 * burst.as_secs() as usize;
+    assert!(added <= bound, "{added} log lines for the burst (bound {bound}):\n{}", node.proc.log());
+    assert!(node.proc.log().contains("too many failed handshakes"), "{}", node.proc.log());
+
     wait_for_iterations(&dir, &mut driver, before + 3);
     let log = node.proc.log();
     assert!(!log.contains("driver left"), "{log}");
