@@ -38,11 +38,10 @@
 
 use std::f64::consts::PI;
 
-use crate::snapshot::Snapshot;
-use rand::{Rng, SeedableRng};
+use crate::classic::{check_argument, write_f32, ClassicControl, Dynamics};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use rlx::env::{invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
+use rlx::{Action, EnvError, Space, TimeLimit};
 
 const DT: f64 = 0.2;
 const LINK_LENGTH_1: f64 = 1.0;
@@ -129,37 +128,21 @@ fn rk4(y0: &[f64; 5]) -> [f64; 5] {
 
 /// The acrobot without a time limit (Gymnasium's `AcrobotEnv`).
 /// [`acrobot_v1`] adds the 500-step limit.
-pub struct Acrobot {
-    state: [f64; 4],
-    torque_noise_max: f64,
-    rng: ChaCha8Rng,
-    done: bool,
-    observation_space: Space,
-    action_space: Space,
+pub type Acrobot = ClassicControl<AcrobotDynamics>;
+
+/// `Acrobot-v1`: [`Acrobot`] with Gymnasium's 500-step time limit.
+pub fn acrobot_v1() -> TimeLimit<Acrobot> {
+    TimeLimit::new(Acrobot::new(), 500)
 }
 
-impl Default for Acrobot {
-    fn default() -> Self {
-        Self::new()
-    }
+/// The physics of [`Acrobot`], whose state is `(θ₁, θ₂, θ̇₁, θ̇₂)`;
+/// `Default` has no torque noise.
+#[derive(Default)]
+pub struct AcrobotDynamics {
+    torque_noise_max: f64,
 }
 
 impl Acrobot {
-    /// A hanging acrobot without torque noise; call `reset` before stepping.
-    pub fn new() -> Self {
-        let high = [1.0, 1.0, 1.0, 1.0, MAX_VEL_1 as f32, MAX_VEL_2 as f32];
-        let observation_space = Space::bounded(high.iter().map(|h| -h).collect(), high.to_vec(), vec![6])
-            .expect("Acrobot bounds are consistent");
-        Self {
-            state: [0.0; 4],
-            torque_noise_max: 0.0,
-            rng: ChaCha8Rng::seed_from_u64(0),
-            done: true,
-            observation_space,
-            action_space: Space::discrete(3),
-        }
-    }
-
     /// The same env with Gymnasium's `torque_noise_max`: every step adds
     /// noise uniform in `[-max, max]` (drawn from the env's generator) to
     /// the torque.
@@ -167,125 +150,77 @@ impl Acrobot {
     /// # Errors
     /// [`EnvError::BadArgument`] if `max` is negative or not finite.
     pub fn with_torque_noise(max: f64) -> Result<Self, EnvError> {
-        if !(max.is_finite() && max >= 0.0) {
-            return Err(EnvError::BadArgument {
-                env: "Acrobot-v1".into(),
-                message: format!("torque_noise_max must be finite and >= 0, got {max}"),
-            });
-        }
-        Ok(Self { torque_noise_max: max, ..Self::new() })
-    }
-
-    /// The full `f64` state `(θ₁, θ₂, θ̇₁, θ̇₂)`.
-    pub fn state(&self) -> [f64; 4] {
-        self.state
-    }
-
-    /// Puts the acrobot in `state` and starts an episode from it (used to
-    /// replay reference trajectories from their exact initial state).
-    pub fn set_state(&mut self, state: [f64; 4], obs: &mut [f32]) {
-        self.state = state;
-        self.done = false;
-        self.write_obs(obs);
-    }
-
-    fn write_obs(&self, obs: &mut [f32]) {
-        let [theta1, theta2, dtheta1, dtheta2] = self.state;
-        let row = [theta1.cos(), theta1.sin(), theta2.cos(), theta2.sin(), dtheta1, dtheta2];
-        for (o, v) in obs.iter_mut().zip(row) {
-            *o = v as f32;
-        }
-    }
-
-    fn terminal(&self) -> bool {
-        let [theta1, theta2, ..] = self.state;
-        -theta1.cos() - (theta2 + theta1).cos() > 1.0
+        let valid = max.is_finite() && max >= 0.0;
+        check_argument::<AcrobotDynamics>(valid, || format!("torque_noise_max must be finite and >= 0, got {max}"))?;
+        Ok(Self::with_dynamics(AcrobotDynamics { torque_noise_max: max }))
     }
 }
 
-impl Env for Acrobot {
-    fn name(&self) -> &str {
-        "Acrobot-v1"
+impl Dynamics for AcrobotDynamics {
+    const NAME: &'static str = "Acrobot-v1";
+    type State = [f64; 4];
+    /// The torque, before noise.
+    type Action = f64;
+
+    fn observation_space() -> Space {
+        let high = [1.0, 1.0, 1.0, 1.0, MAX_VEL_1 as f32, MAX_VEL_2 as f32];
+        Space::bounded(high.iter().map(|h| -h).collect(), high.to_vec(), vec![6])
+            .expect("Acrobot bounds are consistent")
     }
 
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
+    fn action_space() -> Space {
+        Space::discrete(3)
     }
 
-    fn action_space(&self) -> &Space {
-        &self.action_space
+    fn reset(rng: &mut ChaCha8Rng) -> [f64; 4] {
+        std::array::from_fn(|_| rng.gen_range(-RESET_BOUND..RESET_BOUND) as f32 as f64)
     }
 
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
+    fn action(action: Action<'_>) -> Option<f64> {
+        match action {
+            Action::Discrete(a @ 0..=2) => Some(AVAIL_TORQUE[a as usize]),
+            _ => None,
         }
-        for s in &mut self.state {
-            *s = self.rng.gen_range(-RESET_BOUND..RESET_BOUND) as f32 as f64;
-        }
-        self.done = false;
-        self.write_obs(obs);
-        Ok(())
     }
 
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let mut torque = match action {
-            Action::Discrete(a @ 0..=2) => AVAIL_TORQUE[a as usize],
-            other => return Err(invalid_action(self, other)),
-        };
-        if self.done {
-            return Err(EnvError::NeedsReset { env: self.name().into() });
-        }
+    fn step(&self, state: &mut [f64; 4], mut torque: f64, rng: &mut ChaCha8Rng) -> (f64, bool) {
         if self.torque_noise_max > 0.0 {
-            torque += self.rng.gen_range(-self.torque_noise_max..self.torque_noise_max);
+            torque += rng.gen_range(-self.torque_noise_max..self.torque_noise_max);
         }
-        let [theta1, theta2, dtheta1, dtheta2] = self.state;
+        let [theta1, theta2, dtheta1, dtheta2] = *state;
         let ns = rk4(&[theta1, theta2, dtheta1, dtheta2, torque]);
-        self.state = [
+        *state = [
             wrap(ns[0], -PI, PI),
             wrap(ns[1], -PI, PI),
             bound(ns[2], -MAX_VEL_1, MAX_VEL_1),
             bound(ns[3], -MAX_VEL_2, MAX_VEL_2),
         ];
-        let terminated = self.terminal();
-        self.done = terminated;
-        self.write_obs(obs);
-        Ok(Step { reward: if terminated { 0.0 } else { -1.0 }, terminated, truncated: false })
+        let [theta1, theta2, ..] = *state;
+        let terminated = -theta1.cos() - (theta2 + theta1).cos() > 1.0;
+        (if terminated { 0.0 } else { -1.0 }, terminated)
     }
 
-    /// The `f64` state, the `done` flag and the generator, so that a run
-    /// resumed from a checkpoint continues its episodes bit for bit.
-    fn save_state(&self) -> Option<EnvState> {
-        Some(Snapshot::save(self.name(), self.state, self.done, &self.rng))
-    }
-
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s = Snapshot::load(self.name(), state)?;
-        (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
-        Ok(())
+    fn observe(&[theta1, theta2, dtheta1, dtheta2]: &[f64; 4], obs: &mut [f32]) {
+        write_f32(obs, [theta1.cos(), theta1.sin(), theta2.cos(), theta2.sin(), dtheta1, dtheta2]);
     }
 
     /// The joint angles in degrees (0 hangs straight down), the angular
     /// velocities, and the height of the free end (the goal is above 1).
-    fn render(&self) -> Option<String> {
-        let [theta1, theta2, dtheta1, dtheta2] = self.state;
+    fn render(&[theta1, theta2, dtheta1, dtheta2]: &[f64; 4]) -> String {
         let height = -theta1.cos() - (theta2 + theta1).cos();
-        Some(format!(
+        format!(
             "θ₁={:+6.1}° θ₂={:+6.1}° θ̇₁={dtheta1:+.2} θ̇₂={dtheta2:+.2} tip height={height:+.2} (goal > 1)",
             theta1.to_degrees(),
             theta2.to_degrees()
-        ))
+        )
     }
-}
-
-/// `Acrobot-v1`: [`Acrobot`] with Gymnasium's 500-step time limit.
-pub fn acrobot_v1() -> TimeLimit<Acrobot> {
-    TimeLimit::new(Acrobot::new(), 500)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classic::tests::check_resets;
+    use rlx::{Env, Step};
 
     #[test]
     fn registered_like_gymnasium() {
@@ -296,26 +231,17 @@ mod tests {
 
     #[test]
     fn reset_is_seeded_and_in_range() {
-        let mut env = Acrobot::new();
-        let mut a = [0.0f32; 6];
-        let mut b = [0.0f32; 6];
-        env.reset(Some(3), &mut a).unwrap();
-        env.reset(Some(3), &mut b).unwrap();
-        assert_eq!(a, b);
-        env.reset(Some(4), &mut b).unwrap();
-        assert_ne!(a, b);
         let mut means = [0.0f64; 4];
-        for _ in 0..4000 {
-            env.reset(None, &mut a).unwrap();
+        check_resets(&mut Acrobot::new(), |env, a: &[f32; 6]| {
             let state = env.state();
             for i in 0..4 {
                 assert!(state[i].abs() <= RESET_BOUND as f32 as f64, "{state:?}");
                 assert_eq!(state[i], state[i] as f32 as f64, "the reset state is float32");
                 means[i] += state[i] / 4000.0;
             }
-            assert!(env.observation_space().contains_row(&a));
+            assert!(env.observation_space().contains_row(a));
             assert_eq!(a[4..], [state[2] as f32, state[3] as f32]);
-        }
+        });
         assert!(means.iter().all(|m| m.abs() < 0.006), "reset mean should be ~0: {means:?}");
     }
 

@@ -18,11 +18,10 @@
 //! The reset draws come from rlx's own seeded generator (ChaCha8), not
 //! NumPy's PCG64: the distribution is the same, the numbers differ.
 
-use crate::snapshot::Snapshot;
-use rand::{Rng, SeedableRng};
+use crate::classic::{write_f32, ClassicControl, Dynamics};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use rlx::env::{invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
+use rlx::{Action, Space, TimeLimit};
 
 const GRAVITY: f64 = 9.8;
 const MASSCART: f64 = 1.0;
@@ -37,90 +36,48 @@ const X_THRESHOLD: f64 = 2.4;
 
 /// The cart-pole dynamics without a time limit (Gymnasium's `CartPoleEnv`).
 /// [`cartpole_v1`] adds the 500-step limit.
-pub struct CartPole {
-    state: [f64; 4],
-    rng: ChaCha8Rng,
-    done: bool,
-    observation_space: Space,
-    action_space: Space,
+pub type CartPole = ClassicControl<CartPoleDynamics>;
+
+/// `CartPole-v1`: [`CartPole`] with Gymnasium's 500-step time limit.
+pub fn cartpole_v1() -> TimeLimit<CartPole> {
+    TimeLimit::new(CartPole::new(), 500)
 }
 
-impl Default for CartPole {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// The physics of [`CartPole`], whose state is
+/// `(x, x_dot, theta, theta_dot)`; it has no arguments.
+#[derive(Default)]
+pub struct CartPoleDynamics;
 
-impl CartPole {
-    /// A cart-pole at rest; call `reset` before stepping.
-    pub fn new() -> Self {
+impl Dynamics for CartPoleDynamics {
+    const NAME: &'static str = "CartPole-v1";
+    type State = [f64; 4];
+    /// Whether to push right.
+    type Action = bool;
+
+    fn observation_space() -> Space {
         let high = [X_THRESHOLD as f32 * 2.0, f32::MAX, THETA_THRESHOLD as f32 * 2.0, f32::MAX];
-        let observation_space = Space::bounded(high.iter().map(|h| -h).collect(), high.to_vec(), vec![4])
-            .expect("CartPole bounds are consistent");
-        Self {
-            state: [0.0; 4],
-            rng: ChaCha8Rng::seed_from_u64(0),
-            done: true,
-            observation_space,
-            action_space: Space::discrete(2),
+        Space::bounded(high.iter().map(|h| -h).collect(), high.to_vec(), vec![4])
+            .expect("CartPole bounds are consistent")
+    }
+
+    fn action_space() -> Space {
+        Space::discrete(2)
+    }
+
+    fn reset(rng: &mut ChaCha8Rng) -> [f64; 4] {
+        std::array::from_fn(|_| rng.gen_range(-0.05..0.05))
+    }
+
+    fn action(action: Action<'_>) -> Option<bool> {
+        match action {
+            Action::Discrete(1) => Some(true),
+            Action::Discrete(0) => Some(false),
+            _ => None,
         }
     }
 
-    /// The full `f64` state `(x, x_dot, theta, theta_dot)`.
-    pub fn state(&self) -> [f64; 4] {
-        self.state
-    }
-
-    /// Puts the system in `state` and starts an episode from it (used to
-    /// replay reference trajectories from their exact initial state).
-    pub fn set_state(&mut self, state: [f64; 4], obs: &mut [f32]) {
-        self.state = state;
-        self.done = false;
-        self.write_obs(obs);
-    }
-
-    fn write_obs(&self, obs: &mut [f32]) {
-        for (o, s) in obs.iter_mut().zip(self.state) {
-            *o = s as f32;
-        }
-    }
-}
-
-impl Env for CartPole {
-    fn name(&self) -> &str {
-        "CartPole-v1"
-    }
-
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.action_space
-    }
-
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
-        }
-        for s in &mut self.state {
-            *s = self.rng.gen_range(-0.05..0.05);
-        }
-        self.done = false;
-        self.write_obs(obs);
-        Ok(())
-    }
-
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let push_right = match action {
-            Action::Discrete(1) => true,
-            Action::Discrete(0) => false,
-            other => return Err(invalid_action(self, other)),
-        };
-        if self.done {
-            return Err(EnvError::NeedsReset { env: self.name().into() });
-        }
-        let [x, x_dot, theta, theta_dot] = self.state;
+    fn step(&self, state: &mut [f64; 4], push_right: bool, _: &mut ChaCha8Rng) -> (f64, bool) {
+        let [x, x_dot, theta, theta_dot] = *state;
         let force = if push_right { FORCE_MAG } else { -FORCE_MAG };
         let costheta = theta.cos();
         let sintheta = theta.sin();
@@ -129,30 +86,20 @@ impl Env for CartPole {
             / (LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS));
         let xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS;
         // Explicit Euler, Gymnasium's default integrator.
-        self.state = [x + TAU * x_dot, x_dot + TAU * xacc, theta + TAU * theta_dot, theta_dot + TAU * thetaacc];
-        let [x, _, theta, _] = self.state;
+        *state = [x + TAU * x_dot, x_dot + TAU * xacc, theta + TAU * theta_dot, theta_dot + TAU * thetaacc];
+        let [x, _, theta, _] = *state;
         let terminated = x < -X_THRESHOLD || x > X_THRESHOLD || theta < -THETA_THRESHOLD || theta > THETA_THRESHOLD;
-        self.done = terminated;
-        self.write_obs(obs);
-        Ok(Step { reward: 1.0, terminated, truncated: false })
+        (1.0, terminated)
     }
 
-    /// The `f64` state, the `done` flag and the generator, so that a run
-    /// resumed from a checkpoint continues its episodes bit for bit.
-    fn save_state(&self) -> Option<EnvState> {
-        Some(Snapshot::save(self.name(), self.state, self.done, &self.rng))
-    }
-
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s = Snapshot::load(self.name(), state)?;
-        (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
-        Ok(())
+    fn observe(state: &[f64; 4], obs: &mut [f32]) {
+        write_f32(obs, *state);
     }
 
     /// The track from −2.4 to 2.4 with the cart leaning like its pole
     /// (`/`, `|` or `\`), then the position and the pole's angle.
-    fn render(&self) -> Option<String> {
-        let [x, _, theta, _] = self.state;
+    fn render(state: &[f64; 4]) -> String {
+        let [x, _, theta, _] = *state;
         let lean = match theta.to_degrees() {
             d if d > 2.0 => '/',
             d if d < -2.0 => '\\',
@@ -162,35 +109,25 @@ impl Env for CartPole {
         let at = ((x + X_THRESHOLD) / (2.0 * X_THRESHOLD) * 40.0).round().clamp(0.0, 40.0) as usize;
         track[at] = lean;
         let track: String = track.into_iter().collect();
-        Some(format!("[{track}] x={x:+.3} θ={:+.1}°", theta.to_degrees()))
+        format!("[{track}] x={x:+.3} θ={:+.1}°", theta.to_degrees())
     }
-}
-
-/// `CartPole-v1`: [`CartPole`] with Gymnasium's 500-step time limit.
-pub fn cartpole_v1() -> TimeLimit<CartPole> {
-    TimeLimit::new(CartPole::new(), 500)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classic::tests::check_resets;
+    use rlx::{Env, EnvError};
 
     #[test]
     fn reset_is_seeded_and_in_range() {
-        let mut env = CartPole::new();
-        let mut a = [0.0f32; 4];
-        let mut b = [0.0f32; 4];
-        env.reset(Some(3), &mut a).unwrap();
-        env.reset(Some(3), &mut b).unwrap();
-        assert_eq!(a, b);
         let mut means = [0.0f64; 4];
-        for _ in 0..4000 {
-            env.reset(None, &mut a).unwrap();
+        check_resets(&mut CartPole::new(), |_, a: &[f32; 4]| {
             for i in 0..4 {
                 assert!((-0.05..0.05).contains(&(a[i] as f64)), "{a:?}");
                 means[i] += a[i] as f64 / 4000.0;
             }
-        }
+        });
         assert!(means.iter().all(|m| m.abs() < 0.003), "reset mean should be ~0: {means:?}");
     }
 

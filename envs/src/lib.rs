@@ -16,6 +16,7 @@
 
 pub mod acrobot;
 pub mod cartpole;
+mod classic;
 pub mod masked_maze;
 pub mod minatar;
 pub mod mountain_car;
@@ -27,6 +28,7 @@ pub mod stateless_cartpole;
 
 pub use acrobot::{acrobot_v1, Acrobot};
 pub use cartpole::{cartpole_v1, CartPole};
+pub use classic::ClassicControl;
 pub use masked_maze::MaskedMaze;
 pub use minatar::{breakout_v1, space_invaders_v1, Breakout, SpaceInvaders};
 pub use mountain_car::{mountain_car_continuous_v0, mountain_car_v0, MountainCar, MountainCarContinuous};

@@ -40,17 +40,17 @@
 //! reproduces that operation by operation (see `Num`), which is what makes
 //! the observations match exactly rather than to within a float32 ulp.
 //!
-//! Because out-of-range forces are clipped, [`MountainCarContinuous::step`]
-//! accepts actions that `action_space().contains` rejects.
+//! Because out-of-range forces are clipped, [`MountainCarContinuous`]'s
+//! [`step`](rlx::Env::step) accepts actions that `action_space().contains`
+//! rejects.
 //!
 //! The reset draws come from rlx's own seeded generator (ChaCha8), not
 //! NumPy's PCG64: the distribution is the same, the numbers differ.
 
-use crate::snapshot::Snapshot;
-use rand::{Rng, SeedableRng};
+use crate::classic::{check_argument, write_f32, ClassicControl, Dynamics};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use rlx::env::{invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
+use rlx::{Action, EnvError, Space, TimeLimit};
 
 const MIN_POSITION: f64 = -1.2;
 const MAX_POSITION: f64 = 0.6;
@@ -67,20 +67,15 @@ const MAX_ACTION: f64 = 1.0;
 const RESET_LOW: f64 = -0.6;
 const RESET_HIGH: f64 = -0.4;
 
+/// Both variants observe `(position, velocity)` within the track's bounds.
 fn observation_space() -> Space {
     Space::bounded(vec![MIN_POSITION as f32, -MAX_SPEED as f32], vec![MAX_POSITION as f32, MAX_SPEED as f32], vec![2])
         .expect("MountainCar bounds are consistent")
 }
 
-fn check_goal_velocity(env: &str, goal_velocity: f64) -> Result<(), EnvError> {
-    if goal_velocity.is_finite() {
-        Ok(())
-    } else {
-        Err(EnvError::BadArgument {
-            env: env.into(),
-            message: format!("goal_velocity must be finite, got {goal_velocity}"),
-        })
-    }
+/// Both variants start at rest at a uniform position in [−0.6, −0.4].
+fn reset_state(rng: &mut ChaCha8Rng) -> [f64; 2] {
+    [rng.gen_range(RESET_LOW..RESET_HIGH), 0.0]
 }
 
 /// The track from −1.2 to 0.6 with the goal `G` and the car `o`, then the
@@ -93,99 +88,68 @@ fn render_track(position: f64, velocity: f64, goal: f64) -> String {
     format!("[{}] x={position:+.3} v={velocity:+.4}", track.into_iter().collect::<String>())
 }
 
-/// The discrete mountain car without a time limit (Gymnasium's
-/// `MountainCarEnv`). [`mountain_car_v0`] adds the 200-step limit.
-pub struct MountainCar {
-    state: [f64; 2],
+/// The physics of both variants, of [`MountainCarContinuous`] if
+/// `CONTINUOUS`, else of [`MountainCar`]; the state is
+/// `(position, velocity)`. `Default` has `goal_velocity` 0.
+#[derive(Default)]
+pub struct MountainCarDynamics<const CONTINUOUS: bool> {
     goal_velocity: f64,
-    rng: ChaCha8Rng,
-    done: bool,
-    observation_space: Space,
-    action_space: Space,
 }
 
-impl Default for MountainCar {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl MountainCar {
-    /// A car at the bottom of the valley with `goal_velocity` 0; call
-    /// `reset` before stepping.
-    pub fn new() -> Self {
-        Self {
-            state: [0.0; 2],
-            goal_velocity: 0.0,
-            rng: ChaCha8Rng::seed_from_u64(0),
-            done: true,
-            observation_space: observation_space(),
-            action_space: Space::discrete(3),
-        }
-    }
-
+impl<const CONTINUOUS: bool> ClassicControl<MountainCarDynamics<CONTINUOUS>>
+where
+    MountainCarDynamics<CONTINUOUS>: Dynamics,
+{
     /// The same env with Gymnasium's `goal_velocity` argument: the car must
     /// reach the goal at least this fast.
     ///
     /// # Errors
     /// [`EnvError::BadArgument`] if `goal_velocity` is not finite.
     pub fn with_goal_velocity(goal_velocity: f64) -> Result<Self, EnvError> {
-        check_goal_velocity("MountainCar-v0", goal_velocity)?;
-        Ok(Self { goal_velocity, ..Self::new() })
-    }
-
-    /// The full `f64` state `(position, velocity)`.
-    pub fn state(&self) -> [f64; 2] {
-        self.state
-    }
-
-    /// Puts the car in `state` and starts an episode from it (used to replay
-    /// reference trajectories from their exact initial state).
-    pub fn set_state(&mut self, state: [f64; 2], obs: &mut [f32]) {
-        self.state = state;
-        self.done = false;
-        self.write_obs(obs);
-    }
-
-    fn write_obs(&self, obs: &mut [f32]) {
-        for (o, s) in obs.iter_mut().zip(self.state) {
-            *o = s as f32;
-        }
+        let finite = goal_velocity.is_finite();
+        check_argument::<MountainCarDynamics<CONTINUOUS>>(finite, || {
+            format!("goal_velocity must be finite, got {goal_velocity}")
+        })?;
+        Ok(Self::with_dynamics(MountainCarDynamics { goal_velocity }))
     }
 }
 
-impl Env for MountainCar {
-    fn name(&self) -> &str {
-        "MountainCar-v0"
+/// The discrete mountain car without a time limit (Gymnasium's
+/// `MountainCarEnv`). [`mountain_car_v0`] adds the 200-step limit.
+pub type MountainCar = ClassicControl<MountainCarDynamics<false>>;
+
+/// `MountainCar-v0`: [`MountainCar`] with Gymnasium's 200-step time limit.
+pub fn mountain_car_v0() -> TimeLimit<MountainCar> {
+    TimeLimit::new(MountainCar::new(), 200)
+}
+
+impl Dynamics for MountainCarDynamics<false> {
+    const NAME: &'static str = "MountainCar-v0";
+    type State = [f64; 2];
+    /// 0 accelerates left, 1 does nothing, 2 accelerates right.
+    type Action = i64;
+
+    fn observation_space() -> Space {
+        observation_space()
     }
 
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
+    fn action_space() -> Space {
+        Space::discrete(3)
     }
 
-    fn action_space(&self) -> &Space {
-        &self.action_space
+    fn reset(rng: &mut ChaCha8Rng) -> [f64; 2] {
+        reset_state(rng)
     }
 
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
+    fn action(action: Action<'_>) -> Option<i64> {
+        match action {
+            Action::Discrete(a @ 0..=2) => Some(a),
+            _ => None,
         }
-        self.state = [self.rng.gen_range(RESET_LOW..RESET_HIGH), 0.0];
-        self.done = false;
-        self.write_obs(obs);
-        Ok(())
     }
 
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let a = match action {
-            Action::Discrete(a @ 0..=2) => a,
-            other => return Err(invalid_action(self, other)),
-        };
-        if self.done {
-            return Err(EnvError::NeedsReset { env: self.name().into() });
-        }
-        let [position, velocity] = self.state;
+    fn step(&self, state: &mut [f64; 2], a: i64, _: &mut ChaCha8Rng) -> (f64, bool) {
+        let [position, velocity] = *state;
         let velocity = velocity + ((a - 1) as f64 * FORCE + (3.0 * position).cos() * (-GRAVITY));
         let mut velocity = velocity.clamp(-MAX_SPEED, MAX_SPEED);
         let position = (position + velocity).clamp(MIN_POSITION, MAX_POSITION);
@@ -193,32 +157,17 @@ impl Env for MountainCar {
             velocity = 0.0;
         }
         let terminated = position >= GOAL_POSITION && velocity >= self.goal_velocity;
-        self.state = [position, velocity];
-        self.done = terminated;
-        self.write_obs(obs);
-        Ok(Step { reward: -1.0, terminated, truncated: false })
+        *state = [position, velocity];
+        (-1.0, terminated)
     }
 
-    /// The `f64` state, the `done` flag and the generator, so that a run
-    /// resumed from a checkpoint continues its episodes bit for bit.
-    fn save_state(&self) -> Option<EnvState> {
-        Some(Snapshot::save(self.name(), self.state, self.done, &self.rng))
+    fn observe(state: &[f64; 2], obs: &mut [f32]) {
+        write_f32(obs, *state);
     }
 
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s = Snapshot::load(self.name(), state)?;
-        (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
-        Ok(())
+    fn render(&[position, velocity]: &[f64; 2]) -> String {
+        render_track(position, velocity, GOAL_POSITION)
     }
-
-    fn render(&self) -> Option<String> {
-        Some(render_track(self.state[0], self.state[1], GOAL_POSITION))
-    }
-}
-
-/// `MountainCar-v0`: [`MountainCar`] with Gymnasium's 200-step time limit.
-pub fn mountain_car_v0() -> TimeLimit<MountainCar> {
-    TimeLimit::new(MountainCar::new(), 200)
 }
 
 /// The type of a scalar in Gymnasium's continuous mountain car step.
@@ -316,114 +265,65 @@ impl Num {
 /// The continuous mountain car without a time limit (Gymnasium's
 /// `Continuous_MountainCarEnv`). [`mountain_car_continuous_v0`] adds the
 /// 999-step limit.
-pub struct MountainCarContinuous {
-    state: [f64; 2],
-    /// Whether `state` holds float32 values (after a step) rather than
-    /// float64 ones (after a reset), as Gymnasium's `self.state` does.
-    state_is_f32: bool,
-    goal_velocity: f64,
-    rng: ChaCha8Rng,
-    done: bool,
-    observation_space: Space,
-    action_space: Space,
-}
+pub type MountainCarContinuous = ClassicControl<MountainCarDynamics<true>>;
 
-impl Default for MountainCarContinuous {
-    fn default() -> Self {
-        Self::new()
-    }
+/// `MountainCarContinuous-v0`: [`MountainCarContinuous`] with Gymnasium's
+/// 999-step time limit.
+pub fn mountain_car_continuous_v0() -> TimeLimit<MountainCarContinuous> {
+    TimeLimit::new(MountainCarContinuous::new(), 999)
 }
 
 impl MountainCarContinuous {
-    /// A car at the bottom of the valley with `goal_velocity` 0; call
-    /// `reset` before stepping.
-    pub fn new() -> Self {
-        Self {
-            state: [0.0; 2],
-            state_is_f32: false,
-            goal_velocity: 0.0,
-            rng: ChaCha8Rng::seed_from_u64(0),
-            done: true,
-            observation_space: observation_space(),
-            action_space: Space::uniform_box(MIN_ACTION as f32, MAX_ACTION as f32, vec![1])
-                .expect("MountainCarContinuous action bounds are consistent"),
-        }
-    }
-
-    /// The same env with Gymnasium's `goal_velocity` argument: the car must
-    /// reach the goal at least this fast.
-    ///
-    /// # Errors
-    /// [`EnvError::BadArgument`] if `goal_velocity` is not finite.
-    pub fn with_goal_velocity(goal_velocity: f64) -> Result<Self, EnvError> {
-        check_goal_velocity("MountainCarContinuous-v0", goal_velocity)?;
-        Ok(Self { goal_velocity, ..Self::new() })
-    }
-
     /// The state `(position, velocity)`: float64 values right after a reset,
     /// float32 values (widened) after a step, as in Gymnasium.
     pub fn state(&self) -> [f64; 2] {
-        self.state
+        self.state.0
     }
 
     /// Puts the car in `state`, as a float64 state the way `reset` leaves it,
     /// and starts an episode from it (used to replay reference trajectories
     /// from their exact initial state).
     pub fn set_state(&mut self, state: [f64; 2], obs: &mut [f32]) {
-        self.state = state;
-        self.state_is_f32 = false;
-        self.done = false;
-        self.write_obs(obs);
-    }
-
-    fn write_obs(&self, obs: &mut [f32]) {
-        for (o, s) in obs.iter_mut().zip(self.state) {
-            *o = s as f32;
-        }
+        self.start((state, false), obs);
     }
 }
 
-impl Env for MountainCarContinuous {
-    fn name(&self) -> &str {
-        "MountainCarContinuous-v0"
+impl Dynamics for MountainCarDynamics<true> {
+    const NAME: &'static str = "MountainCarContinuous-v0";
+    /// `(position, velocity)` and whether they hold float32 values (after a
+    /// step) rather than float64 ones (after a reset), as Gymnasium's
+    /// `self.state` does; a checkpoint keeps which, or the next step's NumPy
+    /// promotion (and so its last bit) could differ.
+    type State = ([f64; 2], bool);
+    /// The force, not yet clipped.
+    type Action = f32;
+
+    fn observation_space() -> Space {
+        observation_space()
     }
 
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
+    fn action_space() -> Space {
+        Space::uniform_box(MIN_ACTION as f32, MAX_ACTION as f32, vec![1])
+            .expect("MountainCarContinuous action bounds are consistent")
     }
 
-    fn action_space(&self) -> &Space {
-        &self.action_space
+    fn reset(rng: &mut ChaCha8Rng) -> Self::State {
+        (reset_state(rng), false)
     }
 
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
+    /// Any force but NaN: it is clipped to [−1, 1] like Gymnasium (the
+    /// reward uses the unclipped value).
+    fn action(action: Action<'_>) -> Option<f32> {
+        match action {
+            Action::Continuous(&[a]) if !a.is_nan() => Some(a),
+            _ => None,
         }
-        self.state = [self.rng.gen_range(RESET_LOW..RESET_HIGH), 0.0];
-        self.state_is_f32 = false;
-        self.done = false;
-        self.write_obs(obs);
-        Ok(())
     }
 
-    /// Steps with force `action[0]`, clipped to [−1, 1] like Gymnasium
-    /// (the reward uses the unclipped value).
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidAction`] unless the action is a `Continuous` of
-    /// length 1 and not NaN; [`EnvError::NeedsReset`] after termination.
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let a = match action {
-            Action::Continuous(&[a]) if !a.is_nan() => a,
-            other => return Err(invalid_action(self, other)),
-        };
-        if self.done {
-            return Err(EnvError::NeedsReset { env: self.name().into() });
-        }
-        let state_is_f32 = self.state_is_f32;
+    fn step(&self, state: &mut Self::State, a: f32, _: &mut ChaCha8Rng) -> (f64, bool) {
+        let ([position, velocity], state_is_f32) = *state;
         let load = |v: f64| if state_is_f32 { Num::f32(v as f32) } else { Num::f64(v) };
-        let (position, velocity) = (load(self.state[0]), load(self.state[1]));
+        let (position, velocity) = (load(position), load(velocity));
         let action = Num::f32(a);
         let (min_action, max_action) = (Num::py(MIN_ACTION), Num::py(MAX_ACTION));
         let max_speed = Num::py(MAX_SPEED);
@@ -456,40 +356,24 @@ impl Env for MountainCarContinuous {
         // `math.pow(a, 2)` of a float32 is exact in float64, so a·a is the same.
         let reward = bonus - (a as f64 * a as f64) * 0.1;
 
-        self.state = [position.with(Ty::F32).v, velocity.with(Ty::F32).v];
-        self.state_is_f32 = true;
-        self.done = terminated;
-        self.write_obs(obs);
-        Ok(Step { reward, terminated, truncated: false })
+        *state = ([position.with(Ty::F32).v, velocity.with(Ty::F32).v], true);
+        (reward, terminated)
     }
 
-    /// The state with its float32/float64 type, the `done` flag and the
-    /// generator, so that a run resumed from a checkpoint continues its
-    /// episodes bit for bit.
-    fn save_state(&self) -> Option<EnvState> {
-        Some(Snapshot::save(self.name(), (self.state, self.state_is_f32), self.done, &self.rng))
+    fn observe((values, _): &Self::State, obs: &mut [f32]) {
+        write_f32(obs, *values);
     }
 
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s = Snapshot::load(self.name(), state)?;
-        ((self.state, self.state_is_f32), self.done, self.rng) = (s.state, s.done, s.rng);
-        Ok(())
+    fn render(&([position, velocity], _): &Self::State) -> String {
+        render_track(position, velocity, CONTINUOUS_GOAL_POSITION)
     }
-
-    fn render(&self) -> Option<String> {
-        Some(render_track(self.state[0], self.state[1], CONTINUOUS_GOAL_POSITION))
-    }
-}
-
-/// `MountainCarContinuous-v0`: [`MountainCarContinuous`] with Gymnasium's
-/// 999-step time limit.
-pub fn mountain_car_continuous_v0() -> TimeLimit<MountainCarContinuous> {
-    TimeLimit::new(MountainCarContinuous::new(), 999)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classic::tests::check_resets;
+    use rlx::Env;
 
     #[test]
     fn registered_like_gymnasium() {
@@ -516,23 +400,15 @@ mod tests {
     }
 
     fn check_reset<E: Env>(env: &mut E, state: impl Fn(&E) -> [f64; 2]) {
-        let mut a = [0.0f32; 2];
-        let mut b = [0.0f32; 2];
-        env.reset(Some(3), &mut a).unwrap();
-        env.reset(Some(3), &mut b).unwrap();
-        assert_eq!(a, b);
-        env.reset(Some(4), &mut b).unwrap();
-        assert_ne!(a, b);
         let mut mean = 0.0;
-        for _ in 0..4000 {
-            env.reset(None, &mut a).unwrap();
+        check_resets(env, |env, a: &[f32; 2]| {
             let [x, v] = state(env);
             assert!((RESET_LOW..RESET_HIGH).contains(&x), "{x}");
             assert_eq!(v, 0.0);
-            assert_eq!(a, [x as f32, 0.0]);
-            assert!(env.observation_space().contains_row(&a));
+            assert_eq!(*a, [x as f32, 0.0]);
+            assert!(env.observation_space().contains_row(a));
             mean += x / 4000.0;
-        }
+        });
         assert!((mean + 0.5).abs() < 0.003, "reset position mean should be ~-0.5: {mean}");
     }
 
@@ -647,7 +523,7 @@ mod tests {
         let mut restored = MountainCarContinuous::new();
         restored.reset(Some(2), &mut obs).unwrap();
         restored.load_state(&snapshot).unwrap();
-        assert_eq!((restored.state, restored.state_is_f32, restored.done), (env.state, true, false));
+        assert_eq!((restored.state.0, restored.state.1, restored.done), (env.state.0, true, false));
         // The discrete car's snapshot is not the continuous car's.
         let discrete = MountainCar::new().save_state().unwrap();
         let err = restored.load_state(&discrete).unwrap_err().to_string();

@@ -18,8 +18,9 @@
 //! | truncation | 200 steps (the `TimeLimit` of `Pendulum-v1`) |
 //! | reset | θ uniform in [−π, π], θ̇ uniform in [−1, 1] |
 //!
-//! Because out-of-range torques are clipped, [`Pendulum::step`] accepts
-//! actions that `action_space().contains` rejects.
+//! Because out-of-range torques are clipped, [`Pendulum`]'s
+//! [`step`](rlx::Env::step) accepts actions that `action_space().contains`
+//! rejects.
 //!
 //! Squares are taken with the C library's `pow`/`powf`, as NumPy's `x**2`
 //! does (it differs from `x*x` in the last bit for about one value in a
@@ -31,11 +32,10 @@
 
 use std::f64::consts::PI;
 
-use crate::snapshot::Snapshot;
-use rand::{Rng, SeedableRng};
+use crate::classic::{check_argument, write_f32, ClassicControl, Dynamics};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use rlx::env::{invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
+use rlx::{Action, EnvError, Space, TimeLimit};
 
 const MAX_SPEED: f64 = 8.0;
 const MAX_TORQUE: f64 = 2.0;
@@ -81,113 +81,69 @@ fn angle_normalize(x: f64) -> f64 {
 
 /// The pendulum without a time limit (Gymnasium's `PendulumEnv`).
 /// [`pendulum_v1`] adds the 200-step limit.
-pub struct Pendulum {
-    state: [f64; 2],
-    g: f64,
-    rng: ChaCha8Rng,
-    done: bool,
-    observation_space: Space,
-    action_space: Space,
+pub type Pendulum = ClassicControl<PendulumDynamics>;
+
+/// `Pendulum-v1`: [`Pendulum`] with Gymnasium's 200-step time limit.
+pub fn pendulum_v1() -> TimeLimit<Pendulum> {
+    TimeLimit::new(Pendulum::new(), 200)
 }
 
-impl Default for Pendulum {
+/// The physics of [`Pendulum`], whose state is `(θ, θ̇)`; `Default` has
+/// Gymnasium's default gravity `g = 10`.
+pub struct PendulumDynamics {
+    g: f64,
+}
+
+impl Default for PendulumDynamics {
     fn default() -> Self {
-        Self::new()
+        Self { g: DEFAULT_GRAVITY }
     }
 }
 
 impl Pendulum {
-    /// A pendulum with Gymnasium's default gravity `g = 10`; call `reset`
-    /// before stepping.
-    pub fn new() -> Self {
-        let high = [1.0, 1.0, MAX_SPEED as f32];
-        let observation_space = Space::bounded(high.iter().map(|h| -h).collect(), high.to_vec(), vec![3])
-            .expect("Pendulum bounds are consistent");
-        Self {
-            state: [0.0; 2],
-            g: DEFAULT_GRAVITY,
-            rng: ChaCha8Rng::seed_from_u64(0),
-            done: true,
-            observation_space,
-            action_space: Space::uniform_box(-MAX_TORQUE as f32, MAX_TORQUE as f32, vec![1])
-                .expect("Pendulum action bounds are consistent"),
-        }
-    }
-
     /// The same env with Gymnasium's `g` argument (the acceleration of
     /// gravity).
     ///
     /// # Errors
     /// [`EnvError::BadArgument`] if `g` is not finite.
     pub fn with_gravity(g: f64) -> Result<Self, EnvError> {
-        if !g.is_finite() {
-            return Err(EnvError::BadArgument {
-                env: "Pendulum-v1".into(),
-                message: format!("g must be finite, got {g}"),
-            });
-        }
-        Ok(Self { g, ..Self::new() })
-    }
-
-    /// The full `f64` state `(θ, θ̇)`.
-    pub fn state(&self) -> [f64; 2] {
-        self.state
-    }
-
-    /// Puts the pendulum in `state` and starts an episode from it (used to
-    /// replay reference trajectories from their exact initial state).
-    pub fn set_state(&mut self, state: [f64; 2], obs: &mut [f32]) {
-        self.state = state;
-        self.done = false;
-        self.write_obs(obs);
-    }
-
-    fn write_obs(&self, obs: &mut [f32]) {
-        let [theta, theta_dot] = self.state;
-        for (o, v) in obs.iter_mut().zip([theta.cos(), theta.sin(), theta_dot]) {
-            *o = v as f32;
-        }
+        check_argument::<PendulumDynamics>(g.is_finite(), || format!("g must be finite, got {g}"))?;
+        Ok(Self::with_dynamics(PendulumDynamics { g }))
     }
 }
 
-impl Env for Pendulum {
-    fn name(&self) -> &str {
-        "Pendulum-v1"
+impl Dynamics for PendulumDynamics {
+    const NAME: &'static str = "Pendulum-v1";
+    type State = [f64; 2];
+    /// The torque, not yet clipped.
+    type Action = f32;
+
+    fn observation_space() -> Space {
+        let high = [1.0, 1.0, MAX_SPEED as f32];
+        Space::bounded(high.iter().map(|h| -h).collect(), high.to_vec(), vec![3])
+            .expect("Pendulum bounds are consistent")
     }
 
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
+    fn action_space() -> Space {
+        Space::uniform_box(-MAX_TORQUE as f32, MAX_TORQUE as f32, vec![1])
+            .expect("Pendulum action bounds are consistent")
     }
 
-    fn action_space(&self) -> &Space {
-        &self.action_space
+    fn reset(rng: &mut ChaCha8Rng) -> [f64; 2] {
+        [rng.gen_range(-RESET_THETA..RESET_THETA), rng.gen_range(-RESET_THETA_DOT..RESET_THETA_DOT)]
     }
 
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
+    /// Any torque but NaN: it is clipped to [−2, 2] like Gymnasium.
+    fn action(action: Action<'_>) -> Option<f32> {
+        match action {
+            Action::Continuous(&[u]) if !u.is_nan() => Some(u),
+            _ => None,
         }
-        self.state =
-            [self.rng.gen_range(-RESET_THETA..RESET_THETA), self.rng.gen_range(-RESET_THETA_DOT..RESET_THETA_DOT)];
-        self.done = false;
-        self.write_obs(obs);
-        Ok(())
     }
 
-    /// Steps with torque `action[0]`, clipped to [−2, 2] like Gymnasium.
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidAction`] unless the action is a `Continuous` of
-    /// length 1 and not NaN; [`EnvError::NeedsReset`] before the first reset.
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let u = match action {
-            Action::Continuous(&[u]) if !u.is_nan() => u,
-            other => return Err(invalid_action(self, other)),
-        };
-        if self.done {
-            return Err(EnvError::NeedsReset { env: self.name().into() });
-        }
-        let [th, thdot] = self.state;
+    /// Never terminates: the time limit ends every episode.
+    fn step(&self, state: &mut [f64; 2], u: f32, _: &mut ChaCha8Rng) -> (f64, bool) {
+        let [th, thdot] = *state;
         let u = u.clamp(-MAX_TORQUE as f32, MAX_TORQUE as f32);
         // The torque terms are float32 (a Python float times the float32
         // torque), added to the float64 ones.
@@ -197,39 +153,26 @@ impl Env for Pendulum {
         let newthdot = thdot + (3.0 * self.g / (2.0 * L) * th.sin() + torque_acc as f64) * DT;
         let newthdot = newthdot.clamp(-MAX_SPEED, MAX_SPEED);
         let newth = th + newthdot * DT;
-        self.state = [newth, newthdot];
-        self.write_obs(obs);
-        Ok(Step { reward: -costs, terminated: false, truncated: false })
+        *state = [newth, newthdot];
+        (-costs, false)
     }
 
-    /// The `f64` state, the `done` flag and the generator, so that a run
-    /// resumed from a checkpoint continues its episodes bit for bit.
-    fn save_state(&self) -> Option<EnvState> {
-        Some(Snapshot::save(self.name(), self.state, self.done, &self.rng))
-    }
-
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let s = Snapshot::load(self.name(), state)?;
-        (self.state, self.done, self.rng) = (s.state, s.done, s.rng);
-        Ok(())
+    fn observe(&[theta, theta_dot]: &[f64; 2], obs: &mut [f32]) {
+        write_f32(obs, [theta.cos(), theta.sin(), theta_dot]);
     }
 
     /// The angle in degrees, normalized into [−180, 180) with 0 upright,
     /// and the angular velocity.
-    fn render(&self) -> Option<String> {
-        let [theta, theta_dot] = self.state;
-        Some(format!("θ={:+6.1}° (0° is upright) θ̇={theta_dot:+.3}", angle_normalize(theta).to_degrees()))
+    fn render(&[theta, theta_dot]: &[f64; 2]) -> String {
+        format!("θ={:+6.1}° (0° is upright) θ̇={theta_dot:+.3}", angle_normalize(theta).to_degrees())
     }
-}
-
-/// `Pendulum-v1`: [`Pendulum`] with Gymnasium's 200-step time limit.
-pub fn pendulum_v1() -> TimeLimit<Pendulum> {
-    TimeLimit::new(Pendulum::new(), 200)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classic::tests::check_resets;
+    use rlx::{Env, Step};
 
     #[test]
     fn registered_like_gymnasium() {
@@ -241,24 +184,15 @@ mod tests {
 
     #[test]
     fn reset_is_seeded_and_in_range() {
-        let mut env = Pendulum::new();
-        let mut a = [0.0f32; 3];
-        let mut b = [0.0f32; 3];
-        env.reset(Some(3), &mut a).unwrap();
-        env.reset(Some(3), &mut b).unwrap();
-        assert_eq!(a, b);
-        env.reset(Some(4), &mut b).unwrap();
-        assert_ne!(a, b);
         let mut means = [0.0f64; 2];
-        for _ in 0..4000 {
-            env.reset(None, &mut a).unwrap();
+        check_resets(&mut Pendulum::new(), |env, a: &[f32; 3]| {
             let [th, thdot] = env.state();
             assert!((-PI..=PI).contains(&th) && (-1.0..=1.0).contains(&thdot), "{th} {thdot}");
-            assert_eq!(a, [th.cos() as f32, th.sin() as f32, thdot as f32]);
-            assert!(env.observation_space().contains_row(&a));
+            assert_eq!(*a, [th.cos() as f32, th.sin() as f32, thdot as f32]);
+            assert!(env.observation_space().contains_row(a));
             means[0] += th / 4000.0;
             means[1] += thdot / 4000.0;
-        }
+        });
         assert!(means[0].abs() < 0.1 && means[1].abs() < 0.03, "reset mean should be ~0: {means:?}");
     }
 

@@ -3,7 +3,7 @@
 //! observations (to 1e-5), rewards, terminations and truncations.
 
 use rlx::{Action, Env, TimeLimit};
-use rlx_envs::CartPole;
+use rlx_envs::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -104,10 +104,10 @@ struct Replayed {
 /// recorded observation (to 1e-5, and inside the observation space), reward
 /// (exactly), termination and truncation. The initial observation must
 /// match to `init_obs_tol`.
-fn replay<A, E>(
+fn replay<A, E, const N: usize>(
     name: &str,
     make: impl Fn() -> TimeLimit<E>,
-    set_state: impl Fn(&mut E, &[f64], &mut [f32]),
+    set_state: impl Fn(&mut E, [f64; N], &mut [f32]),
     init_obs_tol: f32,
 ) -> (Fixture<A>, Replayed)
 where
@@ -122,7 +122,7 @@ where
         assert_eq!(env.name(), name);
         let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
         env.reset(Some(0), &mut obs).unwrap();
-        set_state(env.inner_mut(), &ep.init_state, &mut obs);
+        set_state(env.inner_mut(), ep.init_state.as_slice().try_into().unwrap(), &mut obs);
         assert_eq!(obs.len(), ep.init_obs.len());
         for (got, want) in obs.iter().zip(&ep.init_obs) {
             assert!((got - want).abs() <= init_obs_tol, "episode {e}: initial obs {obs:?} vs {:?}", ep.init_obs);
@@ -152,21 +152,16 @@ fn out_of_range(fixture: &Fixture<Vec<f32>>, bound: f32) -> usize {
 
 #[test]
 fn mountain_car_v0_matches_gymnasium() {
-    let (_, r) = replay::<i64, _>(
-        "MountainCar-v0",
-        rlx_envs::mountain_car_v0,
-        |env, s, obs| env.set_state(s.try_into().unwrap(), obs),
-        0.0,
-    );
+    let (_, r) = replay::<i64, _, _>("MountainCar-v0", rlx_envs::mountain_car_v0, MountainCar::set_state, 0.0);
     assert!(r.steps >= 10_000 && r.truncations >= 5 && r.terminations >= 5, "{r:?}");
 }
 
 #[test]
 fn mountain_car_continuous_v0_matches_gymnasium() {
-    let (fixture, r) = replay::<Vec<f32>, _>(
+    let (fixture, r) = replay::<Vec<f32>, _, _>(
         "MountainCarContinuous-v0",
         rlx_envs::mountain_car_continuous_v0,
-        |env, s, obs| env.set_state(s.try_into().unwrap(), obs),
+        MountainCarContinuous::set_state,
         0.0,
     );
     assert!(r.steps >= 10_000 && r.truncations >= 3 && r.terminations >= 5, "{r:?}");
@@ -178,23 +173,13 @@ fn mountain_car_continuous_v0_matches_gymnasium() {
 fn acrobot_v1_matches_gymnasium() {
     // NumPy computes the first observation's cos/sin from the float32 reset
     // state with its own float32 routines, which can be one ulp off.
-    let (_, r) = replay::<i64, _>(
-        "Acrobot-v1",
-        rlx_envs::acrobot_v1,
-        |env, s, obs| env.set_state(s.try_into().unwrap(), obs),
-        1e-6,
-    );
+    let (_, r) = replay::<i64, _, _>("Acrobot-v1", rlx_envs::acrobot_v1, Acrobot::set_state, 1e-6);
     assert!(r.steps >= 10_000 && r.truncations >= 5 && r.terminations >= 5, "{r:?}");
 }
 
 #[test]
 fn pendulum_v1_matches_gymnasium() {
-    let (fixture, r) = replay::<Vec<f32>, _>(
-        "Pendulum-v1",
-        rlx_envs::pendulum_v1,
-        |env, s, obs| env.set_state(s.try_into().unwrap(), obs),
-        0.0,
-    );
+    let (fixture, r) = replay::<Vec<f32>, _, _>("Pendulum-v1", rlx_envs::pendulum_v1, Pendulum::set_state, 0.0);
     assert!(r.steps >= 10_000 && r.truncations >= 40 && r.terminations == 0, "{r:?}");
     // Out-of-range torques are clipped, as in Gymnasium; the fixture has some.
     assert!(out_of_range(&fixture, 2.0) >= 100);

@@ -69,13 +69,20 @@ fn play(env: &mut dyn Env, obs: &mut [f32], actions: &[OwnedAction]) -> Vec<Reco
     out
 }
 
+/// A fresh env registered as `name`, reset with `seed`, and its first
+/// observation.
+fn reset_env(name: &str, seed: u64) -> (Box<dyn Env>, Vec<f32>) {
+    let mut env = rlx_envs::make(name).unwrap();
+    let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
+    env.reset(Some(seed), &mut obs).unwrap();
+    (env, obs)
+}
+
 #[test]
 fn a_restored_env_continues_bit_for_bit() {
     for spec in rlx_envs::specs() {
         let name = spec.name;
-        let mut env = rlx_envs::make(name).unwrap();
-        let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
-        env.reset(Some(7), &mut obs).unwrap();
+        let (mut env, mut obs) = reset_env(name, 7);
         for action in random_actions(env.action_space(), 50, 1) {
             if env.step(action.as_action(), &mut obs).unwrap().done() {
                 env.reset(None, &mut obs).unwrap();
@@ -105,9 +112,7 @@ fn a_restored_env_continues_bit_for_bit() {
 fn a_snapshot_taken_at_termination_needs_a_reset() {
     let mut terminating = Vec::new();
     for spec in rlx_envs::specs() {
-        let mut env = rlx_envs::make(spec.name).unwrap();
-        let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
-        env.reset(Some(7), &mut obs).unwrap();
+        let (mut env, mut obs) = reset_env(spec.name, 7);
         let actions = random_actions(env.action_space(), 1000, 3);
         // Envs that random play never terminates (MountainCar, Pendulum) are skipped.
         let Some(last) = actions.iter().position(|a| {
@@ -133,9 +138,7 @@ fn a_snapshot_taken_at_termination_needs_a_reset() {
 fn a_restored_env_differs_from_one_that_was_not_restored() {
     // Guards the test above: without `load_state` the replay must differ.
     for spec in rlx_envs::specs() {
-        let mut env = rlx_envs::make(spec.name).unwrap();
-        let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
-        env.reset(Some(7), &mut obs).unwrap();
+        let (mut env, mut obs) = reset_env(spec.name, 7);
         let actions = random_actions(env.action_space(), 300, 2);
         let want = play(&mut env, &mut obs, &actions);
         env.reset(Some(12_345), &mut obs).unwrap();
@@ -145,17 +148,10 @@ fn a_restored_env_differs_from_one_that_was_not_restored() {
 
 #[test]
 fn bad_snapshots_are_errors_that_change_nothing() {
-    let snapshot_of = |name: &str| {
-        let mut env = rlx_envs::make(name).unwrap();
-        let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
-        env.reset(Some(3), &mut obs).unwrap();
-        env.save_state().unwrap()
-    };
+    let snapshot_of = |name: &str| reset_env(name, 3).0.save_state().unwrap();
     for spec in rlx_envs::specs() {
         let name = spec.name;
-        let mut env = rlx_envs::make(name).unwrap();
-        let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
-        env.reset(Some(5), &mut obs).unwrap();
+        let (mut env, _) = reset_env(name, 5);
         let before = env.save_state().unwrap();
         let mut garbage = vec![vec![], b"garbage".to_vec(), vec![0xff; 64], before[..before.len() / 2].to_vec()];
         let mut noise = ChaCha8Rng::seed_from_u64(9);
@@ -176,9 +172,7 @@ fn bad_snapshots_are_errors_that_change_nothing() {
 #[test]
 fn every_registered_env_renders_text() {
     for spec in rlx_envs::specs() {
-        let mut env = rlx_envs::make(spec.name).unwrap();
-        let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
-        env.reset(Some(0), &mut obs).unwrap();
+        let (env, _) = reset_env(spec.name, 0);
         let frame = env.render().unwrap_or_else(|| panic!("{}: no render", spec.name));
         assert!(!frame.trim().is_empty(), "{}", spec.name);
         if spec.name.starts_with("MinAtar/") {

@@ -20,8 +20,8 @@
 //! paddle's cell. When the ball reaches the bottom row with no bricks left,
 //! the three rows are refilled.
 
-use super::{cell, Game, Mt19937, GRID, LEFT, RIGHT};
-use rlx::env::{decode_state, encode_state, EnvState};
+use super::{cell, decode_game, Game, Mt19937, GRID, LEFT, RIGHT};
+use rlx::env::{encode_state, EnvState};
 use rlx::EnvError;
 use serde::{Deserialize, Serialize};
 
@@ -199,11 +199,7 @@ impl Game for BreakoutGame {
     }
 
     fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let game: Self = decode_state(Self::NAME, state)?;
-        if !game.valid() {
-            return Err(EnvError::Other { env: Self::NAME.into(), message: format!("invalid saved state {game:?}") });
-        }
-        *self = game;
+        *self = decode_game(state, Self::valid)?;
         Ok(())
     }
 }

@@ -35,7 +35,9 @@ pub use space_invaders::SpaceInvadersGame;
 
 use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, Space, Step};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
 
 /// Side of MinAtar's square grid.
 pub const GRID: usize = 10;
@@ -112,6 +114,24 @@ pub trait Game: Send {
 #[inline]
 pub(crate) fn cell(row: usize, col: usize, channel: usize, channels: usize) -> usize {
     (row * GRID + col) * channels + channel
+}
+
+/// Decodes a snapshot that a game wrote of itself with [`encode_state`],
+/// refusing one that `valid` rejects (a state the package's `act` could not
+/// run on).
+///
+/// # Errors
+/// [`EnvError::Other`] naming the game if the bytes do not decode or the
+/// state is invalid.
+pub(crate) fn decode_game<G: Game + DeserializeOwned + Debug>(
+    state: &EnvState,
+    valid: fn(&G) -> bool,
+) -> Result<G, EnvError> {
+    let game: G = decode_state(G::NAME, state)?;
+    if !valid(&game) {
+        return Err(EnvError::Other { env: G::NAME.into(), message: format!("invalid saved state {game:?}") });
+    }
+    Ok(game)
 }
 
 /// What [`MinAtar::save_state`](Env::save_state) saves: the generator (it

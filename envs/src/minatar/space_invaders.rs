@@ -23,8 +23,8 @@
 //! and, with difficulty ramping, the interval drops by one, from 12 down to 6.
 //! Rewards still count on the step that ends the episode.
 
-use super::{cell, Game, Mt19937, FIRE, GRID, LEFT, RIGHT};
-use rlx::env::{decode_state, encode_state, EnvState};
+use super::{cell, decode_game, Game, Mt19937, FIRE, GRID, LEFT, RIGHT};
+use rlx::env::{encode_state, EnvState};
 use rlx::EnvError;
 use serde::{Deserialize, Serialize};
 
@@ -256,11 +256,7 @@ impl Game for SpaceInvadersGame {
     }
 
     fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let game: Self = decode_state(Self::NAME, state)?;
-        if !game.valid() {
-            return Err(EnvError::Other { env: Self::NAME.into(), message: format!("invalid saved state {game:?}") });
-        }
-        *self = Self { ramping: self.ramping, ..game };
+        *self = Self { ramping: self.ramping, ..decode_game(state, Self::valid)? };
         Ok(())
     }
 }
