@@ -12,17 +12,17 @@
 //! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
 //! `total_loss`, `vf_explained_var`.
 
-use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
+use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LossOutput};
 use crate::device::NetDevice;
 use crate::execution::{actor_critic_policies, spawn_evaluators};
-use crate::model::{ModelConfig, ModelSupport};
+use crate::model::ModelSupport;
 use crate::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
 use async_trait::async_trait;
 use rlx::config::{check, ConfigError, Validate};
-use rlx::optimizer::{publish_round, sample_round, OptimizerError, Plan, StepStats, TrainingStep};
+use rlx::optimizer::{publish_round, sample_round, OptimizerError, StepStats};
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{fields, Evaluators, PolicyError, SampleBatch, Trainer};
+use rlx::{fields, Evaluators, PolicyError, PolicyOptimizer, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// A2C's configuration (A3C's too): the sampling, batch, actor-critic and
@@ -69,12 +69,8 @@ impl Validate for A2cConfig {
 }
 
 impl ActorCriticLoss for A2cConfig {
-    fn learner(&self) -> LearnerSettings {
-        LearnerSettings::new(&self.actor_critic, &self.learning, self.sampling.seed)
-    }
-
-    fn model(&self) -> &ModelConfig {
-        &self.learning.model
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
+        (&self.actor_critic, &self.learning, &self.sampling)
     }
 
     /// GAE(γ, λ) advantages and value targets.
@@ -97,7 +93,7 @@ pub async fn build(make_env: EnvMaker, cfg: A2cConfig) -> Result<Trainer, BuildE
     let step = A2cStep { min_sample_fraction: cfg.batch.min_sample_fraction };
     let sampling = cfg.batch.settings(&cfg.sampling);
     let evaluators = spawn_evaluators(make_env, actor_critic_policies("A2C", cfg), sampling).await?;
-    Ok(Trainer::new(Box::new(Plan::new(evaluators, step))))
+    Ok(Trainer::new(evaluators, Box::new(step)))
 }
 
 /// A2C's training step, once per iteration (PG's too): sample, standardize
@@ -108,7 +104,7 @@ pub struct A2cStep {
 }
 
 #[async_trait]
-impl TrainingStep for A2cStep {
+impl PolicyOptimizer for A2cStep {
     async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         // Every evaluator samples its share of `train_batch_size` with the
         // current weights; its rows come with advantages (`postprocess`).

@@ -14,12 +14,11 @@
 //! gathered in one place.
 
 use crate::a2c::A2cConfig;
-use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
+use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LossOutput};
 use crate::device::NetDevice;
 use crate::execution::{actor_critic_policies, spawn_evaluators};
 use crate::model::sequences::SEQ_MASK;
-use crate::model::ModelConfig;
-use crate::sections::{Sampling, SyncBatch};
+use crate::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::filter::ObservationFilter;
@@ -59,8 +58,8 @@ impl Validate for A3cConfig {
 }
 
 impl ActorCriticLoss for A3cConfig {
-    fn learner(&self) -> LearnerSettings {
-        self.0.learner()
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
+        self.0.sections()
     }
 
     fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
@@ -68,10 +67,6 @@ impl ActorCriticLoss for A3cConfig {
     }
 
     /// A2C's loss, with advantages standardized over this worker's batch.
-    fn model(&self) -> &ModelConfig {
-        &self.0.learning.model
-    }
-
     fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
         let mut mb = mb.clone();
         // Over padded sequences (an LSTM), with the real rows' statistics.
@@ -91,5 +86,5 @@ pub async fn build(make_env: EnvMaker, cfg: A3cConfig) -> Result<Trainer, BuildE
         spawn_evaluators(make_env, actor_critic_policies("A3C", cfg.clone()), cfg.0.batch.settings(&cfg.0.sampling))
             .await?;
     let plan = AsyncGradientsConfig { grads_per_step: 10 * cfg.0.sampling.samplers() };
-    Ok(Trainer::new(Box::new(AsyncGradientsOptimizer::new(evaluators, plan))))
+    Ok(Trainer::new(evaluators, Box::new(AsyncGradientsOptimizer::new(plan))))
 }

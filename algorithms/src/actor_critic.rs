@@ -15,7 +15,7 @@ use crate::distributions::{ActionDist, TapedRows};
 use crate::model::sequences::{self, SEQ_MASK};
 use crate::model::{Body, Linear, ModelConfig, ParamId, Params, Taped, Torso};
 use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
-use crate::sections::{ActorCriticLearner, Learning};
+use crate::sections::{ActorCriticLearner, Learning, Sampling};
 use crate::BuildError;
 use dfdx::prelude::*;
 use rand::Rng;
@@ -114,11 +114,22 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// Whether [`Forward::next_values`] must be computed.
     const NEEDS_NEXT_VALUES: bool = false;
 
-    /// Learning rate, epochs, minibatches, clipping, seed.
-    fn learner(&self) -> LearnerSettings;
+    /// The sections the learner reads: loss weights and learning rate;
+    /// γ, gradient clip, network and device; and the sampling section (for
+    /// the seed).
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling);
+
+    /// Learning rate, epochs, minibatches, clipping, seed. By default one
+    /// gradient step per batch, on the whole batch in order.
+    fn learner(&self) -> LearnerSettings {
+        let (actor_critic, learning, sampling) = self.sections();
+        LearnerSettings::new(actor_critic, learning, sampling.seed)
+    }
 
     /// The network to build.
-    fn model(&self) -> &ModelConfig;
+    fn model(&self) -> &ModelConfig {
+        &self.sections().1.model
+    }
 
     /// Adds the fields the loss needs (advantages, value targets...) to one
     /// trajectory fragment. `bootstrap` is `V(s_T)` of the observation after
@@ -137,15 +148,14 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D>;
 }
 
+/// One value per row, as a tensor without a tape.
+pub type Column<D> = Tensor<(usize,), f32, D>;
+
 /// A column of `batch` as a tensor.
 ///
 /// # Errors
 /// If the field is missing or not `f32`.
-pub fn column<D: NetDevice>(
-    dev: &D,
-    batch: &SampleBatch,
-    field: &str,
-) -> Result<Tensor<(usize,), f32, D>, PolicyError> {
+pub fn column<D: NetDevice>(dev: &D, batch: &SampleBatch, field: &str) -> Result<Column<D>, PolicyError> {
     Ok(dev.tensor_from_vec(batch.f32(field)?.to_vec(), (batch.len(),)))
 }
 
@@ -170,12 +180,24 @@ pub fn policy_gradient_loss<D: NetDevice>(
     let Forward { logp, entropy, values, rows, .. } = fwd;
     let policy_loss = rows.mean(logp * advantages).negate();
     let vf_loss = rows.mean((values - value_targets).square()) * 0.5;
-    let entropy = rows.mean(entropy);
     let mut stats = LearnerStats::default();
+    Ok((weighted_sum(weights, policy_loss, vf_loss, rows.mean(entropy), &mut stats), stats))
+}
+
+/// `policy_loss + c_v·vf_loss − c_e·entropy` with the weights of `w`: the
+/// scalar every actor-critic loss minimizes. Records the three terms as
+/// the metrics `policy_loss`, `vf_loss` and `entropy`.
+pub fn weighted_sum<D: NetDevice>(
+    w: &ActorCriticLearner,
+    policy_loss: Loss<D>,
+    vf_loss: Loss<D>,
+    entropy: Loss<D>,
+    stats: &mut LearnerStats,
+) -> Loss<D> {
     stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
     stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
     stats.set("entropy", entropy.as_vec()[0] as f64);
-    Ok((policy_loss + vf_loss * weights.vf_loss_coeff as f32 - entropy * weights.entropy_coeff as f32, stats))
+    policy_loss + vf_loss * w.vf_loss_coeff as f32 - entropy * w.entropy_coeff as f32
 }
 
 /// The network: a policy body and head, a value head on the policy body

@@ -16,10 +16,10 @@
 //!
 //! Learner metrics: IMPALA's plus `clip_frac`.
 
-use crate::actor_critic::{ActorCriticLoss, Forward, LearnerSettings, LossOutput};
+use crate::actor_critic::{column, weighted_sum, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
 use crate::device::NetDevice;
-use crate::impala::{build_async, vtrace_batch, ImpalaConfig};
-use crate::model::ModelConfig;
+use crate::impala::{build_async, ImpalaConfig};
+use crate::sections::{ActorCriticLearner, Learning, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
@@ -56,12 +56,13 @@ impl Validate for AppoConfig {
 impl ActorCriticLoss for AppoConfig {
     const NEEDS_NEXT_VALUES: bool = true;
 
-    fn learner(&self) -> LearnerSettings {
-        LearnerSettings { num_sgd_iter: self.num_sgd_iter, ..self.impala.learner() }
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
+        self.impala.sections()
     }
 
-    fn model(&self) -> &ModelConfig {
-        self.impala.model()
+    /// IMPALA's, with `num_sgd_iter` passes.
+    fn learner(&self) -> LearnerSettings {
+        LearnerSettings { num_sgd_iter: self.num_sgd_iter, ..self.impala.learner() }
     }
 
     /// Nothing: V-trace needs the learner's current weights.
@@ -70,38 +71,22 @@ impl ActorCriticLoss for AppoConfig {
     }
 
     fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
-        let n = mb.len();
-        let Forward { logp, entropy, values, next_values, rows } = fwd;
-        let next_values = next_values.expect("NEEDS_NEXT_VALUES is set");
-        let target_logp = logp.as_vec();
-        let (vs, adv) = vtrace_batch(
-            mb,
-            &target_logp,
-            &values.as_vec(),
-            &next_values,
-            self.impala.learning.gamma,
-            self.impala.vtrace_clip_rho_threshold,
-            self.impala.vtrace_clip_c_threshold,
-        )?;
-        let advantages = dev.tensor_from_vec(adv, (n,));
+        let (vs, advantages) = self.impala.vtrace_targets(&fwd, mb, dev)?;
+        let Forward { logp, entropy, values, rows, .. } = fwd;
         // r = π(a|x) / μ(a|x) against the behaviour policy.
-        let behaviour = dev.tensor_from_vec(mb.f32(fields::ACTION_LOGP)?.to_vec(), (n,));
+        let behaviour = column(dev, mb, fields::ACTION_LOGP)?;
         let ratio = (logp - behaviour).exp();
         let eps = self.clip_param as f32;
         let ratios = ratio.as_vec();
         let surr1 = ratio.with_empty_tape() * advantages.clone();
         let surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * advantages;
         let policy_loss = rows.mean(surr1.minimum(surr2)).negate();
-        let vf_loss = rows.mean((values - dev.tensor_from_vec(vs, (n,))).square()) * 0.5;
-        let entropy = rows.mean(entropy);
+        let vf_loss = rows.mean((values - vs).square()) * 0.5;
         let mut stats = LearnerStats::default();
-        stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
-        stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
-        stats.set("entropy", entropy.as_vec()[0] as f64);
+        let total = weighted_sum(&self.impala.actor_critic, policy_loss, vf_loss, rows.mean(entropy), &mut stats);
         stats.set("mean_rho", rows.host_mean(ratios.iter().map(|&r| r as f64)));
         stats.set("clip_frac", rows.host_mean(ratios.iter().map(|&r| if (r - 1.0).abs() > eps { 1.0 } else { 0.0 })));
-        let w = &self.impala.actor_critic;
-        Ok((policy_loss + vf_loss * w.vf_loss_coeff as f32 - entropy * w.entropy_coeff as f32, stats))
+        Ok((total, stats))
     }
 }
 

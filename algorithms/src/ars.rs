@@ -25,9 +25,7 @@
 //! `update_norm`, `weights_norm`, `num_perturbations`, `obs_stat_count`,
 //! `worker_restarts`.
 
-use crate::evolution::{
-    hiddens, weighted_noise_sum, EvolutionOptimizer, NoiseTable, PairResult, Perturbations, UpdateRule,
-};
+use crate::evolution::{hiddens, trainer, weighted_noise_sum, NoiseTable, PairResult, Perturbations, UpdateRule};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::{LearnerStats, PolicyGraph, Space, Trainer};
@@ -116,7 +114,7 @@ pub fn make_policy(cfg: &ArsConfig, obs: &Space, act: &Space, seed: u64) -> Resu
 pub async fn build(make_env: EnvMaker, cfg: ArsConfig) -> Result<Trainer, BuildError> {
     let settings = cfg.perturbations.settings(make_env);
     let rule = ArsUpdate { top: cfg.top_directions, stepsize: cfg.perturbations.stepsize };
-    Ok(Trainer::new(Box::new(EvolutionOptimizer::new(settings, Box::new(rule)).await?)))
+    trainer(settings, Box::new(rule)).await
 }
 
 #[cfg(test)]

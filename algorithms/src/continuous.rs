@@ -117,9 +117,8 @@ pub(crate) async fn replay_trainer<C: ContinuousPolicy + Send + Sync + 'static>(
     let (settings, optimizer) = (replay.settings(sampling), replay.optimizer(sampling.seed, None));
     let make = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&cfg, o, a, seed));
     let evaluators = crate::execution::spawn_evaluators(make_env, make, settings).await?;
-    let optimizer =
-        SyncReplayOptimizer::new(evaluators, optimizer).map_err(|e| BuildError::Unsupported(e.to_string()))?;
-    Ok(Trainer::new(Box::new(optimizer)))
+    let optimizer = SyncReplayOptimizer::new(optimizer).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 
 /// The bounds of a `Box` action space, mapping between env units and the

@@ -468,8 +468,8 @@ pub async fn build(make_env: EnvMaker, cfg: DqnConfig) -> Result<Trainer, BuildE
     let policy_cfg = cfg.clone();
     let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&policy_cfg, o, a, seed));
     let evaluators = crate::execution::spawn_evaluators(make_env, make_policy, sampling).await?;
-    let optimizer = SyncReplayOptimizer::new(evaluators, replay).map_err(|e| BuildError::Unsupported(e.to_string()))?;
-    Ok(Trainer::new(Box::new(optimizer)))
+    let optimizer = SyncReplayOptimizer::new(replay).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 
 #[cfg(test)]

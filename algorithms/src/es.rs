@@ -32,7 +32,7 @@ use crate::evolution::{
 };
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, ConfigError, Validate};
-use rlx::{LearnerStats, PolicyGraph, Space, Trainer};
+use rlx::{Evaluators, LearnerStats, PolicyGraph, Space, Trainer};
 use serde::{Deserialize, Serialize};
 
 /// ES's configuration: the keys ES and ARS share, and L2 weight decay.
@@ -140,15 +140,16 @@ pub fn make_policy(cfg: &EsConfig, obs: &Space, act: &Space, seed: u64) -> Resul
 /// If the env cannot be built or has unsupported spaces, or a worker fails
 /// to start.
 pub async fn build(make_env: EnvMaker, cfg: EsConfig) -> Result<Trainer, BuildError> {
-    Ok(Trainer::new(Box::new(optimizer(make_env, cfg).await?)))
+    let (evaluators, optimizer) = optimizer(make_env, cfg).await?;
+    Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 
-/// The optimizer [`build`] wraps, for a caller that wants to reach the
-/// workers (a fault test kills one).
+/// The driver's evaluator and the optimizer that [`build`] wraps, for a
+/// caller that wants to reach the workers (a fault test kills one).
 ///
 /// # Errors
 /// As [`build`].
-pub async fn optimizer(make_env: EnvMaker, cfg: EsConfig) -> Result<EvolutionOptimizer, BuildError> {
+pub async fn optimizer(make_env: EnvMaker, cfg: EsConfig) -> Result<(Evaluators, EvolutionOptimizer), BuildError> {
     let settings = cfg.perturbations.settings(make_env);
     let rule = EsUpdate { stepsize: cfg.perturbations.stepsize, l2_coeff: cfg.l2_coeff, adam: Adam::default() };
     EvolutionOptimizer::new(settings, Box::new(rule)).await

@@ -781,7 +781,6 @@ impl Perturbations {
 /// Drives perturbation workers and applies an [`UpdateRule`]: the
 /// execution plan of ES and ARS.
 pub struct EvolutionOptimizer {
-    evaluators: Evaluators,
     workers: Option<ActorPool<PerturbationWorker>>,
     local: Option<Perturber>,
     noise: Arc<NoiseTable>,
@@ -791,13 +790,13 @@ pub struct EvolutionOptimizer {
 }
 
 impl EvolutionOptimizer {
-    /// Builds the driver's policy (for checkpoints and rollouts) and the
-    /// workers.
+    /// Builds the workers, and the driver's evaluator whose policy holds θ
+    /// (for checkpoints and rollouts).
     ///
     /// # Errors
     /// An env that cannot be built, unsupported spaces, a noise table
     /// shorter than the network, or a worker that fails to start.
-    pub async fn new(settings: EvolutionSettings, rule: Box<dyn UpdateRule>) -> Result<Self, BuildError> {
+    pub async fn new(settings: EvolutionSettings, rule: Box<dyn UpdateRule>) -> Result<(Evaluators, Self), BuildError> {
         let spec = &settings.spec;
         let env = (spec.make_env)()?;
         let policy =
@@ -828,7 +827,7 @@ impl EvolutionOptimizer {
         let noise = NoiseTable::shared(spec.noise_seed, spec.noise_size);
         // Its own stream: the network's initialization used `seed` directly.
         let rng = ChaCha8Rng::seed_from_u64(settings.seed ^ 0x7A5C_D8A3_0F1E_2B4D);
-        Ok(Self { evaluators, workers, local, noise, rule, settings, rng })
+        Ok((evaluators, Self { workers, local, noise, rule, settings, rng }))
     }
 
     /// The worker pool (`None` when the driver evaluates), e.g. for a
@@ -838,8 +837,8 @@ impl EvolutionOptimizer {
     }
 
     /// The weights and observation statistics the driver's policy holds.
-    fn current(&self) -> (Vec<f32>, RunningStat) {
-        let local = self.evaluators.local();
+    fn current(evaluators: &Evaluators) -> (Vec<f32>, RunningStat) {
+        let local = evaluators.local();
         let policy = local.policy();
         let stat = policy.save_state().and_then(|b| rlx::codec::decode_value(&b).ok());
         (policy.get_weights(), stat.unwrap_or_else(|| RunningStat::new(policy.observation_space().flat_dim())))
@@ -870,8 +869,8 @@ impl EvolutionOptimizer {
     }
 
     /// Gives the driver's policy the new weights and observation statistics.
-    fn adopt(&mut self, weights: &[f32], obs_stat: &RunningStat) -> Result<(), EvaluatorError> {
-        let mut local = self.evaluators.local_mut();
+    fn adopt(evaluators: &mut Evaluators, weights: &[f32], obs_stat: &RunningStat) -> Result<(), EvaluatorError> {
+        let mut local = evaluators.local_mut();
         let policy = local.policy_mut();
         policy.set_weights(weights)?;
         let stat_bytes = rlx::codec::encode_value(obs_stat).map_err(|e| PolicyError::Other(e.to_string()))?;
@@ -881,8 +880,8 @@ impl EvolutionOptimizer {
 
 #[rlx::async_trait]
 impl PolicyOptimizer for EvolutionOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let (theta, mut obs_stat) = self.current();
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
+        let (theta, mut obs_stat) = Self::current(evaluators);
         let tasks = self.draw_tasks(theta.len());
         let noise_stdev = self.settings.noise_stdev;
         let request = Arc::new(EvalRequest { weights: theta.clone(), obs_stat: obs_stat.clone(), noise_stdev });
@@ -893,7 +892,7 @@ impl PolicyOptimizer for EvolutionOptimizer {
             episodes.extend([r.pos, r.neg]);
         }
         let (new_theta, mut learner) = self.rule.update(&theta, &results, &self.noise);
-        self.adopt(&new_theta, &obs_stat)?;
+        Self::adopt(evaluators, &new_theta, &obs_stat)?;
         let update: Vec<f32> = new_theta.iter().zip(&theta).map(|(a, b)| a - b).collect();
         learner.set("num_perturbations", results.len() as f64);
         learner.set("weights_norm", rlx::policy::global_norm(&new_theta));
@@ -906,17 +905,13 @@ impl PolicyOptimizer for EvolutionOptimizer {
         Ok(StepStats { steps_sampled: steps, steps_trained: steps, episodes, learner })
     }
 
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
-    }
-
     /// The driver's policy holds θ; workers get it with every request.
-    async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        self.evaluators.local_mut().set_weights(&weights)?;
+    async fn restore_weights(
+        &mut self,
+        evaluators: &mut Evaluators,
+        weights: Arc<FlatWeights>,
+    ) -> Result<(), OptimizerError> {
+        evaluators.local_mut().set_weights(&weights)?;
         Ok(())
     }
 
@@ -944,7 +939,8 @@ fn handle_error(e: PoolError) -> HandleError {
 /// # Errors
 /// As [`EvolutionOptimizer::new`].
 pub async fn trainer(settings: EvolutionSettings, rule: Box<dyn UpdateRule>) -> Result<Trainer, BuildError> {
-    Ok(Trainer::new(Box::new(EvolutionOptimizer::new(settings, rule).await?)))
+    let (evaluators, optimizer) = EvolutionOptimizer::new(settings, rule).await?;
+    Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 
 /// Centered ranks (Salimans et al. 2017, §2.2): each value replaced by its

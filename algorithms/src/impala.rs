@@ -19,10 +19,10 @@
 //! importance ratio π/μ before clipping), `grad_norm`, `total_loss`,
 //! `policy_lag_mean`, `policy_lag_max`.
 
-use crate::actor_critic::{self, ActorCriticLoss, Forward, LearnerSettings, LossOutput, TRAJ_ENDS};
+use crate::actor_critic::{self, weighted_sum, ActorCriticLoss, Column, Forward, LossOutput, TRAJ_ENDS};
 use crate::device::NetDevice;
 use crate::execution::{actor_critic_policies, spawn_evaluators, SamplingSettings};
-use crate::model::{ModelConfig, ModelSupport};
+use crate::model::ModelSupport;
 use crate::sections::{limits, ActorCriticLearner, Learning, Sampling};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{check, check_count, ConfigError, Validate};
@@ -146,12 +146,8 @@ pub fn vtrace_batch(
 impl ActorCriticLoss for ImpalaConfig {
     const NEEDS_NEXT_VALUES: bool = true;
 
-    fn learner(&self) -> LearnerSettings {
-        LearnerSettings::new(&self.actor_critic, &self.learning, self.sampling.seed)
-    }
-
-    fn model(&self) -> &ModelConfig {
-        &self.learning.model
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
+        (&self.actor_critic, &self.learning, &self.sampling)
     }
 
     /// Nothing: V-trace needs the learner's current weights.
@@ -160,34 +156,36 @@ impl ActorCriticLoss for ImpalaConfig {
     }
 
     fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
-        let n = mb.len();
-        let Forward { logp, entropy, values, next_values, rows } = fwd;
-        let next_values = next_values.expect("NEEDS_NEXT_VALUES is set");
+        let (vs, pg_adv) = self.vtrace_targets(&fwd, mb, dev)?;
+        let Forward { logp, entropy, values, rows, .. } = fwd;
         let target_logp = logp.as_vec();
-        let (vs, pg_adv) = vtrace_batch(
-            mb,
-            &target_logp,
-            &values.as_vec(),
-            &next_values,
-            self.learning.gamma,
-            self.vtrace_clip_rho_threshold,
-            self.vtrace_clip_c_threshold,
-        )?;
-        let policy_loss = rows.mean(logp * dev.tensor_from_vec(pg_adv, (n,))).negate();
-        let vf_loss = rows.mean((values - dev.tensor_from_vec(vs, (n,))).square()) * 0.5;
-        let entropy = rows.mean(entropy);
+        let policy_loss = rows.mean(logp * pg_adv).negate();
+        let vf_loss = rows.mean((values - vs).square()) * 0.5;
         let mut stats = LearnerStats::default();
-        stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
-        stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
-        stats.set("entropy", entropy.as_vec()[0] as f64);
+        let total = weighted_sum(&self.actor_critic, policy_loss, vf_loss, rows.mean(entropy), &mut stats);
         let behaviour = mb.f32(fields::ACTION_LOGP)?;
         stats.set("mean_rho", rows.host_mean(target_logp.iter().zip(behaviour).map(|(t, b)| ((t - b) as f64).exp())));
-        let w = &self.actor_critic;
-        Ok((policy_loss + vf_loss * w.vf_loss_coeff as f32 - entropy * w.entropy_coeff as f32, stats))
+        Ok((total, stats))
     }
 }
 
 impl ImpalaConfig {
+    /// V-trace on one forward pass: the value targets `v_t` and the
+    /// policy-gradient advantages `ρ_t (r_t + γ v_{t+1} − V(x_t))`, as
+    /// tensors on `dev` (IMPALA's and APPO's losses start here).
+    pub(crate) fn vtrace_targets<D: NetDevice>(
+        &self,
+        fwd: &Forward<D>,
+        mb: &SampleBatch,
+        dev: &D,
+    ) -> Result<(Column<D>, Column<D>), PolicyError> {
+        let next_values = fwd.next_values.as_deref().expect("NEEDS_NEXT_VALUES is set");
+        let (rho, c) = (self.vtrace_clip_rho_threshold, self.vtrace_clip_c_threshold);
+        let (logp, values) = (fwd.logp.as_vec(), fwd.values.as_vec());
+        let (vs, adv) = vtrace_batch(mb, &logp, &values, next_values, self.learning.gamma, rho, c)?;
+        Ok((dev.tensor_from_vec(vs, (mb.len(),)), dev.tensor_from_vec(adv, (mb.len(),))))
+    }
+
     /// How the evaluators sample: one fragment of every env copy per batch.
     pub(crate) fn sampling_settings(&self) -> SamplingSettings {
         self.sampling.fragments(self.rollout_fragment_length)
@@ -218,7 +216,8 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
     // The learner's copy, for the spaces the evaluators were built with.
     let (obs, act) = evaluators.local().spaces();
     let learner = actor_critic::make_policy(name, &loss, &obs, &act, seed)?;
-    Ok(Trainer::new(Box::new(AsyncSamplesOptimizer::new(evaluators, learner, optimizer).await?)))
+    let optimizer = AsyncSamplesOptimizer::new(&evaluators, learner, optimizer).await?;
+    Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 
 /// The execution plan: asynchronous sampling into a learner thread.

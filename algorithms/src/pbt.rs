@@ -41,9 +41,9 @@
 //!   and repeats the request it was given. The iterations it had trained
 //!   since the snapshot are lost and counted (`member_iterations_lost`);
 //! - the weights a checkpoint saves, and that `rlx rollout` plays, are the
-//!   best member's of the last round: the driver holds a *shadow* trainer
-//!   of the member algorithm (no workers, never trained) whose weights are
-//!   set to the best member's after every round.
+//!   best member's of the last round: the trainer's own evaluator (the
+//!   driver's, of the member algorithm, never trained) gets the best
+//!   member's weights and filter after every round.
 //!
 //! Metrics: `episode_reward_mean` and the episode counters are over the
 //! episodes of each round's best member; `timesteps_total` counts every
@@ -499,12 +499,11 @@ impl PbtMember {
         };
         let mut trainer =
             boxed_build(self.algorithm.clone(), self.make_env.clone(), config).await.map_err(|e| rebuild_err(&e))?;
-        let optimizer = trainer.optimizer_mut();
         if let Some(weights) = &spec.weights {
-            optimizer.restore_weights(weights.clone()).await?;
+            trainer.restore_weights(weights.clone()).await?;
         }
         if let Some(filter) = &spec.filter {
-            let evaluators = optimizer.evaluators_mut();
+            let evaluators = trainer.evaluators_mut();
             match evaluators.local_mut().observation_filter_mut() {
                 Some(mine) => *mine = filter.clone(),
                 None => return Err(rebuild_err(&"the snapshot has an observation filter, the member none")),
@@ -539,7 +538,7 @@ impl PbtMember {
             tokio::task::yield_now().await;
         }
         let result = s.trainer.last_result().clone();
-        let local = s.trainer.optimizer().evaluators().local();
+        let local = s.trainer.evaluators().local();
         Ok(MemberReport {
             steps_sampled: result.timesteps_total - before.timesteps_total,
             steps_trained: result.num_env_steps_trained - before.num_env_steps_trained,
@@ -588,7 +587,7 @@ impl Actor for PbtMember {
                 let _ = reply.send(result);
             }
             MemberMsg::Weights(reply) => {
-                let _ = reply.send(Arc::new(s.trainer.optimizer().evaluators().local().policy().get_weights()));
+                let _ = reply.send(Arc::new(s.trainer.evaluators().local().policy().get_weights()));
             }
         }
         Ok(())
@@ -640,8 +639,6 @@ pub struct PbtOptimizer {
     reported: Vec<u64>,
     /// Exploits per member (for its seed).
     rebuilds: Vec<u64>,
-    /// Holds the best member's weights for checkpoints and rollouts.
-    shadow: Trainer,
     spaces: (Space, Space),
     rng: ChaCha8Rng,
     num_exploits: u64,
@@ -713,15 +710,14 @@ impl PbtOptimizer {
         Ok(plan.len() as u64)
     }
 
-    /// The best member's weights (and filter) into the shadow trainer.
-    async fn update_shadow(
-        &mut self,
-        weights: Arc<FlatWeights>,
+    /// The best member's weights (and filter) into the driver's evaluator.
+    fn keep_best(
+        best: &mut Evaluators,
+        weights: &FlatWeights,
         filter: Option<MeanStdFilter>,
     ) -> Result<(), OptimizerError> {
-        let optimizer = self.shadow.optimizer_mut();
-        optimizer.restore_weights(weights).await?;
-        if let (Some(filter), Some(mine)) = (filter, optimizer.evaluators_mut().local_mut().observation_filter_mut()) {
+        best.local_mut().set_weights(weights)?;
+        if let (Some(filter), Some(mine)) = (filter, best.local_mut().observation_filter_mut()) {
             *mine = filter;
         }
         Ok(())
@@ -776,13 +772,15 @@ impl PbtOptimizer {
 
 #[rlx::async_trait]
 impl PolicyOptimizer for PbtOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+    /// One round; the driver's evaluator gets the best member's weights
+    /// and filter (what checkpoints save and `rlx rollout` plays).
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         let reports = self.train_members().await?;
         let scores: Vec<Option<f64>> = reports.iter().map(MemberReport::score).collect();
         let ranked: Vec<f64> = scores.iter().map(|s| s.unwrap_or(f64::NEG_INFINITY)).collect();
         let best = (0..ranked.len()).fold(0, |b, i| if ranked[i] > ranked[b] { i } else { b });
         self.num_exploits += self.exploit_explore(&ranked).await?;
-        self.update_shadow(reports[best].weights.clone(), reports[best].filter.clone()).await?;
+        Self::keep_best(evaluators, &reports[best].weights, reports[best].filter.clone())?;
         Ok(StepStats {
             steps_sampled: reports.iter().map(|r| r.steps_sampled).sum(),
             steps_trained: reports.iter().map(|r| r.steps_trained).sum(),
@@ -791,18 +789,14 @@ impl PolicyOptimizer for PbtOptimizer {
         })
     }
 
-    fn evaluators(&self) -> &Evaluators {
-        self.shadow.optimizer().evaluators()
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        self.shadow.optimizer_mut().evaluators_mut()
-    }
-
-    /// Sets the shadow's weights and every member's (each member is rebuilt
-    /// with its current config from these weights).
-    async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        self.update_shadow(weights.clone(), None).await?;
+    /// Sets the driver's evaluator's weights and every member's (each
+    /// member is rebuilt with its current config from these weights).
+    async fn restore_weights(
+        &mut self,
+        evaluators: &mut Evaluators,
+        weights: Arc<FlatWeights>,
+    ) -> Result<(), OptimizerError> {
+        Self::keep_best(evaluators, &weights, None)?;
         let specs = {
             let mut specs = lock(&self.specs);
             for s in specs.iter_mut() {
@@ -893,14 +887,14 @@ fn check_member_configs(
     Ok(())
 }
 
-/// The population and its driver, for callers that want the optimizer
-/// itself (a test that kills a member); [`build`] wraps it in a
-/// [`Trainer`].
+/// The population and its driver, with the driver's evaluator that holds
+/// the best member's policy, for callers that want the optimizer itself (a
+/// test that kills a member); [`build`] wraps them in a [`Trainer`].
 ///
 /// # Errors
 /// An env that cannot be built, a member config the member algorithm
 /// rejects (the error names the key), or a member that fails to start.
-pub async fn build_optimizer(make_env: EnvMaker, cfg: PbtConfig) -> Result<PbtOptimizer, BuildError> {
+pub async fn build_optimizer(make_env: EnvMaker, cfg: PbtConfig) -> Result<(Evaluators, PbtOptimizer), BuildError> {
     let cfg = cfg.resolved();
     let params = cfg.hyperparams();
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
@@ -910,13 +904,16 @@ pub async fn build_optimizer(make_env: EnvMaker, cfg: PbtConfig) -> Result<PbtOp
     drop(probe);
     check_member_configs(&cfg, &params, &configs, &spaces)?;
 
-    // The shadow: the member algorithm without workers, never trained.
-    let mut shadow_config = configs[0].clone();
+    // The driver's evaluator, for the best member's policy: the member
+    // algorithm's, built without workers and never trained.
+    let mut best_config = configs[0].clone();
     if cfg.member_defaults().get("num_workers").is_some() {
-        shadow_config["num_workers"] = json!(0);
+        best_config["num_workers"] = json!(0);
     }
-    let shadow =
-        boxed_build(cfg.algorithm.clone(), make_env.clone(), shadow_config).await.map_err(member_config_error)?;
+    let best = boxed_build(cfg.algorithm.clone(), make_env.clone(), best_config)
+        .await
+        .map_err(member_config_error)?
+        .into_evaluators();
 
     let specs: Vec<MemberSpec> =
         configs.into_iter().map(|config| MemberSpec { config, weights: None, filter: None, iteration: 0 }).collect();
@@ -939,7 +936,7 @@ pub async fn build_optimizer(make_env: EnvMaker, cfg: PbtConfig) -> Result<PbtOp
                 other => BuildError::Unsupported(other.to_string()),
             },
         )?;
-    Ok(PbtOptimizer {
+    let optimizer = PbtOptimizer {
         reported: vec![0; cfg.population],
         rebuilds: vec![0; cfg.population],
         cfg,
@@ -947,11 +944,11 @@ pub async fn build_optimizer(make_env: EnvMaker, cfg: PbtConfig) -> Result<PbtOp
         pool,
         specs,
         trained,
-        shadow,
         spaces,
         rng,
         num_exploits: 0,
-    })
+    };
+    Ok((best, optimizer))
 }
 
 /// The execution plan: a population of member trainers in supervised
@@ -960,7 +957,8 @@ pub async fn build_optimizer(make_env: EnvMaker, cfg: PbtConfig) -> Result<PbtOp
 /// # Errors
 /// As [`build_optimizer`].
 pub async fn build(make_env: EnvMaker, cfg: PbtConfig) -> Result<Trainer, BuildError> {
-    Ok(Trainer::new(Box::new(build_optimizer(make_env, cfg).await?)))
+    let (best, optimizer) = build_optimizer(make_env, cfg).await?;
+    Ok(Trainer::new(best, Box::new(optimizer)))
 }
 
 /// The member algorithm's policy for `cfg` (what `rlx rollout` loads a

@@ -16,14 +16,13 @@
 //! `total_loss`, `vf_explained_var`.
 
 use crate::a2c::A2cStep;
-use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
+use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LossOutput};
 use crate::device::NetDevice;
 use crate::execution::{actor_critic_policies, spawn_evaluators};
-use crate::model::{ModelConfig, ModelSupport};
+use crate::model::ModelSupport;
 use crate::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
 use rlx::config::{ConfigError, Validate};
-use rlx::optimizer::Plan;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
 use rlx::{fields, PolicyError, SampleBatch, Trainer};
 use serde::{Deserialize, Serialize};
@@ -69,12 +68,8 @@ impl Validate for PgConfig {
 }
 
 impl ActorCriticLoss for PgConfig {
-    fn learner(&self) -> LearnerSettings {
-        LearnerSettings::new(&self.actor_critic, &self.learning, self.sampling.seed)
-    }
-
-    fn model(&self) -> &ModelConfig {
-        &self.learning.model
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
+        (&self.actor_critic, &self.learning, &self.sampling)
     }
 
     /// Discounted returns `G_t`; advantages `G_t − V(s_t)`.
@@ -104,5 +99,5 @@ pub async fn build(make_env: EnvMaker, cfg: PgConfig) -> Result<Trainer, BuildEr
     let step = A2cStep { min_sample_fraction: cfg.batch.min_sample_fraction };
     let sampling = cfg.batch.settings(&cfg.sampling);
     let evaluators = spawn_evaluators(make_env, actor_critic_policies("PG", cfg), sampling).await?;
-    Ok(Trainer::new(Box::new(Plan::new(evaluators, step))))
+    Ok(Trainer::new(evaluators, Box::new(step)))
 }

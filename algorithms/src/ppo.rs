@@ -27,19 +27,25 @@
 //! ratio was clipped), `grad_norm` (before clipping), `total_loss`,
 //! `vf_explained_var` (of the behaviour policy's value predictions).
 
-use crate::actor_critic::{self, column, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
+use crate::actor_critic::{self, column, weighted_sum, ActorCriticLoss, Forward, LearnerSettings, LossOutput};
 use crate::device::NetDevice;
 use crate::execution::{actor_critic_policies, multi_device_learner, spawn_evaluators};
-use crate::model::{ModelConfig, ModelSupport};
+use crate::model::ModelSupport;
 use crate::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
 use async_trait::async_trait;
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
-use rlx::optimizer::{publish_round, sample_round, MultiDeviceLearner, OptimizerError, Plan, StepStats, TrainingStep};
+use rlx::optimizer::{
+    publish_round, sample_round, set_weights_everywhere, MultiDeviceLearner, OptimizerError, StepStats,
+};
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{fields, Evaluators, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, Trainer};
+use rlx::{
+    fields, Evaluators, FlatWeights, LearnerStats, PolicyError, PolicyGraph, PolicyOptimizer, SampleBatch, Space,
+    Trainer,
+};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// PPO's configuration: the sampling, batch, actor-critic and learning
 /// sections plus PPO's own keys. Every key is optional in `--config`;
@@ -121,16 +127,18 @@ impl Validate for PpoConfig {
 }
 
 impl ActorCriticLoss for PpoConfig {
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
+        (&self.actor_critic, &self.learning, &self.sampling)
+    }
+
+    /// `num_sgd_iter` epochs of shuffled minibatches.
     fn learner(&self) -> LearnerSettings {
+        let (actor_critic, learning, sampling) = self.sections();
         LearnerSettings {
             num_sgd_iter: self.num_sgd_iter,
             sgd_minibatch_size: Some(self.sgd_minibatch_size),
-            ..LearnerSettings::new(&self.actor_critic, &self.learning, self.sampling.seed)
+            ..LearnerSettings::new(actor_critic, learning, sampling.seed)
         }
-    }
-
-    fn model(&self) -> &ModelConfig {
-        &self.learning.model
     }
 
     /// GAE(γ, λ) advantages and value targets.
@@ -168,17 +176,12 @@ impl ActorCriticLoss for PpoConfig {
                 rows.mean(vf_loss_unclipped.maximum(vf_loss_clipped)) * 0.5
             }
         };
-        let entropy = rows.mean(entropy);
 
         let mut stats = LearnerStats::default();
-        stats.set("policy_loss", policy_loss.as_vec()[0] as f64);
-        stats.set("vf_loss", vf_loss.as_vec()[0] as f64);
-        stats.set("entropy", entropy.as_vec()[0] as f64);
+        let total = weighted_sum(&self.actor_critic, policy_loss, vf_loss, rows.mean(entropy), &mut stats);
         stats.set("kl", rows.host_mean(logratio_values.iter().map(|&lr| (lr.exp() - 1.0 - lr) as f64)));
         let clipped = logratio_values.iter().map(|&lr| if (lr.exp() - 1.0).abs() > eps { 1.0 } else { 0.0 });
         stats.set("clip_frac", rows.host_mean(clipped));
-        let total = policy_loss + vf_loss * self.actor_critic.vf_loss_coeff as f32
-            - entropy * self.actor_critic.entropy_coeff as f32;
         Ok((total, stats))
     }
 }
@@ -206,7 +209,7 @@ pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildE
     let evaluators = spawn_evaluators(make_env, actor_critic_policies("PPO", cfg.clone()), sampling).await?;
     let devices = multi_device_learner("PPO", &cfg, &evaluators, cfg.num_devices)?;
     let step = PpoStep { min_sample_fraction: cfg.batch.min_sample_fraction, devices };
-    Ok(Trainer::new(Box::new(Plan::new(evaluators, step))))
+    Ok(Trainer::new(evaluators, Box::new(step)))
 }
 
 /// PPO's training step, once per iteration: RLlib Flow's dataflow for PPO
@@ -218,7 +221,7 @@ pub struct PpoStep {
 }
 
 #[async_trait]
-impl TrainingStep for PpoStep {
+impl PolicyOptimizer for PpoStep {
     async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         // Every evaluator samples its share of `train_batch_size` with the
         // current weights; its rows come with GAE advantages (`postprocess`).
@@ -236,10 +239,18 @@ impl TrainingStep for PpoStep {
         publish_round(evaluators, round, learner).await
     }
 
-    fn weights_restored(&mut self) {
+    /// The weights to every evaluator; the replicas copy them (and the
+    /// optimizer state restored after this) before the next step.
+    async fn restore_weights(
+        &mut self,
+        evaluators: &mut Evaluators,
+        weights: Arc<FlatWeights>,
+    ) -> Result<(), OptimizerError> {
+        set_weights_everywhere(evaluators, &weights).await?;
         if let Some(devices) = &mut self.devices {
             devices.mark_out_of_sync();
         }
+        Ok(())
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {

@@ -24,7 +24,7 @@ async fn trainer() -> (Trainer, Value) {
 }
 
 fn weights(t: &Trainer) -> Vec<f32> {
-    t.optimizer().evaluators().local().policy().get_weights()
+    t.evaluators().local().policy().get_weights()
 }
 
 fn tmp(name: &str) -> PathBuf {

@@ -22,11 +22,9 @@ use serde_json::{json, Value};
 /// Returns the last result's learner stats.
 async fn learns_pendulum(algorithm: &str, config: Value, threshold: f64, budget: u64) -> rlx::LearnerStats {
     let (mut trainer, _) = build_trainer(algorithm, "Pendulum-v1", &config).await.unwrap();
-    let mut best = f64::NEG_INFINITY;
-    loop {
-        let r = trainer.train().await.unwrap();
-        let eval = common::greedy_return(trainer.optimizer().evaluators().local().policy_mut(), "Pendulum-v1", 10);
-        best = best.max(eval);
+    let failure = format!("{algorithm} did not reach a mean evaluation return of {threshold}");
+    let r = common::train_until(&mut trainer, &failure, budget, |trainer, r| {
+        let eval = common::greedy_return(trainer.evaluators().local().policy_mut(), "Pendulum-v1", 10);
         eprintln!(
             "{algorithm} iter {} steps {} evaluation {eval:.1} training window {:.1} t {:.1}s",
             r.training_iteration,
@@ -34,14 +32,10 @@ async fn learns_pendulum(algorithm: &str, config: Value, threshold: f64, budget:
             r.episode_reward_mean.unwrap_or(f64::NAN),
             r.time_total_s
         );
-        if eval > threshold {
-            return r.learner;
-        }
-        assert!(
-            r.timesteps_total < budget,
-            "{algorithm} did not reach a mean evaluation return of {threshold} within {budget} steps (best {best:.1})"
-        );
-    }
+        Some(common::Score { value: eval, passed: eval > threshold })
+    })
+    .await;
+    r.learner
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::greedy_return;
+use common::{greedy_return, train_until, Score};
 use rlx::optimizer::PolicyOptimizer;
 use rlx_algorithms::es::{self, EsConfig};
 use rlx_algorithms::evolution::Perturbations;
@@ -15,28 +15,22 @@ use serde_json::{json, Value};
 /// `budget` env steps.
 async fn reaches(algorithm: &str, env: &str, config: Value, threshold: f64, budget: u64, every: u64) {
     let (mut trainer, _) = build_trainer(algorithm, env, &config).await.unwrap();
-    let mut best = f64::NEG_INFINITY;
-    loop {
-        let r = trainer.train().await.unwrap();
-        if r.training_iteration % every == 0 {
-            let greedy = greedy_return(trainer.optimizer().evaluators().local().policy_mut(), env, 10);
-            best = best.max(greedy);
-            eprintln!(
-                "{algorithm} {env} iter {} steps {} greedy {greedy:.1} perturbed {:.1} t {:.1}s",
-                r.training_iteration,
-                r.timesteps_total,
-                r.learner.get("mean_perturbed_return").unwrap_or(f64::NAN),
-                r.time_total_s
-            );
-            if greedy >= threshold {
-                return;
-            }
+    let failure = format!("{algorithm} on {env} did not reach a greedy return of {threshold}");
+    train_until(&mut trainer, &failure, budget, |trainer, r| {
+        if r.training_iteration % every != 0 {
+            return None;
         }
-        assert!(
-            r.timesteps_total < budget,
-            "{algorithm} on {env} did not reach a greedy return of {threshold} within {budget} steps (best {best:.1})"
+        let greedy = greedy_return(trainer.evaluators().local().policy_mut(), env, 10);
+        eprintln!(
+            "{algorithm} {env} iter {} steps {} greedy {greedy:.1} perturbed {:.1} t {:.1}s",
+            r.training_iteration,
+            r.timesteps_total,
+            r.learner.get("mean_perturbed_return").unwrap_or(f64::NAN),
+            r.time_total_s
         );
-    }
+        Some(Score { value: greedy, passed: greedy >= threshold })
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +78,8 @@ async fn es_run(
         ..Perturbations::default()
     };
     let cfg = EsConfig { perturbations, ..EsConfig::default() };
-    let mut optimizer = es::optimizer(env_maker("CartPole-v1", &Value::Null).unwrap(), cfg).await.unwrap();
+    let (mut evaluators, mut optimizer) =
+        es::optimizer(env_maker("CartPole-v1", &Value::Null).unwrap(), cfg).await.unwrap();
     let mut restarts = 0.0;
     for i in 0..iterations {
         if i == 1 {
@@ -92,10 +87,10 @@ async fn es_run(
                 optimizer.workers().unwrap().actor(k).kill();
             }
         }
-        let stats = optimizer.step().await.unwrap();
+        let stats = optimizer.step(&mut evaluators).await.unwrap();
         restarts = stats.learner.get("worker_restarts").unwrap_or(0.0);
     }
-    let local = optimizer.evaluators().local();
+    let local = evaluators.local();
     let policy = local.policy();
     (policy.get_weights(), policy.save_state().unwrap(), restarts)
 }

@@ -28,7 +28,7 @@ async fn train(algorithm: &str, env: &str, config: Value, target: f64, budget: u
             r.training_iteration, r.timesteps_total, r.time_total_s
         );
         if mean >= target || r.timesteps_total >= budget {
-            let greedy = common::greedy_return(trainer.optimizer().evaluators().local().policy_mut(), env, 20);
+            let greedy = common::greedy_return(trainer.evaluators().local().policy_mut(), env, 20);
             eprintln!("{algorithm} {env}: greedy return {greedy:.2}");
             return (r, greedy);
         }

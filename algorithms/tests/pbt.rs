@@ -30,11 +30,9 @@ async fn a_ppo_population_learns_cartpole_and_exploits() {
     let (mut trainer, resolved) = build_trainer("PBT", "CartPole-v1", &config).await.unwrap();
     // The resolved config spells out the default mutations.
     assert!(resolved["hyperparam_mutations"]["lr"]["log"].as_bool().unwrap(), "{resolved}");
-    let mut best = f64::NEG_INFINITY;
-    loop {
-        let r = trainer.train().await.unwrap();
+    let failure = format!("PBT did not reach a mean return of {THRESHOLD}");
+    let r = common::train_until(&mut trainer, &failure, STEP_BUDGET, |_, r| {
         let mean = r.episode_reward_mean.unwrap_or(0.0);
-        best = best.max(mean);
         let l = &r.learner;
         eprintln!(
             "iter {} steps {} mean {mean:.1} best member {} exploits {} lr {:?} t {:.1}s",
@@ -53,19 +51,14 @@ async fn a_ppo_population_learns_cartpole_and_exploits() {
         }
         // One exploit per round: a quarter of four members.
         assert_eq!(l.get("num_exploits"), Some(r.training_iteration as f64));
-        if mean >= THRESHOLD && r.episodes_total >= 20 {
-            // The shadow policy (what checkpoints save) holds a good member's weights.
-            let greedy = common::greedy_return(trainer.optimizer().evaluators().local().policy_mut(), "CartPole-v1", 5);
-            eprintln!("greedy return of the best member's weights: {greedy:.1}");
-            assert!(greedy >= 100.0, "greedy return {greedy}");
-            assert_eq!(l.get("member_restarts"), Some(0.0));
-            return;
-        }
-        assert!(
-            r.timesteps_total < STEP_BUDGET,
-            "PBT did not reach a mean return of {THRESHOLD} within {STEP_BUDGET} steps (best {best:.1})"
-        );
-    }
+        Some(common::Score { value: mean, passed: mean >= THRESHOLD && r.episodes_total >= 20 })
+    })
+    .await;
+    // The shadow policy (what checkpoints save) holds a good member's weights.
+    let greedy = common::greedy_return(trainer.evaluators().local().policy_mut(), "CartPole-v1", 5);
+    eprintln!("greedy return of the best member's weights: {greedy:.1}");
+    assert!(greedy >= 100.0, "greedy return {greedy}");
+    assert_eq!(r.learner.get("member_restarts"), Some(0.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,8 +67,8 @@ async fn a_member_killed_mid_round_restarts_from_its_snapshot() {
                            "config": {"num_workers": 0, "num_envs_per_worker": 2, "train_batch_size": 256,
                                       "sgd_minibatch_size": 64, "num_sgd_iter": 2}});
     let cfg: PbtConfig = merge_json(&PbtConfig::default(), &overrides).unwrap();
-    let mut opt = pbt::build_optimizer(env_maker("CartPole-v1", &Value::Null).unwrap(), cfg).await.unwrap();
-    let first = opt.step().await.unwrap();
+    let (mut best, mut opt) = pbt::build_optimizer(env_maker("CartPole-v1", &Value::Null).unwrap(), cfg).await.unwrap();
+    let first = opt.step(&mut best).await.unwrap();
     assert_eq!(first.learner.get("member_restarts"), Some(0.0));
     assert_eq!(first.learner.get("member_iterations_lost"), Some(0.0));
 
@@ -92,7 +85,7 @@ async fn a_member_killed_mid_round_restarts_from_its_snapshot() {
         }
         victim.kill();
     };
-    let (second, ()) = tokio::join!(opt.step(), killer);
+    let (second, ()) = tokio::join!(opt.step(&mut best), killer);
     let second = second.expect("one member failure is within the restart budget");
     let l = &second.learner;
     eprintln!("{l:?}");
@@ -108,7 +101,7 @@ async fn a_member_killed_mid_round_restarts_from_its_snapshot() {
     assert!(second.steps_sampled >= 4 * 4 * 256);
 
     // Training carries on; the count stays.
-    let third = opt.step().await.unwrap();
+    let third = opt.step(&mut best).await.unwrap();
     assert_eq!(third.learner.get("member_restarts"), Some(1.0));
     assert_eq!(third.learner.get("member_iterations_lost"), Some(lost));
     assert_eq!(third.learner.get("member_3_iterations"), Some(12.0));

@@ -32,21 +32,18 @@ async fn apex_learns_cartpole_with_two_evaluators_and_two_shards() {
         "per_worker_exploration_alpha": 3.0, "training_intensity": 32.0,
     });
     let (mut trainer, _) = build_trainer("APEX", "CartPole-v1", &config).await.unwrap();
-    let mut best = f64::NEG_INFINITY;
-    let learner = loop {
-        let r = trainer.train().await.unwrap();
-        let greedy = common::greedy_return(trainer.optimizer().evaluators().local().policy_mut(), "CartPole-v1", 10);
-        best = best.max(greedy);
+    let failure = "APEX's greedy return did not reach 150";
+    let r = common::train_until(&mut trainer, failure, 80_000, |trainer, r| {
+        let greedy = common::greedy_return(trainer.evaluators().local().policy_mut(), "CartPole-v1", 10);
         let mean = r.episode_reward_mean.unwrap_or(0.0);
         eprintln!(
             "iter {} steps {} greedy {greedy:.1} training mean {mean:.1}",
             r.training_iteration, r.timesteps_total
         );
-        if greedy >= 150.0 {
-            break r.learner;
-        }
-        assert!(r.timesteps_total < 80_000, "APEX's greedy return did not reach 150 within 80k steps (best {best:.1})");
-    };
+        Some(common::Score { value: greedy, passed: greedy >= 150.0 })
+    })
+    .await;
+    let learner = r.learner;
     assert!(learner.get("num_target_updates").unwrap() >= 1.0);
     assert!(learner.get("replay_buffer_size").unwrap() > 1000.0);
     assert_eq!(learner.get("replay_lost_transitions"), Some(0.0), "no shard died, nothing is lost");

@@ -8,6 +8,8 @@
 //! measures the cost of the cluster path (serialization, loopback TCP, one
 //! process per node), not a speed-up.
 
+mod common;
+
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rlx::operators::parallel_rollouts;
 use rlx_benches::nodes::{self, NodeProcess};
@@ -18,10 +20,8 @@ const STEPS_PER_ROUND: usize = 4096;
 const EVALUATORS: usize = 4;
 
 fn cluster_sampling(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let rt = rlx_benches::runtime();
-    let mut group = c.benchmark_group("cluster/sampling");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "cluster/sampling");
     group.throughput(Throughput::Elements(STEPS_PER_ROUND as u64));
     let nodes: Vec<NodeProcess> = (0..4).map(|_| NodeProcess::start()).collect();
     for count in [0usize, 1, 2, 4] {
@@ -35,7 +35,7 @@ fn cluster_sampling(c: &mut Criterion) {
         let id = if count == 0 { "local_actors".to_string() } else { format!("{count}_nodes") };
         group.bench_function(BenchmarkId::new(id, format!("{EVALUATORS}_evaluators")), |b| {
             b.iter(|| {
-                let evaluators = trainer.optimizer_mut().evaluators_mut();
+                let evaluators = trainer.evaluators_mut();
                 let rollouts = rt.block_on(parallel_rollouts(evaluators)).expect("sample");
                 assert!(rollouts.iter().map(|r| r.batch.len()).sum::<usize>() >= STEPS_PER_ROUND);
             })
@@ -48,10 +48,7 @@ fn cluster_sampling(c: &mut Criterion) {
 
 criterion_group!(benches, cluster_sampling);
 
+// The worker nodes are this binary, re-run.
 fn main() {
-    if nodes::serve_if_node() {
-        return;
-    }
-    benches();
-    criterion::Criterion::default().configure_from_args().final_summary();
+    common::main_serving_nodes(benches);
 }

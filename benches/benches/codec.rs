@@ -5,6 +5,8 @@
 //! Breakout (10×10×4 binary pixels, where the paper reports > 10× at about
 //! 1 GB/s/core for its pixel batches).
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -50,9 +52,7 @@ fn batch(env_name: &str) -> SampleBatch {
 }
 
 fn codec_bench(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
-    let mut group = c.benchmark_group("codec");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "codec");
     for (kind, env) in [("cartpole_4096", "CartPole-v1"), ("minatar_breakout_4096", "MinAtar/Breakout-v1")] {
         let b = batch(env);
         let encoded = codec::encode(&b).expect("encode");

@@ -4,6 +4,8 @@
 //! updates; SAC also its temperature), at minibatches of 128 (what the
 //! learning tests use) and 256 (the default).
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -25,12 +27,10 @@ fn transitions(rng: &mut ChaCha8Rng, rows: usize) -> SampleBatch {
 }
 
 fn learner(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let obs = Space::uniform_box(-8.0, 8.0, vec![3]).unwrap();
     let act = Space::uniform_box(-2.0, 2.0, vec![1]).unwrap();
-    let mut group = c.benchmark_group("continuous_learner/pendulum");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "continuous_learner/pendulum");
     group.throughput(Throughput::Elements(1));
     for rows in [128usize, 256] {
         let batch = transitions(&mut rng, rows);

@@ -6,6 +6,8 @@
 //! sampling throughput with 1 and 2 evaluators, the learner running flat
 //! out beside them (`training_intensity: null`).
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -32,7 +34,6 @@ fn transitions(rng: &mut ChaCha8Rng, rows: usize) -> SampleBatch {
 }
 
 fn learner(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let (obs, act) = (Space::uniform_box(-1.0, 1.0, vec![4]).unwrap(), Space::discrete(2));
     let mut policy = dqn::make_policy(&DqnConfig::default(), &obs, &act, 0).unwrap();
@@ -42,8 +43,7 @@ fn learner(c: &mut Criterion) {
     replay.add(&transitions(&mut rng, 10_000), None).unwrap();
     let minibatch = replay.sample(MINIBATCH, 0, &mut rng).unwrap();
 
-    let mut group = c.benchmark_group("dqn_learner/cartpole");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "dqn_learner/cartpole");
     group.throughput(Throughput::Elements(1));
     group.bench_function(BenchmarkId::new("update", "learn_on_batch"), |b| {
         b.iter(|| policy.learn_on_batch(&minibatch).unwrap())
@@ -60,10 +60,8 @@ fn learner(c: &mut Criterion) {
 }
 
 fn train_throughput(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let rt = rlx_benches::runtime();
-    let mut group = c.benchmark_group("train_throughput/cartpole");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "train_throughput/cartpole");
     for workers in [0usize, 2] {
         let config = json!({"num_workers": workers, "learning_starts": 1000});
         let (mut trainer, _) = rt.block_on(build_trainer("DQN", "CartPole-v1", &config)).expect("build");
@@ -82,10 +80,8 @@ fn train_throughput(c: &mut Criterion) {
 /// evaluator actors, 2 replay shards, and the learner thread unthrottled,
 /// so sampling runs at its own pace (what the paper scales).
 fn apex_sampling(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let rt = rlx_benches::runtime();
-    let mut group = c.benchmark_group("apex_sampling/cartpole");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "apex_sampling/cartpole");
     for workers in [1usize, 2] {
         let config = json!({"num_workers": workers, "training_intensity": null, "timesteps_per_iteration": 2000});
         let (mut trainer, _) = rt.block_on(build_trainer("APEX", "CartPole-v1", &config)).expect("build");

@@ -11,6 +11,8 @@
 //! The loop runs as a task on a runtime worker thread, where an evaluator
 //! actor steps its env.
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rlx::{Action, Column, Env, EnvError, EnvMaker, EnvShards, Space, Step, VectorEnv};
 use std::sync::{Arc, Mutex};
@@ -51,10 +53,8 @@ fn maker(cost: Duration) -> EnvMaker {
 }
 
 fn env_shards(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let rt = rlx_benches::runtime();
-    let mut group = c.benchmark_group("env_shards");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "env_shards");
     group.throughput(Throughput::Elements(COPIES as u64));
     let actions = Arc::new(Column::I64 { data: (0..COPIES as i64).map(|i| i % 2).collect(), width: 1 });
     let costs = [("cartpole", 0), ("busy_100us", 100), ("busy_1ms", 1000)];

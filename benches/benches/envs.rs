@@ -4,6 +4,8 @@
 //! end. CartPole is also measured as its concrete type, without dynamic
 //! dispatch ("raw").
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -40,9 +42,7 @@ fn run_single<E: Env + ?Sized>(env: &mut E, acts: &Column, obs: &mut [f32]) {
 }
 
 fn envs(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
-    let mut group = c.benchmark_group("envs");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "envs");
     group.throughput(Throughput::Elements(STEPS as u64));
 
     let mut raw = rlx_envs::cartpole_v1();

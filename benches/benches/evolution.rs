@@ -4,6 +4,8 @@
 //! nested (each worker supervising 2 child workers), and the bytes one
 //! iteration puts on the wire.
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -28,16 +30,15 @@ fn config(workers: usize, children: usize) -> EsConfig {
 }
 
 fn evaluations(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let rt = rlx_benches::runtime();
-    let mut group = c.benchmark_group("es_perturbations/pendulum");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "es_perturbations/pendulum");
     group.throughput(Throughput::Elements(2 * PERTURBATIONS as u64));
     for (workers, children) in [(1, 0), (2, 0), (1, 2), (2, 2)] {
         let make_env = env_maker("Pendulum-v1", &Value::Null).expect("env");
-        let mut optimizer = rt.block_on(es::optimizer(make_env, config(workers, children))).expect("build");
+        let (mut evaluators, mut optimizer) =
+            rt.block_on(es::optimizer(make_env, config(workers, children))).expect("build");
         let id = BenchmarkId::new(if children == 0 { "flat" } else { "nested" }, format!("{workers}x{children}"));
-        group.bench_function(id, |b| b.iter(|| rt.block_on(optimizer.step()).expect("step")));
+        group.bench_function(id, |b| b.iter(|| rt.block_on(optimizer.step(&mut evaluators)).expect("step")));
     }
     group.finish();
 }

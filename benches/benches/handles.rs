@@ -7,19 +7,19 @@
 //! Homes: the driver's own evaluator (`LocalEvaluator`, no messaging) and
 //! one ractor evaluator actor under its supervisor (`RactorEvaluator`).
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rlx_algorithms::build_trainer;
 use serde_json::json;
 use std::sync::Arc;
 
 fn handles(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let rt = rlx_benches::runtime();
-    let mut group = c.benchmark_group("handles/round_trip");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "handles/round_trip");
     let config = json!({"num_workers": 1, "num_envs_per_worker": 1, "train_batch_size": 1, "sgd_minibatch_size": 1});
     let (trainer, _) = rt.block_on(build_trainer("PPO", "CartPole-v1", &config)).expect("build");
-    let evaluators = trainer.optimizer().evaluators();
+    let evaluators = trainer.evaluators();
     let weights = Arc::new(evaluators.local().policy().get_weights());
     for (home, handle) in [("local", evaluators.local_handle()), ("ractor", evaluators.workers()[0].clone())] {
         group.bench_function(BenchmarkId::new(home, "set_weights"), |b| {

@@ -14,6 +14,8 @@
 //! RLlib's figure for a local Ray actor call is ~200 µs (Liang et al. 2018);
 //! DESIGN.md records ~1 ms sequential on this machine.
 
+mod common;
+
 use actix::prelude::*;
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use ractor::{Actor as RactorActor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -71,36 +73,31 @@ impl RactorActor for RactorSampler {
 #[rtype(result = "Tiny")]
 struct ActixSample(u64);
 
-struct ActixSampler;
+/// Answers [`ActixSample`] on the caller's arbiter (`ActixSampler<false>`,
+/// an actix `Context`) or on its own OS thread (`ActixSampler<true>`, a
+/// `SyncContext` under a `SyncArbiter`).
+struct ActixSampler<const SYNC: bool>;
 
-impl actix::Actor for ActixSampler {
+impl actix::Actor for ActixSampler<false> {
     type Context = Context<Self>;
 }
 
-impl Handler<ActixSample> for ActixSampler {
-    type Result = MessageResult<ActixSample>;
-    fn handle(&mut self, msg: ActixSample, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(answer(msg.0))
-    }
-}
-
-struct ActixSyncSampler;
-
-impl actix::Actor for ActixSyncSampler {
+impl actix::Actor for ActixSampler<true> {
     type Context = SyncContext<Self>;
 }
 
-impl Handler<ActixSample> for ActixSyncSampler {
+impl<const SYNC: bool> Handler<ActixSample> for ActixSampler<SYNC>
+where
+    Self: actix::Actor,
+{
     type Result = MessageResult<ActixSample>;
-    fn handle(&mut self, msg: ActixSample, _: &mut SyncContext<Self>) -> Self::Result {
+    fn handle(&mut self, msg: ActixSample, _: &mut Self::Context) -> Self::Result {
         MessageResult(answer(msg.0))
     }
 }
 
 fn messaging(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
-    let mut group = c.benchmark_group("messaging/round_trip");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "messaging/round_trip");
 
     let mut direct = Direct;
     group.bench_function(BenchmarkId::new("direct", "tiny_batch"), |b| {
@@ -153,7 +150,7 @@ fn messaging(c: &mut Criterion) {
     // actix: one System (actix's own current-thread runtime) for both actors.
     let system = actix::System::new();
     let (context_addr, sync_addr) =
-        system.block_on(async { (ActixSampler.start(), SyncArbiter::start(1, || ActixSyncSampler)) });
+        system.block_on(async { (ActixSampler::<false>.start(), SyncArbiter::start(1, || ActixSampler::<true>)) });
     actix_round_trip(&mut group, &system, "actix_context", context_addr);
     actix_round_trip(&mut group, &system, "actix_sync_arbiter", sync_addr);
 
@@ -223,11 +220,7 @@ fn actix_round_trip<A>(
 
 criterion_group!(benches, messaging);
 
+// The remote bar's node is this binary, re-run.
 fn main() {
-    // The remote bar's node is this binary, re-run.
-    if nodes::serve_if_node() {
-        return;
-    }
-    benches();
-    criterion::Criterion::default().configure_from_args().final_summary();
+    common::main_serving_nodes(benches);
 }

@@ -9,6 +9,8 @@
 //! The book's Models page compares the fully connected rows with the
 //! const-shaped networks these replaced, measured side by side.
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rlx::{fields, PolicyEvaluator, PolicyGraph, SampleBatch, VectorEnv};
 use serde_json::{json, Value};
@@ -46,12 +48,10 @@ fn dqn(model: Value) -> Value {
 }
 
 fn models(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let flat = json!({"conv_filters": []});
     let lstm = json!({"use_lstm": true, "lstm_cell_size": 64, "fcnet_hiddens": [64], "max_seq_len": 20});
 
-    let mut group = c.benchmark_group("models/sampling");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "models/sampling");
     group.throughput(Throughput::Elements(ROUND as u64));
     for (id, algorithm, env, config) in [
         ("cartpole_mlp", "PPO", "CartPole-v1", json!({})),
@@ -66,8 +66,7 @@ fn models(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("models/learner");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "models/learner");
     group.throughput(Throughput::Elements(1));
     for (id, algorithm, env, config, rows) in [
         ("ppo_cartpole_mlp_256", "PPO", "CartPole-v1", ppo(json!({}), 256), 256),

@@ -5,6 +5,8 @@
 //! wider network (2×256), where the per-minibatch compute is large enough
 //! for a second replica to pay for its thread hand-offs.
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner};
 use rlx::{fields, PolicyEvaluator, PolicyGraph, SampleBatch, Space, VectorEnv};
@@ -48,10 +50,8 @@ fn batch() -> SampleBatch {
 }
 
 fn multi_device(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let batch = batch();
-    let mut group = c.benchmark_group("ppo_learner/cartpole_8192x1_epoch");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "ppo_learner/cartpole_8192x1_epoch");
     group.throughput(Throughput::Elements(ROWS as u64));
     for width in [64, 256] {
         let mut own = make(width, 0);
@@ -78,7 +78,6 @@ fn multi_device(c: &mut Criterion) {
 fn cpu_vs_gpu(c: &mut Criterion) {
     use rlx_algorithms::device::DeviceSpec;
     const BIG: usize = 65_536;
-    let cfg = rlx_benches::criterion();
     let big = PpoConfig { train_batch_size: BIG, ..config(256) };
     let mut batch = batch();
     while batch.len() < BIG {
@@ -95,8 +94,8 @@ fn cpu_vs_gpu(c: &mut Criterion) {
             return;
         }
     };
-    let mut group = c.benchmark_group("ppo_learner/cartpole_65536x1_epoch_2x256");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(10);
+    let mut group = common::group(c, "ppo_learner/cartpole_65536x1_epoch_2x256");
+    group.sample_size(10);
     group.throughput(Throughput::Elements(BIG as u64));
     group.bench_function("cpu", |b| b.iter(|| cpu.learn_on_batch(&batch).expect("learn")));
     group.bench_function("cuda_0", |b| b.iter(|| gpu.learn_on_batch(&batch).expect("learn")));

@@ -12,9 +12,10 @@
 //! Quick mode (`RLX_BENCH_QUICK=1`) stops at −1000 or 1,000 env steps, so
 //! that CI only checks that the suite runs.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
+mod common;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 /// (algorithm, config over its defaults, env-step budget).
 fn runs() -> Vec<(&'static str, Value, u64)> {
@@ -42,35 +43,25 @@ fn pendulum(c: &mut Criterion) {
     for (algorithm, config, budget) in runs() {
         // Quick mode only checks that the suite runs: ten short runs each.
         let budget = if quick { 1_000 } else { budget };
-        let mut group = c.benchmark_group("pendulum");
-        group
-            .sampling_mode(SamplingMode::Flat)
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(1))
-            .measurement_time(Duration::from_secs(if quick { 1 } else { 120 }));
+        let mut group = common::runs_group(c, "pendulum", 120);
         let mut seed = 0;
         group.bench_function(BenchmarkId::new(algorithm, format!("to_{target}")), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let mut config = config.clone();
-                    config["seed"] = json!(seed);
-                    let s = rt.block_on(async {
-                        let (mut trainer, _) =
-                            rlx_algorithms::build_trainer(algorithm, "Pendulum-v1", &config).await.expect("build");
-                        rlx_benches::train_until(&mut trainer, target, budget).await.expect("train")
-                    });
-                    eprintln!(
-                        "{algorithm} seed {seed}: {} {target} in {:.2} s, {} env steps (best mean {:.1})",
-                        if s.solved { "reached" } else { "did NOT reach" },
-                        s.wall.as_secs_f64(),
-                        s.env_steps,
-                        s.best_mean
-                    );
-                    seed += 1;
-                    total += s.wall;
-                }
-                total
+            common::seeded_runs(b, &mut seed, |seed| {
+                let mut config = config.clone();
+                config["seed"] = json!(seed);
+                let s = rt.block_on(async {
+                    let (mut trainer, _) =
+                        rlx_algorithms::build_trainer(algorithm, "Pendulum-v1", &config).await.expect("build");
+                    rlx_benches::train_until(&mut trainer, target, budget).await.expect("train")
+                });
+                eprintln!(
+                    "{algorithm} seed {seed}: {} {target} in {:.2} s, {} env steps (best mean {:.1})",
+                    if s.solved { "reached" } else { "did NOT reach" },
+                    s.wall.as_secs_f64(),
+                    s.env_steps,
+                    s.best_mean
+                );
+                s.wall
             })
         });
         group.finish();

@@ -5,15 +5,15 @@
 //! learner runs behind a bounded queue, so at steady state it trains what
 //! is sampled.
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rlx_algorithms::build_trainer;
 use serde_json::json;
 
 fn pg_family(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let rt = rlx_benches::runtime();
-    let mut group = c.benchmark_group("train_throughput/cartpole");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "train_throughput/cartpole");
     for algorithm in ["A2C", "A3C", "IMPALA"] {
         for workers in [1usize, 2] {
             let (mut trainer, _) =

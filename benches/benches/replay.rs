@@ -3,6 +3,8 @@
 //! 100k-slot buffer, and sampling 256-row minibatches from it, uniform and
 //! prioritized (with the priority update that follows a learner step).
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -23,7 +25,6 @@ fn transitions(rng: &mut ChaCha8Rng) -> SampleBatch {
 }
 
 fn replay(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let batch = transitions(&mut rng);
     let mut uniform = ReplayBuffer::new(CAPACITY).unwrap();
@@ -34,8 +35,7 @@ fn replay(c: &mut Criterion) {
     }
     let td_errors: Vec<f32> = (0..ROWS).map(|_| rng.gen()).collect();
 
-    let mut group = c.benchmark_group("replay/cartpole_100k");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "replay/cartpole_100k");
     group.throughput(Throughput::Elements(ROWS as u64));
     group.bench_function(BenchmarkId::new("add", "uniform"), |b| b.iter(|| uniform.add(&batch).unwrap()));
     group.bench_function(BenchmarkId::new("add", "prioritized"), |b| {

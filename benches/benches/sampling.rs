@@ -2,6 +2,8 @@
 //! policy: the driver alone (0 evaluator actors), 1 and 2 evaluator actors.
 //! Each iteration is one `parallel_rollouts` of 4096 env steps in total.
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rlx::operators::parallel_rollouts;
 use rlx_algorithms::build_trainer;
@@ -10,10 +12,8 @@ use serde_json::json;
 const STEPS_PER_ROUND: usize = 4096;
 
 fn sampling(c: &mut Criterion) {
-    let cfg = rlx_benches::criterion();
     let rt = rlx_benches::runtime();
-    let mut group = c.benchmark_group("sampling/cartpole_ppo_policy");
-    group.warm_up_time(cfg.warm_up).measurement_time(cfg.measurement).sample_size(cfg.samples);
+    let mut group = common::group(c, "sampling/cartpole_ppo_policy");
     group.throughput(Throughput::Elements(STEPS_PER_ROUND as u64));
     for workers in [0usize, 1, 2] {
         for envs in [8usize, 64] {
@@ -23,7 +23,7 @@ fn sampling(c: &mut Criterion) {
             let id = BenchmarkId::new(format!("{workers}_actors"), format!("{envs}_envs_each"));
             group.bench_function(id, |b| {
                 b.iter(|| {
-                    let evaluators = trainer.optimizer_mut().evaluators_mut();
+                    let evaluators = trainer.evaluators_mut();
                     let rollouts = rt.block_on(parallel_rollouts(evaluators)).expect("sample");
                     assert!(rollouts.iter().map(|r| r.batch.len()).sum::<usize>() >= STEPS_PER_ROUND);
                 })

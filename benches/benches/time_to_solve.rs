@@ -8,8 +8,9 @@
 //! per algorithm. Quick mode (`RLX_BENCH_QUICK=1`) lowers every bar
 //! to 100 so that CI only checks that the suite runs.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
-use std::time::Duration;
+mod common;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 /// (algorithm, target mean return, env-step budget). With seed 0 on
 /// 2026-11-21, PG took 416k env steps, A2C 398k, A3C 315k, IMPALA 381k, APPO
@@ -33,27 +34,13 @@ fn time_to_solve(c: &mut Criterion) {
     let quick = rlx_benches::quick();
     for &(algorithm, target, budget) in TARGETS {
         let target = if quick { 100.0 } else { target };
-        let mut group = c.benchmark_group("time_to_solve/cartpole");
-        // Flat sampling: one run per sample, ten samples.
-        group
-            .sampling_mode(SamplingMode::Flat)
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(1))
-            .measurement_time(Duration::from_secs(if quick { 1 } else { 60 }));
+        let mut group = common::runs_group(c, "time_to_solve/cartpole", 60);
         let mut seed = 0;
         group.bench_function(BenchmarkId::new(algorithm, format!("to_{target}")), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let (t, steps) = rlx_benches::solve_cartpole(&rt, algorithm, seed, target, budget);
-                    eprintln!(
-                        "{algorithm} seed {seed}: reached {target} in {:.2} s, {steps} env steps",
-                        t.as_secs_f64()
-                    );
-                    seed += 1;
-                    total += t;
-                }
-                total
+            common::seeded_runs(b, &mut seed, |seed| {
+                let (t, steps) = rlx_benches::solve_cartpole(&rt, algorithm, seed, target, budget);
+                eprintln!("{algorithm} seed {seed}: reached {target} in {:.2} s, {steps} env steps", t.as_secs_f64());
+                t
             })
         });
         group.finish();

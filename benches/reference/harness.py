@@ -137,8 +137,13 @@ def rllib_ppo(args):
     return _solve_result(mean >= SOLVE_RETURN, elapsed, steps, best)
 
 
-def _sb3_solve(model, args):
+def _sb3_solve(args, algorithm, n_envs, **hyperparams):
+    """Trains `algorithm` (SB3's PPO or DQN class) with `hyperparams` on
+    `n_envs` CartPole-v1 copies, on one torch thread, until the mean return of
+    the last 100 training episodes reaches SOLVE_RETURN or a budget runs out."""
+    import torch
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
 
     class Stop(BaseCallback):
         def __init__(self):
@@ -156,6 +161,9 @@ def _sb3_solve(model, args):
                     return False
             return time.perf_counter() - self.t0 < args.budget_s
 
+    torch.set_num_threads(1)
+    env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=args.seed)
+    model = algorithm("MlpPolicy", env, seed=args.seed, device="cpu", **hyperparams)
     stop = Stop()
     stop.t0 = time.perf_counter()
     model.learn(total_timesteps=args.budget_steps, callback=stop)
@@ -168,55 +176,26 @@ def _linear(start):
 
 def sb3_ppo(args):
     # rl-baselines3-zoo's tuned CartPole-v1 hyperparameters (hyperparams/ppo.yml).
-    import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
 
-    torch.set_num_threads(1)
-    env = make_vec_env("CartPole-v1", n_envs=8, seed=args.seed)
-    model = PPO(
-        "MlpPolicy",
-        env,
-        n_steps=32,
-        batch_size=256,
-        gae_lambda=0.8,
-        gamma=0.98,
-        n_epochs=20,
-        ent_coef=0.0,
-        learning_rate=_linear(0.001),
-        clip_range=_linear(0.2),
-        seed=args.seed,
-        device="cpu",
+    return _sb3_solve(
+        args, PPO, n_envs=8,
+        n_steps=32, batch_size=256, n_epochs=20,
+        gamma=0.98, gae_lambda=0.8, ent_coef=0.0,
+        learning_rate=_linear(0.001), clip_range=_linear(0.2),
     )
-    return _sb3_solve(model, args)
 
 
 def sb3_dqn(args):
     # rl-baselines3-zoo's tuned CartPole-v1 hyperparameters (hyperparams/dqn.yml).
-    import torch
     from stable_baselines3 import DQN
-    from stable_baselines3.common.env_util import make_vec_env
 
-    torch.set_num_threads(1)
-    env = make_vec_env("CartPole-v1", n_envs=1, seed=args.seed)
-    model = DQN(
-        "MlpPolicy",
-        env,
-        learning_rate=2.3e-3,
-        batch_size=64,
-        buffer_size=100_000,
-        learning_starts=1000,
-        gamma=0.99,
-        target_update_interval=10,
-        train_freq=256,
-        gradient_steps=128,
-        exploration_fraction=0.16,
-        exploration_final_eps=0.04,
-        policy_kwargs={"net_arch": [256, 256]},
-        seed=args.seed,
-        device="cpu",
+    return _sb3_solve(
+        args, DQN, n_envs=1, policy_kwargs={"net_arch": [256, 256]},
+        learning_rate=2.3e-3, batch_size=64, gamma=0.99,
+        buffer_size=100_000, learning_starts=1000, train_freq=256, gradient_steps=128,
+        target_update_interval=10, exploration_fraction=0.16, exploration_final_eps=0.04,
     )
-    return _sb3_solve(model, args)
 
 
 def _solve_result(solved, seconds, steps, best):

@@ -1,4 +1,7 @@
-//! Shared helpers for the rlx criterion benchmarks.
+//! Shared helpers for the rlx criterion benchmarks. What needs criterion's
+//! own types (setting up a group, timing whole runs, `main` for the suites
+//! that are also cluster nodes) is in `benches/common/mod.rs`, which each
+//! suite includes: this library does not depend on criterion.
 //!
 //! Set `RLX_BENCH_QUICK=1` to run every suite for a moment only (CI checks
 //! that the benchmarks build and run; the figures come from full runs).

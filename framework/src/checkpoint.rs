@@ -250,7 +250,7 @@ pub async fn save(trainer: &mut Trainer, parent: &Path, info: &RunInfo) -> Resul
         exact_resume: state.gaps.is_empty(),
         notes: state.gaps.clone(),
     };
-    let local = trainer.optimizer().evaluators().local();
+    let local = trainer.evaluators().local();
     write_dir(parent, &metadata, local.policy(), &state)
 }
 
@@ -537,10 +537,9 @@ impl Checkpoint {
     pub async fn restore(&self, trainer: &mut Trainer) -> Result<Vec<String>, CheckpointError> {
         let restore_err =
             |e: &dyn std::fmt::Display| CheckpointError::Restore { path: self.dir.clone(), reason: e.to_string() };
-        let optimizer = trainer.optimizer_mut();
-        self.load_weights(optimizer.evaluators_mut().local_mut().policy_mut())?;
-        let weights = Arc::new(optimizer.evaluators().local().policy().get_weights());
-        optimizer.restore_weights(weights).await.map_err(|e| restore_err(&e))?;
+        self.load_weights(trainer.evaluators_mut().local_mut().policy_mut())?;
+        let weights = Arc::new(trainer.evaluators().local().policy().get_weights());
+        trainer.restore_weights(weights).await.map_err(|e| restore_err(&e))?;
         trainer.load_state(&self.state).await.map_err(|e| restore_err(&e))
     }
 }

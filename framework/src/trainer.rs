@@ -2,8 +2,10 @@
 //! step did into a [`TrainResult`]; [`StopCriteria`] says when to stop.
 
 use crate::evaluator::EvaluatorState;
+use crate::evaluator_set::Evaluators;
 use crate::metrics::{EpisodeWindow, TrainResult};
 use crate::optimizer::{OptimizerError, PolicyOptimizer};
+use crate::policy::FlatWeights;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,8 +44,10 @@ impl StopCriteria {
     }
 }
 
-/// Drives a [`PolicyOptimizer`] and keeps run-level counters.
+/// Owns the evaluators, drives a [`PolicyOptimizer`] over them, and keeps
+/// run-level counters.
 pub struct Trainer {
+    evaluators: Evaluators,
     optimizer: Box<dyn PolicyOptimizer>,
     window: EpisodeWindow,
     last: TrainResult,
@@ -70,9 +74,11 @@ pub struct RunState {
 }
 
 impl Trainer {
-    /// A trainer over `optimizer`, with the 100-episode return window.
-    pub fn new(optimizer: Box<dyn PolicyOptimizer>) -> Self {
+    /// A trainer running `optimizer` over `evaluators`, with the
+    /// 100-episode return window.
+    pub fn new(evaluators: Evaluators, optimizer: Box<dyn PolicyOptimizer>) -> Self {
         Self {
+            evaluators,
             optimizer,
             window: EpisodeWindow::new(100),
             last: TrainResult::default(),
@@ -100,7 +106,7 @@ impl Trainer {
     /// An evaluator that cannot be reached.
     pub async fn save_state(&mut self) -> Result<RunState, OptimizerError> {
         let mut gaps = Vec::new();
-        let evaluators = self.optimizer.evaluators();
+        let evaluators = &self.evaluators;
         let mut states = vec![evaluators.local_handle().save_state().await?];
         // A worker busy with a request in flight (an asynchronous optimizer)
         // answers once it has served it.
@@ -122,7 +128,7 @@ impl Trainer {
     /// An evaluator that rejects its snapshot or cannot be reached.
     pub async fn load_state(&mut self, state: &RunState) -> Result<Vec<String>, OptimizerError> {
         let mut gaps = state.gaps.clone();
-        let evaluators = self.optimizer.evaluators();
+        let evaluators = &self.evaluators;
         for saved in &state.evaluators {
             if saved.index == 0 {
                 evaluators.local_handle().load_state(Arc::new(saved.clone())).await?;
@@ -158,9 +164,9 @@ impl Trainer {
     pub async fn train(&mut self) -> Result<TrainResult, OptimizerError> {
         let started = *self.started.get_or_insert_with(Instant::now);
         let t0 = Instant::now();
-        let mut step = self.optimizer.step().await?;
+        let mut step = self.optimizer.step(&mut self.evaluators).await?;
         let dt = t0.elapsed().as_secs_f64();
-        let env_shard_restarts = self.optimizer.evaluators().num_env_shard_restarts();
+        let env_shard_restarts = self.evaluators.num_env_shard_restarts();
         if env_shard_restarts > 0 {
             step.learner.set("env_shard_restarts", env_shard_restarts as f64);
         }
@@ -180,8 +186,8 @@ impl Trainer {
             time_this_iter_s: dt,
             time_total_s: self.time_before_s + started.elapsed().as_secs_f64(),
             env_steps_per_s: step.steps_sampled as f64 / dt.max(1e-9),
-            num_evaluator_restarts: self.optimizer.evaluators().num_restarts(),
-            evaluator_failures: self.optimizer.evaluators().failures(),
+            num_evaluator_restarts: self.evaluators.num_restarts(),
+            evaluator_failures: self.evaluators.failures(),
             learner: step.learner,
         };
         self.last = result.clone();
@@ -189,7 +195,33 @@ impl Trainer {
         Ok(result)
     }
 
-    /// The optimizer (and through it the evaluators and the learner's policy).
+    /// Replaces the learner's weights everywhere they live (see
+    /// [`PolicyOptimizer::restore_weights`]).
+    ///
+    /// # Errors
+    /// Weights of the wrong length, or an unreachable worker.
+    pub async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
+        self.optimizer.restore_weights(&mut self.evaluators, weights).await
+    }
+
+    /// The evaluators: the driver's own (whose policy the learner trains)
+    /// and the workers.
+    pub fn evaluators(&self) -> &Evaluators {
+        &self.evaluators
+    }
+
+    /// The evaluators, mutably.
+    pub fn evaluators_mut(&mut self) -> &mut Evaluators {
+        &mut self.evaluators
+    }
+
+    /// The evaluators, for a driver that keeps a policy and its env but
+    /// not the optimizer (population-based training's best member).
+    pub fn into_evaluators(self) -> Evaluators {
+        self.evaluators
+    }
+
+    /// The optimizer.
     pub fn optimizer(&self) -> &dyn PolicyOptimizer {
         self.optimizer.as_ref()
     }

@@ -105,9 +105,7 @@ const ROWS: usize = COPIES * 10;
 const SEED: u64 = 100;
 
 fn evaluator(env: VectorEnv, seed: u64) -> PolicyEvaluator {
-    let (obs_space, act_space) = (env.observation_space().clone(), env.action_space().clone());
-    let policy = CounterPolicy { weights: vec![0.0], t: 0, obs_space, act_space };
-    PolicyEvaluator::new(Box::new(policy), env, ROWS, seed).unwrap()
+    PolicyEvaluator::new(Box::new(CounterPolicy::for_env(&env)), env, ROWS, seed).unwrap()
 }
 
 fn shards(num_shards: usize, strategy: RestartStrategy, max_restarts: usize) -> EnvShards {

@@ -30,13 +30,18 @@ struct Corridor {
 
 impl Corridor {
     fn boxed(steps: Arc<AtomicUsize>, panic_at: usize) -> Box<dyn Env> {
+        Self::slow(steps, panic_at, std::time::Duration::ZERO)
+    }
+
+    /// Like [`boxed`](Self::boxed), but every step takes `delay`.
+    fn slow(steps: Arc<AtomicUsize>, panic_at: usize, delay: std::time::Duration) -> Box<dyn Env> {
         let env = Corridor {
             pos: 0,
             obs_space: Space::uniform_box(-100.0, 100.0, vec![1]).unwrap(),
             act_space: Space::discrete(2),
             steps,
             panic_at,
-            delay: std::time::Duration::ZERO,
+            delay,
         };
         Box::new(TimeLimit::new(env, 7))
     }
@@ -74,13 +79,7 @@ fn factory(steps: Arc<AtomicUsize>, panic_at: usize, num_envs: usize, sample_siz
     Arc::new(move |_index, _generation| {
         let envs = (0..num_envs).map(|_| Corridor::boxed(steps.clone(), panic_at)).collect();
         let env = VectorEnv::new(envs)?;
-        let policy = CounterPolicy {
-            weights: vec![0.0],
-            t: 0,
-            obs_space: env.observation_space().clone(),
-            act_space: env.action_space().clone(),
-        };
-        PolicyEvaluator::new(Box::new(policy), env, sample_size, 0)
+        PolicyEvaluator::new(Box::new(CounterPolicy::for_env(&env)), env, sample_size, 0)
     })
 }
 
@@ -88,28 +87,9 @@ fn factory(steps: Arc<AtomicUsize>, panic_at: usize, num_envs: usize, sample_siz
 fn factory_with_straggler(slow: usize, delay: std::time::Duration) -> EvaluatorFactory {
     let steps = Arc::new(AtomicUsize::new(0));
     Arc::new(move |index, _generation| {
-        let mut env = Corridor::boxed(steps.clone(), usize::MAX);
-        if index == slow {
-            env = Box::new(TimeLimit::new(
-                Corridor {
-                    pos: 0,
-                    obs_space: Space::uniform_box(-100.0, 100.0, vec![1]).unwrap(),
-                    act_space: Space::discrete(2),
-                    steps: steps.clone(),
-                    panic_at: usize::MAX,
-                    delay,
-                },
-                7,
-            ));
-        }
-        let env = VectorEnv::new(vec![env])?;
-        let policy = CounterPolicy {
-            weights: vec![0.0],
-            t: 0,
-            obs_space: env.observation_space().clone(),
-            act_space: env.action_space().clone(),
-        };
-        PolicyEvaluator::new(Box::new(policy), env, 20, 0)
+        let delay = if index == slow { delay } else { std::time::Duration::ZERO };
+        let env = VectorEnv::new(vec![Corridor::slow(steps.clone(), usize::MAX, delay)])?;
+        PolicyEvaluator::new(Box::new(CounterPolicy::for_env(&env)), env, 20, 0)
     })
 }
 
@@ -119,17 +99,17 @@ async fn straggler_mitigation_learns_without_the_slow_evaluator() {
     use rlx::{Evaluators, PolicyOptimizer};
     // Evaluator 2 needs 20 steps x 50 ms = 1 s per batch; evaluator 1 microseconds.
     let factory = factory_with_straggler(2, std::time::Duration::from_millis(50));
-    let evaluators = Evaluators::spawn(factory, 2, RestartPolicy::default()).await.unwrap();
+    let mut evaluators = Evaluators::spawn(factory, 2, RestartPolicy::default()).await.unwrap();
     let config = SyncSamplesConfig { min_sample_fraction: 0.5, ..Default::default() };
-    let mut optimizer = SyncSamplesOptimizer::new(evaluators, config);
+    let mut optimizer = SyncSamplesOptimizer::new(config);
     for _ in 0..3 {
-        let step = optimizer.step().await.unwrap();
+        let step = optimizer.step(&mut evaluators).await.unwrap();
         // One batch of 20 rows was learned on; the straggler's was dropped and counted.
         assert_eq!(step.steps_trained, 20);
         assert_eq!(step.learner.get("straggler_batches_dropped"), Some(1.0));
     }
     // The learner's weights advanced once per step (CounterPolicy adds 1 per learn).
-    assert_eq!(optimizer.evaluators().local().policy().get_weights(), vec![3.0]);
+    assert_eq!(evaluators.local().policy().get_weights(), vec![3.0]);
 }
 
 /// Records every batch it learns on, otherwise a [`CounterPolicy`].
@@ -178,15 +158,14 @@ async fn batch_replay_learns_on_whole_sampled_batches_in_order() {
     let steps = Arc::new(AtomicUsize::new(0));
     let factory: EvaluatorFactory = Arc::new(move |_index, _generation| {
         let env = VectorEnv::new(vec![Corridor::boxed(steps.clone(), usize::MAX)])?;
-        let (obs_space, act_space) = (env.observation_space().clone(), env.action_space().clone());
-        let inner = CounterPolicy { weights: vec![0.0], t: 0, obs_space, act_space };
+        let inner = CounterPolicy::for_env(&env);
         PolicyEvaluator::new(Box::new(Recording { inner, learned: seen.clone() }), env, 10, 0)
     });
-    let evaluators = Evaluators::spawn(factory, 0, RestartPolicy::default()).await.unwrap();
+    let mut evaluators = Evaluators::spawn(factory, 0, RestartPolicy::default()).await.unwrap();
     let config = SyncBatchReplayConfig { buffer_size: 50, learning_starts: 30, train_batch_size: 25, seed: 0 };
-    let mut optimizer = SyncBatchReplayOptimizer::new(evaluators, config).unwrap();
+    let mut optimizer = SyncBatchReplayOptimizer::new(config).unwrap();
     for i in 0..12 {
-        let step = optimizer.step().await.unwrap();
+        let step = optimizer.step(&mut evaluators).await.unwrap();
         // 10 rows per step: nothing is learned until 30 rows are stored.
         assert_eq!(step.steps_trained, if i < 2 { 0 } else { 30 }, "step {i}");
         assert!(optimizer.len() <= 60, "the oldest batches are dropped");
@@ -359,9 +338,10 @@ async fn a_killed_replay_shard_restarts_and_its_transitions_are_counted_lost() {
     use rlx::optimizer::{AsyncReplayConfig, AsyncReplayOptimizer};
     use rlx::{Evaluators, PolicyOptimizer};
     let steps = Arc::new(AtomicUsize::new(0));
-    let evaluators = Evaluators::spawn(factory(steps, usize::MAX, 1, 10), 2, RestartPolicy::default()).await.unwrap();
+    let mut evaluators =
+        Evaluators::spawn(factory(steps, usize::MAX, 1, 10), 2, RestartPolicy::default()).await.unwrap();
     let (obs_space, act_space) = (Space::uniform_box(-100.0, 100.0, vec![1]).unwrap(), Space::discrete(2));
-    let learner = Box::new(CounterPolicy { weights: vec![0.0], t: 0, obs_space, act_space });
+    let learner = Box::new(CounterPolicy::new(obs_space, act_space));
     let config = AsyncReplayConfig {
         num_replay_shards: 2,
         buffer_size: 100_000,
@@ -375,11 +355,11 @@ async fn a_killed_replay_shard_restarts_and_its_transitions_are_counted_lost() {
         shard_restart: RestartPolicy::default(),
         seed: 3,
     };
-    let mut optimizer = AsyncReplayOptimizer::new(evaluators, learner, config).await.unwrap();
+    let mut optimizer = AsyncReplayOptimizer::new(&evaluators, learner, config).await.unwrap();
     // The learner thread reports asynchronously: step until it has.
     let (mut sampled, mut trained) = (0, 0);
     while trained == 0 {
-        let step = optimizer.step().await.unwrap();
+        let step = optimizer.step(&mut evaluators).await.unwrap();
         (sampled, trained) = (sampled + step.steps_sampled, trained + step.steps_trained);
         assert!(sampled < 20_000, "the learner never reported an update");
     }
@@ -391,7 +371,7 @@ async fn a_killed_replay_shard_restarts_and_its_transitions_are_counted_lost() {
     optimizer.shards().actor(0).kill();
     let (mut trained_after, mut last) = (0, None);
     while trained_after == 0 || optimizer.shards().generation(0) == 0 {
-        let step = optimizer.step().await.unwrap();
+        let step = optimizer.step(&mut evaluators).await.unwrap();
         (sampled, trained_after) = (sampled + step.steps_sampled, trained_after + step.steps_trained);
         last = Some(step.learner);
         assert!(sampled < 40_000, "training did not go on after the shard died");

@@ -103,7 +103,7 @@ async fn mean_std_filter_statistics_are_merged_across_evaluators() {
         last = Some(trainer.train().await.unwrap());
     }
     // The driver's filter has seen every step every worker sampled, once.
-    let local = trainer.optimizer().evaluators().local();
+    let local = trainer.evaluators().local();
     let seen = local.observation_filter().expect("filter configured").global().count();
     assert_eq!(seen, last.unwrap().timesteps_total);
 }

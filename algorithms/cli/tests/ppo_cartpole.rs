@@ -3,6 +3,7 @@
 //! actor (the default) and with it an actix sync actor. With its env copies
 //! split over shard actors it trains exactly as without.
 
+use rlx::StopCriteria;
 use rlx_cli::build_trainer;
 use serde_json::json;
 
@@ -39,7 +40,7 @@ async fn ppo_with_env_shards_trains_exactly_as_without() {
             let r = trainer.train().await.unwrap();
             results.push((r.episode_reward_mean, r.episodes_total, r.learner.get("policy_loss")));
         }
-        let weights = trainer.optimizer().evaluators().local().policy().get_weights();
+        let weights = trainer.evaluators().local().policy().get_weights();
         (results, weights)
     }
     let want = run(json!({"seed": 1, "num_workers": 1})).await;
@@ -50,27 +51,31 @@ async fn ppo_with_env_shards_trains_exactly_as_without() {
     }
 }
 
+/// Trains until the run's stop criteria (as `rlx train --stop`) hold: the
+/// 100-episode mean return reached [`THRESHOLD`], or the budget ran out.
 async fn learns(config: serde_json::Value) {
     let (mut trainer, resolved) = build_trainer("PPO", "CartPole-v1", &config).await.unwrap();
     assert_eq!(resolved.get("backend"), config.get("backend"));
+    let stop = StopCriteria {
+        episode_reward_mean: Some(THRESHOLD),
+        timesteps_total: Some(STEP_BUDGET),
+        ..StopCriteria::default()
+    };
     let mut best = f64::NEG_INFINITY;
-    loop {
+    let r = loop {
         let r = trainer.train().await.unwrap();
         let mean = r.episode_reward_mean.unwrap_or(0.0);
         best = best.max(mean);
-        eprintln!(
-            "iter {} steps {} mean {:.1} t {:.1}s",
-            r.training_iteration, r.timesteps_total, mean, r.time_total_s
-        );
-        if mean >= THRESHOLD {
-            // Sanity of the metrics that came with it.
-            assert!(r.learner.get("policy_loss").is_some() && r.learner.get("kl").is_some());
-            assert!(r.episodes_total >= 100);
-            return;
+        eprintln!("iter {} steps {} mean {mean:.1} t {:.1}s", r.training_iteration, r.timesteps_total, r.time_total_s);
+        if stop.should_stop(&r) {
+            break r;
         }
-        assert!(
-            r.timesteps_total < STEP_BUDGET,
-            "PPO did not reach a mean return of {THRESHOLD} within {STEP_BUDGET} steps (best {best:.1})"
-        );
-    }
+    };
+    assert!(
+        r.episode_reward_mean.is_some_and(|mean| mean >= THRESHOLD),
+        "PPO did not reach a mean return of {THRESHOLD} within {STEP_BUDGET} steps (best {best:.1})"
+    );
+    // Sanity of the metrics that came with it.
+    assert!(r.learner.get("policy_loss").is_some() && r.learner.get("kl").is_some());
+    assert!(r.episodes_total >= 100);
 }

@@ -1,7 +1,7 @@
 //! Helpers shared by the learning tests (each test file uses some of them).
 #![allow(dead_code)]
 
-use rlx::{fields, Action, Column, LearnerStats, PolicyGraph, SampleBatch};
+use rlx::{fields, Action, Column, LearnerStats, PolicyGraph, SampleBatch, TrainResult, Trainer};
 use rlx_algorithms::build_trainer;
 use serde_json::Value;
 
@@ -42,26 +42,52 @@ pub fn greedy_return(policy: &mut dyn PolicyGraph, env: &str, episodes: u64) -> 
     total / episodes as f64
 }
 
+/// What a learning test's check saw after one iteration: the figure it
+/// watches, and whether the run passed.
+pub struct Score {
+    pub value: f64,
+    pub passed: bool,
+}
+
+/// The loop of a learning test: trains until `check` passes the run, and
+/// fails once `budget` env steps have been sampled without. After every
+/// iteration `check` gets the trainer (to evaluate its policy) and the
+/// result, and returns its [`Score`], or `None` where it does not look.
+/// The failure reads `{failure} within {budget} steps (best …)`, with the
+/// best value seen. Returns the result that passed.
+pub async fn train_until(
+    trainer: &mut Trainer,
+    failure: &str,
+    budget: u64,
+    mut check: impl FnMut(&mut Trainer, &TrainResult) -> Option<Score>,
+) -> TrainResult {
+    let mut best = f64::NEG_INFINITY;
+    loop {
+        let r = trainer.train().await.unwrap();
+        if let Some(score) = check(trainer, &r) {
+            best = best.max(score.value);
+            if score.passed {
+                return r;
+            }
+        }
+        assert!(r.timesteps_total < budget, "{failure} within {budget} steps (best {best:.1})");
+    }
+}
+
 /// Trains on CartPole-v1 until the 100-episode mean return reaches
 /// `threshold` (over at least 20 episodes), failing past `budget` env
 /// steps. Returns the last result's learner stats.
 pub async fn learns(algorithm: &str, config: Value, threshold: f64, budget: u64) -> LearnerStats {
     let (mut trainer, _) = build_trainer(algorithm, "CartPole-v1", &config).await.unwrap();
-    let mut best = f64::NEG_INFINITY;
-    loop {
-        let r = trainer.train().await.unwrap();
+    let failure = format!("{algorithm} did not reach a mean return of {threshold}");
+    let r = train_until(&mut trainer, &failure, budget, |_, r| {
         let mean = r.episode_reward_mean.unwrap_or(0.0);
-        best = best.max(mean);
         eprintln!(
             "{algorithm} iter {} steps {} mean {mean:.1} t {:.1}s",
             r.training_iteration, r.timesteps_total, r.time_total_s
         );
-        if mean >= threshold && r.episodes_total >= 20 {
-            return r.learner;
-        }
-        assert!(
-            r.timesteps_total < budget,
-            "{algorithm} did not reach a mean return of {threshold} within {budget} steps (best {best:.1})"
-        );
-    }
+        Some(Score { value: mean, passed: mean >= threshold && r.episodes_total >= 20 })
+    })
+    .await;
+    r.learner
 }

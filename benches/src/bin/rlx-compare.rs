@@ -203,7 +203,7 @@ fn raw_cartpole(seconds: Duration) -> f64 {
 async fn sampling(workers: usize, seconds: Duration) -> Result<f64> {
     let config = json!({"num_workers": workers, "num_envs_per_worker": 8, "train_batch_size": STEPS_PER_SAMPLE});
     let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &config).await.map_err(|e| e.to_string())?;
-    let evaluators = trainer.optimizer_mut().evaluators_mut();
+    let evaluators = trainer.evaluators_mut();
     let mut rates = Vec::new();
     let start = Instant::now();
     for round in 0.. {
@@ -365,24 +365,11 @@ fn table(rlx_paths: &[PathBuf], reference_paths: &[PathBuf]) -> Result<String> {
     ] {
         let (rw, xw) = (&r[rk], &x[xk]);
         let solved = |w: &Value, key: &str| w["solved"].as_bool().filter(|s| *s).and(w[key].as_f64());
-        out += &row(
-            Less,
-            &format!("{alg} to mean return 475, wall time"),
-            rw,
-            xw,
-            who,
-            |w| solved(w, "wall_s"),
-            |s| format!("{s:.1} s"),
-        );
-        out += &row(
-            Less,
-            &format!("{alg} to mean return 475, env steps"),
-            rw,
-            xw,
-            who,
-            |w| solved(w, "env_steps"),
-            |s| format!("{s:.0}"),
-        );
+        let to_475: [(&str, &str, fn(f64) -> String); 2] =
+            [("wall time", "wall_s", |s| format!("{s:.1} s")), ("env steps", "env_steps", |s| format!("{s:.0}"))];
+        for (figure, key, fmt) in to_475 {
+            out += &row(Less, &format!("{alg} to mean return 475, {figure}"), rw, xw, who, |w| solved(w, key), fmt);
+        }
         out += &row(Less, &format!("{alg} run, peak memory"), rw, xw, who, |w| w["peak_rss_bytes"].as_f64(), fmt_bytes);
     }
     Ok(out)

@@ -46,7 +46,7 @@ pub async fn train(algorithm: &str, make_env: EnvMaker, config: &Value, timestep
 /// # Errors
 /// The env's or the policy's error, as text.
 pub fn evaluate(trainer: &mut Trainer, make_env: &EnvMaker, episodes: u64, seed: u64) -> Result<f64, String> {
-    let mut local = trainer.optimizer_mut().evaluators_mut().local_mut();
+    let mut local = trainer.evaluators_mut().local_mut();
     let policy = local.policy_mut();
     let mut env = make_env().map_err(|e| e.to_string())?;
     let mut obs = vec![0.0; env.observation_space().flat_dim()];

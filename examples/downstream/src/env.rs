@@ -21,9 +21,9 @@
 //!   `obs` and do not allocate;
 //! - errors instead of panics: an action outside the space is
 //!   `EnvError::InvalidAction`, stepping a finished episode `NeedsReset`;
-//! - seeding as in Gymnasium: `reset(Some(seed))` replaces the random
-//!   generator, `reset(None)` continues its stream, so a given seed always
-//!   gives the same episodes;
+//! - seeding as in Gymnasium ([`reseed`]): `reset(Some(seed))` replaces the
+//!   random generator, `reset(None)` continues its stream, so a given seed
+//!   always gives the same episodes;
 //! - the episode *terminates* at the goal; the time limit, which *truncates*
 //!   it, comes from rlx's [`TimeLimit`] wrapper, not from the env itself.
 
@@ -47,6 +47,17 @@ pub fn one_hot(cells: usize, cell: usize) -> Vec<f32> {
     let mut row = vec![0.0; cells];
     row[cell] = 1.0;
     row
+}
+
+/// Seeds `rng` as Gymnasium's `reset(seed=...)` does: `Some(seed)` starts a
+/// new random stream from that seed, `None` continues the current one.
+/// Returns the generator, to draw the new episode from. Every env of this
+/// crate seeds its `reset` with it.
+pub fn reseed(rng: &mut ChaCha8Rng, seed: Option<u64>) -> &mut ChaCha8Rng {
+    if let Some(seed) = seed {
+        *rng = ChaCha8Rng::seed_from_u64(seed);
+    }
+    rng
 }
 
 /// A 1-D corridor of `cells` cells with the goal at the right end.
@@ -135,9 +146,7 @@ impl Env for ChainWalk {
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
-        }
+        reseed(&mut self.rng, seed);
         self.pos = self.start();
         self.terminated = false;
         self.observe(obs);

@@ -113,7 +113,7 @@ pub fn evaluator_factory(config: Config) -> EvaluatorFactory {
 /// If an evaluator cannot be built; the error names which.
 pub async fn build_trainer(config: Config) -> Result<Trainer, HandleError> {
     let evaluators = Evaluators::spawn(evaluator_factory(config), config.num_workers, RestartPolicy::default()).await?;
-    Ok(Trainer::new(Box::new(GatherLearnBroadcast::new(evaluators))))
+    Ok(Trainer::new(evaluators, Box::new(GatherLearnBroadcast)))
 }
 
 /// Plays at least `min_episodes` episodes on a fresh evaluator, sampling as
@@ -154,7 +154,7 @@ pub fn mean_return(episodes: &[EpisodeSummary]) -> f64 {
 /// # Errors
 /// The policy's error (none for a trainer from [`build_trainer`]).
 pub fn learned_policy(trainer: &Trainer) -> Result<LinearSoftmaxPolicy, PolicyError> {
-    let local = trainer.optimizer().evaluators().local();
+    let local = trainer.evaluators().local();
     let learner = local.policy();
     // Only for acting: the learning rate and discount are never used.
     let config = PolicyConfig { gamma: 0.0, lr: 0.0, seed: 0 };

@@ -21,43 +21,29 @@
 use rlx::{async_trait, operators, Evaluators, OptimizerError, PolicyOptimizer, StepStats};
 
 /// Gather from every worker, concatenate, learn on the driver, broadcast.
-pub struct GatherLearnBroadcast {
-    evaluators: Evaluators,
-}
-
-impl GatherLearnBroadcast {
-    /// Drives `evaluators`: the workers sample, the local evaluator's policy
-    /// learns. (With no workers, the local evaluator samples too.)
-    pub fn new(evaluators: Evaluators) -> Self {
-        Self { evaluators }
-    }
-}
+/// It keeps no state of its own: the [`rlx::Trainer`] owns the evaluators
+/// and hands them to every step.
+pub struct GatherLearnBroadcast;
 
 // `PolicyOptimizer` is declared with `#[async_trait]`, so implementations
 // use the same attribute (re-exported by rlx as `rlx::async_trait`).
 #[async_trait]
 impl PolicyOptimizer for GatherLearnBroadcast {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+    /// The workers sample, the local evaluator's policy learns. (With no
+    /// workers, the local evaluator samples too.)
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         // 1. Every worker samples once, concurrently. The batches come back
         //    postprocessed (the `returns` column is already there) and in
         //    worker order, so a fixed seed gives a reproducible run.
-        let rollouts = operators::parallel_rollouts(&self.evaluators).await?;
+        let rollouts = operators::parallel_rollouts(evaluators).await?;
         // 2. One train batch, plus the episodes that finished meanwhile.
         let (batch, episodes) = operators::concat_rollouts(rollouts)?;
         // 3. The driver's (local) policy learns on it.
-        let learner = self.evaluators.learn_on_batch(&batch)?;
+        let learner = evaluators.learn_on_batch(&batch)?;
         // 4. The new weights go to every worker; wait until all have them.
-        operators::broadcast_weights(&self.evaluators).await?;
+        operators::broadcast_weights(evaluators).await?;
 
         let rows = batch.len() as u64;
         Ok(StepStats { steps_sampled: rows, steps_trained: rows, episodes, learner })
-    }
-
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
     }
 }

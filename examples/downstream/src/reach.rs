@@ -11,6 +11,7 @@
 //! distances); a policy that does not move, or moves at random, about −40
 //! (−41.8 for random actions over 50 episodes, see `tests/builtin.rs`).
 
+use crate::env::reseed;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::env::{invalid_action, EnvState};
@@ -76,12 +77,10 @@ impl Env for Reach {
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
-        }
+        let rng = reseed(&mut self.rng, seed);
         for i in 0..3 {
-            self.point[i] = self.rng.gen_range(-1.0..1.0);
-            self.goal[i] = self.rng.gen_range(-1.0..1.0);
+            self.point[i] = rng.gen_range(-1.0..1.0);
+            self.goal[i] = rng.gen_range(-1.0..1.0);
         }
         self.steps = 0;
         self.observe(obs);

@@ -13,6 +13,7 @@
 //! Uniformly random actions often run out of time (0.19 on average over
 //! 50 episodes, see `tests/builtin.rs`).
 
+use crate::env::reseed;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::env::{invalid_action, EnvState};
@@ -78,11 +79,9 @@ impl Env for Ring {
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
-        }
-        self.agent = self.rng.gen_range(0..CELLS);
-        self.goal = (self.agent + self.rng.gen_range(1..CELLS)) % CELLS;
+        let rng = reseed(&mut self.rng, seed);
+        self.agent = rng.gen_range(0..CELLS);
+        self.goal = (self.agent + rng.gen_range(1..CELLS)) % CELLS;
         (self.steps, self.done) = (0, false);
         self.observe(obs);
         Ok(())

@@ -8,50 +8,63 @@
 //! DQN and PPO with our network each 0.96 (random actions 0.19); on reach
 //! PPO −4.0 and SAC −4.4 (random actions −41.8).
 
+use rlx::env::EnvMaker;
 use rlx_downstream::builtin::{evaluate, random_return, reach, ring, train};
 use serde_json::json;
 
 /// Greedy episodes each evaluation plays.
 const EPISODES: u64 = 50;
 
-/// The ring's threshold: from any cell the goal is at most 3 moves away
-/// (a return of at least 0.9); random actions score 0.19 (50 episodes).
-const RING_THRESHOLD: f64 = 0.75;
-
-/// Reach's threshold: heading straight for the goal scores about −3;
-/// random actions −41.8 (50 episodes).
-const REACH_THRESHOLD: f64 = -10.0;
-
-async fn ring_return(algorithm: &str, config: serde_json::Value, timesteps: u64) -> f64 {
-    let make_env = ring();
-    let mut trainer = train(algorithm, make_env.clone(), &config, timesteps).await.expect("trains");
-    let greedy = evaluate(&mut trainer, &make_env, EPISODES, 1_000).expect("evaluates");
-    let random = random_return(&make_env, EPISODES, 1_000).expect("random");
-    println!("{algorithm} on the ring: greedy {greedy:.3}, random {random:.3} ({config})");
-    assert!(random < RING_THRESHOLD - 0.4, "random actions already score {random:.3}");
-    greedy
+/// One of our envs, and the greedy mean return that shows a policy learned it.
+struct Task {
+    name: &'static str,
+    make_env: fn() -> EnvMaker,
+    /// What the learned policy's greedy mean return must beat.
+    threshold: f64,
+    /// How far below the threshold random actions must score, so that
+    /// beating it takes learning.
+    margin: f64,
 }
 
-async fn reach_return(algorithm: &str, config: serde_json::Value, timesteps: u64) -> f64 {
-    let make_env = reach();
+/// The ring: from any cell the goal is at most 3 moves away (a return of
+/// at least 0.9); random actions score 0.19 (50 episodes).
+const RING: Task = Task { name: "the ring", make_env: ring, threshold: 0.75, margin: 0.4 };
+
+/// Reach: heading straight for the goal scores about −3; random actions
+/// −41.8 (50 episodes).
+const REACH: Task = Task { name: "reach", make_env: reach, threshold: -10.0, margin: 10.0 };
+
+/// Trains `algorithm` with `config` on `task` for `timesteps` env steps and
+/// asserts that its greedy mean return beats the task's threshold, which
+/// random actions miss by the task's margin.
+async fn assert_learns(task: &Task, algorithm: &str, config: serde_json::Value, timesteps: u64) {
+    let make_env = (task.make_env)();
     let mut trainer = train(algorithm, make_env.clone(), &config, timesteps).await.expect("trains");
     let greedy = evaluate(&mut trainer, &make_env, EPISODES, 1_000).expect("evaluates");
     let random = random_return(&make_env, EPISODES, 1_000).expect("random");
-    println!("{algorithm} on reach: greedy {greedy:.3}, random {random:.3} ({config})");
-    assert!(random < REACH_THRESHOLD - 10.0, "random actions already score {random:.3}");
-    greedy
+    println!("{algorithm} on {}: greedy {greedy:.3}, random {random:.3} ({config})", task.name);
+    assert!(random < task.threshold - task.margin, "random actions already score {random:.3} on {}", task.name);
+    assert!(greedy > task.threshold, "{algorithm} on {}: greedy mean return {greedy:.3}", task.name);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ppo_learns_the_ring() {
-    let greedy = ring_return("PPO", json!({"seed": 0, "num_workers": 0}), 40_000).await;
-    assert!(greedy > RING_THRESHOLD, "greedy mean return {greedy:.3}");
+    assert_learns(&RING, "PPO", json!({"seed": 0, "num_workers": 0}), 40_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ppo_learns_reach_with_continuous_actions() {
+    assert_learns(&REACH, "PPO", json!({"seed": 0, "num_workers": 0}), 60_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dqn_learns_the_ring() {
-    let greedy = ring_return("DQN", json!({"seed": 0}), 20_000).await;
-    assert!(greedy > RING_THRESHOLD, "greedy mean return {greedy:.3}");
+    assert_learns(&RING, "DQN", json!({"seed": 0}), 20_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sac_learns_reach() {
+    assert_learns(&REACH, "SAC", json!({"seed": 0}), 6_000).await;
 }
 
 /// PPO with our own network ([`rlx_downstream::network::SkipMlp`]) in
@@ -64,20 +77,7 @@ async fn ppo_with_our_network_learns_the_ring() {
         "num_workers": 0,
         "model": {"custom_model": "skip_mlp", "custom_model_config": {"width": 32}},
     });
-    let greedy = ring_return("PPO", config, 40_000).await;
-    assert!(greedy > RING_THRESHOLD, "greedy mean return {greedy:.3}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ppo_learns_reach_with_continuous_actions() {
-    let greedy = reach_return("PPO", json!({"seed": 0, "num_workers": 0}), 60_000).await;
-    assert!(greedy > REACH_THRESHOLD, "greedy mean return {greedy:.3}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sac_learns_reach() {
-    let greedy = reach_return("SAC", json!({"seed": 0}), 6_000).await;
-    assert!(greedy > REACH_THRESHOLD, "greedy mean return {greedy:.3}");
+    assert_learns(&RING, "PPO", config, 40_000).await;
 }
 
 /// A custom model that refuses its options is a config error naming the

@@ -21,14 +21,14 @@ const ITERATIONS: u64 = 30;
 /// return and the learned weights.
 async fn train(config: Config) -> (f64, Vec<f32>) {
     let mut trainer = build_trainer(config).await.expect("evaluators start");
-    assert_eq!(trainer.optimizer().evaluators().num_workers(), 2, "two actor evaluators");
+    assert_eq!(trainer.evaluators().num_workers(), 2, "two actor evaluators");
     for _ in 0..ITERATIONS {
         let result = trainer.train().await.expect("training step");
         // Both workers sampled: 2 × 200 steps, nothing from the driver.
         assert_eq!(result.timesteps_this_iter, 400);
     }
     let smoothed = trainer.last_result().episode_reward_mean.expect("episodes finished");
-    let weights = trainer.optimizer().evaluators().local().policy().get_weights();
+    let weights = trainer.evaluators().local().policy().get_weights();
     (smoothed, weights)
 }
 

@@ -26,7 +26,6 @@ pub struct AsyncGradientsConfig {
 
 /// Apply gradients as they arrive; refresh only the worker that sent one.
 pub struct AsyncGradientsOptimizer {
-    evaluators: Evaluators,
     config: AsyncGradientsConfig,
     in_flight: InFlight<GradientRollout>,
     /// Number of gradients applied so far: the learner's weights version.
@@ -34,23 +33,20 @@ pub struct AsyncGradientsOptimizer {
 }
 
 impl AsyncGradientsOptimizer {
-    /// Drives `evaluators` asynchronously.
-    pub fn new(evaluators: Evaluators, config: AsyncGradientsConfig) -> Self {
-        Self { evaluators, config, in_flight: InFlight::default(), version: 0 }
-    }
-
-    fn weights(&self) -> Arc<FlatWeights> {
-        Arc::new(self.evaluators.local().policy().get_weights())
+    /// Drives the evaluators asynchronously.
+    pub fn new(config: AsyncGradientsConfig) -> Self {
+        Self { config, in_flight: InFlight::default(), version: 0 }
     }
 
     /// Applies one gradient to the learner and counts it.
     fn apply(
         &mut self,
+        evaluators: &mut Evaluators,
         g: GradientRollout,
         out: &mut StepStats,
         stats: &mut Vec<LearnerStats>,
     ) -> Result<(), OptimizerError> {
-        self.evaluators.local_mut().policy_mut().apply_gradients(&g.grads).map_err(rlx_err)?;
+        evaluators.local_mut().policy_mut().apply_gradients(&g.grads).map_err(rlx_err)?;
         self.version += 1;
         out.steps_sampled += g.steps as u64;
         out.steps_trained += g.steps as u64;
@@ -62,11 +58,11 @@ impl AsyncGradientsOptimizer {
 
 #[async_trait]
 impl PolicyOptimizer for AsyncGradientsOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         let (mut out, mut stats, mut lags) = (StepStats::default(), Vec::new(), Vec::new());
         if self.in_flight.is_empty() {
-            let weights = self.weights();
-            for w in self.evaluators.samplers() {
+            let weights = weights(evaluators);
+            for w in evaluators.samplers() {
                 self.in_flight
                     .send(w, Some((weights.clone(), self.version)), self.version, |w| w.sample_and_compute_gradients());
             }
@@ -76,9 +72,9 @@ impl PolicyOptimizer for AsyncGradientsOptimizer {
                 self.in_flight.next().await.expect("every sampler has a request in flight");
             let g = result?;
             lags.push(self.version - version);
-            self.apply(g, &mut out, &mut stats)?;
+            self.apply(evaluators, g, &mut out, &mut stats)?;
             // Fresh weights to this worker only, then its next gradient.
-            let weights = Some((self.weights(), self.version));
+            let weights = Some((weights(evaluators), self.version));
             self.in_flight.send(worker, weights, self.version, |w| w.sample_and_compute_gradients());
         }
         out.learner = LearnerStats::mean(&stats);
@@ -90,14 +86,11 @@ impl PolicyOptimizer for AsyncGradientsOptimizer {
     fn checkpoint_gaps(&self) -> Vec<String> {
         vec![super::IN_FLIGHT_GAP.into()]
     }
+}
 
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
-    }
+/// The learner's weights now.
+fn weights(evaluators: &Evaluators) -> Arc<FlatWeights> {
+    Arc::new(evaluators.local().policy().get_weights())
 }
 
 fn rlx_err(e: crate::policy::PolicyError) -> OptimizerError {

@@ -126,7 +126,6 @@ struct LearnerReport {
 
 /// Ape-X: evaluators into replay shards, a learner thread out of them.
 pub struct AsyncReplayOptimizer {
-    evaluators: Evaluators,
     config: AsyncReplayConfig,
     shards: ReplayShards,
     rng: ChaCha8Rng,
@@ -194,7 +193,7 @@ impl AsyncReplayOptimizer {
     /// # Errors
     /// Settings out of range, or a shard that fails to start.
     pub async fn new(
-        evaluators: Evaluators,
+        evaluators: &Evaluators,
         learner: Box<dyn PolicyGraph>,
         config: AsyncReplayConfig,
     ) -> Result<Self, OptimizerError> {
@@ -220,7 +219,6 @@ impl AsyncReplayOptimizer {
             .map_err(|e| EvaluatorError::Config(format!("cannot start the learner thread: {e}")))?;
         let n = evaluators.num_workers() + 1;
         Ok(Self {
-            evaluators,
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             config,
             shards,
@@ -402,12 +400,12 @@ impl AsyncReplayOptimizer {
 
 #[async_trait]
 impl PolicyOptimizer for AsyncReplayOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         let (mut out, mut all) = (StepStats::default(), Vec::new());
         self.unpark();
         if self.in_flight.is_empty() && self.parked.is_empty() {
             let latest = self.latest();
-            for w in self.evaluators.samplers() {
+            for w in evaluators.samplers() {
                 self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
             }
         }
@@ -423,23 +421,19 @@ impl PolicyOptimizer for AsyncReplayOptimizer {
         }
         // Keep the driver's copy current for checkpoints and evaluation.
         let (weights, _) = self.latest();
-        self.evaluators.local_mut().set_weights(&weights)?;
+        evaluators.local_mut().set_weights(&weights)?;
         out.learner = self.learner_stats(&all);
         Ok(out)
     }
 
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
-    }
-
     /// Hands the weights to the learner thread (adopted before its next
     /// update) and publishes them for the next weight sync.
-    async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        self.evaluators.local_mut().set_weights(&weights)?;
+    async fn restore_weights(
+        &mut self,
+        evaluators: &mut Evaluators,
+        weights: Arc<FlatWeights>,
+    ) -> Result<(), OptimizerError> {
+        evaluators.local_mut().set_weights(&weights)?;
         hand_to_learner(&self.pending, &self.published, weights);
         Ok(())
     }

@@ -105,7 +105,6 @@ pub(super) fn hand_to_learner(pending: &Pending, published: &Published, weights:
 
 /// Asynchronous sampling, a learner thread, weights every k batches.
 pub struct AsyncSamplesOptimizer {
-    evaluators: Evaluators,
     config: AsyncSamplesConfig,
     in_flight: InFlight<Rollout>,
     batches_since_weights: Vec<usize>,
@@ -173,7 +172,7 @@ impl AsyncSamplesOptimizer {
     /// # Errors
     /// If an aggregation actor fails to start.
     pub async fn new(
-        evaluators: Evaluators,
+        evaluators: &Evaluators,
         learner: Box<dyn PolicyGraph>,
         config: AsyncSamplesConfig,
     ) -> Result<Self, HandleError> {
@@ -198,7 +197,6 @@ impl AsyncSamplesOptimizer {
         }
         let n = evaluators.num_workers() + 1;
         Ok(Self {
-            evaluators,
             config,
             in_flight: InFlight::default(),
             batches_since_weights: vec![0; n],
@@ -276,11 +274,11 @@ impl AsyncSamplesOptimizer {
 
 #[async_trait]
 impl PolicyOptimizer for AsyncSamplesOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         let (mut out, mut all) = (StepStats::default(), Vec::new());
         if self.in_flight.is_empty() {
             let latest = self.latest();
-            for w in self.evaluators.samplers() {
+            for w in evaluators.samplers() {
                 self.in_flight.send(w, Some(latest.clone()), latest.1, |w| w.sample());
             }
         }
@@ -294,24 +292,20 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
         }
         // Keep the driver's copy current for checkpoints and evaluation.
         let (weights, _) = self.latest();
-        self.evaluators.local_mut().set_weights(&weights)?;
+        evaluators.local_mut().set_weights(&weights)?;
         out.learner = LearnerStats::mean(&all);
         Ok(out)
-    }
-
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
     }
 
     /// Hands the weights to the learner thread (adopted before its next
     /// update) and publishes them, so the next broadcast sends them to the
     /// workers.
-    async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        self.evaluators.local_mut().set_weights(&weights)?;
+    async fn restore_weights(
+        &mut self,
+        evaluators: &mut Evaluators,
+        weights: Arc<FlatWeights>,
+    ) -> Result<(), OptimizerError> {
+        evaluators.local_mut().set_weights(&weights)?;
         hand_to_learner(&self.pending, &self.published, weights);
         Ok(())
     }

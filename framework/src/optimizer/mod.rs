@@ -2,15 +2,22 @@
 //! distributed, independent of the algorithm's math.
 //!
 //! An optimizer's [`step`](PolicyOptimizer::step) is short imperative async
-//! code over the shared [`operators`](crate::operators). Swapping the
-//! optimizer changes the execution strategy without touching the policy
-//! graph.
+//! code over the shared [`operators`](crate::operators), run on the
+//! evaluators the [`Trainer`](crate::Trainer) owns and passes in. Swapping
+//! the optimizer changes the execution strategy without touching the
+//! policy graph.
+//!
+//! RLlib Flow (Liang et al., NeurIPS 2021) showed that an algorithm's
+//! distributed execution reads best as a few lines over shared operators
+//! (sample, concatenate, learn, broadcast) next to the algorithm's math.
+//! An algorithm with a step of its own implements [`PolicyOptimizer`] in its
+//! own file (PPO's `PpoStep`, A2C's `A2cStep`); the optimizers of this
+//! module are the strategies several algorithms share.
 
 mod async_gradients;
 mod async_replay;
 mod async_samples;
 mod multi_device;
-mod plan;
 mod sync_batch_replay;
 mod sync_replay;
 mod sync_samples;
@@ -19,7 +26,6 @@ pub use async_gradients::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 pub use async_replay::{AsyncReplayConfig, AsyncReplayOptimizer};
 pub use async_samples::{AsyncSamplesConfig, AsyncSamplesOptimizer};
 pub use multi_device::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer};
-pub use plan::{Plan, TrainingStep};
 pub use sync_batch_replay::{SyncBatchReplayConfig, SyncBatchReplayOptimizer};
 pub use sync_replay::{SyncReplayConfig, SyncReplayOptimizer};
 pub use sync_samples::{publish_round, sample_round, SampleRound, SyncSamplesConfig, SyncSamplesOptimizer};
@@ -65,30 +71,30 @@ pub enum OptimizerError {
     Replay(#[from] ReplayError),
 }
 
-/// Decides how an algorithm samples, learns and syncs weights.
+/// Decides how an algorithm samples, learns and syncs weights, over the
+/// evaluators the [`Trainer`](crate::Trainer) owns.
 #[async_trait]
 pub trait PolicyOptimizer: Send {
-    /// One round of sampling and learning.
+    /// One round of sampling and learning over `evaluators`: the driver's
+    /// own (whose policy the learner trains) and the workers.
     ///
     /// # Errors
     /// An evaluator that failed for good, or a learner error.
-    async fn step(&mut self) -> Result<StepStats, OptimizerError>;
-
-    /// The evaluators this optimizer drives (for weights, checkpoints and
-    /// metrics).
-    fn evaluators(&self) -> &Evaluators;
-
-    /// The evaluators, mutably.
-    fn evaluators_mut(&mut self) -> &mut Evaluators;
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError>;
 
     /// Replaces the learner's weights everywhere they live (restoring a
     /// checkpoint). The default sets the local policy's and every worker's;
-    /// an optimizer that learns elsewhere (a learner thread) overrides it.
+    /// an optimizer that keeps copies elsewhere (a learner thread, learner
+    /// replicas) overrides it.
     ///
     /// # Errors
     /// Weights of the wrong length, or an unreachable worker.
-    async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        set_weights_everywhere(self.evaluators_mut(), &weights).await
+    async fn restore_weights(
+        &mut self,
+        evaluators: &mut Evaluators,
+        weights: Arc<FlatWeights>,
+    ) -> Result<(), OptimizerError> {
+        set_weights_everywhere(evaluators, &weights).await
     }
 
     /// What a checkpoint of this optimizer leaves out, in words (empty: a
@@ -118,7 +124,13 @@ fn summarize_updates(all: &[LearnerStats]) -> LearnerStats {
 }
 
 /// Sets the local policy's and every worker's weights.
-async fn set_weights_everywhere(evaluators: &mut Evaluators, weights: &Arc<FlatWeights>) -> Result<(), OptimizerError> {
+///
+/// # Errors
+/// Weights of the wrong length, or an unreachable worker.
+pub async fn set_weights_everywhere(
+    evaluators: &mut Evaluators,
+    weights: &Arc<FlatWeights>,
+) -> Result<(), OptimizerError> {
     evaluators.local_mut().set_weights(weights)?;
     for w in evaluators.workers() {
         w.set_weights(weights.clone()).await?;

@@ -354,7 +354,6 @@ fn weighted_average(
 /// Synchronous sampling (as [`SyncSamplesOptimizer`](super::SyncSamplesOptimizer))
 /// feeding a [`MultiDeviceLearner`].
 pub struct MultiDeviceOptimizer {
-    evaluators: Evaluators,
     sampling: SyncSamplesConfig,
     learner: MultiDeviceLearner,
 }
@@ -362,8 +361,8 @@ pub struct MultiDeviceOptimizer {
 impl MultiDeviceOptimizer {
     /// Samples from `evaluators` like [`SyncSamplesOptimizer`](super::SyncSamplesOptimizer)
     /// with `sampling`, and learns with `learner` on the local policy.
-    pub fn new(evaluators: Evaluators, sampling: SyncSamplesConfig, learner: MultiDeviceLearner) -> Self {
-        Self { evaluators, sampling, learner }
+    pub fn new(sampling: SyncSamplesConfig, learner: MultiDeviceLearner) -> Self {
+        Self { sampling, learner }
     }
 
     /// The learner (e.g. to read its replicas' weights).
@@ -374,23 +373,19 @@ impl MultiDeviceOptimizer {
 
 #[async_trait]
 impl PolicyOptimizer for MultiDeviceOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let mut round = sample_round(&mut self.evaluators, self.sampling.min_sample_fraction).await?;
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
+        let mut round = sample_round(evaluators, self.sampling.min_sample_fraction).await?;
         operators::standardize_fields(&mut round.batch, &self.sampling.standardize_fields)?;
-        let learner = self.learner.learn_on(&mut self.evaluators, std::mem::take(&mut round.batch))?;
-        publish_round(&mut self.evaluators, round, learner).await
+        let learner = self.learner.learn_on(evaluators, std::mem::take(&mut round.batch))?;
+        publish_round(evaluators, round, learner).await
     }
 
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
-    }
-
-    async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        set_weights_everywhere(&mut self.evaluators, &weights).await?;
+    async fn restore_weights(
+        &mut self,
+        evaluators: &mut Evaluators,
+        weights: Arc<FlatWeights>,
+    ) -> Result<(), OptimizerError> {
+        set_weights_everywhere(evaluators, &weights).await?;
         // The optimizer state is restored into the driver's policy after
         // this; the replicas copy both before the next step.
         self.learner.mark_out_of_sync();

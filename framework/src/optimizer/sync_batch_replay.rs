@@ -34,7 +34,6 @@ pub struct SyncBatchReplayConfig {
 
 /// Sample, store whole batches, learn on replayed whole batches, broadcast.
 pub struct SyncBatchReplayOptimizer {
-    evaluators: Evaluators,
     config: SyncBatchReplayConfig,
     batches: VecDeque<SampleBatch>,
     rows: usize,
@@ -46,12 +45,12 @@ impl SyncBatchReplayOptimizer {
     ///
     /// # Errors
     /// A buffer or train batch size of 0.
-    pub fn new(evaluators: Evaluators, config: SyncBatchReplayConfig) -> Result<Self, ReplayError> {
+    pub fn new(config: SyncBatchReplayConfig) -> Result<Self, ReplayError> {
         if config.buffer_size == 0 || config.train_batch_size == 0 {
             return Err(ReplayError::Invalid("buffer_size and train_batch_size must be >= 1".into()));
         }
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
-        Ok(Self { evaluators, config, batches: VecDeque::new(), rows: 0, rng })
+        Ok(Self { config, batches: VecDeque::new(), rows: 0, rng })
     }
 
     /// Rows stored.
@@ -88,8 +87,8 @@ impl SyncBatchReplayOptimizer {
 
 #[async_trait]
 impl PolicyOptimizer for SyncBatchReplayOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let rollouts = operators::parallel_rollouts(&self.evaluators).await?;
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
+        let rollouts = operators::parallel_rollouts(evaluators).await?;
         let mut out = StepStats::default();
         for rollout in rollouts {
             out.steps_sampled += rollout.batch.len() as u64;
@@ -98,20 +97,12 @@ impl PolicyOptimizer for SyncBatchReplayOptimizer {
         }
         if self.rows >= self.config.learning_starts {
             let batch = self.replay()?;
-            out.learner = self.evaluators.learn_on_batch(&batch)?;
+            out.learner = evaluators.learn_on_batch(&batch)?;
             out.steps_trained = batch.len() as u64;
-            operators::broadcast_weights(&self.evaluators).await?;
+            operators::broadcast_weights(evaluators).await?;
         }
         out.learner.set("replay_buffer_size", self.rows as f64);
         Ok(out)
-    }
-
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {

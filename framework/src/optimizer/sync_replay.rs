@@ -45,7 +45,6 @@ pub struct SyncReplayConfig {
 
 /// Sample into a buffer, learn from replayed minibatches, broadcast.
 pub struct SyncReplayOptimizer {
-    evaluators: Evaluators,
     config: SyncReplayConfig,
     replay: Replay,
     rng: ChaCha8Rng,
@@ -55,12 +54,12 @@ pub struct SyncReplayOptimizer {
 }
 
 impl SyncReplayOptimizer {
-    /// Drives `evaluators` with an empty buffer.
+    /// An empty buffer.
     ///
     /// # Errors
     /// A buffer size of 0 or below `learning_starts`, prioritized settings
     /// out of range, or a minibatch size or intensity that is not positive.
-    pub fn new(evaluators: Evaluators, config: SyncReplayConfig) -> Result<Self, ReplayError> {
+    pub fn new(config: SyncReplayConfig) -> Result<Self, ReplayError> {
         if config.train_batch_size == 0 || !(config.training_intensity > 0.0 && config.training_intensity.is_finite()) {
             return Err(ReplayError::Invalid(format!(
                 "train_batch_size must be >= 1 and training_intensity > 0, got {} and {}",
@@ -75,7 +74,7 @@ impl SyncReplayOptimizer {
         }
         let replay = Replay::new(config.buffer_size, config.prioritized)?;
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
-        Ok(Self { evaluators, config, replay, rng, steps_sampled: 0, owed_updates: 0.0 })
+        Ok(Self { config, replay, rng, steps_sampled: 0, owed_updates: 0.0 })
     }
 
     /// The replay buffer.
@@ -84,12 +83,12 @@ impl SyncReplayOptimizer {
     }
 
     /// One replayed minibatch: learn, then re-prioritize its rows.
-    fn learn_from_replay(&mut self) -> Result<LearnerStats, OptimizerError> {
+    fn learn_from_replay(&mut self, evaluators: &mut Evaluators) -> Result<LearnerStats, OptimizerError> {
         let minibatch = self.replay.sample(self.config.train_batch_size, self.steps_sampled, &mut self.rng)?;
-        let stats = self.evaluators.learn_on_batch(&minibatch)?;
+        let stats = evaluators.learn_on_batch(&minibatch)?;
         if self.replay.is_prioritized() {
             let td_errors =
-                self.evaluators.local_mut().policy_mut().td_errors(&minibatch).map_err(crate::EvaluatorError::from)?;
+                evaluators.local_mut().policy_mut().td_errors(&minibatch).map_err(crate::EvaluatorError::from)?;
             self.replay.update_priorities(&minibatch, &td_errors)?;
         }
         Ok(stats)
@@ -99,6 +98,7 @@ impl SyncReplayOptimizer {
     /// whether any ran.
     fn learn_owed(
         &mut self,
+        evaluators: &mut Evaluators,
         rows: u64,
         out: &mut StepStats,
         learner: &mut Vec<LearnerStats>,
@@ -107,7 +107,7 @@ impl SyncReplayOptimizer {
         let mut learned = false;
         while self.owed_updates >= 1.0 {
             self.owed_updates -= 1.0;
-            learner.push(self.learn_from_replay()?);
+            learner.push(self.learn_from_replay(evaluators)?);
             out.steps_trained += self.config.train_batch_size as u64;
             learned = true;
         }
@@ -117,11 +117,11 @@ impl SyncReplayOptimizer {
 
 #[async_trait]
 impl PolicyOptimizer for SyncReplayOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         let mut out = StepStats::default();
         let mut learner = Vec::new();
         while out.steps_sampled < self.config.timesteps_per_iteration as u64 {
-            let rollouts = operators::parallel_rollouts(&self.evaluators).await?;
+            let rollouts = operators::parallel_rollouts(evaluators).await?;
             let (mut batch, episodes) = operators::concat_rollouts(rollouts)?;
             // Evaluators that computed TD errors give initial priorities.
             let td_errors = take_td_errors(&mut batch)?;
@@ -129,21 +129,15 @@ impl PolicyOptimizer for SyncReplayOptimizer {
             let rows = batch.len() as u64;
             (self.steps_sampled, out.steps_sampled) = (self.steps_sampled + rows, out.steps_sampled + rows);
             out.episodes.extend(episodes);
-            if self.replay.len() >= self.config.learning_starts && self.learn_owed(rows, &mut out, &mut learner)? {
-                operators::broadcast_weights(&self.evaluators).await?;
+            if self.replay.len() >= self.config.learning_starts
+                && self.learn_owed(evaluators, rows, &mut out, &mut learner)?
+            {
+                operators::broadcast_weights(evaluators).await?;
             }
         }
         out.learner = summarize_updates(&learner);
         out.learner.set("replay_buffer_size", self.replay.len() as f64);
         Ok(out)
-    }
-
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {

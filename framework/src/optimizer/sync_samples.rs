@@ -35,14 +35,13 @@ impl Default for SyncSamplesConfig {
 
 /// Gather from all evaluators in parallel, concat, learn, broadcast.
 pub struct SyncSamplesOptimizer {
-    evaluators: Evaluators,
     config: SyncSamplesConfig,
 }
 
 impl SyncSamplesOptimizer {
     /// Drives `evaluators` synchronously.
-    pub fn new(evaluators: Evaluators, config: SyncSamplesConfig) -> Self {
-        Self { evaluators, config }
+    pub fn new(config: SyncSamplesConfig) -> Self {
+        Self { config }
     }
 }
 
@@ -108,18 +107,10 @@ pub async fn publish_round(
 
 #[async_trait]
 impl PolicyOptimizer for SyncSamplesOptimizer {
-    async fn step(&mut self) -> Result<StepStats, OptimizerError> {
-        let mut round = sample_round(&mut self.evaluators, self.config.min_sample_fraction).await?;
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
+        let mut round = sample_round(evaluators, self.config.min_sample_fraction).await?;
         operators::standardize_fields(&mut round.batch, &self.config.standardize_fields)?;
-        let learner = self.evaluators.learn_on_batch(&round.batch)?;
-        publish_round(&mut self.evaluators, round, learner).await
-    }
-
-    fn evaluators(&self) -> &Evaluators {
-        &self.evaluators
-    }
-
-    fn evaluators_mut(&mut self) -> &mut Evaluators {
-        &mut self.evaluators
+        let learner = evaluators.learn_on_batch(&round.batch)?;
+        publish_round(evaluators, round, learner).await
     }
 }

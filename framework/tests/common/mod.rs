@@ -2,7 +2,7 @@
 
 use rlx::policy::bootstrap_needed;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
-use rlx::{fields, FlatGradients, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space};
+use rlx::{fields, FlatGradients, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, VectorEnv};
 
 /// Always steps right with probability `weights[0]` (deterministically by a
 /// counter), and writes its first weight into every row so tests can see
@@ -12,6 +12,18 @@ pub struct CounterPolicy {
     pub t: u64,
     pub obs_space: Space,
     pub act_space: Space,
+}
+
+impl CounterPolicy {
+    /// Weight 0 and a fresh counter.
+    pub fn new(obs_space: Space, act_space: Space) -> Self {
+        Self { weights: vec![0.0], t: 0, obs_space, act_space }
+    }
+
+    /// [`new`](Self::new) with `env`'s spaces.
+    pub fn for_env(env: &VectorEnv) -> Self {
+        Self::new(env.observation_space().clone(), env.action_space().clone())
+    }
 }
 
 impl PolicyGraph for CounterPolicy {
