@@ -24,6 +24,7 @@
 //!   however many evaluators it hosted; they are listed in
 //!   [`Cluster::failures`] and their re-placements count as restarts.
 
+use crate::admission::{self, Admission, DriverTls};
 use crate::node::{serve, DEFAULT_MAX_FRAME_BYTES};
 use crate::wire::{
     self, EvalProtocol, EvalRequest, SpawnProtocol, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest, Wire,
@@ -47,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+use tokio_rustls::TlsConnector;
 
 /// How the driver talks to its nodes.
 #[derive(Clone, Debug)]
@@ -68,6 +70,8 @@ pub struct ClusterOptions {
     pub node_restart: Option<RestartPolicy>,
     /// Largest frame the driver accepts, in bytes.
     pub max_frame_bytes: u64,
+    /// TLS to every node (`None`: plaintext TCP).
+    pub tls: Option<DriverTls>,
 }
 
 impl ClusterOptions {
@@ -83,6 +87,7 @@ impl ClusterOptions {
             node_timeout: Duration::from_secs(10),
             node_restart: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            tls: None,
         }
     }
 
@@ -118,6 +123,13 @@ impl ClusterOptions {
     }
 }
 
+/// The host part of `HOST:PORT` (`[::1]:7000` gives `::1`), the name a
+/// node's TLS certificate is checked against by default.
+fn host_of(addr: &str) -> String {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    host.trim_start_matches('[').trim_end_matches(']').to_string()
+}
+
 /// One process, one NodeServer: ractor_cluster numbers nodes per
 /// NodeServer, and process groups are process-wide.
 static CONNECTED: AtomicBool = AtomicBool::new(false);
@@ -132,6 +144,9 @@ pub struct Cluster {
 
 struct Shared {
     server: ActorRef<NodeServerMessage>,
+    /// The cookie, for the admission handshake.
+    admission: Admission,
+    tls: Option<(TlsConnector, DriverTls)>,
     /// This driver's node name, as nodes see it.
     name: String,
     spec: SpawnSpec,
@@ -192,15 +207,19 @@ impl Cluster {
     /// node at all (each node's reason is listed).
     pub async fn connect(addrs: &[String], spec: SpawnSpec, options: ClusterOptions) -> Result<Self, ClusterError> {
         options.validate().map_err(ClusterError::Options)?;
-        let mut resolved = Vec::new();
+        let tls = match &options.tls {
+            Some(settings) => Some((settings.connector().map_err(ClusterError::Options)?, settings.clone())),
+            None => None,
+        };
+        let mut resolved: Vec<(SocketAddr, String)> = Vec::new();
         for addr in addrs {
             let found = tokio::net::lookup_host(addr.as_str())
                 .await
                 .map_err(|e| ClusterError::Address { addr: addr.clone(), reason: e.to_string() })?
                 .next()
                 .ok_or_else(|| ClusterError::Address { addr: addr.clone(), reason: "resolves to nothing".into() })?;
-            if !resolved.contains(&found) {
-                resolved.push(found);
+            if !resolved.iter().any(|(a, _)| *a == found) {
+                resolved.push((found, host_of(addr)));
             }
         }
         if CONNECTED.swap(true, Ordering::SeqCst) {
@@ -232,6 +251,8 @@ impl Cluster {
         let shared = Arc::new(Shared {
             closed,
             server,
+            admission: Admission::new(&options.cookie),
+            tls,
             name: format!("{node_name}@{}", crate::HOSTNAME),
             spec,
             options,
@@ -247,9 +268,9 @@ impl Cluster {
             restart: Mutex::new(None),
             watchers: Mutex::default(),
         });
-        let joined = futures::future::join_all(resolved.iter().map(|a| shared.join(*a))).await;
+        let joined = futures::future::join_all(resolved.iter().map(|(a, host)| shared.join(*a, host))).await;
         let mut refused = Vec::new();
-        for (addr, result) in resolved.iter().zip(joined) {
+        for ((addr, _), result) in resolved.iter().zip(joined) {
             match result {
                 Ok(link) => shared.nodes.lock().expect("nodes lock").push(link),
                 Err(reason) => {
@@ -286,13 +307,13 @@ impl Cluster {
 }
 
 impl Shared {
-    /// Dials `addr` and waits until the session is authenticated and the
+    /// Dials `addr` (TLS if configured, checked against `host`), proves
+    /// the cookie, and waits until the session is authenticated and the
     /// node's spawner is visible.
-    async fn join(&self, addr: SocketAddr) -> Result<NodeLink, String> {
+    async fn join(&self, addr: SocketAddr, host: &str) -> Result<NodeLink, String> {
         let timeout = self.options.connect_timeout;
-        tokio::time::timeout(timeout, ractor_cluster::client_connect(&self.server, addr))
+        admission::connect(&self.server, addr, host, self.tls.as_ref(), &self.admission, timeout)
             .await
-            .map_err(|_| format!("no TCP connection within {timeout:?}"))?
             .map_err(|e| format!("cannot connect: {e}"))?;
         let deadline = Instant::now() + timeout;
         let addr_text = addr.to_string();
@@ -603,7 +624,7 @@ enum Lost {
 impl RemoteEvaluator {
     /// Sends `request` to the evaluator; if its node is lost, re-places it
     /// and retries (within the restart budget).
-    async fn request(&self, request: EvalRequest) -> Result<WireReply, HandleError> {
+    async fn request(&self, request: EvalRequest) -> Result<EvalReply, HandleError> {
         let payload = wire::encode(&request).map_err(|e| self.config_error(e.to_string()))?;
         loop {
             let (mut home, placement) = lock(&self.home).clone();
@@ -615,12 +636,13 @@ impl RemoteEvaluator {
         }
     }
 
-    async fn send(&self, home: &mut Home, payload: &[u8]) -> Result<WireReply, Lost> {
+    async fn send(&self, home: &mut Home, payload: &[u8]) -> Result<EvalReply, Lost> {
         let index = self.index;
         match home {
             Home::Local(handle) => {
                 let request = wire::decode(payload).map_err(|e| Lost::Error(self_config(index, e.to_string())))?;
-                serve(handle, request).await.map_err(|e| Lost::Error(e.into_handle(index, "local")))
+                let reply = serve(handle, request).await.map_err(|e| Lost::Error(e.into_handle(index, "local")))?;
+                reply.into_reply().map_err(|e| Lost::Error(self_config(index, format!("undecodable batch: {e}"))))
             }
             Home::Remote { actor, node_id, addr, max_frame_bytes, down } => {
                 // ractor_cluster drops the whole connection on an oversized
@@ -654,10 +676,20 @@ impl RemoteEvaluator {
                         return Err(Lost::Node(reason));
                     }
                 };
-                let answer: Result<(WireReply, u64), wire::WireError> = wire::decode(&bytes)
-                    .map_err(|e| Lost::Error(self_config(index, format!("undecodable reply from node {addr}: {e}"))))?;
+                // A node whose reply does not decode, or holds non-finite
+                // numbers or a gradient of the wrong length, is not trusted
+                // further: it is lost, and the evaluator is re-placed.
+                let bad = |reason: String| {
+                    let reason = format!("bad reply from node {addr}: {reason}");
+                    self.shared.node_lost(*node_id, &reason);
+                    Lost::Node(reason)
+                };
+                let answer: Result<(WireReply, u64), wire::WireError> =
+                    wire::decode(&bytes).map_err(|e| bad(e.to_string()))?;
                 let (reply, node_restarts) =
                     answer.map_err(|e| Lost::Error(e.into_handle(index, &addr.to_string())))?;
+                let reply = reply.into_reply().map_err(|e| bad(format!("undecodable batch: {e}")))?;
+                reply.check(lock(&self.latest).num_params()).map_err(bad)?;
                 self.shared.node_restarts.lock().expect("restarts lock").insert(index, node_restarts);
                 Ok(reply)
             }
@@ -716,7 +748,6 @@ impl EvaluatorHandle for RemoteEvaluator {
     async fn call(&self, request: EvalRequest) -> Result<EvalReply, HandleError> {
         lock(&self.latest).note(&request);
         let reply = self.request(request).await?;
-        let reply = reply.into_reply().map_err(|e| self.config_error(format!("undecodable batch: {e}")))?;
         lock(&self.stats).record_reply(&reply);
         Ok(reply)
     }

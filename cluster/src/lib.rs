@@ -2,6 +2,8 @@
 //! evaluators that optimizers drive through the same
 //! [`EvaluatorHandle`](rlx::EvaluatorHandle) as local ones.
 //!
+//! - [`admission`]: what a connection proves before ractor_cluster reads
+//!   it (the cookie, in a fixed-size handshake), and TLS.
 //! - [`node`]: what a worker node runs (a spawner and evaluator servers).
 //! - [`driver`]: the driver's side: connecting to nodes, placing evaluators
 //!   on them round-robin, and re-placing those of a node that dies.
@@ -14,10 +16,12 @@
 //! the algorithm or its optimizer changes.
 
 pub mod actix_backend;
+pub mod admission;
 pub mod driver;
 pub mod node;
 pub mod wire;
 
+pub use admission::{AdmissionError, DriverTls, NodeTls};
 pub use driver::{Cluster, ClusterOptions};
 pub use node::{
     Node, NodeConfig, Resolver, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES,
@@ -25,7 +29,7 @@ pub use node::{
 
 use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeConnectionMode;
-use ractor_cluster::{NodeServer, NodeServerMessage};
+use ractor_cluster::{IncomingEncryptionMode, NodeServer, NodeServerMessage};
 
 /// What can go wrong setting up a cluster.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -64,6 +68,9 @@ const HOSTNAME: &str = "localhost";
 /// Starts this process's ractor_cluster NodeServer. Its own listener binds
 /// an ephemeral loopback port that nothing uses: nodes accept on the
 /// address rlx binds itself ([`Node::start`]), and drivers only dial out.
+/// That listener cannot be turned off, so it gets a TLS acceptor that
+/// refuses every handshake: a local process that finds the port gets no
+/// session, and cannot make the process buffer a frame.
 async fn start_node_server(
     name: &str,
     cookie: &str,
@@ -74,7 +81,7 @@ async fn start_node_server(
         cookie.to_string(),
         name.to_string(),
         HOSTNAME.to_string(),
-        None,
+        Some(IncomingEncryptionMode::Tls(admission::refuse_everything())),
         Some(NodeConnectionMode::Isolated),
     )
     .with_listen_addr(std::net::Ipv4Addr::LOCALHOST.into())

@@ -18,6 +18,7 @@
 //! build from the [`SpawnSpec`] (the [`Resolver`] the binary passes in), so a
 //! remote evaluator is exactly the one the driver would have built locally.
 
+use crate::admission::{self, Admission, AdmissionError, NodeTls};
 use crate::wire::{
     self, EvalProtocol, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest,
     Wire, WireError, WireReply, SPAWNER_GROUP,
@@ -36,6 +37,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 /// Builds the evaluator factory for a spec (the algorithm's build, run on
 /// the node). Injected by the binary: this crate knows no algorithms.
@@ -70,6 +72,8 @@ pub struct NodeConfig {
     pub max_connections: usize,
     /// A connection that has not authenticated by then is closed.
     pub handshake_timeout: Duration,
+    /// TLS for every connection (`None`: plaintext TCP).
+    pub tls: Option<NodeTls>,
 }
 
 impl NodeConfig {
@@ -82,6 +86,7 @@ impl NodeConfig {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            tls: None,
         }
     }
 }
@@ -101,8 +106,10 @@ impl Node {
     /// Starts a node: binds `listen`, starts the NodeServer and the spawner.
     ///
     /// # Errors
-    /// The address cannot be bound, or an actor fails to start.
+    /// The address cannot be bound, a TLS file cannot be used, or an actor
+    /// fails to start.
     pub async fn start(config: NodeConfig, resolver: Resolver) -> Result<Self, ClusterError> {
+        let tls = config.tls.as_ref().map(NodeTls::acceptor).transpose().map_err(ClusterError::Options)?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| ClusterError::Bind { addr: config.listen.to_string(), reason: e.to_string() })?;
@@ -121,43 +128,18 @@ impl Node {
         let args = SpawnerState { resolver, owned, sets: HashMap::new(), max_frame_bytes: config.max_frame_bytes };
         let (spawner, _) = Actor::spawn(None, Spawner, args).await.map_err(|e| ClusterError::Actor(e.to_string()))?;
         // rlx accepts connections itself (rather than ractor_cluster's
-        // listener) so that port 0 works and the bound address is known.
-        let accept_server = server.clone();
-        let max_connections = config.max_connections;
-        let accept = tokio::spawn(async move {
-            let mut backoff = AcceptBackoff::default();
-            loop {
-                let (stream, peer_addr) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    // Out of file descriptors, say: wait instead of spinning.
-                    Err(e) => {
-                        backoff.wait(&e).await;
-                        continue;
-                    }
-                };
-                backoff.reset();
-                {
-                    let mut sessions = lock(&sessions);
-                    if sessions.failures.blocked(peer_addr.ip(), Instant::now()) {
-                        drop(sessions);
-                        backoff.refuse(peer_addr, "too many failed handshakes from it");
-                        continue;
-                    }
-                    if sessions.open >= max_connections {
-                        // Closed at once: no peer can make the node hold more.
-                        drop(sessions);
-                        backoff.refuse(peer_addr, "connection limit reached");
-                        continue;
-                    }
-                }
-                let _ = stream.set_nodelay(true);
-                let Ok(local_addr) = stream.local_addr() else { continue };
-                let stream = Box::new(ractor_cluster::NetworkStream::Raw { stream, peer_addr, local_addr });
-                if accept_server.cast(NodeServerMessage::ConnectionOpened { stream, is_server: true }).is_err() {
-                    return;
-                }
-            }
-        });
+        // listener) so that port 0 works, the bound address is known, and
+        // a connection reaches ractor_cluster only once it has passed TLS
+        // and the admission handshake (see `admission`).
+        let gatekeeper = Gatekeeper {
+            server: server.clone(),
+            sessions,
+            admission: Admission::new(&config.cookie),
+            tls,
+            timeout: config.handshake_timeout,
+            max_connections: config.max_connections,
+        };
+        let accept = tokio::spawn(gatekeeper.run(listener));
         Ok(Self { addr, name, server, spawner, accept })
     }
 
@@ -178,8 +160,12 @@ type Owned = Arc<Mutex<HashMap<String, Vec<ActorCell>>>>;
 #[derive(Default)]
 struct Sessions {
     open: usize,
+    /// Connections in TLS or the admission handshake, per peer address.
+    admitting: HashMap<IpAddr, usize>,
     authenticated: HashSet<ActorId>,
     failures: FailedHandshakes,
+    /// For the refusal and accept-failure lines.
+    log: LogLimit,
 }
 
 /// Failed handshakes per peer address within the last
@@ -188,6 +174,10 @@ struct Sessions {
 /// the node one closed socket per try, and its log one line a second.
 #[derive(Default)]
 struct FailedHandshakes(HashMap<IpAddr, VecDeque<Instant>>);
+
+/// Connections one address may have in the handshake at once (its
+/// admitted sessions do not count).
+const MAX_ADMITTING_PER_ADDRESS: usize = 16;
 
 /// Failed handshakes an address may make within [`FAILURE_WINDOW`].
 const MAX_FAILURES: usize = 20;
@@ -275,38 +265,124 @@ impl NodeEventSubscription for Gate {
     }
 }
 
-/// Waits after a failed `accept` (doubling from 10 ms to 1 s), and keeps
-/// the log to one line per second of failures or refusals.
-#[derive(Default)]
-struct AcceptBackoff {
-    delay: Duration,
-    last_log: Option<Instant>,
-    unlogged: u64,
+/// Accepts connections and admits them (TLS if configured, then the
+/// admission handshake) before ractor_cluster sees them. An address past
+/// its failed handshakes, or a connection past the limit, is closed as it
+/// is accepted; a failed `accept` (out of file descriptors, say) is
+/// retried after a pause doubling from 10 ms to 1 s, not in a busy loop.
+struct Gatekeeper {
+    server: ActorRef<NodeServerMessage>,
+    sessions: Arc<Mutex<Sessions>>,
+    admission: Admission,
+    tls: Option<TlsAcceptor>,
+    timeout: Duration,
+    max_connections: usize,
 }
 
-impl AcceptBackoff {
-    async fn wait(&mut self, e: &std::io::Error) {
-        let delay = (self.delay * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        self.delay = delay;
-        self.log(|n| tracing::warn!("accept failed ({e}; {n} failures since the last line); retrying in {delay:?}"));
-        tokio::time::sleep(delay).await;
+impl Gatekeeper {
+    async fn run(self, listener: TcpListener) {
+        let this = Arc::new(self);
+        let mut delay = Duration::ZERO;
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    delay = (delay * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    lock(&this.sessions).log.line("accept failed", |n| {
+                        tracing::warn!("accept failed ({e}; {n} failures since the last line); retrying in {delay:?}")
+                    });
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
+            };
+            delay = Duration::ZERO;
+            if let Some(why) = this.refusal(peer.ip()) {
+                lock(&this.sessions).log.line(why, |n| {
+                    tracing::warn!("refused {peer}: {why} ({n} refused for this reason since its last line)")
+                });
+                continue;
+            }
+            tokio::spawn(this.clone().admit(stream, peer));
+        }
     }
 
-    fn refuse(&mut self, peer: SocketAddr, why: &str) {
-        self.log(|n| tracing::warn!("refused {peer}: {why} ({n} refused since the last line)"));
+    /// Why a new connection from `ip` is closed at once, if it is;
+    /// otherwise it counts as being admitted.
+    fn refusal(&self, ip: IpAddr) -> Option<&'static str> {
+        let mut sessions = lock(&self.sessions);
+        if sessions.failures.blocked(ip, Instant::now()) {
+            return Some("too many failed handshakes from it");
+        }
+        let admitting: usize = sessions.admitting.values().sum();
+        if sessions.open + admitting >= self.max_connections {
+            // Closed at once: no peer can make the node hold more.
+            return Some("connection limit reached");
+        }
+        let from_ip = sessions.admitting.entry(ip).or_default();
+        if *from_ip >= MAX_ADMITTING_PER_ADDRESS {
+            // So that one address holding silent connections cannot keep
+            // every other peer out.
+            return Some("too many connections from it in the handshake");
+        }
+        *from_ip += 1;
+        None
     }
 
-    fn reset(&mut self) {
-        self.delay = Duration::ZERO;
+    /// TLS and the admission handshake within the timeout; then the
+    /// connection is ractor_cluster's. A wrong proof, another protocol or a
+    /// failed TLS handshake counts against the address.
+    async fn admit(self: Arc<Self>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        let handshake = admission::admit_incoming(stream, peer, self.tls.as_ref(), &self.admission);
+        let admitted = tokio::time::timeout(self.timeout, handshake)
+            .await
+            .unwrap_or_else(|_| Err(AdmissionError::Io(format!("no handshake within {:?}", self.timeout))));
+        let mut sessions = lock(&self.sessions);
+        if let Some(n) = sessions.admitting.get_mut(&peer.ip()) {
+            *n -= 1;
+            if *n == 0 {
+                sessions.admitting.remove(&peer.ip());
+            }
+        }
+        match admitted {
+            Ok(stream) => {
+                drop(sessions);
+                let _ =
+                    self.server.cast(NodeServerMessage::ConnectionOpened { stream: Box::new(stream), is_server: true });
+            }
+            Err(e) => {
+                if !matches!(e, AdmissionError::Io(_)) {
+                    sessions.failures.record(peer.ip(), Instant::now());
+                }
+                sessions.log.line(e.kind(), |n| {
+                    tracing::warn!("refused {peer}: {e} ({n} refused for this reason since its last line)")
+                });
+            }
+        }
     }
+}
 
-    /// Logs through `line` (given the count) at most once a second.
-    fn log(&mut self, line: impl FnOnce(u64)) {
-        self.unlogged += 1;
-        if self.last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-            line(self.unlogged);
-            self.unlogged = 0;
-            self.last_log = Some(Instant::now());
+/// Keeps each kind of log line to one a second, counting the ones left
+/// out (the kinds are a handful of fixed reasons).
+#[derive(Default)]
+struct LogLimit(HashMap<&'static str, (Instant, u64)>);
+
+impl LogLimit {
+    /// Logs through `line` (given the count of this kind since its last
+    /// line) at most once a second per kind.
+    fn line(&mut self, kind: &'static str, line: impl FnOnce(u64)) {
+        match self.0.get_mut(kind) {
+            Some((last, unlogged)) => {
+                *unlogged += 1;
+                if last.elapsed() >= Duration::from_secs(1) {
+                    line(*unlogged);
+                    *last = Instant::now();
+                    *unlogged = 0;
+                }
+            }
+            None => {
+                line(1);
+                self.0.insert(kind, (Instant::now(), 0));
+            }
         }
     }
 }

@@ -19,6 +19,7 @@
 use crate::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
 use crate::filter::RunningStat;
 use crate::policy::FlatWeights;
+use crate::sample_batch::Column;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -53,6 +54,45 @@ pub enum EvalReply {
     State(EvaluatorState),
     /// To everything else.
     Done,
+}
+
+impl EvalReply {
+    /// Checks a reply from an evaluator this process does not run itself
+    /// (a remote node's) before anything uses it: every number finite, and
+    /// a gradient exactly as long as the weights (`num_params`, when
+    /// known). Column widths and lengths are checked when the batch is
+    /// decoded.
+    ///
+    /// # Errors
+    /// What is wrong, naming the column or field.
+    pub fn check(&self, num_params: Option<usize>) -> Result<(), String> {
+        let episodes = match self {
+            Self::Rollout(r) => {
+                for (name, column) in r.batch.columns() {
+                    if let Column::F32 { data, width } = column {
+                        if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+                            return Err(format!("column `{name}` holds {} at row {}", data[i], i / width.max(&1)));
+                        }
+                    }
+                }
+                &r.episodes
+            }
+            Self::Gradients(g) => {
+                if let Some(n) = num_params.filter(|&n| n != g.grads.len()) {
+                    return Err(format!("a gradient of {} values for {n} weights", g.grads.len()));
+                }
+                if let Some(i) = g.grads.iter().position(|x| !x.is_finite()) {
+                    return Err(format!("gradient value {i} is {}", g.grads[i]));
+                }
+                &g.episodes
+            }
+            Self::State(_) | Self::Done => return Ok(()),
+        };
+        match episodes.iter().find(|e| !e.episode_return.is_finite()) {
+            Some(e) => Err(format!("an episode return of {}", e.episode_return)),
+            None => Ok(()),
+        }
+    }
 }
 
 impl PolicyEvaluator {
@@ -92,6 +132,11 @@ pub struct LatestState {
 }
 
 impl LatestState {
+    /// How many weights the evaluator has, if a handle sent it any.
+    pub fn num_params(&self) -> Option<usize> {
+        self.weights.as_ref().map(|w| w.len())
+    }
+
     /// Remembers `request` if it brings an evaluator up to date: new
     /// weights (`SetWeights`, `PushWeights`) or filter statistics.
     pub fn note(&mut self, request: &EvalRequest) {

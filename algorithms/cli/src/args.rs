@@ -85,6 +85,19 @@ pub struct TrainArgs {
     /// A file holding the worker nodes' cookie (mode 600).
     #[arg(long, conflicts_with = "cookie")]
     pub cookie_file: Option<PathBuf>,
+    /// Connect to the nodes over TLS, trusting certificates this CA (PEM)
+    /// signed; same as the config key `cluster.tls.ca`.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// The driver's certificate (PEM), for nodes that require one.
+    #[arg(long, requires = "tls_key", requires = "tls_ca")]
+    pub tls_cert: Option<PathBuf>,
+    /// The driver's private key (PEM), with --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The name the nodes' certificates carry (default: each node's host).
+    #[arg(long, requires = "tls_ca")]
+    pub tls_server_name: Option<String>,
 }
 
 /// Arguments of `rlx node`.
@@ -110,6 +123,16 @@ pub struct NodeArgs {
     /// they are accepted.
     #[arg(long, default_value_t = rlx_cluster::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: require drivers to present a certificate this CA (PEM)
+    /// signed.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// Arguments of `rlx rollout`.

@@ -13,7 +13,11 @@
 //!   "connect_timeout_s": 5, "node_restart": {"max_restarts": 3, "window_s": 60}}`
 //!   (the defaults; `node_restart`, the budget for lost nodes, is the run's
 //!   `restart` unless given). The run's `restart` stays the evaluator-level
-//!   policy, on the nodes as locally.
+//!   policy, on the nodes as locally. `"tls": {"ca": PEM, "cert": PEM,
+//!   "key": PEM, "server_name": NAME}` (also `--tls-ca`, `--tls-cert`,
+//!   `--tls-key`, `--tls-server-name`) runs every node connection over TLS,
+//!   trusting nodes whose certificate `ca` signed, and with `cert`/`key`
+//!   presents the driver's certificate (for nodes that require one).
 //!
 //! Nodes re-run the same algorithm build from the algorithm name, env and
 //! config ([`node_resolver`]), so an evaluator on a node is the one the
@@ -29,6 +33,7 @@ use rlx_cluster::wire::SpawnSpec;
 use rlx_cluster::{Cluster, ClusterOptions, Resolver};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -95,6 +100,27 @@ pub struct ClusterKeys {
     /// The budget for lost nodes (one-for-one only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_restart: Option<RestartPolicy>,
+    /// TLS to every node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsKeys>,
+}
+
+/// The `"cluster"` key's `"tls"`: PEM files, and the name the nodes'
+/// certificates carry.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsKeys {
+    /// The CA that signs the nodes' certificates.
+    pub ca: PathBuf,
+    /// The driver's certificate, for nodes that require one (with `key`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    /// The driver's private key (with `cert`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    /// The name the nodes' certificates carry (default: each node's host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
 }
 
 impl ClusterKeys {
@@ -124,6 +150,15 @@ impl ClusterKeys {
         if let Some(policy) = self.node_restart {
             policy.validate("cluster.node_restart")?;
             options.node_restart = Some(policy);
+        }
+        if let Some(tls) = &self.tls {
+            let identity = match (&tls.cert, &tls.key) {
+                (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+                (None, None) => None,
+                _ => return Err(invalid("cluster.tls", "`cert` and `key` go together")),
+            };
+            options.tls =
+                Some(rlx_cluster::DriverTls { ca: tls.ca.clone(), server_name: tls.server_name.clone(), identity });
         }
         options.validate().map_err(|message| invalid("cluster", &message))?;
         Ok(options)

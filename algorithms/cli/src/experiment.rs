@@ -225,6 +225,12 @@ pub fn experiments(
         if let Some(cookie) = &cookie {
             config["cookie"] = json!(cookie);
         }
+        if let Some(tls) = tls_flags(args) {
+            if !config.get("cluster").is_some_and(Value::is_object) {
+                config["cluster"] = json!({});
+            }
+            config["cluster"]["tls"] = tls;
+        }
         translate_rllib(&mut config, RLLIB_RENAMED, RLLIB_IGNORED);
         let mut stop = entry.remove("stop").unwrap_or(Value::Null);
         if !cli_stop.is_null() {
@@ -320,4 +326,19 @@ mod tests {
         assert!(experiments(None, &none, None).unwrap_err().to_string().contains("--run"));
         assert!(experiments(Some("PPO"), &none, None).unwrap_err().to_string().contains("--env"));
     }
+}
+
+/// `--tls-ca` and its companions as the config key `cluster.tls`.
+fn tls_flags(args: &TrainArgs) -> Option<Value> {
+    let ca = args.tls_ca.as_ref()?;
+    let mut tls = json!({"ca": ca});
+    for (key, value) in [("cert", &args.tls_cert), ("key", &args.tls_key)] {
+        if let Some(path) = value {
+            tls[key] = json!(path);
+        }
+    }
+    if let Some(name) = &args.tls_server_name {
+        tls["server_name"] = json!(name);
+    }
+    Some(tls)
 }

@@ -88,8 +88,13 @@ struct Node {
 
 impl Node {
     fn start(dir: &Path, name: &str, cookie: &str) -> Self {
+        Self::start_with(dir, name, cookie, &[])
+    }
+
+    /// A node with more flags (TLS files).
+    fn start_with(dir: &Path, name: &str, cookie: &str, flags: &[&str]) -> Self {
         let mut command = Command::new(RLX);
-        command.args(["node", "--listen", "127.0.0.1:0", "--cookie", cookie, "--name", name]);
+        command.args(["node", "--listen", "127.0.0.1:0", "--cookie", cookie, "--name", name]).args(flags);
         Self::from_proc(Proc::spawn(&mut command, dir.join(format!("{name}.log"))))
     }
 
@@ -115,11 +120,16 @@ impl Node {
 }
 
 fn train(dir: &Path, nodes: &[&Node], cookie: &str, config: Value, stop: Value) -> Proc {
+    train_with(dir, nodes, cookie, config, stop, &[])
+}
+
+/// A driver with more flags (TLS files), logging to `driver.log`.
+fn train_with(dir: &Path, nodes: &[&Node], cookie: &str, config: Value, stop: Value, flags: &[&str]) -> Proc {
     let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
     let mut command = Command::new(RLX);
     command.args(["train", "--run", "PPO", "--env", "CartPole-v1", "--seed", "1", "--cookie", cookie]);
     command.args(["--nodes", &addrs.join(","), "--config", &config.to_string(), "--stop", &stop.to_string()]);
-    command.arg("--results-dir").arg(dir.join("results"));
+    command.arg("--results-dir").arg(dir.join("results")).args(flags);
     Proc::spawn(&mut command, dir.join("driver.log"))
 }
 
@@ -130,6 +140,16 @@ fn results(dir: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(run.path().join("result.json")).unwrap_or_default();
     // A line being written may be incomplete: keep whole lines only.
     text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// A process's resident memory in KiB (Linux; 0 elsewhere).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn mean_return(r: &Value) -> f64 {
@@ -255,7 +275,7 @@ fn a_node_with_another_cookie_is_refused_and_the_driver_carries_on() {
     assert!(log.contains(&format!("node {} refused", bad.addr)) && log.contains("wrong cookie"), "{log}");
     assert_eq!(results(&dir).len(), 3);
     assert_eq!(good.proc.log().matches("started evaluator").count(), 2);
-    assert!(bad.proc.log().contains("auth_fail"), "{}", bad.proc.log());
+    assert!(bad.proc.log().contains("wrong cookie"), "{}", bad.proc.log());
 
     // With only the refused node there is nothing to run on: a clear error.
     let dir = tmp("cookie-only");
@@ -273,9 +293,14 @@ fn a_node_with_another_cookie_is_refused_and_the_driver_carries_on() {
 ///   for the driver's and stop the driver's evaluators.)
 /// - 100 connections each send half a length prefix and hold: the node
 ///   closes each within its handshake timeout (5 s), and those past its
-///   connection limit (64) at once.
-/// - 1,000 handshakes with a wrong cookie: past 20 failures in 10 s the
-///   address is refused as it connects, and the node's log stays short.
+///   limit of 16 connections in the handshake per address at once.
+/// - 100 connections each send a frame that claims 200 MiB and then try to
+///   send its body: the node reads at most 69 bytes of each before the
+///   admission handshake refuses it, and its resident memory grows by less
+///   than 32 MiB.
+/// - 1,000 admission handshakes with a wrong cookie, as fast as they go:
+///   past 20 failures in 10 s the address is refused as it connects, and
+///   the node's log stays short.
 #[test]
 fn peers_without_the_cookie_cannot_touch_a_running_driver() {
     let dir = tmp("attacks");
@@ -322,42 +347,80 @@ fn peers_without_the_cookie_cannot_touch_a_running_driver() {
         .collect();
     let started = Instant::now();
     for mut peer in held {
+        // The node sends its 37-byte challenge, then closes: end of file,
+        // or a reset (not our read timeout).
         let mut buf = [0u8; 64];
-        // The node closes it: end of file, or a reset (not our read timeout).
-        let closed = match std::io::Read::read(&mut peer, &mut buf) {
-            Ok(n) => n == 0,
-            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        let closed = loop {
+            match std::io::Read::read(&mut peer, &mut buf) {
+                Ok(0) => break true,
+                Ok(_) => continue,
+                Err(e) => break !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            }
         };
         assert!(closed, "a half-sent handshake was held open");
         let waited = started.elapsed();
         assert!(waited < Duration::from_secs(9), "closed after {waited:?}");
     }
-    // Then 1,000 handshakes with a wrong cookie, as fast as they go: past 20
-    // failures in 10 s the address is refused at accept, and the node's log
-    // grows by a line a second at most.
+
+    // 100 connections, each a frame header claiming 200 MiB and its body.
+    let pid = node.proc.child.id();
+    let rss_before = rss_kib(pid);
+    let (sent, peak) = runtime.block_on(async {
+        let addr = node.addr.clone();
+        let senders = (0..100).map(|_| {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let Ok(mut peer) = tokio::net::TcpStream::connect(&addr).await else { return 0 };
+                let chunk = vec![7u8; 1 << 20];
+                let mut sent = 0usize;
+                if peer.write_all(&(200u64 << 20).to_be_bytes()).await.is_err() {
+                    return sent;
+                }
+                while sent < 200 << 20 {
+                    match tokio::time::timeout(Duration::from_secs(2), peer.write_all(&chunk)).await {
+                        Ok(Ok(())) => sent += chunk.len(),
+                        _ => break,
+                    }
+                }
+                sent
+            })
+        });
+        let watch = async {
+            let mut peak = 0;
+            for _ in 0..100 {
+                peak = peak.max(rss_kib(pid));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            peak
+        };
+        let (sent, peak) = tokio::join!(futures::future::join_all(senders), watch);
+        (sent.into_iter().map(|s| s.unwrap_or(0)).sum::<usize>(), peak)
+    });
+    eprintln!(
+        "200 MiB frame bodies: {} MiB accepted by the kernel in all; node RSS {rss_before} KiB before, peak {peak} KiB",
+        sent >> 20
+    );
+    assert!(peak < rss_before + 32 * 1024, "node RSS rose from {rss_before} KiB to {peak} KiB");
+
+    // Then 1,000 admission handshakes with a wrong cookie, as fast as they
+    // go: past 20 failures in 10 s the address is refused at accept, and
+    // the node's log grows by a line a second at most.
     let log_lines = node.proc.log().lines().count();
-    let burst = runtime.block_on(async {
-        let guesser = ractor_cluster::NodeServer::new(
-            0,
-            "a-guess".into(),
-            "guesser".into(),
-            "localhost".into(),
-            None,
-            Some(ractor_cluster::node::NodeConnectionMode::Isolated),
-        );
-        let (server, handle) = ractor::Actor::spawn(None, guesser, ()).await.unwrap();
-        let addr: std::net::SocketAddr = node.addr.parse().unwrap();
+    let (burst, admitted) = runtime.block_on(async {
+        let guess = rlx_cluster::admission::Admission::new("a-guess");
         let started = Instant::now();
+        let mut admitted = 0;
         for _ in 0..1000 {
-            let _ = tokio::time::timeout(Duration::from_secs(1), ractor_cluster::client_connect(&server, addr)).await;
+            let Ok(mut peer) = tokio::net::TcpStream::connect(&node.addr).await else { continue };
+            if let Ok(Ok(())) = tokio::time::timeout(Duration::from_secs(1), guess.join(&mut peer)).await {
+                admitted += 1;
+            }
         }
-        let burst = started.elapsed();
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        server.stop(None);
-        let _ = handle.await;
-        burst
+        (started.elapsed(), admitted)
     });
     eprintln!("1,000 wrong-cookie handshakes in {burst:?}");
+    assert_eq!(admitted, 0, "a wrong cookie was admitted");
     let added = node.proc.log().lines().count() - log_lines;
     let bound = 4 + 2 * burst.as_secs() as usize;
     assert!(added <= bound, "{added} log lines for the burst (bound {bound}):\n{}", node.proc.log());
@@ -414,6 +477,81 @@ node:
     );
     assert!(results(&dir)[0]["timesteps_total"].as_u64().unwrap() >= 400_000);
     assert!(node.proc.log().contains("large reply"), "{}", node.proc.log());
+}
+
+/// Writes a test CA, a node certificate for 127.0.0.1 and a driver
+/// certificate, all signed by the CA, as PEM files in `dir`; returns the
+/// paths of `ca.pem`, `node.pem`, `node.key`, `driver.pem`, `driver.key`.
+fn test_pki(dir: &Path) -> [String; 5] {
+    use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let leaf = |name: &str, purpose: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
+        params.extended_key_usages = vec![purpose];
+        (params.signed_by(&key, &ca, &ca_key).unwrap(), key)
+    };
+    let (node, node_key) = leaf("127.0.0.1", ExtendedKeyUsagePurpose::ServerAuth);
+    let (driver, driver_key) = leaf("rlx-driver", ExtendedKeyUsagePurpose::ClientAuth);
+    let files = [
+        ("ca.pem", ca.pem()),
+        ("node.pem", node.pem()),
+        ("node.key", node_key.serialize_pem()),
+        ("driver.pem", driver.pem()),
+        ("driver.key", driver_key.serialize_pem()),
+    ];
+    files.map(|(name, pem)| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.to_str().unwrap().to_string()
+    })
+}
+
+/// Two nodes serve mutual TLS with a test CA; a driver with the CA and its
+/// certificate trains PPO on them. A plaintext client with the right
+/// cookie is refused, and so is a driver without a certificate.
+#[test]
+fn over_tls_a_driver_trains_and_plaintext_is_refused() {
+    let dir = tmp("tls");
+    let [ca, node_cert, node_key, driver_cert, driver_key] = test_pki(&dir);
+    let node_flags = ["--tls-cert", &node_cert, "--tls-key", &node_key, "--tls-client-ca", &ca];
+    let (a, b) = (Node::start_with(&dir, "a", COOKIE, &node_flags), Node::start_with(&dir, "b", COOKIE, &node_flags));
+    let driver_flags = ["--tls-ca", &ca, "--tls-cert", &driver_cert, "--tls-key", &driver_key];
+    let stop = json!({"training_iteration": 3});
+    let mut driver = train_with(&dir, &[&a, &b], COOKIE, json!({"num_workers": 2}), stop, &driver_flags);
+    assert!(driver.wait(Duration::from_secs(120)).success(), "{}", driver.log());
+    assert_eq!(results(&dir).len(), 3);
+    for node in [&a, &b] {
+        assert_eq!(node.proc.log().matches("started evaluator").count(), 1, "{}", node.proc.log());
+    }
+
+    // The right cookie in plaintext: the node wants a TLS handshake first.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let plaintext = runtime.block_on(async {
+        let mut peer = tokio::net::TcpStream::connect(&a.addr).await.unwrap();
+        let admission = rlx_cluster::admission::Admission::new(COOKIE);
+        tokio::time::timeout(Duration::from_secs(10), admission.join(&mut peer)).await
+    });
+    // It waits for a challenge the node never sends in plaintext, and the
+    // node closes it at its handshake timeout.
+    assert!(matches!(plaintext, Ok(Err(_))), "a plaintext client was not refused: {plaintext:?}");
+    assert!(a.proc.log().contains("no handshake within"), "{}", a.proc.log());
+
+    // Without a client certificate the nodes refuse the driver.
+    let dir2 = tmp("tls-no-cert");
+    let mut driver = train_with(
+        &dir2,
+        &[&a, &b],
+        COOKIE,
+        json!({"num_workers": 2}),
+        json!({"training_iteration": 3}),
+        &["--tls-ca", &ca],
+    );
+    assert!(!driver.wait(Duration::from_secs(60)).success());
+    assert!(driver.log().contains("none of the nodes could be used"), "{}", driver.log());
 }
 
 /// The entry point of the nodes that `Node::start_faulty` runs (a re-run
