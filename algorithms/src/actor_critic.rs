@@ -368,8 +368,7 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
         core: &mut PolicyCore<D>,
         input: &PolicyInput<'_>,
         explore: bool,
-        out: &mut SampleBatch,
-    ) -> Result<(), PolicyError> {
+    ) -> Result<SampleBatch, PolicyError> {
         let p = &core.params;
         // The policy's and the value's torsos encode observations alike.
         let x = self.net.pi.torso.input().encode(p.device(), input.obs)?;
@@ -383,14 +382,14 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
         let log_std = self.net.log_std.map(|id| crate::model::to_vec(p.get(id)));
         let (actions, logp) =
             self.net.dist.sample(&logits, log_std.as_deref(), input.action_mask, explore, &mut core.rng)?;
-        *out = SampleBatch::new();
+        let mut out = SampleBatch::new();
         out.insert(fields::ACTIONS, actions)?;
         out.insert_f32(fields::ACTION_LOGP, logp, 1)?;
         out.insert_f32(fields::VF_PREDS, crate::model::to_vec(&values), 1)?;
         if let Some(state) = state_out {
             out.insert_f32(fields::STATE_OUT, state, self.net.pi.state_size())?;
         }
-        Ok(())
+        Ok(out)
     }
 
     fn recurrent_state_size(&self) -> usize {
@@ -425,12 +424,9 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
         &mut self,
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
-        stats: &mut LearnerStats,
-    ) -> Result<Vec<f32>, PolicyError> {
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let seqs = self.sequences(batch)?;
-        let (grad, s) = self.backward_on(core, batch, seqs)?;
-        *stats = s;
-        Ok(grad)
+        self.backward_on(core, batch, seqs)
     }
 
     /// `num_sgd_iter` epochs of minibatch steps (over shuffled sequences
@@ -441,7 +437,7 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
         let mut all = Vec::new();
         for _epoch in 0..settings.num_sgd_iter {
             let mut sgd_step = |core: &mut PolicyCore<D>, (mut grad, mut stats): (Vec<f32>, LearnerStats)| {
-                core.step_all(&mut grad, &mut stats)?;
+                stats.merge(core.step_all(&mut grad)?);
                 all.push(stats);
                 Ok::<_, PolicyError>(())
             };

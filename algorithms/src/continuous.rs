@@ -10,6 +10,7 @@
 
 use crate::device::{on_device, NetDevice, OnDevice};
 use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, Params, Taped};
+use crate::policy_core::PolicyCore;
 use crate::sections::{Learning, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
@@ -269,18 +270,24 @@ pub(crate) fn bellman_targets(batch: &SampleBatch, next_value: &[f32]) -> Result
     Ok((0..batch.len()).map(|i| rewards[i] + discounts[i] * (1.0 - terminated[i]) * next_value[i]).collect())
 }
 
-/// The summed MSE loss `Σ_j mean (Q_j(x) − y)²` of `critics` on `core`'s
-/// weights, with `mean_q`, `mean_td_error` (of the first critic),
-/// `critic_loss` and `mean_target_q` in the stats, and its gradient for
-/// `range` (the critics' span of the weights).
+/// The summed MSE loss `Σ_j mean (Q_j(s, a) − y)²` of `critics` on
+/// `core`'s weights over the replayed `(s, a)` of `batch` (observations
+/// encoded by `input`, actions normalized by `bounds`), with `mean_q`,
+/// `mean_td_error` (of the first critic), `critic_loss` and
+/// `mean_target_q` in the stats, and its gradient for `range` (the
+/// critics' span of the weights).
 pub(crate) fn critic_gradient<D: NetDevice>(
-    core: &crate::policy_core::PolicyCore<D>,
+    core: &PolicyCore<D>,
     critics: &[Critic],
-    x: Matrix<D>,
+    (input, bounds): (&Input, &ActionBounds),
+    batch: &SampleBatch,
     targets: &[f32],
     range: std::ops::Range<usize>,
     stats: &mut LearnerStats,
 ) -> Result<Vec<f32>, PolicyError> {
+    let u = bounds.to_normalized(batch.f32(fields::ACTIONS)?);
+    let s = input.encode_host(batch.f32(fields::OBS)?)?;
+    let x = critic_input(core.params.device(), &u, bounds.dim(), &s, input.features())?;
     let (p, n) = (&core.params, targets.len());
     let y = p.device().tensor_from_vec(targets.to_vec(), (n, 1));
     let mut total = None;
@@ -302,6 +309,31 @@ pub(crate) fn critic_gradient<D: NetDevice>(
     stats.set("critic_loss", value as f64);
     stats.set("mean_target_q", targets.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64);
     Ok(grad)
+}
+
+/// One Adam step of optimizer `group` on its span of `grad`, with its
+/// gradient norm (before clipping) recorded as `key`.
+///
+/// # Errors
+/// A non-finite gradient.
+pub(crate) fn step_group<D: NetDevice>(
+    core: &mut PolicyCore<D>,
+    group: usize,
+    grad: &mut [f32],
+    key: &str,
+    stats: &mut LearnerStats,
+) -> Result<(), PolicyError> {
+    let range = core.range(group);
+    let norm = core.step(group, &mut grad[range])?;
+    stats.set(key, norm as f64);
+    Ok(())
+}
+
+/// Moves the target networks towards the online ones by Polyak averaging,
+/// `θ' ← τ θ + (1 − τ) θ'`.
+pub(crate) fn soft_update_target<D: NetDevice>(core: &mut PolicyCore<D>, tau: f64) {
+    let params = core.params.clone();
+    core.target.as_mut().expect("DDPG, TD3 and SAC keep target networks").soft_update(&params, tau as f32);
 }
 
 /// Fixtures for the DDPG and SAC unit tests.

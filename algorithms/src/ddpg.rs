@@ -49,8 +49,8 @@
 //! `num_actor_updates`, `num_updates` and `replay_buffer_size`.
 
 use crate::continuous::{
-    self, bellman_targets, critic_gradient, critic_input, critic_input_taped, min_q, replay_trainer, ActionBounds,
-    ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+    self, bellman_targets, critic_gradient, critic_input, critic_input_taped, min_q, replay_trainer,
+    soft_update_target, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
 };
 use crate::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
@@ -211,10 +211,8 @@ impl Ddpg {
         stats: &mut LearnerStats,
     ) -> Result<Vec<f32>, PolicyError> {
         let targets = self.td_targets(core, batch)?;
-        let u = self.bounds.to_normalized(batch.f32(fields::ACTIONS)?);
-        let s = self.input.encode_host(batch.f32(fields::OBS)?)?;
-        let x = critic_input(core.params.device(), &u, self.bounds.dim(), &s, self.input.features())?;
-        critic_gradient(core, &self.critics, x, &targets, core.range(CRITICS), stats)
+        let (sa, range) = ((&self.input, &self.bounds), core.range(CRITICS));
+        critic_gradient(core, &self.critics, sa, batch, &targets, range, stats)
     }
 
     /// The actor loss `−mean Q_1(s, μ(s))` and its gradient (actor's span).
@@ -250,8 +248,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
         core: &mut PolicyCore<D>,
         input: &PolicyInput<'_>,
         explore: bool,
-        out: &mut SampleBatch,
-    ) -> Result<(), PolicyError> {
+    ) -> Result<SampleBatch, PolicyError> {
         let a = self.bounds.dim();
         let mut u = self.actions(&core.params, input.obs)?;
         if explore {
@@ -269,9 +266,9 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
                 self.state.steps_explored += 1;
             }
         }
-        *out = SampleBatch::new();
+        let mut out = SampleBatch::new();
         out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), a)?;
-        Ok(())
+        Ok(out)
     }
 
     /// n-step returns and each row's bootstrap discount.
@@ -285,39 +282,27 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
         &mut self,
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
-        stats: &mut LearnerStats,
-    ) -> Result<Vec<f32>, PolicyError> {
-        let critic_grad = self.critic_gradient(core, batch, stats)?;
-        let mut grad = self.actor_gradient(core, batch, stats)?;
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let mut stats = LearnerStats::default();
+        let critic_grad = self.critic_gradient(core, batch, &mut stats)?;
+        let mut grad = self.actor_gradient(core, batch, &mut stats)?;
         grad.extend(critic_grad);
-        Ok(grad)
+        Ok((grad, stats))
     }
 
     /// The critics always; the actor and the targets every
     /// `policy_delay`-th update.
-    fn apply(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        grad: &mut [f32],
-        stats: &mut LearnerStats,
-    ) -> Result<(), PolicyError> {
-        let critic_range = core.range(CRITICS);
-        let norm = core.step(CRITICS, &mut grad[critic_range])?;
-        stats.set("critic_grad_norm", norm as f64);
+    fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
+        let mut stats = LearnerStats::default();
+        step_group(core, CRITICS, grad, "critic_grad_norm", &mut stats)?;
         self.state.updates += 1;
         if self.state.updates.is_multiple_of(self.cfg.policy_delay) {
-            let actor_range = core.range(ACTOR);
-            let norm = core.step(ACTOR, &mut grad[actor_range])?;
-            stats.set("actor_grad_norm", norm as f64);
-            let params = core.params.clone();
-            core.target
-                .as_mut()
-                .expect("DDPG keeps target networks")
-                .soft_update(&params, self.cfg.continuous.tau as f32);
+            step_group(core, ACTOR, grad, "actor_grad_norm", &mut stats)?;
+            soft_update_target(core, self.cfg.continuous.tau);
             self.state.actor_updates += 1;
         }
         stats.set("num_actor_updates", self.state.actor_updates as f64);
-        Ok(())
+        Ok(stats)
     }
 
     /// One update: the critics, and every `policy_delay`-th time the actor
@@ -331,7 +316,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
             vec![0.0; core.range(ACTOR).len()]
         };
         grad.extend(critic_grad);
-        self.apply(core, &mut grad, &mut stats)?;
+        stats.merge(self.apply(core, &mut grad)?);
         Ok(stats)
     }
 

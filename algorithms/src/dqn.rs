@@ -293,8 +293,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         core: &mut PolicyCore<D>,
         input: &PolicyInput<'_>,
         explore: bool,
-        out: &mut SampleBatch,
-    ) -> Result<(), PolicyError> {
+    ) -> Result<SampleBatch, PolicyError> {
         let a = self.net.actions;
         let q = self.net.q_values(&core.params, input.obs)?;
         if let Some(m) = input.action_mask {
@@ -322,9 +321,9 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         if explore {
             self.state.steps_explored += actions.len() as u64;
         }
-        *out = SampleBatch::new();
+        let mut out = SampleBatch::new();
         out.insert_i64(fields::ACTIONS, actions, 1)?;
-        Ok(())
+        Ok(out)
     }
 
     /// n-step returns and each row's bootstrap discount; with
@@ -344,8 +343,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         &mut self,
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
-        stats: &mut LearnerStats,
-    ) -> Result<Vec<f32>, PolicyError> {
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let (n, a) = (batch.len(), self.net.actions);
         let targets = self.td_targets(core, batch)?;
         let weights = match batch.f32(WEIGHTS) {
@@ -365,29 +363,25 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         let huber = q_taken.huber_error(dev.tensor_from_vec(targets.clone(), (n,)), 1.0);
         let loss = (huber * dev.tensor_from_vec(weights, (n,))).mean();
         let (total, grad) = core.backward(loss, "loss", 0..core.num_params())?;
+        let mut stats = LearnerStats::default();
         stats.set("loss", total as f64);
         stats.set("mean_q", q_host.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
         let td_abs = q_host.iter().zip(&targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
         stats.set("mean_td_error", td_abs / n as f64);
-        Ok(grad)
+        Ok((grad, stats))
     }
 
     /// Clips, takes one Adam step, and copies the online network into the
     /// target network every `target_update_interval` updates.
-    fn apply(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        grad: &mut [f32],
-        stats: &mut LearnerStats,
-    ) -> Result<(), PolicyError> {
-        core.step_all(grad, stats)?;
+    fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
+        let mut stats = core.step_all(grad)?;
         self.state.updates += 1;
         if self.state.updates % self.cfg.q_learning.target_update_interval == 0 {
             core.target = Some(core.params.clone());
             self.state.num_target_updates += 1;
         }
         stats.set("num_target_updates", self.state.num_target_updates as f64);
-        Ok(())
+        Ok(stats)
     }
 
     fn td_errors(&mut self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {

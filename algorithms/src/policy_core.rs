@@ -108,14 +108,15 @@ impl<D: NetDevice> PolicyCore<D> {
     ///
     /// # Errors
     /// As [`step`](Self::step).
-    pub fn step_all(&mut self, grad: &mut [f32], stats: &mut LearnerStats) -> Result<(), PolicyError> {
+    pub fn step_all(&mut self, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
         self.check_len("gradients", grad.len())?;
+        let mut stats = LearnerStats::default();
         for group in 0..self.groups.len() {
             let range = self.range(group);
             let norm = self.step(group, &mut grad[range])?;
             stats.set("grad_norm", norm as f64);
         }
-        Ok(())
+        Ok(stats)
     }
 
     /// The unclipped gradient of `loss` for `range` of the weights.
@@ -156,7 +157,9 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
     /// (exploration counters, update counts, ...).
     type State: Serialize + DeserializeOwned;
 
-    /// Acts on `input` (see [`PolicyGraph::compute_actions_from_input`]).
+    /// Acts on `input` (see [`PolicyGraph::compute_actions_from_input`]):
+    /// the `actions` column and whatever else the algorithm records per
+    /// row (`action_logp`, `vf_preds`, `state_out`, ...).
     ///
     /// # Errors
     /// Bad input, or a policy failure.
@@ -165,8 +168,7 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
         core: &mut PolicyCore<D>,
         input: &PolicyInput<'_>,
         explore: bool,
-        out: &mut SampleBatch,
-    ) -> Result<(), PolicyError>;
+    ) -> Result<SampleBatch, PolicyError>;
 
     /// Completes one trajectory fragment (see
     /// [`PolicyGraph::postprocess_trajectory`]).
@@ -184,21 +186,15 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
         &mut self,
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
-        stats: &mut LearnerStats,
-    ) -> Result<Vec<f32>, PolicyError>;
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError>;
 
-    /// Applies a gradient of the whole weights (checked for length): by
-    /// default every optimizer steps on its span.
+    /// Applies a gradient of the whole weights (checked for length), with
+    /// statistics: by default every optimizer steps on its span.
     ///
     /// # Errors
     /// A non-finite gradient.
-    fn apply(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        grad: &mut [f32],
-        stats: &mut LearnerStats,
-    ) -> Result<(), PolicyError> {
-        core.step_all(grad, stats)
+    fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
+        core.step_all(grad)
     }
 
     /// Learns from a batch: by default one gradient, applied.
@@ -206,9 +202,8 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
     /// # Errors
     /// As [`gradient`](Self::gradient) and [`apply`](Self::apply).
     fn learn(&mut self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
-        let mut stats = LearnerStats::default();
-        let mut grad = self.gradient(core, batch, &mut stats)?;
-        self.apply(core, &mut grad, &mut stats)?;
+        let (mut grad, mut stats) = self.gradient(core, batch)?;
+        stats.merge(self.apply(core, &mut grad)?);
         Ok(stats)
     }
 
@@ -283,7 +278,7 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
     }
 
     fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        self.algo.act(&mut self.core, &PolicyInput::obs(obs), explore, out)
+        self.compute_actions_from_input(&PolicyInput::obs(obs), explore, out)
     }
 
     fn compute_actions_from_input(
@@ -292,7 +287,8 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
         explore: bool,
         out: &mut SampleBatch,
     ) -> Result<(), PolicyError> {
-        self.algo.act(&mut self.core, input, explore, out)
+        *out = self.algo.act(&mut self.core, input, explore)?;
+        Ok(())
     }
 
     fn recurrent_state_size(&self) -> usize {
@@ -310,15 +306,14 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
     /// The unclipped gradient: whoever applies it clips (so averaged
     /// gradients are clipped once, after averaging).
     fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
-        let mut stats = LearnerStats::default();
-        let grad = self.algo.gradient(&mut self.core, batch, &mut stats)?;
+        let (grad, mut stats) = self.algo.gradient(&mut self.core, batch)?;
         stats.set("grad_norm", rlx::policy::global_norm(&grad));
         Ok((grad, stats))
     }
 
     fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
         self.core.check_len("gradients", grads.len())?;
-        self.algo.apply(&mut self.core, &mut grads.to_vec(), &mut LearnerStats::default())
+        self.algo.apply(&mut self.core, &mut grads.to_vec()).map(drop)
     }
 
     fn td_errors(&mut self, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {

@@ -40,8 +40,8 @@
 //! clipping), `num_updates` and `replay_buffer_size`.
 
 use crate::continuous::{
-    self, bellman_targets, critic_gradient, critic_input, critic_input_taped, min_q, replay_trainer, ActionBounds,
-    ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+    self, bellman_targets, critic_gradient, critic_input, critic_input_taped, min_q, replay_trainer,
+    soft_update_target, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
 };
 use crate::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
@@ -269,8 +269,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
         core: &mut PolicyCore<D>,
         input: &PolicyInput<'_>,
         explore: bool,
-        out: &mut SampleBatch,
-    ) -> Result<(), PolicyError> {
+    ) -> Result<SampleBatch, PolicyError> {
         let a = self.bounds.dim();
         let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), input.obs)?);
         let (mut u, raw) = (to_vec(&mean), to_vec(&raw));
@@ -292,9 +291,9 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
             }
         }
         u.iter_mut().for_each(|x| *x = x.tanh());
-        *out = SampleBatch::new();
+        let mut out = SampleBatch::new();
         out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), a)?;
-        Ok(())
+        Ok(out)
     }
 
     /// n-step returns and each row's bootstrap discount.
@@ -308,40 +307,29 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
         &mut self,
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
-        stats: &mut LearnerStats,
-    ) -> Result<Vec<f32>, PolicyError> {
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let mut stats = LearnerStats::default();
         let targets = self.td_targets(core, batch)?;
-        let u = self.bounds.to_normalized(batch.f32(fields::ACTIONS)?);
-        let s = self.input.encode_host(batch.f32(fields::OBS)?)?;
-        let x = critic_input(core.params.device(), &u, self.bounds.dim(), &s, self.input.features())?;
-        let critic_grad = critic_gradient(core, &self.critics, x, &targets, core.range(CRITICS), stats)?;
-        let (mut grad, alpha_grad) = self.actor_gradient(core, batch, stats)?;
+        let (sa, range) = ((&self.input, &self.bounds), core.range(CRITICS));
+        let critic_grad = critic_gradient(core, &self.critics, sa, batch, &targets, range, &mut stats)?;
+        let (mut grad, alpha_grad) = self.actor_gradient(core, batch, &mut stats)?;
         grad.extend(critic_grad);
         grad.push(alpha_grad);
-        Ok(grad)
+        Ok((grad, stats))
     }
 
     /// One step of the critics, the actor and (with `tune_alpha`) `log α`,
     /// then the target critics move by `tau`.
-    fn apply(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        grad: &mut [f32],
-        stats: &mut LearnerStats,
-    ) -> Result<(), PolicyError> {
-        let range = core.range(CRITICS);
-        let norm = core.step(CRITICS, &mut grad[range])?;
-        stats.set("critic_grad_norm", norm as f64);
-        let range = core.range(ACTOR);
-        let norm = core.step(ACTOR, &mut grad[range])?;
-        stats.set("actor_grad_norm", norm as f64);
+    fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
+        let mut stats = LearnerStats::default();
+        step_group(core, CRITICS, grad, "critic_grad_norm", &mut stats)?;
+        step_group(core, ACTOR, grad, "actor_grad_norm", &mut stats)?;
         if self.cfg.tune_alpha {
             let range = core.range(ALPHA);
             core.step(ALPHA, &mut grad[range])?;
         }
-        let params = core.params.clone();
-        core.target.as_mut().expect("SAC keeps target critics").soft_update(&params, self.cfg.continuous.tau as f32);
-        Ok(())
+        soft_update_target(core, self.cfg.continuous.tau);
+        Ok(stats)
     }
 
     fn state(&self) -> u64 {

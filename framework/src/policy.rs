@@ -41,6 +41,11 @@ impl LearnerStats {
         self.0.get(name).copied()
     }
 
+    /// Adds `other`'s values, replacing those of the same name.
+    pub fn merge(&mut self, other: LearnerStats) {
+        self.0.extend(other.0);
+    }
+
     /// Averages several steps' stats key by key (e.g. over minibatches).
     pub fn mean(all: &[LearnerStats]) -> LearnerStats {
         let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
