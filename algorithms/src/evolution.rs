@@ -905,16 +905,6 @@ impl PolicyOptimizer for EvolutionOptimizer {
         Ok(StepStats { steps_sampled: steps, steps_trained: steps, episodes, learner })
     }
 
-    /// The driver's policy holds θ; workers get it with every request.
-    async fn restore_weights(
-        &mut self,
-        evaluators: &mut Evaluators,
-        weights: Arc<FlatWeights>,
-    ) -> Result<(), OptimizerError> {
-        evaluators.local_mut().set_weights(&weights)?;
-        Ok(())
-    }
-
     fn checkpoint_gaps(&self) -> Vec<String> {
         let mut gaps = self.rule.checkpoint_gaps();
         gaps.push("the task generator's position is not saved; a restored run draws new perturbations".into());

@@ -642,6 +642,9 @@ pub struct PbtOptimizer {
     spaces: (Space, Space),
     rng: ChaCha8Rng,
     num_exploits: u64,
+    /// Set by a restored checkpoint: every member starts again from its
+    /// spec before the next round.
+    rebuild_members: bool,
 }
 
 impl PbtOptimizer {
@@ -726,6 +729,12 @@ impl PbtOptimizer {
     /// Trains every member for `perturbation_interval` iterations from its
     /// spec, and records where each ended.
     async fn train_members(&mut self) -> Result<Vec<MemberReport>, OptimizerError> {
+        if std::mem::take(&mut self.rebuild_members) {
+            let specs = lock(&self.specs).clone();
+            let replies =
+                self.pool.call_all(|i, reply| MemberMsg::Reset(specs[i].clone(), reply)).await.map_err(pool_error)?;
+            replies.into_iter().collect::<Result<(), _>>()?;
+        }
         let start = lock(&self.specs).clone();
         let iterations = self.cfg.perturbation_interval;
         let replies = self
@@ -789,24 +798,14 @@ impl PolicyOptimizer for PbtOptimizer {
         })
     }
 
-    /// Sets the driver's evaluator's weights and every member's (each
-    /// member is rebuilt with its current config from these weights).
-    async fn restore_weights(
-        &mut self,
-        evaluators: &mut Evaluators,
-        weights: Arc<FlatWeights>,
-    ) -> Result<(), OptimizerError> {
-        Self::keep_best(evaluators, &weights, None)?;
-        let specs = {
-            let mut specs = lock(&self.specs);
-            for s in specs.iter_mut() {
-                s.weights = Some(weights.clone());
-            }
-            specs.clone()
-        };
-        let replies =
-            self.pool.call_all(|i, reply| MemberMsg::Reset(specs[i].clone(), reply)).await.map_err(pool_error)?;
-        replies.into_iter().collect()
+    /// Every member is rebuilt with its current config from these weights
+    /// (at the start of the next round); the driver's evaluator already
+    /// holds them.
+    fn weights_restored(&mut self, weights: &Arc<FlatWeights>) {
+        for s in lock(&self.specs).iter_mut() {
+            s.weights = Some(weights.clone());
+        }
+        self.rebuild_members = true;
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {
@@ -947,6 +946,7 @@ pub async fn build_optimizer(make_env: EnvMaker, cfg: PbtConfig) -> Result<(Eval
         spaces,
         rng,
         num_exploits: 0,
+        rebuild_members: false,
     };
     Ok((best, optimizer))
 }

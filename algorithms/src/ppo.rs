@@ -36,9 +36,7 @@ use crate::{BuildError, EnvMaker};
 use async_trait::async_trait;
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
-use rlx::optimizer::{
-    publish_round, sample_round, set_weights_everywhere, MultiDeviceLearner, OptimizerError, StepStats,
-};
+use rlx::optimizer::{publish_round, sample_round, MultiDeviceLearner, OptimizerError, StepStats};
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
 use rlx::{
     fields, Evaluators, FlatWeights, LearnerStats, PolicyError, PolicyGraph, PolicyOptimizer, SampleBatch, Space,
@@ -239,18 +237,12 @@ impl PolicyOptimizer for PpoStep {
         publish_round(evaluators, round, learner).await
     }
 
-    /// The weights to every evaluator; the replicas copy them (and the
-    /// optimizer state restored after this) before the next step.
-    async fn restore_weights(
-        &mut self,
-        evaluators: &mut Evaluators,
-        weights: Arc<FlatWeights>,
-    ) -> Result<(), OptimizerError> {
-        set_weights_everywhere(evaluators, &weights).await?;
+    /// The replicas copy the restored weights (and the optimizer state
+    /// restored after them) before the next step.
+    fn weights_restored(&mut self, _: &Arc<FlatWeights>) {
         if let Some(devices) = &mut self.devices {
             devices.mark_out_of_sync();
         }
-        Ok(())
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {

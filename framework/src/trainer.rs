@@ -195,13 +195,16 @@ impl Trainer {
         Ok(result)
     }
 
-    /// Replaces the learner's weights everywhere they live (see
-    /// [`PolicyOptimizer::restore_weights`]).
+    /// Replaces the learner's weights everywhere they live: on every
+    /// evaluator, then wherever the optimizer keeps them (see
+    /// [`PolicyOptimizer::weights_restored`]).
     ///
     /// # Errors
     /// Weights of the wrong length, or an unreachable worker.
     pub async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        self.optimizer.restore_weights(&mut self.evaluators, weights).await
+        crate::optimizer::set_weights_everywhere(&mut self.evaluators, &weights).await?;
+        self.optimizer.weights_restored(&weights);
+        Ok(())
     }
 
     /// The evaluators: the driver's own (whose policy the learner trains)

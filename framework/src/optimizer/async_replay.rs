@@ -428,14 +428,8 @@ impl PolicyOptimizer for AsyncReplayOptimizer {
 
     /// Hands the weights to the learner thread (adopted before its next
     /// update) and publishes them for the next weight sync.
-    async fn restore_weights(
-        &mut self,
-        evaluators: &mut Evaluators,
-        weights: Arc<FlatWeights>,
-    ) -> Result<(), OptimizerError> {
-        evaluators.local_mut().set_weights(&weights)?;
-        hand_to_learner(&self.pending, &self.published, weights);
-        Ok(())
+    fn weights_restored(&mut self, weights: &Arc<FlatWeights>) {
+        hand_to_learner(&self.pending, &self.published, weights.clone());
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {

@@ -298,16 +298,9 @@ impl PolicyOptimizer for AsyncSamplesOptimizer {
     }
 
     /// Hands the weights to the learner thread (adopted before its next
-    /// update) and publishes them, so the next broadcast sends them to the
-    /// workers.
-    async fn restore_weights(
-        &mut self,
-        evaluators: &mut Evaluators,
-        weights: Arc<FlatWeights>,
-    ) -> Result<(), OptimizerError> {
-        evaluators.local_mut().set_weights(&weights)?;
-        hand_to_learner(&self.pending, &self.published, weights);
-        Ok(())
+    /// update) and publishes them, so later broadcasts send them.
+    fn weights_restored(&mut self, weights: &Arc<FlatWeights>) {
+        hand_to_learner(&self.pending, &self.published, weights.clone());
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {

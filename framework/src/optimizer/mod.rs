@@ -82,19 +82,12 @@ pub trait PolicyOptimizer: Send {
     /// An evaluator that failed for good, or a learner error.
     async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError>;
 
-    /// Replaces the learner's weights everywhere they live (restoring a
-    /// checkpoint). The default sets the local policy's and every worker's;
-    /// an optimizer that keeps copies elsewhere (a learner thread, learner
-    /// replicas) overrides it.
-    ///
-    /// # Errors
-    /// Weights of the wrong length, or an unreachable worker.
-    async fn restore_weights(
-        &mut self,
-        evaluators: &mut Evaluators,
-        weights: Arc<FlatWeights>,
-    ) -> Result<(), OptimizerError> {
-        set_weights_everywhere(evaluators, &weights).await
+    /// Called when a checkpoint's weights have been set on every evaluator
+    /// (the driver's and the workers'), for an optimizer that keeps the
+    /// learner's weights elsewhere too: a learner thread, learner replicas,
+    /// a population. The default does nothing.
+    fn weights_restored(&mut self, weights: &Arc<FlatWeights>) {
+        let _ = weights;
     }
 
     /// What a checkpoint of this optimizer leaves out, in words (empty: a

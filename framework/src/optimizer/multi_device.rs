@@ -17,7 +17,7 @@
 //! broadcasts read); the others run on their own OS threads.
 
 use super::sync_samples::{publish_round, sample_round};
-use super::{set_weights_everywhere, OptimizerError, PolicyOptimizer, StepStats, SyncSamplesConfig};
+use super::{OptimizerError, PolicyOptimizer, StepStats, SyncSamplesConfig};
 use crate::evaluator::EvaluatorError;
 use crate::evaluator_set::Evaluators;
 use crate::operators;
@@ -380,16 +380,10 @@ impl PolicyOptimizer for MultiDeviceOptimizer {
         publish_round(evaluators, round, learner).await
     }
 
-    async fn restore_weights(
-        &mut self,
-        evaluators: &mut Evaluators,
-        weights: Arc<FlatWeights>,
-    ) -> Result<(), OptimizerError> {
-        set_weights_everywhere(evaluators, &weights).await?;
-        // The optimizer state is restored into the driver's policy after
-        // this; the replicas copy both before the next step.
+    /// The optimizer state is restored into the driver's policy after
+    /// this; the replicas copy both before the next step.
+    fn weights_restored(&mut self, _: &Arc<FlatWeights>) {
         self.learner.mark_out_of_sync();
-        Ok(())
     }
 
     fn checkpoint_gaps(&self) -> Vec<String> {
