@@ -90,10 +90,8 @@ impl ActorCriticLoss for A2cConfig {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: A2cConfig) -> Result<Trainer, BuildError> {
-    let step = A2cStep { min_sample_fraction: cfg.batch.min_sample_fraction };
-    let sampling = cfg.batch.settings(&cfg.sampling);
-    let evaluators = spawn_evaluators(make_env, actor_critic_policies("A2C", cfg), sampling).await?;
-    Ok(Trainer::new(evaluators, Box::new(step)))
+    let (batch, sampling) = (cfg.batch.clone(), cfg.sampling.clone());
+    A2cStep::trainer("A2C", make_env, cfg, &batch, &sampling).await
 }
 
 /// A2C's training step, once per iteration (PG's too): sample, standardize
@@ -101,6 +99,23 @@ pub async fn build(make_env: EnvMaker, cfg: A2cConfig) -> Result<Trainer, BuildE
 pub struct A2cStep {
     /// Learn once this fraction of the samplers has returned.
     pub min_sample_fraction: f64,
+}
+
+impl A2cStep {
+    /// Evaluators from `make_env` with `loss`'s policies (`name`'s),
+    /// sampling as `batch` and `sampling` say, running this step.
+    pub(crate) async fn trainer<L: ActorCriticLoss>(
+        name: &'static str,
+        make_env: EnvMaker,
+        loss: L,
+        batch: &SyncBatch,
+        sampling: &Sampling,
+    ) -> Result<Trainer, BuildError> {
+        let step = Self { min_sample_fraction: batch.min_sample_fraction };
+        let evaluators =
+            spawn_evaluators(make_env, actor_critic_policies(name, loss), batch.settings(sampling)).await?;
+        Ok(Trainer::new(evaluators, Box::new(step)))
+    }
 }
 
 #[async_trait]

@@ -18,7 +18,6 @@
 use crate::a2c::A2cStep;
 use crate::actor_critic::{policy_gradient_loss, ActorCriticLoss, Forward, LossOutput};
 use crate::device::NetDevice;
-use crate::execution::{actor_critic_policies, spawn_evaluators};
 use crate::model::ModelSupport;
 use crate::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::{BuildError, EnvMaker};
@@ -96,8 +95,6 @@ impl ActorCriticLoss for PgConfig {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: PgConfig) -> Result<Trainer, BuildError> {
-    let step = A2cStep { min_sample_fraction: cfg.batch.min_sample_fraction };
-    let sampling = cfg.batch.settings(&cfg.sampling);
-    let evaluators = spawn_evaluators(make_env, actor_critic_policies("PG", cfg), sampling).await?;
-    Ok(Trainer::new(evaluators, Box::new(step)))
+    let (batch, sampling) = (cfg.batch.clone(), cfg.sampling.clone());
+    A2cStep::trainer("PG", make_env, cfg, &batch, &sampling).await
 }
