@@ -313,12 +313,8 @@ fn argmax(x: &[f32]) -> usize {
 }
 
 impl PolicyGraph for FlatPolicy {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.act_space
+    fn spaces(&self) -> (&Space, &Space) {
+        (&self.obs_space, &self.act_space)
     }
 
     /// The deterministic action of θ (exploration in ES and ARS happens in

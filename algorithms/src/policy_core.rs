@@ -269,12 +269,8 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> CorePolicy<A, D> {
 }
 
 impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
-    fn observation_space(&self) -> &Space {
-        &self.core.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.core.action_space
+    fn spaces(&self) -> (&Space, &Space) {
+        (&self.core.observation_space, &self.core.action_space)
     }
 
     fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {

@@ -281,18 +281,12 @@ struct Dials {
     obs: i64,
     t: u32,
     rng: rand_chacha::ChaCha8Rng,
-    spaces: (rlx::Space, rlx::Space),
+    signature: rlx::EnvSignature,
 }
 
 impl Env for Dials {
-    fn name(&self) -> &str {
-        "Dials"
-    }
-    fn observation_space(&self) -> &rlx::Space {
-        &self.spaces.0
-    }
-    fn action_space(&self) -> &rlx::Space {
-        &self.spaces.1
+    fn signature(&self) -> &rlx::EnvSignature {
+        &self.signature
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), rlx::EnvError> {
         use rand::{Rng, SeedableRng};
@@ -306,7 +300,7 @@ impl Env for Dials {
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<rlx::Step, rlx::EnvError> {
         use rand::Rng;
         let Action::MultiDiscrete(a) = action else { return Err(rlx::env::invalid_action(self, action)) };
-        if !self.spaces.1.contains(action) {
+        if !self.action_space().contains(action) {
             return Err(rlx::env::invalid_action(self, action));
         }
         let reward = f64::from(u8::from(a[0] == self.obs)) + f64::from(u8::from(a[1] == (self.obs + 1) % 4));
@@ -322,8 +316,9 @@ impl Env for Dials {
 async fn ppo_learns_multi_discrete_actions_from_discrete_observations() {
     use rand::SeedableRng;
     let make: rlx::env::EnvMaker = std::sync::Arc::new(|| {
-        let spaces = (rlx::Space::discrete(3), rlx::Space::MultiDiscrete { nvec: vec![3, 4] });
-        Ok(Box::new(Dials { obs: 0, t: 0, rng: rand_chacha::ChaCha8Rng::seed_from_u64(0), spaces }) as Box<dyn Env>)
+        let signature =
+            rlx::EnvSignature::new("Dials", rlx::Space::discrete(3), rlx::Space::MultiDiscrete { nvec: vec![3, 4] });
+        Ok(Box::new(Dials { obs: 0, t: 0, rng: rand_chacha::ChaCha8Rng::seed_from_u64(0), signature }) as Box<dyn Env>)
     });
     let config = json!({"seed": 0, "num_workers": 0});
     let (mut trainer, _) = rlx_algorithms::build_trainer_with_env("PPO", make, &config).await.unwrap();

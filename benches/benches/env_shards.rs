@@ -14,42 +14,29 @@
 mod common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rlx::{Action, Column, Env, EnvError, EnvMaker, EnvShards, Space, Step, VectorEnv};
+use rlx::{Action, Column, Env, EnvError, EnvMaker, EnvShards, Step, VectorEnv, Wrapped, Wrapper};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const COPIES: usize = 8;
 
-/// An env whose step spins for `cost` before stepping `inner`.
+/// Spins for `cost` before each step of the env it wraps.
 struct Busy {
-    inner: Box<dyn Env>,
     cost: Duration,
 }
 
-impl Env for Busy {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn observation_space(&self) -> &Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        self.inner.reset(seed, obs)
-    }
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+impl<E: Env> Wrapper<E> for Busy {
+    fn step(&mut self, env: &mut E, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
         let t0 = Instant::now();
         while t0.elapsed() < self.cost {
             std::hint::spin_loop();
         }
-        self.inner.step(action, obs)
+        env.step(action, obs)
     }
 }
 
 fn maker(cost: Duration) -> EnvMaker {
-    Arc::new(move || Ok(Box::new(Busy { inner: rlx_envs::make("CartPole-v1")?, cost }) as Box<dyn Env>))
+    Arc::new(move || Ok(Box::new(Wrapped::wrap(rlx_envs::make("CartPole-v1")?, Busy { cost })) as Box<dyn Env>))
 }
 
 fn env_shards(c: &mut Criterion) {

@@ -18,7 +18,7 @@ use crate::snapshot::Snapshot;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rlx::env::{invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step};
+use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -88,15 +88,14 @@ pub(crate) fn check_argument<D: Dynamics>(ok: bool, message: impl FnOnce() -> St
 
 /// A classic-control env: its dynamics (the crate's sealed `Dynamics`
 /// trait, one implementation per env) with the state, the seeded generator,
-/// the `done` flag and the spaces. Each env names its own, e.g.
+/// the `done` flag and the signature (name and spaces). Each env names its own, e.g.
 /// [`CartPole`](crate::CartPole).
 pub struct ClassicControl<D: Dynamics> {
     dynamics: D,
     pub(crate) state: D::State,
     pub(crate) done: bool,
     rng: ChaCha8Rng,
-    observation_space: Space,
-    action_space: Space,
+    signature: EnvSignature,
 }
 
 impl<D: Dynamics + Default> Default for ClassicControl<D> {
@@ -121,8 +120,7 @@ impl<D: Dynamics> ClassicControl<D> {
             state: D::State::default(),
             done: true,
             rng: seeded(0),
-            observation_space: D::observation_space(),
-            action_space: D::action_space(),
+            signature: EnvSignature::new(D::NAME, D::observation_space(), D::action_space()),
         }
     }
 
@@ -152,16 +150,8 @@ impl<D: Dynamics<State = [f64; N]>, const N: usize> ClassicControl<D> {
 }
 
 impl<D: Dynamics> Env for ClassicControl<D> {
-    fn name(&self) -> &str {
-        D::NAME
-    }
-
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.action_space
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {

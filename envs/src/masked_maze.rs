@@ -25,7 +25,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step};
+use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 
 const MAP: [&str; 6] = ["SSS#..", "S#.#.#", "S#....", ".####.", "...#..", "##...G"];
 /// The start cells (the `S`s).
@@ -41,8 +41,7 @@ pub struct MaskedMaze {
     legal: [bool; 4],
     done: bool,
     rng: ChaCha8Rng,
-    observation_space: Space,
-    action_space: Space,
+    signature: EnvSignature,
 }
 
 impl Default for MaskedMaze {
@@ -66,8 +65,11 @@ impl MaskedMaze {
             legal: [false; 4],
             done: true,
             rng: ChaCha8Rng::seed_from_u64(0),
-            observation_space: Space::uniform_box(0.0, 1.0, vec![SIDE * SIDE]).expect("bounds are consistent"),
-            action_space: Space::discrete(4),
+            signature: EnvSignature::new(
+                "MaskedMaze-v0",
+                Space::uniform_box(0.0, 1.0, vec![SIDE * SIDE]).expect("bounds are consistent"),
+                Space::discrete(4),
+            ),
         }
     }
 
@@ -81,16 +83,8 @@ impl MaskedMaze {
 }
 
 impl Env for MaskedMaze {
-    fn name(&self) -> &str {
-        "MaskedMaze-v0"
-    }
-
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.action_space
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
 
     /// Starts on a random `S` cell.

@@ -10,13 +10,13 @@
 
 use crate::CartPole;
 use rlx::env::invalid_action;
-use rlx::{Action, Env, EnvError, Space, Step};
+use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 
 /// CartPole-v1 observed through `(x, θ)` only.
 pub struct StatelessCartPole {
     inner: CartPole,
     full: [f32; 4],
-    observation_space: Space,
+    signature: EnvSignature,
 }
 
 impl Default for StatelessCartPole {
@@ -32,7 +32,8 @@ impl StatelessCartPole {
         let Space::Box { low, high, .. } = inner.observation_space() else { unreachable!("CartPole observes a Box") };
         let observation_space = Space::bounded(vec![low[0], low[2]], vec![high[0], high[2]], vec![2])
             .expect("CartPole's bounds are consistent");
-        Self { inner, full: [0.0; 4], observation_space }
+        let signature = EnvSignature::new("StatelessCartPole-v1", observation_space, inner.action_space().clone());
+        Self { inner, full: [0.0; 4], signature }
     }
 
     fn observe(&self, obs: &mut [f32]) {
@@ -42,16 +43,8 @@ impl StatelessCartPole {
 }
 
 impl Env for StatelessCartPole {
-    fn name(&self) -> &str {
-        "StatelessCartPole-v1"
-    }
-
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        self.inner.action_space()
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {

@@ -1,4 +1,6 @@
-//! The [`Env`] trait users implement (wrappers such as [`TimeLimit`](crate::wrappers::TimeLimit) are in [`crate::wrappers`]).
+//! The [`Env`] trait users implement and the [`EnvSignature`] every env
+//! keeps (wrappers such as [`TimeLimit`](crate::wrappers::TimeLimit) are in
+//! [`crate::wrappers`]).
 //!
 //! An env writes observations into buffers the caller owns, so stepping never
 //! allocates. Episode ends come in two kinds, as in Gymnasium: *terminated*
@@ -92,23 +94,50 @@ fn suggest(closest: &[String]) -> String {
     }
 }
 
+/// What an env looks like from outside: its name and its two spaces, the
+/// way a function's signature gives its name and the types it takes and
+/// returns. An env builds its signature once, in its constructor, and
+/// returns it from [`Env::signature`]; [`Env::name`],
+/// [`Env::observation_space`] and [`Env::action_space`] read it.
+///
+/// (Not to be confused with `rlx_envs::EnvSpec`, the registry's entry for
+/// an env name, as Gymnasium's `EnvSpec`.)
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvSignature {
+    /// A short name used in error messages (e.g. `"CartPole-v1"`).
+    pub name: String,
+    /// The space observations lie in.
+    pub observation_space: Space,
+    /// The space actions must lie in.
+    pub action_space: Space,
+}
+
+impl EnvSignature {
+    /// The signature of the env `name` with these spaces.
+    pub fn new(name: impl Into<String>, observation_space: Space, action_space: Space) -> Self {
+        Self { name: name.into(), observation_space, action_space }
+    }
+}
+
 /// A reinforcement-learning environment.
 ///
-/// Implement this for your own simulator. `reset` and `step` write the
-/// observation as a flat `f32` row of width `observation_space().flat_dim()`
-/// into `obs`.
+/// Implement this for your own simulator: [`signature`](Env::signature)
+/// (the name and spaces, built once), [`reset`](Env::reset) and
+/// [`step`](Env::step); the other methods have defaults. `reset` and `step`
+/// write the observation as a flat `f32` row of width
+/// `observation_space().flat_dim()` into `obs`. To change an existing env
+/// (a time limit, stacked frames, ...), wrap it instead: see
+/// [`Wrapper`](crate::wrappers::Wrapper).
 ///
 /// # Examples
 /// ```
-/// use rlx::{Action, Env, EnvError, Space, Step};
+/// use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 ///
 /// /// Reach position 3 by stepping right (action 1) or left (action 0).
-/// struct Corridor { pos: i64, obs_space: Space, act_space: Space }
+/// struct Corridor { pos: i64, signature: EnvSignature }
 ///
 /// impl Env for Corridor {
-///     fn name(&self) -> &str { "Corridor" }
-///     fn observation_space(&self) -> &Space { &self.obs_space }
-///     fn action_space(&self) -> &Space { &self.act_space }
+///     fn signature(&self) -> &EnvSignature { &self.signature }
 ///     fn reset(&mut self, _seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
 ///         self.pos = 0;
 ///         obs[0] = 0.0;
@@ -125,11 +154,8 @@ fn suggest(closest: &[String]) -> String {
 ///     }
 /// }
 ///
-/// let mut env = Corridor {
-///     pos: 0,
-///     obs_space: Space::uniform_box(0.0, 3.0, vec![1]).unwrap(),
-///     act_space: Space::discrete(2),
-/// };
+/// let observations = Space::uniform_box(0.0, 3.0, vec![1]).unwrap();
+/// let mut env = Corridor { pos: 0, signature: EnvSignature::new("Corridor", observations, Space::discrete(2)) };
 /// let mut obs = [0.0f32];
 /// env.reset(Some(0), &mut obs).unwrap();
 /// let step = env.step(Action::Discrete(1), &mut obs).unwrap();
@@ -138,14 +164,27 @@ fn suggest(closest: &[String]) -> String {
 /// assert!(env.step(Action::Discrete(5), &mut obs).is_err());
 /// ```
 pub trait Env: Send {
-    /// A short name used in error messages (e.g. `"CartPole-v1"`).
-    fn name(&self) -> &str;
+    /// The env's name and spaces. [`name`](Env::name),
+    /// [`observation_space`](Env::observation_space) and
+    /// [`action_space`](Env::action_space) read it: implement this one,
+    /// not them.
+    fn signature(&self) -> &EnvSignature;
 
-    /// The space observations lie in.
-    fn observation_space(&self) -> &Space;
+    /// A short name used in error messages (e.g. `"CartPole-v1"`): the
+    /// [`signature`](Env::signature)'s.
+    fn name(&self) -> &str {
+        &self.signature().name
+    }
 
-    /// The space actions must lie in.
-    fn action_space(&self) -> &Space;
+    /// The space observations lie in: the [`signature`](Env::signature)'s.
+    fn observation_space(&self) -> &Space {
+        &self.signature().observation_space
+    }
+
+    /// The space actions must lie in: the [`signature`](Env::signature)'s.
+    fn action_space(&self) -> &Space {
+        &self.signature().action_space
+    }
 
     /// Starts a new episode. `Some(seed)` reseeds the env's random generator
     /// (as Gymnasium's `reset(seed=...)`); `None` continues the current stream.
@@ -207,11 +246,11 @@ pub trait Env: Send {
     ///
     /// # Examples
     /// ```
-    /// use rlx::{Action, Env, EnvError, Space, Step};
+    /// use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
     ///
     /// /// Count down from 3 to 0 by taking 1 or 2; taking more than is left
     /// /// is illegal.
-    /// struct Countdown { left: i64, legal: [bool; 2], obs_space: Space, act_space: Space }
+    /// struct Countdown { left: i64, legal: [bool; 2], signature: EnvSignature }
     ///
     /// impl Countdown {
     ///     fn update(&mut self, obs: &mut [f32]) {
@@ -222,9 +261,7 @@ pub trait Env: Send {
     /// }
     ///
     /// impl Env for Countdown {
-    ///     fn name(&self) -> &str { "Countdown" }
-    ///     fn observation_space(&self) -> &Space { &self.obs_space }
-    ///     fn action_space(&self) -> &Space { &self.act_space }
+    ///     fn signature(&self) -> &EnvSignature { &self.signature }
     ///     fn reset(&mut self, _seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
     ///         self.left = 3;
     ///         self.update(obs);
@@ -244,12 +281,9 @@ pub trait Env: Send {
     ///     }
     /// }
     ///
-    /// let mut env = Countdown {
-    ///     left: 0,
-    ///     legal: [false; 2],
-    ///     obs_space: Space::uniform_box(0.0, 3.0, vec![1]).unwrap(),
-    ///     act_space: Space::discrete(2),
-    /// };
+    /// let observations = Space::uniform_box(0.0, 3.0, vec![1]).unwrap();
+    /// let signature = EnvSignature::new("Countdown", observations, Space::discrete(2));
+    /// let mut env = Countdown { left: 0, legal: [false; 2], signature };
     /// let mut obs = [0.0f32];
     /// env.reset(None, &mut obs).unwrap();
     /// env.step(Action::Discrete(1), &mut obs).unwrap();
@@ -282,14 +316,8 @@ pub fn decode_state<T: serde::de::DeserializeOwned>(env: &str, state: &EnvState)
 }
 
 impl<E: Env + ?Sized> Env for Box<E> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    fn observation_space(&self) -> &Space {
-        (**self).observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        (**self).action_space()
+    fn signature(&self) -> &EnvSignature {
+        (**self).signature()
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
         (**self).reset(seed, obs)

@@ -58,7 +58,7 @@ pub mod wrappers;
 /// re-exported so a crate implementing them needs no `async-trait`
 /// dependency of its own: write `#[rlx::async_trait]`.
 pub use async_trait::async_trait;
-pub use env::{Env, EnvError, EnvMaker, Step};
+pub use env::{Env, EnvError, EnvMaker, EnvSignature, Step};
 pub use env_shards::EnvShards;
 pub use evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator, Rollout};
 pub use evaluator_set::Evaluators;
@@ -75,4 +75,4 @@ pub use sample_batch::{fields, Column, SampleBatch};
 pub use space::{Action, Space};
 pub use trainer::{RunState, StopCriteria, Trainer};
 pub use vector_env::{EpisodeSummary, VectorEnv};
-pub use wrappers::{ActionRepeat, ClipReward, FrameStack, TimeLimit};
+pub use wrappers::{ActionRepeat, ClipReward, FrameStack, TimeLimit, Wrapped, Wrapper};

@@ -125,11 +125,18 @@ impl<'a> PolicyInput<'a> {
 /// Implement this in your own crate to run a new algorithm on rlx's
 /// evaluators and optimizers; `rlx_algorithms::ppo` is a complete example.
 pub trait PolicyGraph: Send + 'static {
+    /// The observations this policy accepts, and the actions it produces.
+    fn spaces(&self) -> (&Space, &Space);
+
     /// The observations this policy accepts.
-    fn observation_space(&self) -> &Space;
+    fn observation_space(&self) -> &Space {
+        self.spaces().0
+    }
 
     /// The actions this policy produces.
-    fn action_space(&self) -> &Space;
+    fn action_space(&self) -> &Space {
+        self.spaces().1
+    }
 
     /// Acts on a batch of observations, `obs` being `[n, obs_dim]` row-major.
     ///

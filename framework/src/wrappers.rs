@@ -1,28 +1,122 @@
-//! Env wrappers users expect: [`TimeLimit`], [`FrameStack`], [`ClipReward`]
-//! and [`ActionRepeat`]. Each wraps any [`Env`] and is itself an `Env`, so
-//! they compose: `TimeLimit::new(ActionRepeat::new(env, 4)?, 1000)`.
+//! Env wrappers: [`Wrapper`], the one way to write one, and the four users
+//! expect, [`TimeLimit`], [`FrameStack`], [`ClipReward`] and
+//! [`ActionRepeat`]. Each wraps any [`Env`] and is itself an `Env`, so they
+//! compose: `TimeLimit::new(ActionRepeat::new(env, 4)?, 1000)`.
 //!
-//! Every wrapper snapshots itself (see [`Env::save_state`]) when the env it
-//! wraps can: its own counters and buffers go in the snapshot beside the
-//! wrapped env's bytes, and `render` shows the wrapped env's frame.
+//! A wrapper is a [`Wrapped`] env: the env it wraps beside a [`Wrapper`],
+//! the part that says what changes. Every method the `Wrapper` does not
+//! override passes through to the wrapped env, as in Gymnasium's `Wrapper`
+//! class, so a wrapper that only clips rewards writes only `step`. The
+//! built-in wrappers are such pairs under their own names (`TimeLimit<E>`
+//! is `Wrapped<E, StepCounter>`), with constructors of their own.
+//!
+//! Every built-in wrapper snapshots itself (see [`Env::save_state`]) when the
+//! env it wraps can: its own counters and buffers go in the snapshot beside
+//! the wrapped env's bytes ([`snapshot_beside`]), and `render` shows the
+//! wrapped env's frame.
 
-use crate::env::{decode_state, encode_state, Env, EnvError, EnvState, Step};
+use crate::env::{decode_state, encode_state, Env, EnvError, EnvSignature, EnvState, Step};
 use crate::space::{Action, Space};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-/// Truncates episodes after `max_episode_steps` steps, as Gymnasium's
-/// `TimeLimit` wrapper: the last allowed step reports `truncated = true`,
-/// even if the env also terminated on it (then both flags are set, and
-/// `terminated` wins: no bootstrapping).
-pub struct TimeLimit<E> {
-    env: E,
-    max_episode_steps: usize,
-    elapsed: usize,
+/// What a wrapper changes about the env `E` it wraps. Each method is given
+/// the wrapped env and by default passes the call on to it unchanged:
+/// override only what the wrapper changes, and put the wrapper in a
+/// [`Wrapped`] to get an [`Env`].
+///
+/// # Examples
+/// ```
+/// use rlx::{Action, Env, EnvError, Step, Wrapped, Wrapper};
+/// # use rlx::{EnvSignature, Space};
+/// # struct Zeros(EnvSignature);
+/// # impl Env for Zeros {
+/// #     fn signature(&self) -> &EnvSignature { &self.0 }
+/// #     fn reset(&mut self, _: Option<u64>, _: &mut [f32]) -> Result<(), EnvError> { Ok(()) }
+/// #     fn step(&mut self, _: Action<'_>, _: &mut [f32]) -> Result<Step, EnvError> { Ok(Step::default()) }
+/// # }
+/// # let my_env = Zeros(EnvSignature::new("Zeros", Space::discrete(1), Space::discrete(2)));
+///
+/// /// Pays 0.5 more on every step that does not end the episode.
+/// struct Bonus;
+///
+/// impl<E: Env> Wrapper<E> for Bonus {
+///     fn step(&mut self, env: &mut E, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+///         let mut step = env.step(action, obs)?;
+///         if !step.done() {
+///             step.reward += 0.5;
+///         }
+///         Ok(step)
+///     }
+/// }
+///
+/// let mut env = Wrapped::wrap(my_env, Bonus);
+/// let mut obs = [0.0];
+/// env.reset(Some(0), &mut obs)?;
+/// assert_eq!(env.step(Action::Discrete(1), &mut obs)?.reward, 0.5);
+/// assert_eq!(env.name(), "Zeros", "the name and spaces pass through");
+/// # Ok::<(), EnvError>(())
+/// ```
+pub trait Wrapper<E: Env>: Send {
+    /// The wrapped env's name and spaces. A wrapper that changes one builds
+    /// its own signature when it is built, and returns it here.
+    fn signature<'a>(&'a self, env: &'a E) -> &'a EnvSignature {
+        env.signature()
+    }
+
+    /// See [`Env::reset`].
+    ///
+    /// # Errors
+    /// The wrapped env's, by default.
+    fn reset(&mut self, env: &mut E, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        env.reset(seed, obs)
+    }
+
+    /// See [`Env::step`].
+    ///
+    /// # Errors
+    /// The wrapped env's, by default.
+    fn step(&mut self, env: &mut E, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        env.step(action, obs)
+    }
+
+    /// See [`Env::save_state`]; the wrapped env's snapshot as is by default,
+    /// right for a wrapper that keeps no state between calls (one that does
+    /// keeps it beside the wrapped env's: see [`snapshot_beside`]).
+    fn save_state(&self, env: &E) -> Option<EnvState> {
+        env.save_state()
+    }
+
+    /// See [`Env::load_state`].
+    ///
+    /// # Errors
+    /// The wrapped env's, by default.
+    fn load_state(&mut self, env: &mut E, state: &EnvState) -> Result<(), EnvError> {
+        env.load_state(state)
+    }
+
+    /// See [`Env::render`].
+    fn render(&self, env: &E) -> Option<String> {
+        env.render()
+    }
+
+    /// See [`Env::action_mask`].
+    fn action_mask<'a>(&'a self, env: &'a E) -> Option<&'a [bool]> {
+        env.action_mask()
+    }
 }
 
-impl<E: Env> TimeLimit<E> {
-    /// Wraps `env`.
-    pub fn new(env: E, max_episode_steps: usize) -> Self {
-        Self { env, max_episode_steps, elapsed: 0 }
+/// The env `E` wrapped by `W`: an [`Env`] each of whose methods is `W`'s,
+/// given the wrapped env (see [`Wrapper`]).
+pub struct Wrapped<E, W> {
+    env: E,
+    wrapper: W,
+}
+
+impl<E: Env, W: Wrapper<E>> Wrapped<E, W> {
+    /// `env` wrapped by `wrapper`.
+    pub fn wrap(env: E, wrapper: W) -> Self {
+        Self { env, wrapper }
     }
 
     /// The wrapped env.
@@ -35,28 +129,88 @@ impl<E: Env> TimeLimit<E> {
         &mut self.env
     }
 
-    /// Steps taken in the current episode.
-    pub fn elapsed_steps(&self) -> usize {
-        self.elapsed
+    /// The wrapper.
+    pub fn wrapper(&self) -> &W {
+        &self.wrapper
     }
 }
 
-impl<E: Env> Env for TimeLimit<E> {
-    fn name(&self) -> &str {
-        self.env.name()
-    }
-    fn observation_space(&self) -> &Space {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.env.action_space()
+impl<E: Env, W: Wrapper<E>> Env for Wrapped<E, W> {
+    fn signature(&self) -> &EnvSignature {
+        self.wrapper.signature(&self.env)
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        self.elapsed = 0;
-        self.env.reset(seed, obs)
+        self.wrapper.reset(&mut self.env, seed, obs)
     }
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let mut step = self.env.step(action, obs)?;
+        self.wrapper.step(&mut self.env, action, obs)
+    }
+    fn save_state(&self) -> Option<EnvState> {
+        self.wrapper.save_state(&self.env)
+    }
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        self.wrapper.load_state(&mut self.env, state)
+    }
+    fn render(&self) -> Option<String> {
+        self.wrapper.render(&self.env)
+    }
+    fn action_mask(&self) -> Option<&[bool]> {
+        self.wrapper.action_mask(&self.env)
+    }
+}
+
+/// The snapshot of a wrapper that keeps state of its own between calls:
+/// `own` beside `env`'s snapshot, or `None` if `env` has none. For
+/// [`Wrapper::save_state`]; [`split_snapshot`] takes it apart.
+pub fn snapshot_beside<E: Env, T: Serialize>(env: &E, own: T) -> Option<EnvState> {
+    let inner = env.save_state()?;
+    Some(encode_state(&(own, serde_bytes::ByteBuf::from(inner))))
+}
+
+/// A snapshot written by [`snapshot_beside`] taken apart: the wrapper's own
+/// state and the wrapped env's snapshot, for [`Wrapper::load_state`] to
+/// check and restore (the wrapped env first, so that a snapshot it refuses
+/// changes nothing).
+///
+/// # Errors
+/// [`EnvError::Other`] naming `env` if the bytes are not such a snapshot.
+pub fn split_snapshot<E: Env, T: DeserializeOwned>(env: &E, state: &EnvState) -> Result<(T, EnvState), EnvError> {
+    let (own, inner): (T, serde_bytes::ByteBuf) = decode_state(env.name(), state)?;
+    Ok((own, inner.into_vec()))
+}
+
+/// Truncates episodes after `max_episode_steps` steps, as Gymnasium's
+/// `TimeLimit` wrapper: the last allowed step reports `truncated = true`,
+/// even if the env also terminated on it (then both flags are set, and
+/// `terminated` wins: no bootstrapping).
+pub type TimeLimit<E> = Wrapped<E, StepCounter>;
+
+/// The [`Wrapper`] of a [`TimeLimit`]: the limit and the steps taken so far.
+pub struct StepCounter {
+    max_episode_steps: usize,
+    elapsed: usize,
+}
+
+impl<E: Env> TimeLimit<E> {
+    /// Wraps `env`.
+    pub fn new(env: E, max_episode_steps: usize) -> Self {
+        Self::wrap(env, StepCounter { max_episode_steps, elapsed: 0 })
+    }
+
+    /// Steps taken in the current episode.
+    pub fn elapsed_steps(&self) -> usize {
+        self.wrapper.elapsed
+    }
+}
+
+impl<E: Env> Wrapper<E> for StepCounter {
+    fn reset(&mut self, env: &mut E, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        self.elapsed = 0;
+        env.reset(seed, obs)
+    }
+
+    fn step(&mut self, env: &mut E, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        let mut step = env.step(action, obs)?;
         self.elapsed += 1;
         if self.elapsed >= self.max_episode_steps {
             step.truncated = true;
@@ -67,35 +221,29 @@ impl<E: Env> Env for TimeLimit<E> {
     /// The steps taken so far beside the wrapped env's snapshot, so that a
     /// run resumed from a checkpoint truncates its episodes in progress at
     /// the same step as the run that saved it.
-    fn save_state(&self) -> Option<EnvState> {
-        let inner = self.env.save_state()?;
-        Some(encode_state(&(self.elapsed, serde_bytes::ByteBuf::from(inner))))
+    fn save_state(&self, env: &E) -> Option<EnvState> {
+        snapshot_beside(env, self.elapsed)
     }
 
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let (elapsed, inner): (usize, serde_bytes::ByteBuf) = decode_state(self.name(), state)?;
-        self.env.load_state(&inner.into_vec())?;
+    fn load_state(&mut self, env: &mut E, state: &EnvState) -> Result<(), EnvError> {
+        let (elapsed, inner) = split_snapshot(env, state)?;
+        env.load_state(&inner)?;
         self.elapsed = elapsed;
         Ok(())
-    }
-
-    fn render(&self) -> Option<String> {
-        self.env.render()
-    }
-
-    fn action_mask(&self) -> Option<&[bool]> {
-        self.env.action_mask()
     }
 }
 
 /// Observes the last `k` observations, oldest first, as one row of
 /// `k × obs_dim` (Gymnasium's `FrameStackObservation` with its default
 /// padding: after a reset every slot holds the reset observation).
-pub struct FrameStack<E> {
-    env: E,
+pub type FrameStack<E> = Wrapped<E, Frames>;
+
+/// The [`Wrapper`] of a [`FrameStack`]: the last `k` frames and the
+/// signature with the stacked observation space.
+pub struct Frames {
     k: usize,
     frames: Vec<f32>,
-    space: Space,
+    signature: EnvSignature,
 }
 
 impl<E: Env> FrameStack<E> {
@@ -116,76 +264,63 @@ impl<E: Env> FrameStack<E> {
         stacked_shape.extend(shape);
         let space = Space::bounded(tile(low), tile(high), stacked_shape).map_err(|e| bad(e.to_string()))?;
         let frames = vec![0.0; low.len() * k];
-        Ok(Self { env, k, frames, space })
-    }
-
-    fn write(&self, obs: &mut [f32]) {
-        obs.copy_from_slice(&self.frames);
+        let signature = EnvSignature::new(env.name(), space, env.action_space().clone());
+        Ok(Self::wrap(env, Frames { k, frames, signature }))
     }
 }
 
-impl<E: Env> Env for FrameStack<E> {
-    fn name(&self) -> &str {
-        self.env.name()
+impl<E: Env> Wrapper<E> for Frames {
+    fn signature<'a>(&'a self, _env: &'a E) -> &'a EnvSignature {
+        &self.signature
     }
-    fn observation_space(&self) -> &Space {
-        &self.space
-    }
-    fn action_space(&self) -> &Space {
-        self.env.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+
+    fn reset(&mut self, env: &mut E, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
         let d = self.frames.len() / self.k;
-        self.env.reset(seed, &mut self.frames[..d])?;
+        env.reset(seed, &mut self.frames[..d])?;
         for i in 1..self.k {
             self.frames.copy_within(..d, i * d);
         }
-        self.write(obs);
+        obs.copy_from_slice(&self.frames);
         Ok(())
     }
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+
+    fn step(&mut self, env: &mut E, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
         let d = self.frames.len() / self.k;
         self.frames.copy_within(d.., 0);
         let n = self.frames.len();
-        let step = self.env.step(action, &mut self.frames[n - d..])?;
-        self.write(obs);
+        let step = env.step(action, &mut self.frames[n - d..])?;
+        obs.copy_from_slice(&self.frames);
         Ok(step)
     }
 
     /// The stacked frames beside the wrapped env's snapshot, so that a run
     /// resumed from a checkpoint observes the same history as the run that
     /// saved it.
-    fn save_state(&self) -> Option<EnvState> {
-        let inner = self.env.save_state()?;
-        Some(encode_state(&(&self.frames, serde_bytes::ByteBuf::from(inner))))
+    fn save_state(&self, env: &E) -> Option<EnvState> {
+        snapshot_beside(env, &self.frames)
     }
 
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        let (frames, inner): (Vec<f32>, serde_bytes::ByteBuf) = decode_state(self.name(), state)?;
+    fn load_state(&mut self, env: &mut E, state: &EnvState) -> Result<(), EnvError> {
+        let (frames, inner): (Vec<f32>, _) = split_snapshot(env, state)?;
         if frames.len() != self.frames.len() {
             return Err(EnvError::Other {
-                env: self.name().to_string(),
+                env: env.name().to_string(),
                 message: format!("saved FrameStack holds {} values, this one {}", frames.len(), self.frames.len()),
             });
         }
-        self.env.load_state(&inner.into_vec())?;
+        env.load_state(&inner)?;
         self.frames = frames;
         Ok(())
-    }
-
-    fn render(&self) -> Option<String> {
-        self.env.render()
-    }
-
-    fn action_mask(&self) -> Option<&[bool]> {
-        self.env.action_mask()
     }
 }
 
 /// Clips every reward to `[min, max]` (Gymnasium's `ClipReward`; `-1, 1` is
 /// the DQN-on-Atari convention).
-pub struct ClipReward<E> {
-    env: E,
+pub type ClipReward<E> = Wrapped<E, RewardBounds>;
+
+/// The [`Wrapper`] of a [`ClipReward`]: the bounds. It keeps no state, so
+/// its snapshot is the wrapped env's.
+pub struct RewardBounds {
     min: f64,
     max: f64,
 }
@@ -202,52 +337,26 @@ impl<E: Env> ClipReward<E> {
                 message: format!("ClipReward needs min <= max, got [{min}, {max}]"),
             });
         }
-        Ok(Self { env, min, max })
+        Ok(Self::wrap(env, RewardBounds { min, max }))
     }
 }
 
-impl<E: Env> Env for ClipReward<E> {
-    fn name(&self) -> &str {
-        self.env.name()
-    }
-    fn observation_space(&self) -> &Space {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.env.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        self.env.reset(seed, obs)
-    }
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let mut step = self.env.step(action, obs)?;
+impl<E: Env> Wrapper<E> for RewardBounds {
+    fn step(&mut self, env: &mut E, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        let mut step = env.step(action, obs)?;
         step.reward = step.reward.clamp(self.min, self.max);
         Ok(step)
-    }
-
-    /// The wrapped env's snapshot as is (clipping keeps no state), so that
-    /// checkpoints can resume episodes in progress.
-    fn save_state(&self) -> Option<EnvState> {
-        self.env.save_state()
-    }
-
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        self.env.load_state(state)
-    }
-
-    fn render(&self) -> Option<String> {
-        self.env.render()
-    }
-
-    fn action_mask(&self) -> Option<&[bool]> {
-        self.env.action_mask()
     }
 }
 
 /// Repeats each action `k` times and sums the rewards, stopping early when
 /// the episode ends (frame skipping).
-pub struct ActionRepeat<E> {
-    env: E,
+pub type ActionRepeat<E> = Wrapped<E, Repeat>;
+
+/// The [`Wrapper`] of an [`ActionRepeat`]: `k`. Each call repeats its action
+/// within the call, so nothing is in flight between calls and its snapshot
+/// is the wrapped env's.
+pub struct Repeat {
     k: usize,
 }
 
@@ -263,27 +372,15 @@ impl<E: Env> ActionRepeat<E> {
                 message: "ActionRepeat needs k >= 1".into(),
             });
         }
-        Ok(Self { env, k })
+        Ok(Self::wrap(env, Repeat { k }))
     }
 }
 
-impl<E: Env> Env for ActionRepeat<E> {
-    fn name(&self) -> &str {
-        self.env.name()
-    }
-    fn observation_space(&self) -> &Space {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.env.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        self.env.reset(seed, obs)
-    }
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+impl<E: Env> Wrapper<E> for Repeat {
+    fn step(&mut self, env: &mut E, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
         let mut total = Step::default();
         for _ in 0..self.k {
-            let step = self.env.step(action, obs)?;
+            let step = env.step(action, obs)?;
             total.reward += step.reward;
             total.terminated = step.terminated;
             total.truncated = step.truncated;
@@ -292,25 +389,6 @@ impl<E: Env> Env for ActionRepeat<E> {
             }
         }
         Ok(total)
-    }
-
-    /// The wrapped env's snapshot as is (each call repeats its action
-    /// within the call, so nothing is in flight between calls), so that
-    /// checkpoints can resume episodes in progress.
-    fn save_state(&self) -> Option<EnvState> {
-        self.env.save_state()
-    }
-
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        self.env.load_state(state)
-    }
-
-    fn render(&self) -> Option<String> {
-        self.env.render()
-    }
-
-    fn action_mask(&self) -> Option<&[bool]> {
-        self.env.action_mask()
     }
 }
 
@@ -325,24 +403,17 @@ mod tests {
         t: u32,
         end: u32,
         snapshots: bool,
-        obs: Space,
-        act: Space,
+        signature: EnvSignature,
     }
 
     fn count(end: u32) -> Count {
         let obs = Space::uniform_box(0.0, 100.0, vec![1]).unwrap();
-        Count { t: 0, end, snapshots: true, obs, act: Space::discrete(1) }
+        Count { t: 0, end, snapshots: true, signature: EnvSignature::new("Count", obs, Space::discrete(1)) }
     }
 
     impl Env for Count {
-        fn name(&self) -> &str {
-            "Count"
-        }
-        fn observation_space(&self) -> &Space {
-            &self.obs
-        }
-        fn action_space(&self) -> &Space {
-            &self.act
+        fn signature(&self) -> &EnvSignature {
+            &self.signature
         }
         fn reset(&mut self, _: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
             self.t = 0;

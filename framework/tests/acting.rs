@@ -5,8 +5,8 @@
 
 use rlx::env::{invalid_action, EnvMaker};
 use rlx::{
-    fields, Action, Env, EnvError, EnvShards, LearnerStats, PolicyError, PolicyEvaluator, PolicyGraph, PolicyInput,
-    SampleBatch, Space, Step, VectorEnv,
+    fields, Action, Env, EnvError, EnvShards, EnvSignature, LearnerStats, PolicyError, PolicyEvaluator, PolicyGraph,
+    PolicyInput, SampleBatch, Space, Step, VectorEnv,
 };
 use std::sync::Arc;
 
@@ -18,8 +18,7 @@ struct Lanes {
     len: u64,
     dead_end: Option<u64>,
     legal: [bool; 3],
-    obs: Space,
-    act: Space,
+    signature: EnvSignature,
 }
 
 impl Lanes {
@@ -29,8 +28,11 @@ impl Lanes {
             len,
             dead_end,
             legal: [false; 3],
-            obs: Space::uniform_box(0.0, 1000.0, vec![1]).unwrap(),
-            act: Space::discrete(3),
+            signature: EnvSignature::new(
+                "Lanes",
+                Space::uniform_box(0.0, 1000.0, vec![1]).unwrap(),
+                Space::discrete(3),
+            ),
         }
     }
 
@@ -41,14 +43,8 @@ impl Lanes {
 }
 
 impl Env for Lanes {
-    fn name(&self) -> &str {
-        "Lanes"
-    }
-    fn observation_space(&self) -> &Space {
-        &self.obs
-    }
-    fn action_space(&self) -> &Space {
-        &self.act
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
     fn reset(&mut self, _seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
         self.t = 0;
@@ -86,11 +82,8 @@ struct Counting {
 }
 
 impl PolicyGraph for Counting {
-    fn observation_space(&self) -> &Space {
-        &self.obs
-    }
-    fn action_space(&self) -> &Space {
-        &self.act
+    fn spaces(&self) -> (&Space, &Space) {
+        (&self.obs, &self.act)
     }
     fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
         self.compute_actions_from_input(&PolicyInput::obs(obs), explore, out)

@@ -11,7 +11,7 @@ use rlx::actor::RactorEvaluatorSet;
 use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
 use rlx::evaluator::evaluator_seed;
 use rlx::{
-    fields, Action, Env, EnvError, EnvMaker, EnvShards, EvaluatorFactory, EvaluatorHandle, HandleError,
+    fields, Action, Env, EnvError, EnvMaker, EnvShards, EnvSignature, EvaluatorFactory, EvaluatorHandle, HandleError,
     PolicyEvaluator, RestartPolicy, RestartStrategy, Rollout, SampleBatch, Space, Step, VectorEnv,
 };
 use std::sync::Arc;
@@ -28,8 +28,7 @@ struct Drift {
     steps_since_seed: u32,
     seed: u64,
     panic_at: Option<(u64, u32)>,
-    obs_space: Space,
-    act_space: Space,
+    signature: EnvSignature,
 }
 
 impl Drift {
@@ -43,8 +42,11 @@ impl Drift {
                 steps_since_seed: 0,
                 seed: 0,
                 panic_at,
-                obs_space: Space::uniform_box(-1e6, 1e6, vec![2]).unwrap(),
-                act_space: Space::discrete(2),
+                signature: EnvSignature::new(
+                    "Drift",
+                    Space::uniform_box(-1e6, 1e6, vec![2]).unwrap(),
+                    Space::discrete(2),
+                ),
             }) as Box<dyn Env>)
         })
     }
@@ -61,14 +63,8 @@ impl Drift {
 }
 
 impl Env for Drift {
-    fn name(&self) -> &str {
-        "Drift"
-    }
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-    fn action_space(&self) -> &Space {
-        &self.act_space
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
         if let Some(s) = seed {

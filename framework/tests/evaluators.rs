@@ -10,9 +10,9 @@ use rlx::actor::RactorEvaluatorSet;
 use rlx::env::invalid_action;
 use rlx::RestartStrategy;
 use rlx::{
-    fields, Action, Env, EnvError, EvaluatorFactory, EvaluatorHandle, FlatGradients, HandleError, LearnerStats,
-    LocalEvaluator, PolicyError, PolicyEvaluator, PolicyGraph, RestartPolicy, SampleBatch, Space, Step, TimeLimit,
-    VectorEnv,
+    fields, Action, Env, EnvError, EnvSignature, EvaluatorFactory, EvaluatorHandle, FlatGradients, HandleError,
+    LearnerStats, LocalEvaluator, PolicyError, PolicyEvaluator, PolicyGraph, RestartPolicy, SampleBatch, Space, Step,
+    TimeLimit, VectorEnv,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,8 +21,7 @@ use std::sync::Arc;
 /// Panics on the step when the shared counter reaches `panic_at`.
 struct Corridor {
     pos: i64,
-    obs_space: Space,
-    act_space: Space,
+    signature: EnvSignature,
     steps: Arc<AtomicUsize>,
     panic_at: usize,
     delay: std::time::Duration,
@@ -37,8 +36,11 @@ impl Corridor {
     fn slow(steps: Arc<AtomicUsize>, panic_at: usize, delay: std::time::Duration) -> Box<dyn Env> {
         let env = Corridor {
             pos: 0,
-            obs_space: Space::uniform_box(-100.0, 100.0, vec![1]).unwrap(),
-            act_space: Space::discrete(2),
+            signature: EnvSignature::new(
+                "Corridor",
+                Space::uniform_box(-100.0, 100.0, vec![1]).unwrap(),
+                Space::discrete(2),
+            ),
             steps,
             panic_at,
             delay,
@@ -48,14 +50,8 @@ impl Corridor {
 }
 
 impl Env for Corridor {
-    fn name(&self) -> &str {
-        "Corridor"
-    }
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-    fn action_space(&self) -> &Space {
-        &self.act_space
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
     fn reset(&mut self, _seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
         self.pos = 0;
@@ -119,11 +115,8 @@ struct Recording {
 }
 
 impl PolicyGraph for Recording {
-    fn observation_space(&self) -> &Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.inner.action_space()
+    fn spaces(&self) -> (&Space, &Space) {
+        (self.inner.observation_space(), self.inner.action_space())
     }
     fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
         self.inner.compute_actions(obs, explore, out)

@@ -34,7 +34,7 @@ pub use mt19937::Mt19937;
 pub use space_invaders::SpaceInvadersGame;
 
 use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step};
+use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
@@ -155,8 +155,7 @@ pub struct MinAtar<G: Game> {
     sticky_action_prob: f64,
     last_action: usize,
     done: bool,
-    observation_space: Space,
-    action_space: Space,
+    signature: EnvSignature,
 }
 
 impl<G: Game> Default for MinAtar<G> {
@@ -194,9 +193,11 @@ impl<G: Game> MinAtar<G> {
             sticky_action_prob,
             last_action: 0,
             done: true,
-            observation_space: Space::uniform_box(0.0, 1.0, Self::state_shape().to_vec())
-                .expect("MinAtar bounds are consistent"),
-            action_space: Space::discrete(G::MINIMAL_ACTIONS.len() as i64),
+            signature: EnvSignature::new(
+                G::NAME,
+                Space::uniform_box(0.0, 1.0, Self::state_shape().to_vec()).expect("MinAtar bounds are consistent"),
+                Space::discrete(G::MINIMAL_ACTIONS.len() as i64),
+            ),
         }
     }
 
@@ -236,16 +237,8 @@ impl<G: Game> MinAtar<G> {
 }
 
 impl<G: Game> Env for MinAtar<G> {
-    fn name(&self) -> &str {
-        G::NAME
-    }
-
-    fn observation_space(&self) -> &Space {
-        &self.observation_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.action_space
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {

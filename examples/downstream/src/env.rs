@@ -15,8 +15,8 @@
 //!
 //! What makes this an rlx env (see the `rlx::Env` docs and the book's
 //! "The three traits" page):
-//! - spaces: a `Box` observation (a one-hot row of the agent's cell) and
-//!   `Discrete(2)` actions;
+//! - a signature, built once: the name, a `Box` observation space (a
+//!   one-hot row of the agent's cell) and a `Discrete(2)` action space;
 //! - caller-owned buffers: `reset` and `step` write the observation into
 //!   `obs` and do not allocate;
 //! - errors instead of panics: an action outside the space is
@@ -30,7 +30,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::env::invalid_action;
-use rlx::{Action, Env, EnvError, Space, Step, TimeLimit};
+use rlx::{Action, Env, EnvError, EnvSignature, Space, Step, TimeLimit};
 
 /// Action 0: one cell to the left.
 pub const LEFT: i64 = 0;
@@ -68,8 +68,8 @@ pub struct ChainWalk {
     /// The episode reached the goal; `step` refuses to go on until `reset`.
     terminated: bool,
     rng: ChaCha8Rng,
-    obs_space: Space,
-    act_space: Space,
+    /// The name and spaces.
+    signature: EnvSignature,
 }
 
 impl ChainWalk {
@@ -95,9 +95,12 @@ impl ChainWalk {
             // Replaced by the first `reset(Some(seed))`; evaluators always
             // reset with a seed before stepping.
             rng: ChaCha8Rng::seed_from_u64(0),
-            // One-hot rows: each element is 0 or 1.
-            obs_space: Space::uniform_box(0.0, 1.0, vec![cells]).expect("0 <= 1 and the shape matches"),
-            act_space: Space::discrete(2),
+            signature: EnvSignature::new(
+                "ChainWalk",
+                // One-hot rows: each element is 0 or 1.
+                Space::uniform_box(0.0, 1.0, vec![cells]).expect("0 <= 1 and the shape matches"),
+                Space::discrete(2),
+            ),
         })
     }
 
@@ -133,16 +136,8 @@ impl ChainWalk {
 }
 
 impl Env for ChainWalk {
-    fn name(&self) -> &str {
-        "ChainWalk"
-    }
-
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.act_space
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {

@@ -149,12 +149,8 @@ impl LinearSoftmaxPolicy {
 }
 
 impl PolicyGraph for LinearSoftmaxPolicy {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.act_space
+    fn spaces(&self) -> (&Space, &Space) {
+        (&self.obs_space, &self.act_space)
     }
 
     /// Samples `a ~ π(· | s)` for every row (or takes the most likely action

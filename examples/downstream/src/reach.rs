@@ -15,7 +15,7 @@ use crate::env::reseed;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::env::{invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step};
+use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 
 /// Steps per episode.
 pub const LIMIT: u32 = 30;
@@ -28,8 +28,7 @@ pub struct Reach {
     goal: [f32; 3],
     steps: u32,
     rng: ChaCha8Rng,
-    obs_space: Space,
-    act_space: Space,
+    signature: EnvSignature,
 }
 
 impl Default for Reach {
@@ -46,8 +45,11 @@ impl Reach {
             goal: [0.0; 3],
             steps: LIMIT,
             rng: ChaCha8Rng::seed_from_u64(0),
-            obs_space: Space::uniform_box(-2.0, 2.0, vec![6]).expect("bounds are consistent"),
-            act_space: Space::uniform_box(-1.0, 1.0, vec![3]).expect("bounds are consistent"),
+            signature: EnvSignature::new(
+                "Reach",
+                Space::uniform_box(-2.0, 2.0, vec![6]).expect("bounds are consistent"),
+                Space::uniform_box(-1.0, 1.0, vec![3]).expect("bounds are consistent"),
+            ),
         }
     }
 
@@ -64,16 +66,8 @@ impl Reach {
 }
 
 impl Env for Reach {
-    fn name(&self) -> &str {
-        "Reach"
-    }
-
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.act_space
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
@@ -90,7 +84,7 @@ impl Env for Reach {
     /// Rejects actions outside `[−1, 1]³` (rlx's evaluators clip a
     /// policy's actions to the bounds before they get here).
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        if !self.act_space.contains(action) {
+        if !self.action_space().contains(action) {
             return Err(invalid_action(self, action));
         }
         let Action::Continuous(v) = action else { unreachable!("contains() checked the kind") };

@@ -17,7 +17,7 @@ use crate::env::reseed;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::env::{invalid_action, EnvState};
-use rlx::{Action, Env, EnvError, Space, Step};
+use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 
 /// Cells on the ring.
 pub const CELLS: i64 = 12;
@@ -33,8 +33,7 @@ pub struct Ring {
     steps: u32,
     done: bool,
     rng: ChaCha8Rng,
-    obs_space: Space,
-    act_space: Space,
+    signature: EnvSignature,
 }
 
 impl Default for Ring {
@@ -52,8 +51,11 @@ impl Ring {
             steps: 0,
             done: true,
             rng: ChaCha8Rng::seed_from_u64(0),
-            obs_space: Space::uniform_box(-1.0, 1.0, vec![7]).expect("bounds are consistent"),
-            act_space: Space::discrete(MOVES.len() as i64),
+            signature: EnvSignature::new(
+                "Ring",
+                Space::uniform_box(-1.0, 1.0, vec![7]).expect("bounds are consistent"),
+                Space::discrete(MOVES.len() as i64),
+            ),
         }
     }
 
@@ -66,16 +68,8 @@ impl Ring {
 }
 
 impl Env for Ring {
-    fn name(&self) -> &str {
-        "Ring"
-    }
-
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.act_space
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {

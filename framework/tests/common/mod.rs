@@ -27,11 +27,8 @@ impl CounterPolicy {
 }
 
 impl PolicyGraph for CounterPolicy {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-    fn action_space(&self) -> &Space {
-        &self.act_space
+    fn spaces(&self) -> (&Space, &Space) {
+        (&self.obs_space, &self.act_space)
     }
     fn compute_actions(&mut self, obs: &[f32], _explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
         let n = obs.len() / self.obs_space.flat_dim();

@@ -1,36 +1,27 @@
 //! What the fault tests of this crate share.
 
-use rlx::{Action, Env, EnvError, EnvMaker, Space, Step};
+use rlx::{Action, Env, EnvError, EnvMaker, EnvSignature, Step, Wrapped, Wrapper};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// CartPole whose step panics when a step counter shared by every copy
+/// Makes CartPole's step panic when a step counter shared by every copy
 /// from the same maker hits a step `panic_at` picks.
 struct Faulty {
-    inner: Box<dyn Env>,
+    signature: EnvSignature,
     steps: Arc<AtomicUsize>,
     panic_at: Arc<dyn Fn(usize) -> bool + Send + Sync>,
 }
 
-impl Env for Faulty {
-    fn name(&self) -> &str {
-        "FaultyCartPole"
+impl Wrapper<Box<dyn Env>> for Faulty {
+    fn signature<'a>(&'a self, _: &'a Box<dyn Env>) -> &'a EnvSignature {
+        &self.signature
     }
-    fn observation_space(&self) -> &Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> &Space {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
-        self.inner.reset(seed, obs)
-    }
-    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+    fn step(&mut self, env: &mut Box<dyn Env>, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
         let n = self.steps.fetch_add(1, Ordering::SeqCst) + 1;
         if (self.panic_at)(n) {
             panic!("simulator crashed at global step {n}");
         }
-        self.inner.step(action, obs)
+        env.step(action, obs)
     }
 }
 
@@ -39,7 +30,9 @@ pub fn faulty(panic_at: impl Fn(usize) -> bool + Send + Sync + 'static) -> EnvMa
     let steps = Arc::new(AtomicUsize::new(0));
     let panic_at: Arc<dyn Fn(usize) -> bool + Send + Sync> = Arc::new(panic_at);
     Arc::new(move || {
-        Ok(Box::new(Faulty { inner: rlx_envs::make("CartPole-v1")?, steps: steps.clone(), panic_at: panic_at.clone() })
-            as Box<dyn Env>)
+        let cartpole = rlx_envs::make("CartPole-v1")?;
+        let signature = EnvSignature { name: "FaultyCartPole".into(), ..cartpole.signature().clone() };
+        let faulty = Faulty { signature, steps: steps.clone(), panic_at: panic_at.clone() };
+        Ok(Box::new(Wrapped::wrap(cartpole, faulty)) as Box<dyn Env>)
     })
 }
