@@ -363,12 +363,7 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
 impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> {
     type State = ();
 
-    fn act(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        input: &PolicyInput<'_>,
-        explore: bool,
-    ) -> Result<SampleBatch, PolicyError> {
+    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let p = &core.params;
         // The policy's and the value's torsos encode observations alike.
         let x = self.net.pi.torso.input().encode(p.device(), input.obs)?;
@@ -381,7 +376,7 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
         let logits = crate::model::to_vec(&self.net.pi_head.forward(p, features));
         let log_std = self.net.log_std.map(|id| crate::model::to_vec(p.get(id)));
         let (actions, logp) =
-            self.net.dist.sample(&logits, log_std.as_deref(), input.action_mask, explore, &mut core.rng)?;
+            self.net.dist.sample(&logits, log_std.as_deref(), input.action_mask, input.explore, &mut core.rng)?;
         let mut out = SampleBatch::new();
         out.insert(fields::ACTIONS, actions)?;
         out.insert_f32(fields::ACTION_LOGP, logp, 1)?;

@@ -243,15 +243,10 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
     /// `μ(s)` in env units; when exploring, uniformly random actions for
     /// this evaluator's share of `random_timesteps`, then `μ(s)` plus
     /// Gaussian noise, clipped to the bounds.
-    fn act(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        input: &PolicyInput<'_>,
-        explore: bool,
-    ) -> Result<SampleBatch, PolicyError> {
+    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let a = self.bounds.dim();
         let mut u = self.actions(&core.params, input.obs)?;
-        if explore {
+        if input.explore {
             let sigma = self.cfg.exploration_noise as f32;
             for row in u.chunks_exact_mut(a) {
                 let random = self.state.steps_explored < self.random_steps;

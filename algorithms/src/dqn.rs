@@ -288,12 +288,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
 
     /// The best legal action, replaced by a uniformly random legal one
     /// with probability ε when exploring.
-    fn act(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        input: &PolicyInput<'_>,
-        explore: bool,
-    ) -> Result<SampleBatch, PolicyError> {
+    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let a = self.net.actions;
         let q = self.net.q_values(&core.params, input.obs)?;
         if let Some(m) = input.action_mask {
@@ -311,14 +306,14 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
             if legal.is_empty() {
                 return Err(PolicyError::Other(format!("row {r}: the action mask leaves no legal action")));
             }
-            let action = if explore && core.rng.gen::<f64>() < eps {
+            let action = if input.explore && core.rng.gen::<f64>() < eps {
                 legal[core.rng.gen_range(0..legal.len())]
             } else {
                 argmax(row, mask)
             };
             actions.push(action as i64);
         }
-        if explore {
+        if input.explore {
             self.state.steps_explored += actions.len() as u64;
         }
         let mut out = SampleBatch::new();
@@ -555,8 +550,8 @@ mod tests {
         let mask: Vec<f32> = (0..64).flat_map(|r| if r % 2 == 0 { [1.0, 0.0] } else { [0.0, 1.0] }).collect();
         for explore in [false, true] {
             let mut out = SampleBatch::new();
-            let input = PolicyInput { obs: &obs, action_mask: Some(&mask), state: None };
-            p.compute_actions_from_input(&input, explore, &mut out).unwrap();
+            let input = PolicyInput { obs: &obs, action_mask: Some(&mask), state: None, explore };
+            p.compute_actions_from_input(&input, &mut out).unwrap();
             let actions = out.i64(fields::ACTIONS).unwrap();
             assert!(actions.iter().enumerate().all(|(r, &a)| a == (r % 2) as i64), "explore {explore}: {actions:?}");
         }

@@ -163,12 +163,7 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
     ///
     /// # Errors
     /// Bad input, or a policy failure.
-    fn act(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        input: &PolicyInput<'_>,
-        explore: bool,
-    ) -> Result<SampleBatch, PolicyError>;
+    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError>;
 
     /// Completes one trajectory fragment (see
     /// [`PolicyGraph::postprocess_trajectory`]).
@@ -274,16 +269,15 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
     }
 
     fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        self.compute_actions_from_input(&PolicyInput::obs(obs), explore, out)
+        self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
     }
 
     fn compute_actions_from_input(
         &mut self,
         input: &PolicyInput<'_>,
-        explore: bool,
         out: &mut SampleBatch,
     ) -> Result<(), PolicyError> {
-        *out = self.algo.act(&mut self.core, input, explore)?;
+        *out = self.algo.act(&mut self.core, input)?;
         Ok(())
     }
 

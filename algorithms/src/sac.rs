@@ -264,16 +264,11 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     /// When exploring, uniformly random actions for this evaluator's share
     /// of `random_timesteps`, then samples of the squashed Gaussian;
     /// otherwise `tanh(m(s))`. In env units.
-    fn act(
-        &mut self,
-        core: &mut PolicyCore<D>,
-        input: &PolicyInput<'_>,
-        explore: bool,
-    ) -> Result<SampleBatch, PolicyError> {
+    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let a = self.bounds.dim();
         let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), input.obs)?);
         let (mut u, raw) = (to_vec(&mean), to_vec(&raw));
-        if explore {
+        if input.explore {
             for (row, raw) in u.chunks_exact_mut(a).zip(raw.chunks_exact(a)) {
                 let random = self.steps_explored < self.random_steps;
                 for (x, &r) in row.iter_mut().zip(raw) {

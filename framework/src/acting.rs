@@ -72,7 +72,7 @@ impl Acting {
         out: &mut SampleBatch,
     ) -> Result<(), PolicyError> {
         let state = (self.size > 0).then_some(&self.state[..]);
-        policy.compute_actions_from_input(&PolicyInput { obs, action_mask, state }, explore, out)?;
+        policy.compute_actions_from_input(&PolicyInput { obs, action_mask, state, explore }, out)?;
         if self.size == 0 {
             return Ok(());
         }

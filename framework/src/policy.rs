@@ -97,7 +97,8 @@ impl From<crate::weights_file::WeightsFileError> for PolicyError {
 }
 
 /// What a policy acts on at one step of `n` env copies: their observations
-/// and, where there are any, their legal actions and recurrent states.
+/// and, where there are any, their legal actions and recurrent states; and
+/// whether it explores.
 /// [`PolicyGraph::compute_actions_from_input`] takes it; evaluators and
 /// `rlx rollout` build it (see [`crate::acting::Acting`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -111,12 +112,15 @@ pub struct PolicyInput<'a> {
     /// recurrent_state_size]` (zeros where an episode starts), if the
     /// policy is recurrent ([`PolicyGraph::recurrent_state_size`]).
     pub state: Option<&'a [f32]>,
+    /// Sample actions (training); `false` asks for the greedy action
+    /// (evaluation, `rlx rollout`).
+    pub explore: bool,
 }
 
 impl<'a> PolicyInput<'a> {
     /// Observations alone: no masks, no recurrent state.
-    pub fn obs(obs: &'a [f32]) -> Self {
-        Self { obs, action_mask: None, state: None }
+    pub fn obs(obs: &'a [f32], explore: bool) -> Self {
+        Self { obs, action_mask: None, state: None, explore }
     }
 }
 
@@ -176,10 +180,9 @@ pub trait PolicyGraph: Send + 'static {
     fn compute_actions_from_input(
         &mut self,
         input: &PolicyInput<'_>,
-        explore: bool,
         out: &mut SampleBatch,
     ) -> Result<(), PolicyError> {
-        self.compute_actions(input.obs, explore, out)
+        self.compute_actions(input.obs, input.explore, out)
     }
 
     /// Width of the recurrent state a policy carries from one step of an

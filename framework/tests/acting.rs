@@ -86,12 +86,11 @@ impl PolicyGraph for Counting {
         (&self.obs, &self.act)
     }
     fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        self.compute_actions_from_input(&PolicyInput::obs(obs), explore, out)
+        self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
     }
     fn compute_actions_from_input(
         &mut self,
         input: &PolicyInput<'_>,
-        _: bool,
         out: &mut SampleBatch,
     ) -> Result<(), PolicyError> {
         let mask = input.action_mask.ok_or_else(|| PolicyError::Other("no mask".into()))?;
