@@ -201,9 +201,8 @@ pub async fn build(make_env: EnvMaker, cfg: ApexConfig) -> Result<Trainer, Build
     // the evaluators do.
     let (obs, act) = evaluators.local().spaces();
     let learner = make_policy(&cfg, &obs, &act, 0, 0)?;
-    let optimizer = AsyncReplayOptimizer::new(&evaluators, learner, cfg.replay())
-        .await
-        .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    let optimizer =
+        AsyncReplayOptimizer::new(learner, cfg.replay()).await.map_err(|e| BuildError::Unsupported(e.to_string()))?;
     Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 

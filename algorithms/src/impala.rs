@@ -216,7 +216,7 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
     // The learner's copy, for the spaces the evaluators were built with.
     let (obs, act) = evaluators.local().spaces();
     let learner = actor_critic::make_policy(name, &loss, &obs, &act, seed)?;
-    let optimizer = AsyncSamplesOptimizer::new(&evaluators, learner, optimizer).await?;
+    let optimizer = AsyncSamplesOptimizer::new(learner, optimizer).await?;
     Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 

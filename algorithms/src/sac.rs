@@ -341,13 +341,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
 /// # Errors
 /// [`BuildError::Unsupported`] unless the action space is a `Box` with
 /// finite bounds; a device this build or machine lacks.
-pub fn make_policy(
-    cfg: &SacConfig,
-    observation_space: &Space,
-    action_space: &Space,
-    rng_seed: u64,
-) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    continuous::make_policy(cfg, observation_space, action_space, rng_seed)
+pub fn make_policy(cfg: &SacConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    continuous::make_policy(cfg, obs, act, seed)
 }
 
 impl ContinuousPolicy for SacConfig {

@@ -348,7 +348,7 @@ async fn a_killed_replay_shard_restarts_and_its_transitions_are_counted_lost() {
         shard_restart: RestartPolicy::default(),
         seed: 3,
     };
-    let mut optimizer = AsyncReplayOptimizer::new(&evaluators, learner, config).await.unwrap();
+    let mut optimizer = AsyncReplayOptimizer::new(learner, config).await.unwrap();
     // The learner thread reports asynchronously: step until it has.
     let (mut sampled, mut trained) = (0, 0);
     while trained == 0 {

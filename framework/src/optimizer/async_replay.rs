@@ -47,6 +47,7 @@ use crate::sample_batch::SampleBatch;
 use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -133,7 +134,7 @@ pub struct AsyncReplayOptimizer {
     /// Evaluators held back while the learner catches up, with the weights
     /// version they last had.
     parked: Vec<(SharedHandle, u64)>,
-    steps_since_sync: Vec<usize>,
+    steps_since_sync: HashMap<usize, usize>,
     to_learner: std::sync::mpsc::Sender<Replayed>,
     reports: mpsc::UnboundedReceiver<Result<LearnerReport, EvaluatorError>>,
     published: Published,
@@ -192,11 +193,7 @@ impl AsyncReplayOptimizer {
     ///
     /// # Errors
     /// Settings out of range, or a shard that fails to start.
-    pub async fn new(
-        evaluators: &Evaluators,
-        learner: Box<dyn PolicyGraph>,
-        config: AsyncReplayConfig,
-    ) -> Result<Self, OptimizerError> {
+    pub async fn new(learner: Box<dyn PolicyGraph>, config: AsyncReplayConfig) -> Result<Self, OptimizerError> {
         config.check()?;
         let capacity = config.buffer_size / config.num_replay_shards;
         let shard_args = (0..config.num_replay_shards)
@@ -217,14 +214,13 @@ impl AsyncReplayOptimizer {
             .name("rlx-apex-learner".into())
             .spawn(move || run_learner(learner, queue, report_tx, shared, learner_pending, prioritized))
             .map_err(|e| EvaluatorError::Config(format!("cannot start the learner thread: {e}")))?;
-        let n = evaluators.num_workers() + 1;
         Ok(Self {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             config,
             shards,
             in_flight: InFlight::default(),
             parked: Vec::new(),
-            steps_since_sync: vec![0; n],
+            steps_since_sync: HashMap::new(),
             to_learner,
             reports,
             published,
@@ -332,10 +328,11 @@ impl AsyncReplayOptimizer {
     /// The latest weights if evaluator `index` has sampled
     /// `max_weight_sync_delay` steps since it last got some.
     fn weights_due(&mut self, index: usize) -> Option<(Arc<FlatWeights>, u64)> {
-        if self.steps_since_sync[index] < self.config.max_weight_sync_delay {
+        let steps = self.steps_since_sync.entry(index).or_default();
+        if *steps < self.config.max_weight_sync_delay {
             return None;
         }
-        self.steps_since_sync[index] = 0;
+        *steps = 0;
         Some(self.latest())
     }
 
@@ -377,7 +374,7 @@ impl AsyncReplayOptimizer {
     async fn on_sampled(&mut self, done: Completed<Rollout>, out: &mut StepStats) -> Result<(), OptimizerError> {
         let Completed { worker, version, result } = done;
         let rollout = result?;
-        self.steps_since_sync[worker.index()] += rollout.batch.len();
+        *self.steps_since_sync.entry(worker.index()).or_default() += rollout.batch.len();
         let batch = self.count(rollout, out);
         if self.learner_behind() {
             self.parked.push((worker, version));

@@ -31,6 +31,7 @@ use crate::policy::{FlatWeights, LearnerStats, PolicyGraph};
 use crate::sample_batch::SampleBatch;
 use async_trait::async_trait;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
@@ -107,7 +108,7 @@ pub(super) fn hand_to_learner(pending: &Pending, published: &Published, weights:
 pub struct AsyncSamplesOptimizer {
     config: AsyncSamplesConfig,
     in_flight: InFlight<Rollout>,
-    batches_since_weights: Vec<usize>,
+    batches_since_weights: HashMap<usize, usize>,
     to_learner: Option<mpsc::Sender<Item>>,
     aggregators: Vec<ActorRef<AggregatorMsg>>,
     next_aggregator: usize,
@@ -171,11 +172,7 @@ impl AsyncSamplesOptimizer {
     ///
     /// # Errors
     /// If an aggregation actor fails to start.
-    pub async fn new(
-        evaluators: &Evaluators,
-        learner: Box<dyn PolicyGraph>,
-        config: AsyncSamplesConfig,
-    ) -> Result<Self, HandleError> {
+    pub async fn new(learner: Box<dyn PolicyGraph>, config: AsyncSamplesConfig) -> Result<Self, HandleError> {
         let (tx, rx) = mpsc::channel::<Item>(config.learner_queue_size.max(1));
         let (report_tx, reports) = std::sync::mpsc::channel();
         let published = Published::new(learner.get_weights());
@@ -195,11 +192,10 @@ impl AsyncSamplesOptimizer {
                 .map_err(|e| HandleError::Spawn { index: 0, reason: format!("aggregation actor: {e}") })?;
             aggregators.push(actor);
         }
-        let n = evaluators.num_workers() + 1;
         Ok(Self {
             config,
             in_flight: InFlight::default(),
-            batches_since_weights: vec![0; n],
+            batches_since_weights: HashMap::new(),
             to_learner: Some(tx),
             aggregators,
             next_aggregator: 0,
@@ -263,11 +259,12 @@ impl AsyncSamplesOptimizer {
     /// The latest weights if evaluator `i` has sampled
     /// `broadcast_interval` batches since it last got some.
     fn weights_due(&mut self, i: usize) -> Option<(Arc<FlatWeights>, u64)> {
-        self.batches_since_weights[i] += 1;
-        if self.batches_since_weights[i] < self.config.broadcast_interval {
+        let batches = self.batches_since_weights.entry(i).or_default();
+        *batches += 1;
+        if *batches < self.config.broadcast_interval {
             return None;
         }
-        self.batches_since_weights[i] = 0;
+        *batches = 0;
         Some(self.latest())
     }
 }
