@@ -176,23 +176,32 @@ async fn every_single_bit_flip_is_detected() {
 }
 
 /// Checkpoint loading past its checksums (a `SHA256SUMS` rewritten to
-/// match damaged files, or a version 1 checkpoint) on
-/// [`FUZZ_CASES`](rlx::fuzz::FUZZ_CASES) altered `metadata.json` and as
-/// many altered `state.bin`: errors, never a panic.
+/// match damaged files, or a version 1 checkpoint), as the `cargo fuzz`
+/// target `checkpoint_files` does it (`metadata.json`, a NUL byte,
+/// `state.bin`: `rlx::fuzz::parse_checkpoint_input`): every file of its
+/// committed corpus (`fuzz/corpus/checkpoint_files`) as-is, then
+/// [`FUZZ_CASES`](rlx::fuzz::FUZZ_CASES) inputs with an altered
+/// `metadata.json` and as many with an altered `state.bin`, half made from
+/// a checkpoint saved here, half from those files: errors, never a panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuzzed_checkpoint_files_never_panic() {
-    use rlx::fuzz::{mutate, mutate_framed, run};
+    use rlx::fuzz::{
+        checkpoint_input, mutate_checkpoint_metadata, mutate_checkpoint_state, parse_checkpoint_input, replay_corpus,
+        run, with_committed, write_seeds,
+    };
     let dir = tmp("fuzz");
     let path = small_checkpoint(&dir, 2).await.pop().unwrap();
     let metadata = std::fs::read(path.join(checkpoint::METADATA_FILE)).unwrap();
     let state = std::fs::read(path.join(checkpoint::STATE_FILE)).unwrap();
-    assert!(Checkpoint::parse(&path, &metadata, Some(&state), true).is_ok());
-    run(std::slice::from_ref(&metadata), mutate, |m| {
-        let _ = Checkpoint::parse(&path, m, Some(&state), true);
-    });
-    run(&[state], mutate_framed, |s| {
-        let _ = Checkpoint::parse(&path, &metadata, Some(s), true);
-    });
+    let input = checkpoint_input(&metadata, Some(&state));
+    assert!(parse_checkpoint_input(&input).is_ok());
+    write_seeds("checkpoint_files", std::slice::from_ref(&input));
+    let decode = |i: &[u8]| {
+        let _ = parse_checkpoint_input(i);
+    };
+    let corpus = with_committed(&[input], &replay_corpus("checkpoint_files", decode));
+    run(&corpus, mutate_checkpoint_metadata, decode);
+    run(&corpus, mutate_checkpoint_state, decode);
     std::fs::remove_dir_all(dir).unwrap();
 }
 

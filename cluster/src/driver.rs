@@ -39,13 +39,13 @@ use ractor_cluster::NodeServerMessage;
 use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
 use rlx::handle::{lock, HandleStats, SharedHandle};
 use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
-use rlx::protocol::{EvalReply, LatestState};
+use rlx::protocol::{EvalReply, LatestState, RowShape};
 use rlx::restart::{FailureWindow, RestartPolicy, RestartStrategy};
 use rlx::{EvaluatorError, EvaluatorFactory, EvaluatorHandle, HandleError};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
@@ -172,6 +172,10 @@ struct Shared {
     restart: Mutex<Option<RestartPolicy>>,
     /// One heartbeat task per node.
     watchers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The widths of the evaluators' batch rows, from the env's spaces
+    /// (read off one evaluator built here at the first placement; `None`
+    /// if that build failed), to check every batch a node returns.
+    row_shape: OnceLock<Option<RowShape>>,
 }
 
 #[derive(Clone)]
@@ -267,6 +271,7 @@ impl Cluster {
             exhausted: Mutex::new(None),
             restart: Mutex::new(None),
             watchers: Mutex::default(),
+            row_shape: OnceLock::new(),
         });
         let joined = futures::future::join_all(resolved.iter().map(|(a, host)| shared.join(*a, host))).await;
         let mut refused = Vec::new();
@@ -560,6 +565,14 @@ impl Placement for Cluster {
     ) -> BoxFuture<'static, Result<PlacedWorkers, HandleError>> {
         let shared = self.shared.clone();
         shared.restart.lock().expect("restart lock").get_or_insert(restart);
+        shared.row_shape.get_or_init(|| {
+            // The driver's own build of an evaluator, dropped at once: only
+            // its spaces are kept.
+            factory(0, 0).ok().map(|reference| {
+                let (obs, act) = reference.spaces();
+                RowShape::of(&obs, &act)
+            })
+        });
         Box::pin(async move {
             let homes = futures::future::join_all(indices.iter().map(|&i| shared.place(i, 0, restart, &factory))).await;
             let mut handles: Vec<SharedHandle> = Vec::with_capacity(indices.len());
@@ -626,9 +639,11 @@ impl RemoteEvaluator {
     /// and retries (within the restart budget).
     async fn request(&self, request: EvalRequest) -> Result<EvalReply, HandleError> {
         let payload = wire::encode(&request).map_err(|e| self.config_error(e.to_string()))?;
+        let num_params = lock(&self.latest).num_params();
+        let limit = wire::reply_limit(&request, num_params, self.shared.options.max_frame_bytes);
         loop {
             let (mut home, placement) = lock(&self.home).clone();
-            match self.send(&mut home, &payload).await {
+            match self.send(&mut home, &payload, limit).await {
                 Ok(reply) => return Ok(reply),
                 Err(Lost::Error(e)) => return Err(e),
                 Err(Lost::Node(reason)) => self.replace(placement, &reason).await?,
@@ -636,13 +651,17 @@ impl RemoteEvaluator {
         }
     }
 
-    async fn send(&self, home: &mut Home, payload: &[u8]) -> Result<EvalReply, Lost> {
+    /// Sends `payload` to the evaluator's home; its reply may decode to at
+    /// most `reply_limit` bytes (see [`wire::reply_limit`]).
+    async fn send(&self, home: &mut Home, payload: &[u8], reply_limit: usize) -> Result<EvalReply, Lost> {
         let index = self.index;
         match home {
             Home::Local(handle) => {
                 let request = wire::decode(payload).map_err(|e| Lost::Error(self_config(index, e.to_string())))?;
                 let reply = serve(handle, request).await.map_err(|e| Lost::Error(e.into_handle(index, "local")))?;
-                reply.into_reply().map_err(|e| Lost::Error(self_config(index, format!("undecodable batch: {e}"))))
+                reply
+                    .into_reply(reply_limit)
+                    .map_err(|e| Lost::Error(self_config(index, format!("undecodable batch: {e}"))))
             }
             Home::Remote { actor, node_id, addr, max_frame_bytes, down } => {
                 // ractor_cluster drops the whole connection on an oversized
@@ -685,11 +704,12 @@ impl RemoteEvaluator {
                     Lost::Node(reason)
                 };
                 let answer: Result<(WireReply, u64), wire::WireError> =
-                    wire::decode(&bytes).map_err(|e| bad(e.to_string()))?;
+                    wire::decode_within(&bytes, reply_limit).map_err(|e| bad(e.to_string()))?;
                 let (reply, node_restarts) =
                     answer.map_err(|e| Lost::Error(e.into_handle(index, &addr.to_string())))?;
-                let reply = reply.into_reply().map_err(|e| bad(format!("undecodable batch: {e}")))?;
-                reply.check(lock(&self.latest).num_params()).map_err(bad)?;
+                let reply = reply.into_reply(reply_limit).map_err(|e| bad(format!("undecodable batch: {e}")))?;
+                let shape = self.shared.row_shape.get().copied().flatten();
+                reply.check(lock(&self.latest).num_params(), shape).map_err(bad)?;
                 self.shared.node_restarts.lock().expect("restarts lock").insert(index, node_restarts);
                 Ok(reply)
             }
@@ -721,7 +741,9 @@ impl RemoteEvaluator {
         // If these fail, the caller's retry notices and re-places again.
         let replay = lock(&self.latest).replay();
         for request in replay {
-            let _ = self.send(&mut home.clone(), &self.encode(&request)?).await;
+            // Weights and filter statistics: acknowledged with `Done`.
+            let limit = wire::reply_limit(&request, None, self.shared.options.max_frame_bytes);
+            let _ = self.send(&mut home.clone(), &self.encode(&request)?, limit).await;
         }
         Ok(())
     }

@@ -492,6 +492,7 @@ async fn spawn_evaluator(
         handle,
         group: group.clone(),
         reply_limit: request.driver_max_frame_bytes.saturating_sub(4096),
+        request_limit: usize::try_from(state.max_frame_bytes).unwrap_or(usize::MAX),
     };
     let (server, _) = Actor::spawn_linked(None, EvaluatorServer, args, spawner).await.map_err(|e| match e {
         ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
@@ -513,6 +514,8 @@ pub struct ServerArgs {
     group: String,
     /// Largest reply the driver accepts.
     reply_limit: u64,
+    /// Largest request, uncompressed: the node's configured maximum message.
+    request_limit: usize,
 }
 
 /// The driver's node-local evaluator set (kept alive) and this evaluator's handle.
@@ -520,6 +523,7 @@ pub struct ServerState {
     _set: Arc<RactorEvaluatorSet>,
     handle: RactorEvaluator,
     reply_limit: u64,
+    request_limit: usize,
 }
 
 impl Actor for EvaluatorServer {
@@ -533,7 +537,8 @@ impl Actor for EvaluatorServer {
         args: ServerArgs,
     ) -> Result<ServerState, ActorProcessingErr> {
         ractor::pg::join(args.group, vec![myself.get_cell()]);
-        Ok(ServerState { _set: args.set, handle: args.handle, reply_limit: args.reply_limit })
+        let (reply_limit, request_limit) = (args.reply_limit, args.request_limit);
+        Ok(ServerState { _set: args.set, handle: args.handle, reply_limit, request_limit })
     }
 
     async fn handle(
@@ -542,7 +547,7 @@ impl Actor for EvaluatorServer {
         msg: Self::Msg,
         state: &mut ServerState,
     ) -> Result<(), ActorProcessingErr> {
-        let reply = match wire::decode::<EvalRequest>(&msg.payload) {
+        let reply = match wire::decode_within::<EvalRequest>(&msg.payload, state.request_limit) {
             Err(e) => Err(WireError::BadRequest(e.to_string())),
             Ok(request) => serve(&state.handle, request).await,
         };

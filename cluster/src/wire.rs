@@ -153,14 +153,15 @@ impl WireReply {
         })
     }
 
-    /// The reply it carries.
+    /// The reply it carries, with a batch of at most `limit` bytes
+    /// uncompressed.
     ///
     /// # Errors
-    /// An undecodable batch.
-    pub fn into_reply(self) -> Result<EvalReply, CodecError> {
+    /// An undecodable batch, or one over the limit.
+    pub fn into_reply(self, limit: usize) -> Result<EvalReply, CodecError> {
         Ok(match self {
             Self::Rollout { batch, episodes, filter_delta, env_shard_restarts } => {
-                let batch = codec::decode(&batch)?;
+                let batch = codec::decode_within(&batch, limit)?;
                 EvalReply::Rollout(Rollout { batch, episodes, filter_delta, env_shard_restarts })
             }
             Self::Gradients { grads, stats, steps, episodes, env_shard_restarts } => {
@@ -328,9 +329,58 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     codec::decode_value(bytes)
 }
 
+/// [`decode`] for a message whose kind holds at most `limit` bytes
+/// uncompressed ([`codec::decode_value_within`]).
+///
+/// # Errors
+/// What is wrong with the bytes, or a claimed size over `limit`.
+pub fn decode_within<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> Result<T, CodecError> {
+    codec::decode_value_within(bytes, limit)
+}
+
+/// What a reply to `request` can hold, uncompressed: a batch or a saved
+/// state up to `max_frame_bytes` (the configured maximum message), a
+/// gradient of `num_params` values (when known) with its episodes and
+/// statistics, and an acknowledgement or an error a few KiB.
+pub fn reply_limit(request: &EvalRequest, num_params: Option<usize>, max_frame_bytes: u64) -> usize {
+    let frame = usize::try_from(max_frame_bytes).unwrap_or(usize::MAX);
+    match request {
+        EvalRequest::Sample | EvalRequest::SaveState => frame,
+        // MessagePack spends 5 bytes on an f32; 16 MiB for the episodes
+        // and statistics of one sampling call.
+        EvalRequest::SampleAndComputeGradients => num_params.map_or(frame, |n| (5 * n + (16 << 20)).min(frame)),
+        _ => 64 << 10,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Replies may decode to what their kind can hold: a batch or a state
+    /// up to the frame limit, a gradient of the weights' size, an
+    /// acknowledgement a few KiB.
+    #[test]
+    fn reply_limits_follow_the_request() {
+        let frame = 256 << 20;
+        assert_eq!(reply_limit(&EvalRequest::Sample, Some(10), frame), 256 << 20);
+        assert_eq!(reply_limit(&EvalRequest::SaveState, None, frame), 256 << 20);
+        assert_eq!(reply_limit(&EvalRequest::SampleAndComputeGradients, Some(1000), frame), 5000 + (16 << 20));
+        assert_eq!(reply_limit(&EvalRequest::SampleAndComputeGradients, None, frame), 256 << 20);
+        let weights = EvalRequest::SetWeights(std::sync::Arc::new(vec![0.0; 10]));
+        assert_eq!(reply_limit(&weights, Some(10), frame), 64 << 10);
+        // A gradient reply of the right size decodes within its limit.
+        let reply: <EvalProtocol as Protocol>::Reply = Ok((
+            WireReply::new(EvalReply::Gradients(GradientRollout { grads: vec![0.5; 1000], ..Default::default() }))
+                .unwrap(),
+            0,
+        ));
+        let bytes = encode(&reply).unwrap();
+        let limit = reply_limit(&EvalRequest::SampleAndComputeGradients, Some(1000), frame);
+        assert!(decode_within::<<EvalProtocol as Protocol>::Reply>(&bytes, limit).is_ok());
+        assert!(decode_within::<<EvalProtocol as Protocol>::Reply>(&bytes, 64 << 10).is_ok());
+        assert!(decode_within::<<EvalProtocol as Protocol>::Reply>(&bytes, 1000).is_err());
+    }
     use ractor::Message;
 
     #[test]
@@ -388,14 +438,26 @@ mod tests {
         assert!(decode::<EvalRequest>(&truncated).is_err());
     }
 
-    /// Every message a node or a driver decodes, on
-    /// [`FUZZ_CASES`](rlx::fuzz::FUZZ_CASES) altered messages each: a
-    /// request of every kind, and replies of every kind (a rollout's batch
-    /// decoded too, as the driver does).
+    /// Every message a node or a driver decodes, each input decoded as
+    /// each of them (a reply's rollout batch too, as the driver does), as
+    /// the `cargo fuzz` target `wire_messages` does: every file of its
+    /// committed corpus (`fuzz/corpus/wire_messages`) as-is, then
+    /// [`FUZZ_CASES`](rlx::fuzz::FUZZ_CASES) altered messages for each
+    /// group here (a request of every kind, replies of every kind, spawner
+    /// messages), half made from the group, half from those files.
     #[test]
     fn fuzzed_messages_never_panic() {
-        use rlx::fuzz::{mutate_framed, run};
+        use rlx::fuzz::{mutate_framed, replay_corpus, run, with_committed, write_seeds};
         use std::sync::Arc;
+        type Reply = <EvalProtocol as Protocol>::Reply;
+        fn decode_any(bytes: &[u8]) {
+            let _ = decode::<EvalRequest>(bytes);
+            if let Ok(Ok((reply, _))) = decode::<Reply>(bytes) {
+                let _ = reply.into_reply(rlx::codec::MAX_DECODED_BYTES);
+            }
+            let _ = decode::<SpawnerRequest>(bytes);
+            let _ = decode::<<SpawnProtocol as Protocol>::Reply>(bytes);
+        }
         let mut stat = RunningStat::new(3);
         stat.push(&[1.0, 2.0, 3.0]);
         let requests = vec![
@@ -404,9 +466,6 @@ mod tests {
             encode(&EvalRequest::SetFilterStatistics(Arc::new(stat.clone()))).unwrap(),
             encode(&EvalRequest::SaveState).unwrap(),
         ];
-        run(&requests, mutate_framed, |bytes| {
-            let _ = decode::<EvalRequest>(bytes);
-        });
         let mut batch = rlx::SampleBatch::new();
         batch.insert_f32("obs", (0..40).map(|i| i as f32).collect(), 4).unwrap();
         batch.insert_i64("actions", (0..10).collect(), 1).unwrap();
@@ -419,7 +478,6 @@ mod tests {
             episodes: vec![episode],
             env_shard_restarts: 0,
         };
-        type Reply = <EvalProtocol as Protocol>::Reply;
         let reply = |r: EvalReply| encode::<Reply>(&Ok((WireReply::new(r).unwrap(), 2))).unwrap();
         let error = WireError::Failed { panicked: true, message: "boom".into() };
         let replies = vec![
@@ -428,11 +486,6 @@ mod tests {
             reply(EvalReply::Done),
             encode::<Reply>(&Err(error)).unwrap(),
         ];
-        run(&replies, mutate_framed, |bytes| {
-            if let Ok(Ok((reply, _))) = decode::<Reply>(bytes) {
-                let _ = reply.into_reply();
-            }
-        });
         let spawn = SpawnRequest {
             spec: SpawnSpec {
                 algorithm: "PPO".into(),
@@ -451,10 +504,12 @@ mod tests {
             encode(&SpawnerRequest::Spawn(spawn)).unwrap(),
             encode(&Ok::<_, String>(SpawnerReply::Pong)).unwrap(),
         ];
-        run(&spawner, mutate_framed, |bytes| {
-            let _ = decode::<SpawnerRequest>(bytes);
-            let _ = decode::<<SpawnProtocol as Protocol>::Reply>(bytes);
-        });
+        let groups = [requests, replies, spawner];
+        write_seeds("wire_messages", &groups.concat());
+        let committed = replay_corpus("wire_messages", decode_any);
+        for group in groups {
+            run(&with_committed(&group, &committed), mutate_framed, decode_any);
+        }
     }
 
     #[test]

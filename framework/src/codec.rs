@@ -29,6 +29,15 @@ pub enum CodecError {
     /// The header claims more than [`MAX_DECODED_BYTES`].
     #[error("message claims {0} bytes uncompressed, more than the {MAX_DECODED_BYTES}-byte limit")]
     TooLarge(usize),
+    /// The header claims more than this kind of message can hold (see
+    /// [`decode_value_within`]).
+    #[error("message claims {claimed} bytes uncompressed, more than the {limit} bytes its kind can hold")]
+    OverLimit {
+        /// The uncompressed length the header claims.
+        claimed: usize,
+        /// What the receiver allows for this kind of message.
+        limit: usize,
+    },
     /// The LZ4 block is corrupt.
     #[error("corrupt LZ4 block: {0}")]
     Lz4(#[from] lz4_flex::block::DecompressError),
@@ -75,7 +84,19 @@ pub fn frame(payload: &[u8]) -> Result<Vec<u8>, CodecError> {
 /// # Errors
 /// A [`CodecError`] naming what is wrong with the bytes.
 pub fn decode_value<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
-    Ok(rmp_serde::from_slice(&unframe(bytes)?)?)
+    decode_value_within(bytes, MAX_DECODED_BYTES)
+}
+
+/// [`decode_value`] for a message whose kind holds at most `limit` bytes
+/// uncompressed (weights of a known size, a batch under a configured
+/// maximum): a header claiming more is refused before anything is
+/// decompressed, so a small message cannot make the receiver allocate what
+/// it claims.
+///
+/// # Errors
+/// [`CodecError::OverLimit`], or as [`decode_value`].
+pub fn decode_value_within<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> Result<T, CodecError> {
+    Ok(rmp_serde::from_slice(&unframe_within(bytes, limit)?)?)
 }
 
 /// The MessagePack payload of a framed message, checked and decompressed.
@@ -84,6 +105,15 @@ pub fn decode_value<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> 
 /// A short message, bad magic, a length past [`MAX_DECODED_BYTES`], or a
 /// corrupt LZ4 block.
 pub fn unframe(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+    unframe_within(bytes, MAX_DECODED_BYTES)
+}
+
+/// [`unframe`] refusing a message that claims more than `limit` bytes
+/// uncompressed.
+///
+/// # Errors
+/// [`CodecError::OverLimit`], or as [`unframe`].
+pub fn unframe_within(bytes: &[u8], limit: usize) -> Result<Vec<u8>, CodecError> {
     if bytes.len() < 8 {
         return Err(CodecError::Truncated(bytes.len()));
     }
@@ -93,6 +123,16 @@ pub fn unframe(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
     let len = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes")) as usize;
     if len > MAX_DECODED_BYTES {
         return Err(CodecError::TooLarge(len));
+    }
+    if len > limit {
+        return Err(CodecError::OverLimit { claimed: len, limit });
+    }
+    // An LZ4 block expands at most about 255 times (a match's length grows
+    // by 255 per byte of input), so a claim beyond that is a lie: refuse it
+    // before allocating what it claims.
+    let possible = (bytes.len() - 8).saturating_mul(256).saturating_add(64);
+    if len > possible {
+        return Err(CodecError::OverLimit { claimed: len, limit: possible });
     }
     Ok(lz4_flex::block::decompress(&bytes[8..], len)?)
 }
@@ -157,7 +197,16 @@ pub fn encode(batch: &SampleBatch) -> Result<Vec<u8>, CodecError> {
 /// # Errors
 /// A [`CodecError`] naming what is wrong; never panics.
 pub fn decode(bytes: &[u8]) -> Result<SampleBatch, CodecError> {
-    let wire: WireBatch = decode_value(bytes)?;
+    decode_within(bytes, MAX_DECODED_BYTES)
+}
+
+/// [`decode`] for a batch of at most `limit` bytes uncompressed (see
+/// [`decode_value_within`]).
+///
+/// # Errors
+/// As [`decode`] and [`decode_value_within`].
+pub fn decode_within(bytes: &[u8], limit: usize) -> Result<SampleBatch, CodecError> {
+    let wire: WireBatch = decode_value_within(bytes, limit)?;
     let mut columns = Vec::with_capacity(wire.columns.len());
     for (name, col) in wire.columns {
         let column = match col {
@@ -190,6 +239,22 @@ fn check_bytes(field: &str, len: usize, elem: usize) -> Result<(), CodecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The case: a few MB that decompress to a GB. With its kind's
+    /// limit the claim is refused before anything is allocated.
+    #[test]
+    fn a_message_over_its_kinds_limit_is_refused_before_decompressing() {
+        let zeros = frame(&vec![0u8; 64 << 20]).unwrap();
+        assert!(zeros.len() < (1 << 20), "{} bytes", zeros.len());
+        let err = decode_value_within::<Vec<u8>>(&zeros, 1 << 20).unwrap_err();
+        assert!(
+            matches!(err, CodecError::OverLimit { claimed, limit } if claimed == 64 << 20 && limit == 1 << 20),
+            "{err}"
+        );
+        let batch = encode(&sample()).unwrap();
+        assert!(matches!(decode_within(&batch, 16), Err(CodecError::OverLimit { .. })));
+        assert_eq!(decode_within(&batch, 1 << 20).unwrap(), sample());
+    }
     use proptest::prelude::*;
 
     fn sample() -> SampleBatch {
@@ -243,14 +308,17 @@ mod tests {
         assert!(decode(&encode_value(&zero_width).unwrap()).is_err());
     }
 
-    /// The batch decoder on [`FUZZ_CASES`](crate::fuzz::FUZZ_CASES)
-    /// altered batches: float and integer columns, pixels, empty.
+    /// The batch decoder on every file of the committed `cargo fuzz`
+    /// corpus (`fuzz/corpus/batch_codec`) and on
+    /// [`FUZZ_CASES`](crate::fuzz::FUZZ_CASES) altered batches, half made
+    /// from those files, half from three batches here: float and integer
+    /// columns, pixels, empty.
     #[test]
     fn fuzzed_batches_never_panic() {
         let mut pixels = SampleBatch::new();
         pixels.insert_f32("obs", (0..400).map(|i| (i % 3) as f32).collect(), 100).unwrap();
         let corpus = vec![encode(&sample()).unwrap(), encode(&pixels).unwrap(), encode(&SampleBatch::new()).unwrap()];
-        crate::fuzz::run(&corpus, crate::fuzz::mutate_framed, |bytes| {
+        crate::fuzz::run_target("batch_codec", &corpus, crate::fuzz::mutate_framed, |bytes| {
             let _ = decode(bytes);
         });
     }

@@ -19,7 +19,7 @@
 use crate::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
 use crate::filter::RunningStat;
 use crate::policy::FlatWeights;
-use crate::sample_batch::Column;
+use crate::sample_batch::{fields, Column};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -56,18 +56,48 @@ pub enum EvalReply {
     Done,
 }
 
+/// What the rows of an evaluator's batches look like: the widths of the
+/// observation and action columns, from the env's spaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowShape {
+    /// Values per observation (`obs`, `new_obs`).
+    pub obs: usize,
+    /// Values per action (`actions`).
+    pub actions: usize,
+}
+
+impl RowShape {
+    /// The shape of rows sampled on these spaces.
+    pub fn of(observation_space: &crate::Space, action_space: &crate::Space) -> Self {
+        Self { obs: observation_space.flat_dim(), actions: action_space.flat_dim() }
+    }
+}
+
 impl EvalReply {
     /// Checks a reply from an evaluator this process does not run itself
-    /// (a remote node's) before anything uses it: every number finite, and
-    /// a gradient exactly as long as the weights (`num_params`, when
-    /// known). Column widths and lengths are checked when the batch is
-    /// decoded.
+    /// (a remote node's) before anything uses it: every number finite, a
+    /// gradient exactly as long as the weights (`num_params`, when known),
+    /// and a batch's observation and action columns as wide as `shape`
+    /// says (when known). That every column holds whole rows, and the same
+    /// number of them, is checked when the batch is decoded.
     ///
     /// # Errors
     /// What is wrong, naming the column or field.
-    pub fn check(&self, num_params: Option<usize>) -> Result<(), String> {
+    pub fn check(&self, num_params: Option<usize>, shape: Option<RowShape>) -> Result<(), String> {
         let episodes = match self {
             Self::Rollout(r) => {
+                if let Some(shape) = shape {
+                    let expected =
+                        [(fields::OBS, shape.obs), (fields::NEW_OBS, shape.obs), (fields::ACTIONS, shape.actions)];
+                    for (name, width) in expected {
+                        match r.batch.get(name).map(Column::width) {
+                            Some(w) if w != width => {
+                                return Err(format!("column `{name}` is {w} wide, the env's space {width}"))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
                 for (name, column) in r.batch.columns() {
                     if let Column::F32 { data, width } = column {
                         if let Some(i) = data.iter().position(|x| !x.is_finite()) {
@@ -158,6 +188,30 @@ impl LatestState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample_batch::SampleBatch;
+    use crate::EpisodeSummary;
+
+    fn rollout(obs_width: usize, value: f32) -> EvalReply {
+        let mut batch = SampleBatch::new();
+        batch.insert_f32(fields::OBS, vec![value; 2 * obs_width], obs_width).unwrap();
+        batch.insert_i64(fields::ACTIONS, vec![0, 1], 1).unwrap();
+        let episodes = vec![EpisodeSummary { episode_return: 1.0, length: 2, truncated: false }];
+        EvalReply::Rollout(Rollout { batch, episodes, filter_delta: None, env_shard_restarts: 0 })
+    }
+
+    /// What a remote node's reply is checked for before the driver uses it.
+    #[test]
+    fn a_reply_with_wrong_widths_lengths_or_non_finite_numbers_is_refused() {
+        let shape = RowShape { obs: 4, actions: 1 };
+        assert_eq!(rollout(4, 0.5).check(None, Some(shape)), Ok(()));
+        let err = rollout(3, 0.5).check(None, Some(shape)).unwrap_err();
+        assert!(err.contains("`obs` is 3 wide") && err.contains('4'), "{err}");
+        assert!(rollout(4, f32::NAN).check(None, Some(shape)).unwrap_err().contains("`obs` holds NaN"));
+        let gradients = |grads: Vec<f32>| EvalReply::Gradients(GradientRollout { grads, ..Default::default() });
+        assert_eq!(gradients(vec![0.1; 8]).check(Some(8), None), Ok(()));
+        assert!(gradients(vec![0.1; 7]).check(Some(8), None).unwrap_err().contains("7 values for 8 weights"));
+        assert!(gradients(vec![f32::INFINITY; 8]).check(Some(8), None).unwrap_err().contains("inf"));
+    }
 
     #[test]
     fn a_replacement_gets_the_latest_weights_then_the_latest_filter() {
