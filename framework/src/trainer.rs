@@ -202,7 +202,8 @@ impl Trainer {
     /// # Errors
     /// Weights of the wrong length, or an unreachable worker.
     pub async fn restore_weights(&mut self, weights: Arc<FlatWeights>) -> Result<(), OptimizerError> {
-        crate::optimizer::set_weights_everywhere(&mut self.evaluators, &weights).await?;
+        self.evaluators.local_mut().set_weights(&weights)?;
+        crate::operators::broadcast_weights(&self.evaluators).await?;
         self.optimizer.weights_restored(&weights);
         Ok(())
     }

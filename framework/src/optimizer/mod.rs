@@ -115,18 +115,3 @@ fn summarize_updates(all: &[LearnerStats]) -> LearnerStats {
     out.set("num_updates", all.len() as f64);
     out
 }
-
-/// Sets the local policy's and every worker's weights.
-///
-/// # Errors
-/// Weights of the wrong length, or an unreachable worker.
-pub async fn set_weights_everywhere(
-    evaluators: &mut Evaluators,
-    weights: &Arc<FlatWeights>,
-) -> Result<(), OptimizerError> {
-    evaluators.local_mut().set_weights(weights)?;
-    for w in evaluators.workers() {
-        w.set_weights(weights.clone()).await?;
-    }
-    Ok(())
-}
