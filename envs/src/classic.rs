@@ -10,22 +10,23 @@
 //! the seeded generator, the `done` flag, the spaces, the `Env` methods and
 //! the checkpoint snapshot.
 //!
-//! Seeding happens in one place, [`seeded`]: resetting exactly like
-//! Gymnasium (NumPy's PCG64) is a change to that function and to each env's
-//! [`Dynamics::reset`] draws.
+//! Seeding happens in one place, [`seeded`]: NumPy's PCG64 generator
+//! seeded as Gymnasium seeds it ([`crate::pcg64`]), so `reset(Some(s))`
+//! starts each env exactly where Gymnasium's `reset(seed=s)` does, and
+//! unseeded resets continue the same stream as Gymnasium's.
 
+use crate::pcg64::Pcg64;
 use crate::snapshot::Snapshot;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use rlx::env::{invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// The generator of a classic-control env seeded with `seed`: on
-/// `reset(Some(seed))`, and with 0 when the env is built.
-fn seeded(seed: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(seed)
+/// `reset(Some(seed))`, and with 0 when the env is built (Gymnasium seeds
+/// a new env from the operating system instead; rlx stays reproducible).
+fn seeded(seed: u64) -> Pcg64 {
+    Pcg64::from_seed(seed)
 }
 
 /// One classic-control task without a time limit: what the body of
@@ -50,7 +51,7 @@ pub trait Dynamics: Send {
     fn action_space() -> Space;
 
     /// The start state of an episode, drawn from `rng`.
-    fn reset(rng: &mut ChaCha8Rng) -> Self::State;
+    fn reset(rng: &mut Pcg64) -> Self::State;
 
     /// `action` as this env takes it, or `None` if it does not (the step is
     /// then an [`EnvError::InvalidAction`]).
@@ -59,7 +60,7 @@ pub trait Dynamics: Send {
     /// One step from `state`, which it updates; returns the reward and
     /// whether the episode terminated. `rng` is the env's generator, for
     /// envs with noise.
-    fn step(&self, state: &mut Self::State, action: Self::Action, rng: &mut ChaCha8Rng) -> (f64, bool);
+    fn step(&self, state: &mut Self::State, action: Self::Action, rng: &mut Pcg64) -> (f64, bool);
 
     /// Writes the observation of `state` into `obs`.
     fn observe(state: &Self::State, obs: &mut [f32]);
@@ -94,7 +95,7 @@ pub struct ClassicControl<D: Dynamics> {
     dynamics: D,
     pub(crate) state: D::State,
     pub(crate) done: bool,
-    rng: ChaCha8Rng,
+    rng: Pcg64,
     signature: EnvSignature,
 }
 

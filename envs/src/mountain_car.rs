@@ -44,12 +44,12 @@
 //! [`step`](rlx::Env::step) accepts actions that `action_space().contains`
 //! rejects.
 //!
-//! The reset draws come from rlx's own seeded generator (ChaCha8), not
-//! NumPy's PCG64: the distribution is the same, the numbers differ.
+//! Resets draw from NumPy's PCG64 seeded as Gymnasium seeds it
+//! ([`crate::pcg64`]): `reset(Some(s))` gives Gymnasium's `reset(seed=s)`
+//! start state exactly, checked for 20 seeds by `tests/resets.rs`.
 
 use crate::classic::{check_argument, write_f32, ClassicControl, Dynamics};
-use rand::Rng;
-use rand_chacha::ChaCha8Rng;
+use crate::pcg64::Pcg64;
 use rlx::{Action, EnvError, Space, TimeLimit};
 
 const MIN_POSITION: f64 = -1.2;
@@ -74,8 +74,8 @@ fn observation_space() -> Space {
 }
 
 /// Both variants start at rest at a uniform position in [−0.6, −0.4].
-fn reset_state(rng: &mut ChaCha8Rng) -> [f64; 2] {
-    [rng.gen_range(RESET_LOW..RESET_HIGH), 0.0]
+fn reset_state(rng: &mut Pcg64) -> [f64; 2] {
+    [rng.uniform(RESET_LOW, RESET_HIGH), 0.0]
 }
 
 /// The track from −1.2 to 0.6 with the goal `G` and the car `o`, then the
@@ -137,7 +137,7 @@ impl Dynamics for MountainCarDynamics<false> {
         Space::discrete(3)
     }
 
-    fn reset(rng: &mut ChaCha8Rng) -> [f64; 2] {
+    fn reset(rng: &mut Pcg64) -> [f64; 2] {
         reset_state(rng)
     }
 
@@ -148,7 +148,7 @@ impl Dynamics for MountainCarDynamics<false> {
         }
     }
 
-    fn step(&self, state: &mut [f64; 2], a: i64, _: &mut ChaCha8Rng) -> (f64, bool) {
+    fn step(&self, state: &mut [f64; 2], a: i64, _: &mut Pcg64) -> (f64, bool) {
         let [position, velocity] = *state;
         let velocity = velocity + ((a - 1) as f64 * FORCE + (3.0 * position).cos() * (-GRAVITY));
         let mut velocity = velocity.clamp(-MAX_SPEED, MAX_SPEED);
@@ -307,7 +307,7 @@ impl Dynamics for MountainCarDynamics<true> {
             .expect("MountainCarContinuous action bounds are consistent")
     }
 
-    fn reset(rng: &mut ChaCha8Rng) -> Self::State {
+    fn reset(rng: &mut Pcg64) -> Self::State {
         (reset_state(rng), false)
     }
 
@@ -320,7 +320,7 @@ impl Dynamics for MountainCarDynamics<true> {
         }
     }
 
-    fn step(&self, state: &mut Self::State, a: f32, _: &mut ChaCha8Rng) -> (f64, bool) {
+    fn step(&self, state: &mut Self::State, a: f32, _: &mut Pcg64) -> (f64, bool) {
         let ([position, velocity], state_is_f32) = *state;
         let load = |v: f64| if state_is_f32 { Num::f32(v as f32) } else { Num::f64(v) };
         let (position, velocity) = (load(position), load(velocity));

@@ -6,7 +6,7 @@
 //! (MountainCar and Pendulum both keep two floats) would otherwise accept
 //! each other's snapshots silently.
 
-use rand_chacha::ChaCha8Rng;
+use crate::pcg64::Pcg64;
 use rlx::env::{decode_state, encode_state, EnvState};
 use rlx::EnvError;
 use serde::de::{DeserializeOwned, IgnoredAny};
@@ -18,12 +18,12 @@ pub(crate) struct Snapshot<S> {
     env: String,
     pub state: S,
     pub done: bool,
-    pub rng: ChaCha8Rng,
+    pub rng: Pcg64,
 }
 
 impl<S: Serialize + DeserializeOwned> Snapshot<S> {
     /// Encodes the snapshot of the env named `env`.
-    pub fn save(env: &str, state: S, done: bool, rng: &ChaCha8Rng) -> EnvState {
+    pub fn save(env: &str, state: S, done: bool, rng: &Pcg64) -> EnvState {
         encode_state(&Snapshot { env: env.to_string(), state, done, rng: rng.clone() })
     }
 
