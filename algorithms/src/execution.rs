@@ -62,11 +62,7 @@ pub async fn spawn_evaluators(
         let seed = evaluator_seed(settings.seed, index, generation);
         let n = settings.num_envs_per_worker;
         let samples = index > 0 || settings.num_workers == 0;
-        let env = if settings.env_shards.enabled() && samples {
-            VectorEnv::sharded(make_env.clone(), n, &settings.env_shards)?
-        } else {
-            VectorEnv::new((0..n).map(|_| make_env()).collect::<Result<Vec<_>, _>>()?)?
-        };
+        let env = VectorEnv::build(make_env.clone(), n, &settings.env_shards, samples)?;
         let policy = make_policy(env.observation_space(), env.action_space(), seed, index)
             .map_err(|e| EvaluatorError::Config(e.to_string()))?;
         let dim = env.obs_dim();

@@ -15,6 +15,10 @@ pub struct Envs;
 #[doc = include_str!("../../book/src/env-tools.md")]
 pub struct EnvTools;
 
+/// `book/src/gymnasium.md`
+#[doc = include_str!("../../book/src/gymnasium.md")]
+pub struct Gymnasium;
+
 /// `book/src/evaluators.md`
 #[doc = include_str!("../../book/src/evaluators.md")]
 pub struct Evaluators;

@@ -193,8 +193,27 @@ pub fn make(name: &str) -> Result<Box<dyn Env>, EnvError> {
 /// # Errors
 /// [`EnvError::Unknown`] for an unknown name, [`EnvError::BadArgument`]
 /// naming an unknown or invalid keyword argument.
+///
+/// A name starting with `gym:` is a Gymnasium id, made in a Python worker
+/// process with `kwargs` passed to `gymnasium.make` ([`crate::gym`]).
 pub fn make_with(name: &str, kwargs: &Value) -> Result<Box<dyn Env>, EnvError> {
+    if name.starts_with(crate::gym::PREFIX) {
+        return crate::gym::make(name, kwargs);
+    }
     (spec(name)?.make)(kwargs)
+}
+
+/// The mean return at which the env `name` with `kwargs` counts as
+/// solved, if it has one: the registry's, or for `gym:<id>` Gymnasium's
+/// `spec.reward_threshold` (which asks a worker process).
+///
+/// # Errors
+/// As [`make_with`].
+pub fn reward_threshold(name: &str, kwargs: &Value) -> Result<Option<f64>, EnvError> {
+    if name.starts_with(crate::gym::PREFIX) {
+        return crate::gym::reward_threshold(name, kwargs);
+    }
+    Ok(spec(name)?.reward_threshold)
 }
 
 /// The registration of `name`.

@@ -9,7 +9,9 @@
 //! last observation is still worth bootstrapping from). Keeping them apart is
 //! what makes GAE correct at time limits.
 
+use crate::sample_batch::Column;
 use crate::space::{Action, Space};
+use serde::{Deserialize, Serialize};
 
 /// What one step produced besides the observation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -92,6 +94,109 @@ fn suggest(closest: &[String]) -> String {
     } else {
         format!("; did you mean {}?", closest.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or "))
     }
+}
+
+/// Return and length of one finished episode.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeSummary {
+    /// Sum of rewards.
+    pub episode_return: f64,
+    /// Number of steps.
+    pub length: u64,
+    /// Whether it ended by truncation (time limit) rather than termination.
+    pub truncated: bool,
+}
+
+/// Per-copy results of one [`VectorEnv::step`](crate::VectorEnv::step), in buffers reused across steps.
+#[derive(Clone, Debug, Default)]
+pub struct VectorStep {
+    /// Rewards, one per copy.
+    pub rewards: Vec<f32>,
+    /// Terminated flags, one per copy.
+    pub terminated: Vec<bool>,
+    /// Truncated flags, one per copy.
+    pub truncated: Vec<bool>,
+    /// The observation each copy reached, `[num_envs, obs_dim]`. For a copy
+    /// whose episode ended this is the final observation, not the reset one.
+    pub new_obs: Vec<f32>,
+    /// Copies whose env shard was restarted during this step (an env
+    /// panicked): their row is no transition (no reward, no `new_obs`),
+    /// their episode in progress is lost, and they start a new one from the
+    /// reset observation in [`VectorEnv::observations`](crate::VectorEnv::observations). Always `false`
+    /// for copies that step in the caller's thread.
+    pub interrupted: Vec<bool>,
+    /// The legal actions in each `new_obs`, `[num_envs, mask width]` (1.0
+    /// legal), if the env reports action masks; empty otherwise.
+    pub new_action_mask: Vec<f32>,
+}
+
+impl VectorStep {
+    /// Sizes every buffer for `n` copies of width `obs_dim`, with masks
+    /// `mask_width` wide (0 without masks).
+    pub(crate) fn resize(&mut self, n: usize, obs_dim: usize, mask_width: usize) {
+        self.rewards.resize(n, 0.0);
+        self.terminated.resize(n, false);
+        self.truncated.resize(n, false);
+        self.new_obs.resize(n * obs_dim, 0.0);
+        self.interrupted.clear();
+        self.interrupted.resize(n, false);
+        self.new_action_mask.resize(n * mask_width, 1.0);
+    }
+}
+
+/// The vectorized form of an env: copies that step together, somewhere
+/// other than the caller's thread (for example, Python processes that each
+/// host a range of the copies). An env offers one through
+/// [`Env::batched`]; [`VectorEnv::build`](crate::VectorEnv::build) uses it.
+///
+/// It keeps the same contract as the copies a
+/// [`VectorEnv`](crate::VectorEnv) steps itself:
+/// copy `i` of a reset is seeded `seed + i`, a copy whose episode ends is
+/// reset at once (its final observation in `out.new_obs`, its reset one in
+/// `obs`), finished episodes go to `finished`, and a copy whose process
+/// failed is restarted and marked in `out.interrupted`, its row no
+/// transition.
+pub trait BatchedEnv: Send {
+    /// Resets every copy, copy `i` with `seed + i`, writing `[num_envs,
+    /// obs_dim]` observations into `obs` and, if the env reports action
+    /// masks, the masks into `masks`.
+    ///
+    /// # Errors
+    /// A copy that cannot be reset, past any restart budget.
+    fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError>;
+
+    /// Steps every copy with its row of `actions` (already checked against
+    /// the action space), as [`VectorEnv::step`](crate::VectorEnv::step)
+    /// describes.
+    ///
+    /// # Errors
+    /// A failure past the restart budget.
+    fn step(
+        &mut self,
+        actions: &Column,
+        out: &mut VectorStep,
+        obs: &mut [f32],
+        masks: &mut Option<Vec<f32>>,
+        finished: &mut Vec<EpisodeSummary>,
+    ) -> Result<(), EnvError>;
+
+    /// Restarts after failures so far (each one's copies lost their
+    /// episodes in progress); counted in `result.json` with the env shards'.
+    fn restarts(&self) -> u64;
+}
+
+/// Where [`Env::batched`] puts its copies: from the `env_shards` config
+/// key.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchSettings {
+    /// Processes (or other workers) to split the copies over, at least one
+    /// and at most one per copy (`env_shards.num_shards`).
+    pub processes: usize,
+    /// How a failed process is restarted (`env_shards.restart`).
+    pub restart: crate::restart::RestartPolicy,
+    /// A reset or step that takes longer counts as a failure
+    /// (`env_shards.step_timeout_s`).
+    pub step_timeout: std::time::Duration,
 }
 
 /// What an env looks like from outside: its name and its two spaces, the
@@ -222,6 +327,18 @@ pub trait Env: Send {
         Err(EnvError::Other { env: self.name().to_string(), message: "this env cannot restore a saved state".into() })
     }
 
+    /// This env's vectorized form, if it has one: `num_envs` copies that
+    /// step together elsewhere, such as a Gymnasium env's copies in Python
+    /// processes, as many as `settings` say. [`VectorEnv::build`](crate::VectorEnv::build)
+    /// calls it on one copy made by the env maker and uses the answer in
+    /// place of `num_envs` separate copies. `None` (the default) means the
+    /// copies step one by one; wrappers answer `None`, because the
+    /// vectorized form would step the unwrapped env.
+    fn batched(&self, num_envs: usize, settings: &BatchSettings) -> Option<Result<Box<dyn BatchedEnv>, EnvError>> {
+        let _ = (num_envs, settings);
+        None
+    }
+
     /// The current frame as text (e.g. for `rlx rollout --render`), or
     /// `None` (the default) if the env has no text rendering.
     fn render(&self) -> Option<String> {
@@ -333,6 +450,9 @@ impl<E: Env + ?Sized> Env for Box<E> {
     }
     fn render(&self) -> Option<String> {
         (**self).render()
+    }
+    fn batched(&self, num_envs: usize, settings: &BatchSettings) -> Option<Result<Box<dyn BatchedEnv>, EnvError>> {
+        (**self).batched(num_envs, settings)
     }
     fn action_mask(&self) -> Option<&[bool]> {
         (**self).action_mask()

@@ -59,7 +59,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 /// The `env_shards` config key of the algorithms.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EnvShards {
     /// Child actors each sampling evaluator splits its env copies over
@@ -68,6 +68,18 @@ pub struct EnvShards {
     /// How a shard is restarted after its env panics, with a budget of its
     /// own; past it the evaluator fails and its own `restart` applies.
     pub restart: RestartPolicy,
+    /// For env copies in other processes (a Gymnasium env's Python
+    /// processes): a reset or step that takes longer than this many
+    /// seconds counts as a crash, and the process is killed and restarted
+    /// within `restart`. Shard actors run in this process, cannot be
+    /// interrupted, and do not use it.
+    pub step_timeout_s: f64,
+}
+
+impl Default for EnvShards {
+    fn default() -> Self {
+        Self { num_shards: 0, restart: RestartPolicy::default(), step_timeout_s: 60.0 }
+    }
 }
 
 impl EnvShards {
@@ -83,6 +95,8 @@ impl EnvShards {
     pub fn validate(&self, num_envs_per_worker: usize) -> Result<(), ConfigError> {
         let k = self.num_shards;
         check("env_shards.num_shards", k, k <= num_envs_per_worker, "must be in [0, num_envs_per_worker]")?;
+        let t = self.step_timeout_s;
+        check("env_shards.step_timeout_s", t, t > 0.0 && t.is_finite(), "must be > 0")?;
         self.restart.validate("env_shards.restart")
     }
 }

@@ -353,7 +353,7 @@ impl PolicyEvaluator {
     }
 
     fn shard_restarts(&self) -> u64 {
-        self.env.shards().map_or(0, |s| s.restarts())
+        self.env.restarts()
     }
 
     /// Overwrites the policy's weights.

@@ -74,5 +74,5 @@ pub use restart::{RestartPolicy, RestartStrategy};
 pub use sample_batch::{fields, Column, SampleBatch};
 pub use space::{Action, Space};
 pub use trainer::{RunState, StopCriteria, Trainer};
-pub use vector_env::{EpisodeSummary, VectorEnv};
+pub use vector_env::{BatchedEnv, EpisodeSummary, VectorEnv};
 pub use wrappers::{ActionRepeat, ClipReward, FrameStack, TimeLimit, Wrapped, Wrapper};

@@ -6,64 +6,19 @@
 //! bootstrapping) and records each finished episode's return and length.
 //! After construction, stepping allocates nothing.
 //!
-//! The copies step one after another in the caller's thread, or, built
-//! with [`VectorEnv::sharded`], in supervised child actors that each own a
-//! contiguous range of them ([`crate::env_shards`]). Either way the caller
-//! sees the same buffers, seeds and episode records.
+//! The copies step one after another in the caller's thread; built with
+//! [`VectorEnv::sharded`], in supervised child actors that each own a
+//! contiguous range of them ([`crate::env_shards`]); or, for an env whose
+//! copies live in other processes (a Gymnasium env stepped by Python),
+//! wherever its [`BatchedEnv`] steps them ([`VectorEnv::build`]). Either
+//! way the caller sees the same buffers, seeds and episode records.
 
 use crate::env::{invalid_action, Env, EnvError, EnvMaker, EnvState};
+pub use crate::env::{BatchSettings, BatchedEnv, EpisodeSummary, VectorStep};
 use crate::env_shards::{EnvShardSet, EnvShards};
 use crate::sample_batch::Column;
 use crate::space::{Action, Space};
 use serde::{Deserialize, Serialize};
-
-/// Return and length of one finished episode.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EpisodeSummary {
-    /// Sum of rewards.
-    pub episode_return: f64,
-    /// Number of steps.
-    pub length: u64,
-    /// Whether it ended by truncation (time limit) rather than termination.
-    pub truncated: bool,
-}
-
-/// Per-copy results of one [`VectorEnv::step`], in buffers reused across steps.
-#[derive(Clone, Debug, Default)]
-pub struct VectorStep {
-    /// Rewards, one per copy.
-    pub rewards: Vec<f32>,
-    /// Terminated flags, one per copy.
-    pub terminated: Vec<bool>,
-    /// Truncated flags, one per copy.
-    pub truncated: Vec<bool>,
-    /// The observation each copy reached, `[num_envs, obs_dim]`. For a copy
-    /// whose episode ended this is the final observation, not the reset one.
-    pub new_obs: Vec<f32>,
-    /// Copies whose env shard was restarted during this step (an env
-    /// panicked): their row is no transition (no reward, no `new_obs`),
-    /// their episode in progress is lost, and they start a new one from the
-    /// reset observation in [`VectorEnv::observations`]. Always `false`
-    /// for copies that step in the caller's thread.
-    pub interrupted: Vec<bool>,
-    /// The legal actions in each `new_obs`, `[num_envs, mask width]` (1.0
-    /// legal), if the env reports action masks; empty otherwise.
-    pub new_action_mask: Vec<f32>,
-}
-
-impl VectorStep {
-    /// Sizes every buffer for `n` copies of width `obs_dim`, with masks
-    /// `mask_width` wide (0 without masks).
-    fn resize(&mut self, n: usize, obs_dim: usize, mask_width: usize) {
-        self.rewards.resize(n, 0.0);
-        self.terminated.resize(n, false);
-        self.truncated.resize(n, false);
-        self.new_obs.resize(n * obs_dim, 0.0);
-        self.interrupted.clear();
-        self.interrupted.resize(n, false);
-        self.new_action_mask.resize(n * mask_width, 1.0);
-    }
-}
 
 /// A [`VectorEnv`]'s snapshot, for checkpoints.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -105,6 +60,8 @@ enum Copies {
     Here { envs: Vec<Box<dyn Env>>, returns: Vec<f64>, lengths: Vec<u64> },
     /// In child actors, each a `Here` vector env over a range of copies.
     Sharded(EnvShardSet),
+    /// Wherever the env's own vectorized form steps them.
+    Batched(Box<dyn BatchedEnv>),
 }
 
 impl VectorEnv {
@@ -148,6 +105,36 @@ impl VectorEnv {
         drop(probe);
         let set = EnvShardSet::spawn(make, &name, num_envs, obs_space.flat_dim(), shards)?;
         Ok(Self::around(Copies::Sharded(set), name, obs_space, act_space, num_envs))
+    }
+
+    /// `num_envs` copies from `make`, stepped where they step best: the
+    /// env's own vectorized form if it has one ([`Env::batched`], e.g. a
+    /// Gymnasium env's Python processes, `shards.num_shards` of them);
+    /// otherwise in `shards.num_shards` shard actors if `shards` is
+    /// enabled and `sample` (an evaluator that samples); otherwise one
+    /// after another in the caller's thread.
+    ///
+    /// # Errors
+    /// A copy that cannot be built, or shards that cannot start.
+    pub fn build(make: EnvMaker, num_envs: usize, shards: &EnvShards, sample: bool) -> Result<Self, EnvError> {
+        let probe = make()?;
+        let settings = BatchSettings {
+            processes: shards.num_shards.clamp(1, num_envs.max(1)),
+            restart: shards.restart,
+            step_timeout: std::time::Duration::from_secs_f64(shards.step_timeout_s),
+        };
+        if let Some(batched) = probe.batched(num_envs, &settings) {
+            let (name, obs_space, act_space) =
+                (probe.name().to_string(), probe.observation_space().clone(), probe.action_space().clone());
+            drop(probe);
+            return Ok(Self::around(Copies::Batched(batched?), name, obs_space, act_space, num_envs));
+        }
+        drop(probe);
+        if shards.enabled() && sample {
+            Self::sharded(make, num_envs, shards)
+        } else {
+            Self::new((0..num_envs).map(|_| make()).collect::<Result<Vec<_>, _>>()?)
+        }
     }
 
     fn around(copies: Copies, name: String, obs_space: Space, act_space: Space, n: usize) -> Self {
@@ -194,6 +181,7 @@ impl VectorEnv {
                 Ok(())
             }
             Copies::Sharded(set) => set.reset(seed, &mut self.obs, &mut self.masks),
+            Copies::Batched(batch) => batch.reset(seed, &mut self.obs, &mut self.masks),
         }
     }
 
@@ -237,8 +225,17 @@ impl VectorEnv {
     /// The shard actors' supervision, if the copies are sharded.
     pub fn shards(&self) -> Option<&EnvShardSet> {
         match &self.copies {
-            Copies::Here { .. } => None,
             Copies::Sharded(set) => Some(set),
+            Copies::Here { .. } | Copies::Batched(_) => None,
+        }
+    }
+
+    /// Restarts of shards or of the processes of a [`BatchedEnv`] so far.
+    pub fn restarts(&self) -> u64 {
+        match &self.copies {
+            Copies::Here { .. } => 0,
+            Copies::Sharded(set) => set.restarts(),
+            Copies::Batched(batch) => batch.restarts(),
         }
     }
 
@@ -264,9 +261,15 @@ impl VectorEnv {
         }
         let width = self.masks.as_ref().map_or(0, |m| m.len() / n);
         out.resize(n, self.obs_dim, width);
+        if let Copies::Batched(_) = self.copies {
+            self.check_actions(actions)?;
+        }
         let (envs, returns, lengths) = match &mut self.copies {
             Copies::Here { envs, returns, lengths } => (envs, returns, lengths),
             Copies::Sharded(set) => return set.step(actions, out, &mut self.obs, &mut self.masks, &mut self.finished),
+            Copies::Batched(batch) => {
+                return batch.step(actions, out, &mut self.obs, &mut self.masks, &mut self.finished)
+            }
         };
         let d = self.obs_dim;
         for (i, env) in envs.iter_mut().enumerate() {
@@ -327,6 +330,27 @@ impl VectorEnv {
         Ok(())
     }
 
+    /// Checks every row of `actions` against the action space, as the
+    /// copies stepped here are checked, for copies stepped elsewhere.
+    fn check_actions(&self, actions: &Column) -> Result<(), EnvError> {
+        let bad = |message: String| Err(EnvError::BadArgument { env: self.name.clone(), message });
+        match (&self.act_space, actions) {
+            (Space::Discrete { n }, Column::I64 { data, width: 1 }) => match data.iter().find(|a| !(0..*n).contains(a))
+            {
+                Some(a) => bad(format!("action {a} is outside the action space {}", self.act_space)),
+                None => Ok(()),
+            },
+            (Space::MultiDiscrete { nvec }, Column::I64 { data, width }) if *width == nvec.len() => {
+                match data.chunks_exact(*width).find(|row| !self.act_space.contains(Action::MultiDiscrete(row))) {
+                    Some(row) => bad(format!("action {row:?} is outside the action space {}", self.act_space)),
+                    None => Ok(()),
+                }
+            }
+            (Space::Box { .. }, Column::F32 { width, .. }) if *width == self.act_space.flat_dim() => Ok(()),
+            (space, col) => bad(format!("actions of kind {} do not fit the action space {space}", col.kind_name())),
+        }
+    }
+
     /// Takes the summaries of the episodes that finished since the last call.
     pub fn drain_finished(&mut self) -> Vec<EpisodeSummary> {
         std::mem::take(&mut self.finished)
@@ -351,6 +375,7 @@ impl VectorEnv {
                 }
                 whole
             }
+            Copies::Batched(_) => return None,
         };
         Some(VectorEnvState {
             envs,
@@ -394,6 +419,12 @@ impl VectorEnv {
                 lengths.clone_from(&state.lengths);
             }
             Copies::Sharded(set) => set.load_states(state)?,
+            Copies::Batched(_) => {
+                return Err(EnvError::Other {
+                    env: self.name.clone(),
+                    message: "copies in other processes cannot restore a saved state".into(),
+                })
+            }
         }
         self.obs.clone_from(&state.obs);
         self.finished.clone_from(&state.finished);

@@ -105,7 +105,7 @@ fn evaluator(env: VectorEnv, seed: u64) -> PolicyEvaluator {
 }
 
 fn shards(num_shards: usize, strategy: RestartStrategy, max_restarts: usize) -> EnvShards {
-    EnvShards { num_shards, restart: RestartPolicy { strategy, max_restarts, window_s: 60.0 } }
+    EnvShards { num_shards, restart: RestartPolicy { strategy, max_restarts, window_s: 60.0 }, ..EnvShards::default() }
 }
 
 fn unsharded(copies: usize, seed: u64) -> PolicyEvaluator {

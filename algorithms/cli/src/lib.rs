@@ -145,6 +145,10 @@ fn print_list() {
         let kwargs: Vec<&str> = std::iter::once("max_episode_steps").chain(spec.kwargs.iter().copied()).collect();
         println!("  {:<26} {} [env_config: {}]", spec.name, spec.description, kwargs.join(", "));
     }
+    println!(
+        "  {:<26} any Gymnasium env, in Python worker processes ($RLX_PYTHON or python3, with gymnasium); `gym:my_pkg.envs:MyEnv-v0` imports my_pkg.envs first; ALE/ ids get DeepMind's Atari preprocessing [env_config: gymnasium.make's keyword arguments, and `atari`]",
+        "gym:<id>"
+    );
 }
 
 /// Prints `error: ...` and returns a failure exit code.

@@ -87,7 +87,8 @@ async fn train_experiment(
 ) -> Result<Outcome, CliError> {
     let stop: StopCriteria = match &exp.stop {
         Value::Null => {
-            let threshold = rlx_envs::spec(&exp.env).map_err(BuildError::from)?.reward_threshold;
+            let kwargs = exp.config.get("env_config").cloned().unwrap_or(Value::Null);
+            let threshold = rlx_envs::reward_threshold(&exp.env, &kwargs).map_err(BuildError::from)?;
             StopCriteria { episode_reward_mean: threshold, ..Default::default() }
         }
         v => from_value(v.clone()).map_err(|source| arg_error("--stop", source))?,
@@ -114,7 +115,7 @@ async fn train_experiment(
         }
         history = restored_history(ckpt)?;
     }
-    let dir = new_run_dir(&args.results_dir, &format!("{}_{}", exp.run, exp.env.replace('/', "-")))?;
+    let dir = new_run_dir(&args.results_dir, &format!("{}_{}", exp.run, exp.env.replace(['/', ':'], "-")))?;
     let params = json!({
         "run": exp.run, "env": exp.env, "config": config, "stop": stop,
         "experiment": exp.name, "restored_from": restored.map(|c| c.dir.display().to_string()),

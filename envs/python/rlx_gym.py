@@ -1,0 +1,385 @@
+"""rlx's Gymnasium worker: hosts copies of one Gymnasium env for an rlx process.
+
+rlx starts this module as a child process (``python3 rlx_gym.py``) and
+talks to it over its stdin and stdout. It needs only ``gymnasium`` and
+``numpy`` (and whatever the env itself imports: ``ale_py`` for Atari,
+``mujoco`` for MuJoCo).
+
+Protocol. Every message is a frame: a little-endian ``u32`` length, then
+that many bytes; the first byte of a frame says what it is.
+
+rlx -> worker
+  ``H`` + JSON   hello: ``{"id", "kwargs", "copies", "atari"}``, once
+  ``R`` + u64[n] + u8[n]
+                 reset copy i, with seed[i] where flag[i] is 1 and
+                 unseeded (the env's generator continues) where it is 0
+  ``S`` + data   step every copy: i64[n * width] (Discrete, MultiDiscrete)
+                 or f32[n * width] (Box) actions
+  ``Q``          quit
+
+worker -> rlx
+  ``H`` + JSON   the spaces, flattened (see ``describe``), once
+  ``O`` + obs + masks
+                 after a reset: the observations (f32 or u8 rows) and, if
+                 the env has an ``action_mask``, the masks (u8 rows)
+  ``T`` + obs + f64 rewards[n] + u8 terminated[n] + u8 truncated[n]
+        + masks + (reset obs and masks of the copies whose episode ended)
+                 after a step: the copies that ended were reset at once,
+                 as rlx's vector envs do, and their reset rows follow in
+                 copy order
+  ``E`` + text   a Python exception's traceback; the worker then exits
+
+Observations are flattened to one row per copy, in this order: a ``Box``
+row-major; a ``Discrete`` one-hot; a ``MultiBinary`` as 0/1; a ``Tuple``
+element after element; a ``Dict`` key after key in the space's own order
+(Gymnasium sorts keys), nested spaces recursively. A top-level ``Dict``
+entry named ``action_mask`` is not observed: it is the mask of legal
+actions. Only the stdout of this process carries frames: ``print`` in an
+env goes to stderr.
+"""
+
+import importlib
+import json
+import os
+import struct
+import sys
+import traceback
+
+import numpy as np
+
+
+class Closed(Exception):
+    """rlx closed the pipe: time to go."""
+
+
+def read_frame(stream):
+    head = stream.read(4)
+    if len(head) < 4:
+        raise Closed()
+    (length,) = struct.unpack("<I", head)
+    body = stream.read(length)
+    if len(body) < length:
+        raise Closed()
+    return body
+
+
+def write_frame(stream, *parts):
+    length = sum(len(p) for p in parts)
+    stream.write(struct.pack("<I", length))
+    for p in parts:
+        stream.write(p)
+    stream.flush()
+
+
+class Unsupported(Exception):
+    pass
+
+
+def finite(values):
+    """Bounds for JSON, which has no infinity: an unbounded side is null."""
+    return [float(x) if np.isfinite(x) else None for x in values]
+
+
+def space_name(space):
+    return f"{type(space).__name__}{getattr(space, 'shape', '')} {space}"
+
+
+class Layout:
+    """How one observation becomes a flat row, and how a row of rlx's
+    actions becomes a Gymnasium action."""
+
+    def __init__(self, obs_space, act_space):
+        import gymnasium.spaces as S
+
+        self.S = S
+        self.mask_key = None
+        if isinstance(obs_space, S.Dict) and "action_mask" in obs_space.spaces:
+            self.mask_key = "action_mask"
+            mask_space = obs_space.spaces["action_mask"]
+            self.mask_width = int(np.prod(mask_space.shape))
+            obs_space = S.Dict({k: v for k, v in obs_space.spaces.items() if k != "action_mask"})
+        else:
+            self.mask_width = 0
+        self.obs_space = obs_space
+        # A single Box of uint8 crosses the pipe as bytes.
+        self.bytes = isinstance(obs_space, S.Box) and obs_space.dtype == np.uint8
+        self.parts = []  # (kind, size, extra) per leaf, in order
+        self._leaves(obs_space, "observation")
+        self.width = sum(size for _, size, _ in self.parts)
+        self.act_space = act_space
+        if isinstance(act_space, S.Discrete):
+            self.action = ("discrete", 1, int(act_space.start))
+        elif isinstance(act_space, S.MultiDiscrete):
+            if act_space.nvec.ndim != 1:
+                raise Unsupported(f"action space {space_name(act_space)}: only one-dimensional MultiDiscrete")
+            self.action = ("multi", len(act_space.nvec), act_space.start.astype(np.int64))
+        elif isinstance(act_space, S.Box) and np.issubdtype(act_space.dtype, np.floating):
+            self.action = ("box", int(np.prod(act_space.shape)), act_space.shape)
+        else:
+            raise Unsupported(f"action space {space_name(act_space)} (rlx takes Discrete, MultiDiscrete and float Box actions)")
+
+    def _leaves(self, space, where):
+        S = self.S
+        if isinstance(space, S.Box):
+            if not (np.issubdtype(space.dtype, np.floating) or space.dtype == np.uint8):
+                raise Unsupported(f"{where}: {space_name(space)} (Box observations must be float or uint8)")
+            low = np.broadcast_to(space.low, space.shape).astype(np.float64).ravel()
+            high = np.broadcast_to(space.high, space.shape).astype(np.float64).ravel()
+            self.parts.append(("box", len(low), (low, high)))
+        elif isinstance(space, S.Discrete):
+            self.parts.append(("onehot", int(space.n), int(space.start)))
+        elif isinstance(space, S.MultiBinary):
+            size = int(np.prod(space.shape))
+            self.parts.append(("box", size, (np.zeros(size), np.ones(size))))
+        elif isinstance(space, S.Tuple):
+            for i, sub in enumerate(space.spaces):
+                self._leaves(sub, f"{where}[{i}]")
+        elif isinstance(space, S.Dict):
+            for key, sub in space.spaces.items():
+                self._leaves(sub, f"{where}[{key!r}]")
+        else:
+            raise Unsupported(f"{where}: {space_name(space)} (rlx takes Box, Discrete, MultiBinary, Tuple and Dict observations)")
+
+    def describe(self):
+        """The spaces as rlx sees them: the flat observation and the action."""
+        S = self.S
+        space = self.obs_space
+        if isinstance(space, S.Box):
+            low = np.broadcast_to(space.low, space.shape).astype(np.float64).ravel()
+            high = np.broadcast_to(space.high, space.shape).astype(np.float64).ravel()
+            shape = list(space.shape)
+            if self.bytes:
+                low, high = low / 255.0, high / 255.0
+                if len(shape) == 3 and shape[0] < shape[1] and shape[0] < shape[2]:
+                    shape = shape[1:] + shape[:1]  # stacked frames: channels last
+        else:
+            low = np.concatenate([self._bounds(p)[0] for p in self.parts])
+            high = np.concatenate([self._bounds(p)[1] for p in self.parts])
+            shape = [self.width]
+        act = self.act_space
+        if self.action[0] == "discrete":
+            action = {"discrete": int(act.n)}
+        elif self.action[0] == "multi":
+            action = {"multi_discrete": [int(n) for n in act.nvec]}
+        else:
+            action = {
+                "box": {
+                    "low": finite(np.broadcast_to(act.low, act.shape).ravel()),
+                    "high": finite(np.broadcast_to(act.high, act.shape).ravel()),
+                    "shape": list(act.shape),
+                }
+            }
+        return {
+            "observation": {"low": finite(low), "high": finite(high), "shape": shape},
+            "obs_bytes": self.bytes,
+            "action": action,
+            "mask_width": self.mask_width,
+        }
+
+    def _bounds(self, part):
+        kind, size, extra = part
+        if kind == "onehot":
+            return np.zeros(size), np.ones(size)
+        return extra
+
+    def write(self, obs, out):
+        """Writes `obs` flattened into the row `out`; returns its mask."""
+        mask = None
+        if self.mask_key is not None:
+            mask = np.asarray(obs[self.mask_key]).astype(np.uint8).ravel()
+            obs = {k: v for k, v in obs.items() if k != "action_mask"}
+        if self.bytes:
+            obs = np.asarray(obs)
+            if obs.ndim == 3 and obs.shape[0] < obs.shape[1] and obs.shape[0] < obs.shape[2]:
+                obs = np.moveaxis(obs, 0, -1)
+            out[:] = obs.ravel()
+            return mask
+        values = []
+        self._flatten(self.obs_space, obs, values)
+        start = 0
+        for (kind, size, extra), v in zip(self.parts, values):
+            if kind == "onehot":
+                out[start : start + size] = 0.0
+                out[start + int(v) - extra] = 1.0
+            else:
+                out[start : start + size] = np.asarray(v, dtype=np.float32).ravel()
+            start += size
+        return mask
+
+    def _flatten(self, space, value, values):
+        S = self.S
+        if isinstance(space, S.Tuple):
+            for sub, v in zip(space.spaces, value):
+                self._flatten(sub, v, values)
+        elif isinstance(space, S.Dict):
+            for key, sub in space.spaces.items():
+                self._flatten(sub, value[key], values)
+        else:
+            values.append(value)
+
+    def actions(self, data, copies):
+        kind, width, extra = self.action
+        if kind == "box":
+            rows = np.frombuffer(data, dtype="<f4").reshape(copies, width)
+            return [row.reshape(extra).copy() for row in rows]
+        rows = np.frombuffer(data, dtype="<i8").reshape(copies, width)
+        if kind == "discrete":
+            return [int(a) + extra for a in rows[:, 0]]
+        return [row + extra for row in rows]
+
+
+class EpisodicLife:
+    """Ends an episode when a life is lost, but resets the game only when
+    it is over: after a lost life, `reset` takes one no-op step and play
+    goes on in the same game (Mnih et al. 2015; what RLlib's and SB3's
+    Atari wrappers do). Gymnasium's own `terminal_on_life_loss` resets the
+    whole game instead, so an agent would only ever see its first life."""
+
+    def __init__(self, env):
+        self.env = env
+        self.lives = 0
+        self.game_over = True
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self.spec = env.spec
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, seed=None):
+        if self.game_over or seed is not None:
+            obs, info = self.env.reset(seed=seed)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        self.game_over = False
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+def make_env(env_id, kwargs, atari):
+    import gymnasium as gym
+
+    if ":" in env_id:
+        module, env_id = env_id.split(":", 1)
+        importlib.import_module(module)
+    if env_id.startswith("ALE/"):
+        import ale_py
+
+        gym.register_envs(ale_py)
+    if atari is not None:
+        # DeepMind's Atari preprocessing (Mnih et al. 2015): the frame skip
+        # happens in the wrapper, so the emulator must not skip too.
+        kwargs = dict(kwargs)
+        kwargs.setdefault("frameskip", 1)
+        env = gym.make(env_id, **kwargs)
+        env = gym.wrappers.AtariPreprocessing(
+            env,
+            noop_max=atari["noop_max"],
+            frame_skip=atari["frame_skip"],
+            screen_size=atari["screen_size"],
+            terminal_on_life_loss=False,
+            grayscale_obs=True,
+        )
+        if atari["clip_rewards"]:
+            env = gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
+        if atari["frame_stack"] > 1:
+            env = gym.wrappers.FrameStackObservation(env, atari["frame_stack"])
+        if atari["terminal_on_life_loss"]:
+            env = EpisodicLife(env)
+        return env
+    return gym.make(env_id, **kwargs)
+
+
+def main():
+    # Like `python -m`, the working directory is importable, so that
+    # `gym:my_module:MyEnv-v0` finds a module next to where rlx runs.
+    sys.path.insert(1, os.getcwd())
+    inp = sys.stdin.buffer
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a print() in an env must not corrupt the frames
+    try:
+        hello = json.loads(read_frame(inp)[1:])
+        n = int(hello["copies"])
+        envs = [make_env(hello["id"], hello["kwargs"], hello.get("atari")) for _ in range(n)]
+        layout = Layout(envs[0].observation_space, envs[0].action_space)
+        spec = envs[0].spec
+        info = layout.describe()
+        info["reward_threshold"] = getattr(spec, "reward_threshold", None)
+        info["max_episode_steps"] = getattr(spec, "max_episode_steps", None)
+        write_frame(out, b"H", json.dumps(info).encode())
+    except Unsupported as e:
+        write_frame(out, b"E", f"unsupported space: {e}".encode())
+        return 1
+    except Closed:
+        return 0
+    except BaseException:
+        write_frame(out, b"E", traceback.format_exc().encode())
+        return 1
+
+    dtype = np.uint8 if layout.bytes else np.float32
+    obs = np.zeros((n, layout.width), dtype=dtype)
+    masks = np.ones((n, layout.mask_width), dtype=np.uint8)
+    rewards = np.zeros(n, dtype="<f8")
+    terminated = np.zeros(n, dtype=np.uint8)
+    truncated = np.zeros(n, dtype=np.uint8)
+    reset_obs = np.zeros((n, layout.width), dtype=dtype)
+    reset_masks = np.ones((n, layout.mask_width), dtype=np.uint8)
+
+    def observe(o, row, mask_row):
+        mask = layout.write(o, row)
+        if mask is not None:
+            mask_row[:] = mask
+
+    try:
+        while True:
+            frame = read_frame(inp)
+            tag = frame[:1]
+            if tag == b"S":
+                ended = 0
+                for i, (env, action) in enumerate(zip(envs, layout.actions(frame[1:], n))):
+                    o, r, term, trunc, _ = env.step(action)
+                    rewards[i], terminated[i], truncated[i] = r, term, trunc
+                    observe(o, obs[i], masks[i])
+                    if term or trunc:
+                        o, _ = env.reset()
+                        observe(o, reset_obs[ended], reset_masks[ended])
+                        ended += 1
+                write_frame(
+                    out,
+                    b"T",
+                    obs.tobytes(),
+                    rewards.tobytes(),
+                    terminated.tobytes(),
+                    truncated.tobytes(),
+                    masks.tobytes(),
+                    reset_obs[:ended].tobytes(),
+                    reset_masks[:ended].tobytes(),
+                )
+            elif tag == b"R":
+                seeds = np.frombuffer(frame[1 : 1 + 8 * n], dtype="<u8")
+                seeded = frame[1 + 8 * n :]
+                for i, env in enumerate(envs):
+                    o, _ = env.reset(seed=int(seeds[i]) if seeded[i] else None)
+                    observe(o, obs[i], masks[i])
+                write_frame(out, b"O", obs.tobytes(), masks.tobytes())
+            elif tag == b"Q":
+                return 0
+            else:
+                raise ValueError(f"unknown message {tag!r}")
+    except Closed:
+        return 0
+    except BaseException:
+        write_frame(out, b"E", traceback.format_exc().encode())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

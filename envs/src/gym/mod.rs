@@ -1,0 +1,671 @@
+//! Any Gymnasium env by id (`gym:<id>`), stepped in Python worker
+//! processes.
+//!
+//! ```text
+//! --env gym:LunarLander-v3                    a registered id
+//! --env gym:ALE/Breakout-v5                   Atari, DeepMind preprocessing on
+//! --env gym:my_pkg.envs:Maze-v0               imports my_pkg.envs first
+//! --config '{"env_config": {"continuous": true}}'   keyword arguments of gymnasium.make
+//! ```
+//!
+//! **Processes, not the GIL.** Each evaluator's copies live in
+//! `env_shards.num_shards` Python processes (at least one), each hosting a
+//! contiguous range of them and stepping them all per request, so one
+//! round trip carries a whole range's step. The processes run
+//! `envs/python/rlx_gym.py`, which ships inside rlx and needs only
+//! `gymnasium` and `numpy`; observations and actions cross the pipe as raw
+//! little-endian arrays (images as bytes). The interpreter is
+//! `$RLX_PYTHON` if set, else `python3`.
+//!
+//! **Supervision.** A process that raises, exits or does not answer within
+//! `env_shards.step_timeout_s` is killed and replaced within
+//! `env_shards.restart`'s budget (one for one): its copies' episodes in
+//! progress are dropped, their rows of that step are marked interrupted
+//! (no transition reaches a batch), and each restart is counted in
+//! `result.json`'s learner stats as `env_shard_restarts`. Past the budget the step
+//! fails with the Python traceback.
+//!
+//! **Spaces.** `Box` (float or `uint8`), `Discrete` (one-hot),
+//! `MultiBinary`, and `Tuple`/`Dict` of them (flattened in order, a
+//! top-level `action_mask` entry becoming the action mask) observations;
+//! `Discrete`, `MultiDiscrete` and float `Box` actions. A `uint8` image
+//! observation arrives as bytes and becomes `f32` in [0, 1] (a `uint8`
+//! `Box` inside a `Dict` or `Tuple` keeps its 0 to 255 values). Anything
+//! else is an error naming the space.
+
+#[doc(hidden)]
+pub mod testing;
+mod worker;
+
+use rlx::env::invalid_action;
+use rlx::restart::{FailureWindow, RestartPolicy};
+use rlx::sample_batch::Column;
+use rlx::vector_env::{BatchSettings, VectorStep};
+use rlx::{Action, BatchedEnv, Env, EnvError, EnvSignature, EpisodeSummary, Space, Step};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+pub use worker::MODULE_SOURCE;
+use worker::{Worker, WorkerError};
+
+/// The prefix of env names served by Gymnasium.
+pub const PREFIX: &str = "gym:";
+
+/// DeepMind's Atari preprocessing (Mnih et al., Nature 2015), the
+/// `atari` key of a `gym:ALE/...` env's `env_config`: on by default for
+/// `ALE/` ids (`"atari": false` turns it off), with these defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AtariPreprocessing {
+    /// At most this many no-op actions after a reset.
+    pub noop_max: u32,
+    /// Frames per step (the max of the last two is observed).
+    pub frame_skip: u32,
+    /// Side of the square grayscale frame.
+    pub screen_size: u32,
+    /// Frames stacked into one observation (channels last).
+    pub frame_stack: u32,
+    /// A lost life ends the episode; the next reset goes on in the same
+    /// game unless it is over (as RLlib's and SB3's Atari wrappers).
+    pub terminal_on_life_loss: bool,
+    /// Rewards become their sign.
+    pub clip_rewards: bool,
+}
+
+impl Default for AtariPreprocessing {
+    fn default() -> Self {
+        Self {
+            noop_max: 30,
+            frame_skip: 4,
+            screen_size: 84,
+            frame_stack: 4,
+            terminal_on_life_loss: true,
+            clip_rewards: true,
+        }
+    }
+}
+
+/// A Gymnasium env as rlx makes it: the id, the keyword arguments of
+/// `gymnasium.make`, and the Atari preprocessing, if any.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GymSpec {
+    /// The id without `gym:`, e.g. `"CartPole-v1"` or `"my_pkg.envs:Maze-v0"`.
+    pub id: String,
+    /// Keyword arguments of `gymnasium.make`.
+    pub kwargs: Map<String, Value>,
+    /// DeepMind's preprocessing, for Atari.
+    pub atari: Option<AtariPreprocessing>,
+}
+
+impl GymSpec {
+    /// Parses `gym:<id>` with its `env_config` (a JSON object or null).
+    /// Every key but `atari` is a keyword argument of `gymnasium.make`.
+    ///
+    /// # Errors
+    /// [`EnvError::BadArgument`] for a name without an id, an
+    /// `env_config` that is not an object, or a bad `atari` value.
+    pub fn parse(name: &str, env_config: &Value) -> Result<Self, EnvError> {
+        let bad = |message: String| EnvError::BadArgument { env: name.to_string(), message };
+        let id = name.strip_prefix(PREFIX).ok_or_else(|| bad(format!("not a `{PREFIX}<id>` name")))?;
+        if id.is_empty() || id.ends_with(':') {
+            return Err(bad(format!("no Gymnasium id after `{PREFIX}` (e.g. `gym:LunarLander-v3`)")));
+        }
+        let mut kwargs = match env_config {
+            Value::Null => Map::new(),
+            Value::Object(map) => map.clone(),
+            other => return Err(bad(format!("env_config must be an object of keyword arguments, not {other}"))),
+        };
+        let atari = match kwargs.remove("atari") {
+            None => id.starts_with("ALE/").then(AtariPreprocessing::default),
+            Some(Value::Bool(false)) => None,
+            Some(Value::Bool(true)) => Some(AtariPreprocessing::default()),
+            Some(v) => Some(serde_json::from_value(v).map_err(|e| bad(format!("env_config.atari: {e}")))?),
+        };
+        if let Some(a) = &atari {
+            if a.frame_skip == 0 || a.screen_size == 0 || a.frame_stack == 0 {
+                return Err(bad("env_config.atari: frame_skip, screen_size and frame_stack must be >= 1".into()));
+            }
+        }
+        Ok(Self { id: id.to_string(), kwargs, atari })
+    }
+
+    /// The name rlx shows: `gym:<id>`.
+    pub fn name(&self) -> String {
+        format!("{PREFIX}{}", self.id)
+    }
+}
+
+/// What a worker process reports about its env in its hello.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub(crate) struct Spaces {
+    observation: Bounds,
+    obs_bytes: bool,
+    action: ActionSpace,
+    mask_width: usize,
+    reward_threshold: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+struct Bounds {
+    low: Vec<Option<f64>>,
+    high: Vec<Option<f64>>,
+    shape: Vec<usize>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ActionSpace {
+    Discrete(i64),
+    MultiDiscrete(Vec<i64>),
+    Box(Bounds),
+}
+
+impl Default for ActionSpace {
+    fn default() -> Self {
+        ActionSpace::Discrete(1)
+    }
+}
+
+impl Bounds {
+    fn space(&self) -> Result<Space, String> {
+        let side = |v: &[Option<f64>], inf: f32| v.iter().map(|x| x.map_or(inf, |x| x as f32)).collect();
+        Space::bounded(side(&self.low, f32::NEG_INFINITY), side(&self.high, f32::INFINITY), self.shape.clone())
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Spaces {
+    fn signature(&self, name: &str) -> Result<EnvSignature, EnvError> {
+        let bad = |message: String| EnvError::Other { env: name.to_string(), message };
+        let observation = self.observation.space().map_err(|e| bad(format!("observation space: {e}")))?;
+        let action = match &self.action {
+            ActionSpace::Discrete(n) => Space::discrete(*n),
+            ActionSpace::MultiDiscrete(nvec) => Space::MultiDiscrete { nvec: nvec.clone() },
+            ActionSpace::Box(b) => b.space().map_err(|e| bad(format!("action space: {e}")))?,
+        };
+        Ok(EnvSignature::new(name, observation, action))
+    }
+
+    fn obs_dim(&self) -> usize {
+        self.observation.shape.iter().product()
+    }
+}
+
+/// Signatures already asked of a worker, by spec and interpreter, so that
+/// making more copies of an env does not start a process just to learn
+/// its spaces.
+fn known(key: &str) -> Option<(EnvSignature, Spaces)> {
+    KNOWN.lock().ok()?.as_ref()?.get(key).cloned()
+}
+
+static KNOWN: Mutex<Option<HashMap<String, (EnvSignature, Spaces)>>> = Mutex::new(None);
+
+fn remember(key: String, value: (EnvSignature, Spaces)) {
+    if let Ok(mut map) = KNOWN.lock() {
+        map.get_or_insert_with(HashMap::new).insert(key, value);
+    }
+}
+
+/// The reward threshold Gymnasium registers for `gym:<id>` (its
+/// `spec.reward_threshold`), asking a worker process if no env of this
+/// spec was made yet.
+///
+/// # Errors
+/// As [`make`].
+pub fn reward_threshold(name: &str, env_config: &Value) -> Result<Option<f64>, EnvError> {
+    let env = GymEnv::new(GymSpec::parse(name, env_config)?)?;
+    Ok(env.spaces.reward_threshold)
+}
+
+/// Makes `gym:<id>` with `env_config` as the keyword arguments of
+/// `gymnasium.make` (see [`GymSpec::parse`]).
+///
+/// # Errors
+/// A bad name or `env_config`, no Python with Gymnasium, or an env whose
+/// spaces rlx does not take, with the Python traceback if there is one.
+pub fn make(name: &str, env_config: &Value) -> Result<Box<dyn Env>, EnvError> {
+    Ok(Box::new(GymEnv::new(GymSpec::parse(name, env_config)?)?))
+}
+
+/// One copy of a Gymnasium env in a worker process of its own: what
+/// [`make`] returns. Many copies step together through
+/// [`Env::batched`], which [`rlx::VectorEnv::build`] uses.
+pub struct GymEnv {
+    spec: Arc<GymSpec>,
+    signature: EnvSignature,
+    spaces: Spaces,
+    /// Started on the first reset, unless asking for the spaces started it.
+    worker: Option<Worker>,
+    /// The legal actions in the last observation, if the env has masks.
+    mask: Vec<bool>,
+    /// The reset Gymnasium did when the last episode ended: the next
+    /// unseeded `reset` returns it without a round trip.
+    pending: Option<(Vec<f32>, Vec<bool>)>,
+    done: bool,
+}
+
+impl GymEnv {
+    /// The env of `spec`; starts a worker process now only if no env of
+    /// this spec was made before (to learn its spaces).
+    ///
+    /// # Errors
+    /// As [`make`].
+    pub fn new(spec: GymSpec) -> Result<Self, EnvError> {
+        let name = spec.name();
+        let key = format!("{}|{}", serde_json::to_string(&spec).unwrap_or_default(), worker::interpreter().display());
+        let (signature, spaces, worker) = match known(&key) {
+            Some((signature, spaces)) => (signature, spaces, None),
+            None => {
+                let mut w = Worker::start(&spec, 1, Duration::from_secs(60)).map_err(|e| other(&name, e))?;
+                w.wait_ready().map_err(|e| other(&name, e))?;
+                let signature = w.spaces.signature(&name)?;
+                remember(key, (signature.clone(), w.spaces.clone()));
+                (signature, w.spaces.clone(), Some(w))
+            }
+        };
+        Ok(Self { spec: Arc::new(spec), signature, spaces, worker, mask: Vec::new(), pending: None, done: true })
+    }
+
+    fn worker(&mut self) -> Result<&mut Worker, EnvError> {
+        if self.worker.is_none() {
+            let mut w =
+                Worker::start(&self.spec, 1, Duration::from_secs(60)).map_err(|e| other(&self.signature.name, e))?;
+            w.wait_ready().map_err(|e| other(&self.signature.name, e))?;
+            self.worker = Some(w);
+        }
+        Ok(self.worker.as_mut().expect("started above"))
+    }
+}
+
+fn other(name: &str, e: WorkerError) -> EnvError {
+    EnvError::Other { env: name.to_string(), message: e.0 }
+}
+
+impl Env for GymEnv {
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
+    }
+
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        if let (None, Some((row, mask))) = (seed, self.pending.take()) {
+            obs.copy_from_slice(&row);
+            self.mask = mask;
+            self.done = false;
+            return Ok(());
+        }
+        let (name, spaces) = (self.signature.name.clone(), self.spaces.clone());
+        let w = self.worker()?;
+        w.send_reset(&[seed]).map_err(|e| other(&name, e))?;
+        let reply = w.receive_reply(b'O').map_err(|e| other(&name, e))?;
+        let mut masks = Vec::new();
+        decode_reset(&reply, &spaces, 1, obs, &mut masks).map_err(|e| EnvError::Other { env: name, message: e })?;
+        self.mask = masks.iter().map(|&m| m > 0.5).collect();
+        self.pending = None;
+        self.done = false;
+        Ok(())
+    }
+
+    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        let column = match (action, self.action_space()) {
+            (Action::Discrete(a), Space::Discrete { .. }) => Column::I64 { data: vec![a], width: 1 },
+            (Action::MultiDiscrete(a), Space::MultiDiscrete { .. }) => Column::I64 { data: a.to_vec(), width: a.len() },
+            (Action::Continuous(a), Space::Box { .. }) => Column::F32 { data: a.to_vec(), width: a.len() },
+            _ => return Err(invalid_action(self, action)),
+        };
+        let fits = match action {
+            Action::Continuous(a) => a.len() == self.action_space().flat_dim(),
+            _ => self.action_space().contains(action),
+        };
+        if !fits {
+            return Err(invalid_action(self, action));
+        }
+        if self.done {
+            return Err(EnvError::NeedsReset { env: self.signature.name.clone() });
+        }
+        let (name, spaces) = (self.signature.name.clone(), self.spaces.clone());
+        let w = self.worker()?;
+        w.send_step(&column, 0..1).map_err(|e| other(&name, e))?;
+        let reply = w.receive_reply(b'T').map_err(|e| other(&name, e))?;
+        let step = StepReply::decode(&reply, &spaces, 1).map_err(|e| EnvError::Other { env: name, message: e })?;
+        obs.copy_from_slice(&step.new_obs);
+        self.mask = step.masks.iter().map(|&m| m > 0.5).collect();
+        let (terminated, truncated) = (step.terminated[0], step.truncated[0]);
+        if terminated || truncated {
+            self.done = true;
+            self.pending = Some((step.reset_obs, step.reset_masks.iter().map(|&m| m > 0.5).collect()));
+        }
+        Ok(Step { reward: step.rewards[0], terminated, truncated })
+    }
+
+    fn action_mask(&self) -> Option<&[bool]> {
+        (self.spaces.mask_width > 0).then_some(&self.mask[..])
+    }
+
+    fn batched(&self, num_envs: usize, settings: &BatchSettings) -> Option<Result<Box<dyn BatchedEnv>, EnvError>> {
+        Some(GymBatch::spawn(self, num_envs, settings).map(|b| Box::new(b) as Box<dyn BatchedEnv>))
+    }
+}
+
+/// Reads `n` observation rows (f32, or bytes scaled to [0, 1]) from the
+/// front of `bytes` into `out`; returns the rest.
+fn take_obs<'a>(bytes: &'a [u8], spaces: &Spaces, n: usize, out: &mut [f32]) -> Result<&'a [u8], String> {
+    let values = n * spaces.obs_dim();
+    let size = if spaces.obs_bytes { 1 } else { 4 };
+    let (head, rest) = split(bytes, values * size)?;
+    if spaces.obs_bytes {
+        for (o, &b) in out[..values].iter_mut().zip(head) {
+            *o = f32::from(b) / 255.0;
+        }
+    } else {
+        for (o, b) in out[..values].iter_mut().zip(head.chunks_exact(4)) {
+            *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+    }
+    Ok(rest)
+}
+
+fn split(bytes: &[u8], at: usize) -> Result<(&[u8], &[u8]), String> {
+    if bytes.len() < at {
+        return Err(format!("the Python worker sent a reply {} bytes short", at - bytes.len()));
+    }
+    Ok(bytes.split_at(at))
+}
+
+/// Reads the reply to a reset of `n` copies into `obs` and, if the env
+/// has masks, `masks` (resized to `n * mask_width`).
+fn decode_reset(bytes: &[u8], spaces: &Spaces, n: usize, obs: &mut [f32], masks: &mut Vec<f32>) -> Result<(), String> {
+    let rest = take_obs(bytes, spaces, n, obs)?;
+    let (m, rest) = split(rest, n * spaces.mask_width)?;
+    masks.clear();
+    masks.extend(m.iter().map(|&b| f32::from(u8::from(b != 0))));
+    if !rest.is_empty() {
+        return Err(format!("the Python worker sent {} bytes too many", rest.len()));
+    }
+    Ok(())
+}
+
+/// A step reply of `n` copies, decoded.
+struct StepReply {
+    new_obs: Vec<f32>,
+    rewards: Vec<f64>,
+    terminated: Vec<bool>,
+    truncated: Vec<bool>,
+    masks: Vec<f32>,
+    /// The reset observations of the copies whose episode ended, in order.
+    reset_obs: Vec<f32>,
+    reset_masks: Vec<f32>,
+}
+
+impl StepReply {
+    fn decode(bytes: &[u8], spaces: &Spaces, n: usize) -> Result<Self, String> {
+        let d = spaces.obs_dim();
+        let w = spaces.mask_width;
+        let mut new_obs = vec![0.0; n * d];
+        let rest = take_obs(bytes, spaces, n, &mut new_obs)?;
+        let (r, rest) = split(rest, 8 * n)?;
+        let rewards: Vec<f64> = r.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+        let (term, rest) = split(rest, n)?;
+        let (trunc, rest) = split(rest, n)?;
+        let flag = |b: &[u8]| b.iter().map(|&x| x != 0).collect::<Vec<_>>();
+        let (terminated, truncated) = (flag(term), flag(trunc));
+        let (m, rest) = split(rest, n * w)?;
+        let masks = m.iter().map(|&b| f32::from(u8::from(b != 0))).collect();
+        let ended = terminated.iter().zip(&truncated).filter(|(a, b)| **a || **b).count();
+        let mut reset_obs = vec![0.0; ended * d];
+        let rest = take_obs(rest, spaces, ended, &mut reset_obs)?;
+        let (m, rest) = split(rest, ended * w)?;
+        let reset_masks = m.iter().map(|&b| f32::from(u8::from(b != 0))).collect();
+        if !rest.is_empty() {
+            return Err(format!("the Python worker sent {} bytes too many", rest.len()));
+        }
+        Ok(Self { new_obs, rewards, terminated, truncated, masks, reset_obs, reset_masks })
+    }
+}
+
+/// Many copies of a Gymnasium env in `env_shards.num_shards` (at least
+/// one) worker processes, each a contiguous range of the copies: the
+/// vectorized form of [`GymEnv`], supervised as the module docs describe.
+pub struct GymBatch {
+    spec: Arc<GymSpec>,
+    name: String,
+    spaces: Spaces,
+    workers: Vec<Worker>,
+    ranges: Vec<Range<usize>>,
+    policy: RestartPolicy,
+    failures: FailureWindow,
+    timeout: Duration,
+    restarts: u64,
+    seed: u64,
+    returns: Vec<f64>,
+    lengths: Vec<u64>,
+}
+
+impl GymBatch {
+    fn spawn(env: &GymEnv, num_envs: usize, settings: &BatchSettings) -> Result<Self, EnvError> {
+        let name = env.signature.name.clone();
+        let k = settings.processes.clamp(1, num_envs.max(1));
+        let ranges: Vec<Range<usize>> = (0..k).map(|s| s * num_envs / k..(s + 1) * num_envs / k).collect();
+        let timeout = settings.step_timeout;
+        // Start every process before waiting for any: they import
+        // Gymnasium in parallel.
+        let mut workers = ranges
+            .iter()
+            .map(|r| Worker::start(&env.spec, r.len(), timeout))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| other(&name, e))?;
+        for w in &mut workers {
+            w.wait_ready().map_err(|e| other(&name, e))?;
+        }
+        Ok(Self {
+            spec: env.spec.clone(),
+            name,
+            spaces: env.spaces.clone(),
+            workers,
+            ranges,
+            policy: settings.restart,
+            failures: FailureWindow::new(settings.restart),
+            timeout,
+            restarts: 0,
+            seed: 0,
+            returns: vec![0.0; num_envs],
+            lengths: vec![0; num_envs],
+        })
+    }
+
+    fn rows(&self, i: usize) -> Range<usize> {
+        let d = self.spaces.obs_dim();
+        self.ranges[i].start * d..self.ranges[i].end * d
+    }
+
+    /// Resets worker `i`'s copies with seeds from `seed`.
+    fn reset_worker(
+        &mut self,
+        i: usize,
+        seed: u64,
+        obs: &mut [f32],
+        masks: &mut Option<Vec<f32>>,
+    ) -> Result<(), WorkerError> {
+        let copies = self.ranges[i].clone();
+        let seeds: Vec<Option<u64>> = (0..copies.len() as u64).map(|j| Some(seed.wrapping_add(j))).collect();
+        let w = &mut self.workers[i];
+        w.send_reset(&seeds)?;
+        let reply = w.receive_reply(b'O')?;
+        let rows = self.rows(i);
+        let mut part = Vec::new();
+        decode_reset(&reply, &self.spaces, copies.len(), &mut obs[rows], &mut part).map_err(WorkerError)?;
+        self.adopt_masks(&copies, &part, masks);
+        self.returns[copies.clone()].fill(0.0);
+        self.lengths[copies].fill(0);
+        Ok(())
+    }
+
+    fn adopt_masks(&self, copies: &Range<usize>, part: &[f32], masks: &mut Option<Vec<f32>>) {
+        let w = self.spaces.mask_width;
+        if w == 0 {
+            return;
+        }
+        let n = self.returns.len();
+        let masks = masks.get_or_insert_with(|| vec![1.0; n * w]);
+        masks[copies.start * w..copies.end * w].copy_from_slice(part);
+    }
+
+    /// Replaces worker `i` after `error`, within the restart budget, and
+    /// resets its copies with a seed no earlier process used.
+    fn replace(
+        &mut self,
+        i: usize,
+        mut error: WorkerError,
+        obs: &mut [f32],
+        masks: &mut Option<Vec<f32>>,
+    ) -> Result<(), EnvError> {
+        loop {
+            self.restarts += 1;
+            if let Err(count) = self.failures.record() {
+                return Err(EnvError::Shards {
+                    env: self.name.clone(),
+                    reason: format!(
+                        "the Python worker process of env copies {:?} failed {count} times within {} s, past env_shards.restart.max_restarts = {}; the last failure: {}",
+                        self.ranges[i], self.policy.window_s, self.policy.max_restarts, error.0
+                    ),
+                });
+            }
+            tracing::warn!(env = %self.name, copies = ?self.ranges[i], error = %error.0, "Python env worker failed; restarting it; its copies' episodes in progress are lost");
+            let seed =
+                self.seed.wrapping_add(self.ranges[i].start as u64).wrapping_add(self.restarts.wrapping_mul(1_000_003));
+            let started = Worker::start(&self.spec, self.ranges[i].len(), self.timeout).and_then(|mut w| {
+                w.wait_ready()?;
+                Ok(w)
+            });
+            match started {
+                Ok(w) => self.workers[i] = w,
+                Err(e) => {
+                    error = e;
+                    continue;
+                }
+            }
+            match self.reset_worker(i, seed, obs, masks) {
+                Ok(()) => return Ok(()),
+                Err(e) => error = e,
+            }
+        }
+    }
+}
+
+impl BatchedEnv for GymBatch {
+    fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
+        self.seed = seed;
+        let mut failed = Vec::new();
+        for i in 0..self.workers.len() {
+            let copies = self.ranges[i].clone();
+            let seeds: Vec<Option<u64>> = copies.map(|c| Some(seed.wrapping_add(c as u64))).collect();
+            if let Err(e) = self.workers[i].send_reset(&seeds) {
+                failed.push((i, e));
+            }
+        }
+        for i in 0..self.workers.len() {
+            if failed.iter().any(|(j, _)| *j == i) {
+                continue;
+            }
+            let copies = self.ranges[i].clone();
+            let result = self.workers[i].receive_reply(b'O').and_then(|reply| {
+                let rows = self.rows(i);
+                let mut part = Vec::new();
+                decode_reset(&reply, &self.spaces, copies.len(), &mut obs[rows], &mut part).map_err(WorkerError)?;
+                Ok(part)
+            });
+            match result {
+                Ok(part) => self.adopt_masks(&copies, &part, masks),
+                Err(e) => failed.push((i, e)),
+            }
+        }
+        for (i, e) in failed {
+            self.replace(i, e, obs, masks)?;
+        }
+        self.returns.fill(0.0);
+        self.lengths.fill(0);
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        actions: &Column,
+        out: &mut VectorStep,
+        obs: &mut [f32],
+        masks: &mut Option<Vec<f32>>,
+        finished: &mut Vec<EpisodeSummary>,
+    ) -> Result<(), EnvError> {
+        let mut failed: Vec<(usize, WorkerError)> = Vec::new();
+        for (i, w) in self.workers.iter_mut().enumerate() {
+            if let Err(e) = w.send_step(actions, self.ranges[i].clone()) {
+                failed.push((i, e));
+            }
+        }
+        let (d, w) = (self.spaces.obs_dim(), self.spaces.mask_width);
+        for i in 0..self.workers.len() {
+            if failed.iter().any(|(j, _)| *j == i) {
+                continue;
+            }
+            let copies = self.ranges[i].clone();
+            let reply = self.workers[i]
+                .receive_reply(b'T')
+                .and_then(|bytes| StepReply::decode(&bytes, &self.spaces, copies.len()).map_err(WorkerError));
+            let reply = match reply {
+                Ok(r) => r,
+                Err(e) => {
+                    failed.push((i, e));
+                    continue;
+                }
+            };
+            let mut ended = 0;
+            for (j, c) in copies.enumerate() {
+                let (term, trunc) = (reply.terminated[j], reply.truncated[j]);
+                out.rewards[c] = reply.rewards[j] as f32;
+                out.terminated[c] = term;
+                out.truncated[c] = trunc;
+                out.new_obs[c * d..(c + 1) * d].copy_from_slice(&reply.new_obs[j * d..(j + 1) * d]);
+                out.new_action_mask[c * w..(c + 1) * w].copy_from_slice(&reply.masks[j * w..(j + 1) * w]);
+                self.returns[c] += reply.rewards[j];
+                self.lengths[c] += 1;
+                let (row, mask) = if term || trunc {
+                    finished.push(EpisodeSummary {
+                        episode_return: self.returns[c],
+                        length: self.lengths[c],
+                        truncated: !term,
+                    });
+                    self.returns[c] = 0.0;
+                    self.lengths[c] = 0;
+                    ended += 1;
+                    let k = ended - 1;
+                    (&reply.reset_obs[k * d..(k + 1) * d], &reply.reset_masks[k * w..(k + 1) * w])
+                } else {
+                    (&reply.new_obs[j * d..(j + 1) * d], &reply.masks[j * w..(j + 1) * w])
+                };
+                obs[c * d..(c + 1) * d].copy_from_slice(row);
+                if let Some(masks) = masks.as_mut() {
+                    masks[c * w..(c + 1) * w].copy_from_slice(mask);
+                }
+            }
+        }
+        for (i, e) in failed {
+            self.replace(i, e, obs, masks)?;
+            let copies = self.ranges[i].clone();
+            out.rewards[copies.clone()].fill(0.0);
+            out.terminated[copies.clone()].fill(false);
+            out.truncated[copies.clone()].fill(false);
+            out.interrupted[copies.clone()].fill(true);
+            out.new_obs[copies.start * d..copies.end * d].copy_from_slice(&obs[copies.start * d..copies.end * d]);
+            if let Some(masks) = masks.as_ref() {
+                out.new_action_mask[copies.start * w..copies.end * w]
+                    .copy_from_slice(&masks[copies.start * w..copies.end * w]);
+            }
+        }
+        Ok(())
+    }
+
+    fn restarts(&self) -> u64 {
+        self.restarts
+    }
+}

@@ -1,0 +1,281 @@
+//! One Python worker process hosting `copies` copies of a Gymnasium env,
+//! and the framed binary protocol to it (described at the top of
+//! `envs/python/rlx_gym.py`, the module the process runs).
+//!
+//! Requests are written to the process's stdin. Replies are read from its
+//! stdout by a thread of their own and handed over through a channel, so
+//! that waiting for one has a timeout: a process that hangs is detected
+//! and killed, not waited on forever. The last 16 KiB of its stderr are
+//! kept for the error message when it dies.
+
+use super::{GymSpec, Spaces};
+use rlx::sample_batch::Column;
+use std::collections::VecDeque;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The module the worker processes run, shipped inside rlx.
+pub const MODULE_SOURCE: &str = include_str!("../../python/rlx_gym.py");
+
+/// How long a new process may take to import Gymnasium and build its
+/// copies (Atari and MuJoCo load native libraries and ROMs).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest reply frame accepted: far above any real one (8 copies of
+/// 84×84×4 bytes is 226 KB), small enough that a corrupt length cannot
+/// make rlx allocate gigabytes.
+const MAX_FRAME: usize = 1 << 30;
+
+const STDERR_TAIL: usize = 16 * 1024;
+
+/// Why a worker failed: its Python traceback, or what rlx saw.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerError(pub String);
+
+/// A running worker process.
+pub(crate) struct Worker {
+    child: Child,
+    stdin: BufWriter<ChildStdin>,
+    replies: Receiver<Result<Vec<u8>, String>>,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    timeout: Duration,
+    /// The spaces and metadata the process reported in its hello.
+    pub spaces: Spaces,
+}
+
+/// The interpreter: `$RLX_PYTHON` if set, else `python3` on the `PATH`.
+pub(crate) fn interpreter() -> PathBuf {
+    std::env::var_os("RLX_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from)
+}
+
+/// The module written once per rlx version and content to a file in the
+/// temporary directory, so tracebacks name a real file.
+fn module_path() -> Result<PathBuf, WorkerError> {
+    static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let hash = MODULE_SOURCE
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let dir = std::env::temp_dir().join(format!("rlx-gym-{}-{hash:016x}", env!("CARGO_PKG_VERSION")));
+        let path = dir.join("rlx_gym.py");
+        if std::fs::read_to_string(&path).is_ok_and(|s| s == MODULE_SOURCE) {
+            return Ok(path);
+        }
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            let tmp = dir.join(format!("rlx_gym.py.{}", std::process::id()));
+            std::fs::write(&tmp, MODULE_SOURCE)?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map(|()| path.clone()).map_err(|e| format!("could not write {}: {e}", path.display()))
+    })
+    .clone()
+    .map_err(WorkerError)
+}
+
+impl Worker {
+    /// Starts a process for `copies` copies of `spec` and sends its hello;
+    /// [`wait_ready`](Self::wait_ready) reads the answer, so that several
+    /// processes start at once.
+    pub fn start(spec: &GymSpec, copies: usize, timeout: Duration) -> Result<Self, WorkerError> {
+        let python = interpreter();
+        let mut child = Command::new(&python)
+            .arg("-u")
+            .arg(module_path()?)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                WorkerError(format!(
+                    "could not start Python (`{}`): {e}; install Python 3 with `pip install gymnasium numpy`, or set RLX_PYTHON to an interpreter that has them",
+                    python.display()
+                ))
+            })?;
+        let stdin = BufWriter::new(child.stdin.take().expect("piped"));
+        let stdout = child.stdout.take().expect("piped");
+        let stderr_pipe = child.stderr.take().expect("piped");
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = stderr.clone();
+        std::thread::spawn(move || keep_tail(stderr_pipe, &tail));
+        let (send, replies) = mpsc::channel();
+        std::thread::spawn(move || read_frames(stdout, &send));
+        let mut worker = Self { child, stdin, replies, stderr, timeout, spaces: Spaces::default() };
+        let hello = serde_json::json!({
+            "id": spec.id,
+            "kwargs": spec.kwargs,
+            "copies": copies,
+            "atari": spec.atari,
+        });
+        worker.send(b'H', hello.to_string().as_bytes())?;
+        Ok(worker)
+    }
+
+    /// Reads the process's hello: the spaces, checked.
+    pub fn wait_ready(&mut self) -> Result<(), WorkerError> {
+        let reply = self.receive(b'H', STARTUP_TIMEOUT)?;
+        self.spaces =
+            serde_json::from_slice(&reply).map_err(|e| self.died(&format!("sent a malformed hello ({e})")))?;
+        Ok(())
+    }
+
+    /// Sends a reset of every copy, copy `i` with `seeds[i]` (`None`:
+    /// unseeded, the env's generator continues).
+    pub fn send_reset(&mut self, seeds: &[Option<u64>]) -> Result<(), WorkerError> {
+        let mut bytes: Vec<u8> = seeds.iter().flat_map(|s| s.unwrap_or(0).to_le_bytes()).collect();
+        bytes.extend(seeds.iter().map(|s| u8::from(s.is_some())));
+        self.send(b'R', &bytes)
+    }
+
+    /// Sends a step of every copy with rows `rows` of `actions`.
+    pub fn send_step(&mut self, actions: &Column, rows: std::ops::Range<usize>) -> Result<(), WorkerError> {
+        let bytes: Vec<u8> = match actions {
+            Column::I64 { data, width } => {
+                data[rows.start * width..rows.end * width].iter().flat_map(|a| a.to_le_bytes()).collect()
+            }
+            Column::F32 { data, width } => {
+                data[rows.start * width..rows.end * width].iter().flat_map(|a| a.to_le_bytes()).collect()
+            }
+        };
+        self.send(b'S', &bytes)
+    }
+
+    /// The reply to a reset (`O`) or a step (`T`), without its tag.
+    pub fn receive_reply(&mut self, tag: u8) -> Result<Vec<u8>, WorkerError> {
+        self.receive(tag, self.timeout)
+    }
+
+    fn send(&mut self, tag: u8, body: &[u8]) -> Result<(), WorkerError> {
+        let length = u32::try_from(body.len() + 1).map_err(|_| WorkerError("request too large".into()))?;
+        let sent = self
+            .stdin
+            .write_all(&length.to_le_bytes())
+            .and_then(|()| self.stdin.write_all(&[tag]))
+            .and_then(|()| self.stdin.write_all(body))
+            .and_then(|()| self.stdin.flush());
+        sent.map_err(|e| self.died(&format!("could not be written to ({e})")))
+    }
+
+    fn receive(&mut self, tag: u8, timeout: Duration) -> Result<Vec<u8>, WorkerError> {
+        let frame = match self.replies.recv_timeout(timeout) {
+            Ok(Ok(frame)) => frame,
+            Ok(Err(e)) => return Err(self.died(&e)),
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = self.child.kill();
+                return Err(self.died(&format!(
+                    "did not answer within {:.1} s (env_shards.step_timeout_s) and was killed",
+                    timeout.as_secs_f64()
+                )));
+            }
+            Err(RecvTimeoutError::Disconnected) => return Err(self.died("closed its output")),
+        };
+        match frame.first() {
+            Some(&t) if t == tag => Ok(frame[1..].to_vec()),
+            Some(b'E') => {
+                let _ = self.child.wait();
+                Err(WorkerError(format!(
+                    "the Python env raised an exception:\n{}",
+                    String::from_utf8_lossy(&frame[1..]).trim_end()
+                )))
+            }
+            _ => Err(self.died(&format!(
+                "sent a frame of kind {:?} where {:?} was due",
+                frame.first().map(|&t| t as char),
+                tag as char
+            ))),
+        }
+    }
+
+    /// The error for a process that stopped answering: what rlx saw, its
+    /// exit status, and the end of its stderr (a traceback, if Python wrote
+    /// one). Kills the process if it still runs.
+    fn died(&mut self, what: &str) -> WorkerError {
+        let status = match self.child.try_wait() {
+            Ok(Some(status)) => Some(status),
+            _ => {
+                std::thread::sleep(Duration::from_millis(50));
+                let _ = self.child.kill();
+                self.child.wait().ok()
+            }
+        };
+        // Give the stderr thread a moment to read what the process wrote last.
+        std::thread::sleep(Duration::from_millis(20));
+        let tail = self
+            .stderr
+            .lock()
+            .map(|t| String::from_utf8_lossy(&t.iter().copied().collect::<Vec<_>>()).into_owned())
+            .unwrap_or_default();
+        let mut message = format!("Python worker process {what}");
+        if let Some(status) = status {
+            message.push_str(&format!(" ({status})"));
+        }
+        let tail = tail.trim_end();
+        if !tail.is_empty() {
+            message.push_str(&format!("; its stderr ends:\n{tail}"));
+        }
+        if tail.contains("ModuleNotFoundError") {
+            message.push_str(&format!(
+                "\n(install the missing package into `{}`, or set RLX_PYTHON to an interpreter that has gymnasium and numpy)",
+                interpreter().display()
+            ));
+        }
+        WorkerError(message)
+    }
+}
+
+impl Drop for Worker {
+    /// Asks the process to quit, and kills it if it is still there: no
+    /// worker outlives its owner.
+    fn drop(&mut self) {
+        let _ = self.send_quiet();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Worker {
+    fn send_quiet(&mut self) -> std::io::Result<()> {
+        self.stdin.write_all(&1u32.to_le_bytes())?;
+        self.stdin.write_all(b"Q")?;
+        self.stdin.flush()
+    }
+}
+
+/// Reads length-prefixed frames until the pipe closes or a frame is bad.
+fn read_frames(stdout: std::process::ChildStdout, send: &mpsc::Sender<Result<Vec<u8>, String>>) {
+    let mut reader = BufReader::with_capacity(1 << 16, stdout);
+    loop {
+        let mut head = [0u8; 4];
+        if reader.read_exact(&mut head).is_err() {
+            return; // closed: the receiver sees the channel disconnect
+        }
+        let length = u32::from_le_bytes(head) as usize;
+        if length == 0 || length > MAX_FRAME {
+            let _ = send.send(Err(format!("sent a frame of {length} bytes")));
+            return;
+        }
+        let mut frame = vec![0u8; length];
+        if let Err(e) = reader.read_exact(&mut frame) {
+            let _ = send.send(Err(format!("closed its output inside a frame ({e})")));
+            return;
+        }
+        if send.send(Ok(frame)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Keeps the last [`STDERR_TAIL`] bytes of the process's stderr.
+fn keep_tail(mut stderr: std::process::ChildStderr, tail: &Mutex<VecDeque<u8>>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = stderr.read(&mut buf) {
+        let Ok(mut t) = tail.lock() else { return };
+        t.extend(&buf[..n]);
+        let excess = t.len().saturating_sub(STDERR_TAIL);
+        t.drain(..excess);
+    }
+}

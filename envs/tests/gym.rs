@@ -1,0 +1,213 @@
+//! The Gymnasium bridge (`gym:<id>`) against Gymnasium itself: the same
+//! episodes as the native envs bit for bit, the spaces rlx takes and the
+//! ones it refuses, and worker processes that raise, exit or hang.
+//!
+//! These need Python with Gymnasium: `rlx_envs::gym::testing::python`
+//! prepares `target/python` on first use, or the tests skip with a printed
+//! reason (a failure under `RLX_REQUIRE_PYTHON=1`, as in CI).
+
+use rlx::env_shards::EnvShards;
+use rlx::restart::RestartPolicy;
+use rlx::sample_batch::Column;
+use rlx::vector_env::VectorStep;
+use rlx::{Action, Env, EnvMaker, Space, VectorEnv};
+use rlx_envs::gym::testing::python;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn maker(name: &'static str, config: Value) -> EnvMaker {
+    Arc::new(move || rlx_envs::make_with(name, &config))
+}
+
+/// `CartPole-v1` and `gym:CartPole-v1` play the same episodes: seeded with
+/// 7, then through three unseeded resets, with the same actions.
+#[test]
+fn gym_cartpole_plays_the_native_episodes_bit_for_bit() {
+    if python().is_none() {
+        return;
+    }
+    let mut native = rlx_envs::make("CartPole-v1").unwrap();
+    let mut gym = rlx_envs::make("gym:CartPole-v1").unwrap();
+    assert_eq!(gym.name(), "gym:CartPole-v1");
+    // Gymnasium 1.4 bounds the velocities with ±inf where 1.0, which the
+    // native env follows, used ±f32::MAX; the shapes agree.
+    assert_eq!(gym.observation_space().flat_dim(), native.observation_space().flat_dim());
+    assert_eq!(gym.action_space(), native.action_space());
+    let (mut a, mut b) = ([0f32; 4], [0f32; 4]);
+    native.reset(Some(7), &mut a).unwrap();
+    gym.reset(Some(7), &mut b).unwrap();
+    assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits));
+    let (mut episodes, mut steps) = (0, 0);
+    while episodes < 4 {
+        // A deterministic, state-dependent policy, so both must agree on
+        // every observation to agree on the actions.
+        let action = Action::Discrete(i64::from(a[2] + 0.3 * a[3] > 0.0) ^ i64::from(steps % 7 == 0));
+        let s = native.step(action, &mut a).unwrap();
+        let t = gym.step(action, &mut b).unwrap();
+        assert_eq!((s.reward, s.terminated, s.truncated), (t.reward, t.terminated, t.truncated), "step {steps}");
+        assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "step {steps}");
+        steps += 1;
+        if s.done() {
+            episodes += 1;
+            native.reset(None, &mut a).unwrap();
+            gym.reset(None, &mut b).unwrap();
+            assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "reset after episode {episodes}");
+        }
+    }
+    assert!(steps > 100, "{steps} steps");
+}
+
+#[test]
+fn discrete_observations_are_one_hot_and_custom_modules_load() {
+    if python().is_none() {
+        return;
+    }
+    let mut env = rlx_envs::make_with("gym:FrozenLake-v1", &json!({"is_slippery": false})).unwrap();
+    assert_eq!(env.observation_space(), &Space::uniform_box(0.0, 1.0, vec![16]).unwrap());
+    assert_eq!(env.action_space(), &Space::discrete(4));
+    let mut obs = [0f32; 16];
+    env.reset(Some(0), &mut obs).unwrap();
+    assert_eq!(obs[0], 1.0);
+    assert_eq!(obs.iter().sum::<f32>(), 1.0);
+    env.step(Action::Discrete(2), &mut obs).unwrap(); // right: state 1
+    assert_eq!(obs[1], 1.0);
+    assert_eq!(obs.iter().sum::<f32>(), 1.0);
+
+    let mut env = rlx_envs::make_with("gym:rlx_test_envs:Corridor-v0", &json!({"length": 5})).unwrap();
+    assert_eq!(env.observation_space().flat_dim(), 5);
+    let mut obs = [0f32; 5];
+    env.reset(Some(0), &mut obs).unwrap();
+    let mut total = 0.0;
+    for _ in 0..4 {
+        total += env.step(Action::Discrete(1), &mut obs).unwrap().reward;
+    }
+    assert_eq!(obs, [0.0, 0.0, 0.0, 0.0, 1.0]);
+    assert!((total - 0.97).abs() < 1e-9, "{total}");
+}
+
+/// A Dict observation is flattened key by key (Gymnasium sorts the keys:
+/// "extra" then "legal"), a Tuple element by element, and the
+/// `action_mask` entry becomes the env's action mask.
+#[test]
+fn dict_and_tuple_observations_flatten_and_action_masks_arrive() {
+    if python().is_none() {
+        return;
+    }
+    let mut env = rlx_envs::make("gym:rlx_test_envs:MaskedChoice-v0").unwrap();
+    // extra: Discrete(3) one-hot + Box(2); legal: Box(4).
+    assert_eq!(env.observation_space().flat_dim(), 3 + 2 + 4);
+    let mut obs = [0f32; 9];
+    env.reset(Some(3), &mut obs).unwrap();
+    assert_eq!(&obs[..5], &[1.0, 0.0, 0.0, 0.5, -0.5]);
+    let legal = obs[5..].iter().position(|&x| x == 1.0).unwrap();
+    let mask = env.action_mask().expect("masked").to_vec();
+    assert_eq!(mask.iter().filter(|&&m| m).count(), 2);
+    assert!(mask[legal] && mask[(legal + 1) % 4]);
+    let step = env.step(Action::Discrete(legal as i64), &mut obs).unwrap();
+    assert_eq!(step.reward, 1.0);
+    assert_eq!(&obs[..3], &[0.0, 1.0, 0.0]);
+}
+
+#[test]
+fn unsupported_spaces_and_bad_names_are_errors_that_name_them() {
+    if python().is_none() {
+        return;
+    }
+    let err = rlx_envs::make("gym:rlx_test_envs:TextObservations-v0").err().unwrap().to_string();
+    assert!(err.contains("Text") && err.contains("observation"), "{err}");
+    let err = rlx_envs::make("gym:NoSuchEnv-v0").err().unwrap().to_string();
+    assert!(err.contains("NoSuchEnv") && err.contains("Traceback"), "{err}");
+    let err = rlx_envs::make("gym:").err().unwrap().to_string();
+    assert!(err.contains("no Gymnasium id"), "{err}");
+    let err = rlx_envs::make_with("gym:CartPole-v1", &json!([1])).err().unwrap().to_string();
+    assert!(err.contains("env_config must be an object"), "{err}");
+    let err = rlx_envs::make_with("gym:ALE/Pong-v5", &json!({"atari": {"frame_skp": 4}})).err().unwrap().to_string();
+    assert!(err.contains("frame_skp"), "{err}");
+}
+
+fn faulty(how: &str, fail_at: u64, processes: usize, max_restarts: usize) -> VectorEnv {
+    let shards = EnvShards {
+        num_shards: processes,
+        restart: RestartPolicy { max_restarts, window_s: 60.0, ..RestartPolicy::default() },
+        step_timeout_s: 2.0,
+    };
+    let config = json!({"how": how, "fail_at": fail_at});
+    VectorEnv::build(maker("gym:rlx_test_envs:Faulty-v0", config), 4, &shards, true).unwrap()
+}
+
+/// Steps `env` `steps` times; checks that no transition spans two
+/// processes (column 0 of an observation is the process id) and that an
+/// interrupted row carries no reward; returns the interrupted rows.
+fn step_and_check(env: &mut VectorEnv, steps: usize) -> Result<usize, rlx::EnvError> {
+    let actions = Column::I64 { data: vec![0; 4], width: 1 };
+    let mut out = VectorStep::default();
+    let mut interrupted = 0;
+    for _ in 0..steps {
+        let before: Vec<f32> = env.observations().chunks(2).map(|r| r[0]).collect();
+        env.step(&actions, &mut out)?;
+        for (i, pid) in before.iter().enumerate() {
+            if out.interrupted[i] {
+                interrupted += 1;
+                assert_eq!(out.rewards[i], 0.0);
+                assert_ne!(env.observations()[2 * i], *pid, "copy {i} restarted in a new process");
+            } else {
+                assert_eq!(out.new_obs[2 * i], *pid, "copy {i}: a transition spans two processes");
+                assert_eq!(out.rewards[i], 1.0);
+            }
+        }
+    }
+    Ok(interrupted)
+}
+
+#[test]
+fn a_worker_that_raises_or_exits_is_restarted_and_counted() {
+    if python().is_none() {
+        return;
+    }
+    for how in ["raise", "exit"] {
+        // Each process (two copies) fails on its 50th env step, in vector
+        // steps 25, 50, 75 and 100: 8 restarts, 16 interrupted rows.
+        let mut env = faulty(how, 50, 2, 100);
+        env.reset(1).unwrap();
+        let interrupted = step_and_check(&mut env, 100).unwrap();
+        assert_eq!(env.restarts(), 8, "{how}");
+        assert_eq!(interrupted, 16, "{how}: two copies per restart");
+        // Each process lives 24 steps: every copy finishes one 20-step
+        // episode per process, and the episodes cut short are not counted.
+        let episodes = env.drain_finished();
+        assert_eq!(episodes.len(), 16, "{how}: {episodes:?}");
+        assert!(episodes.iter().all(|e| e.length == 20 && e.truncated), "{how}: {episodes:?}");
+    }
+}
+
+#[test]
+fn past_the_budget_the_step_fails_with_the_python_traceback() {
+    if python().is_none() {
+        return;
+    }
+    let mut env = faulty("raise", 30, 1, 2);
+    env.reset(1).unwrap();
+    let err = step_and_check(&mut env, 100).unwrap_err().to_string();
+    assert!(err.contains("ValueError: boom at step 30") && err.contains("Traceback"), "{err}");
+    assert!(err.contains("max_restarts = 2"), "{err}");
+
+    let mut env = faulty("exit", 30, 1, 0);
+    env.reset(1).unwrap();
+    let err = step_and_check(&mut env, 100).unwrap_err().to_string();
+    assert!(err.contains("exit status: 3"), "{err}");
+}
+
+#[test]
+fn a_worker_that_hangs_is_killed_after_the_step_timeout() {
+    if python().is_none() {
+        return;
+    }
+    let mut env = faulty("hang", 30, 2, 10);
+    env.reset(1).unwrap();
+    let started = std::time::Instant::now();
+    let interrupted = step_and_check(&mut env, 20).unwrap();
+    assert_eq!(env.restarts(), 2);
+    assert_eq!(interrupted, 4);
+    // Two timeouts of 2 s each (the processes hang one after the other).
+    assert!(started.elapsed().as_secs_f64() < 30.0);
+}

@@ -1,0 +1,122 @@
+"""Test-only Gymnasium envs for rlx's bridge tests, loaded as
+``gym:rlx_test_envs:<Id>`` (the ``module:Id`` form imports this module,
+which registers them)."""
+
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class Corridor(gym.Env):
+    """Walk right along a corridor of `length` cells; reward 1 at the end,
+    -0.01 per step. The observation is the position, one-hot (Discrete)."""
+
+    def __init__(self, length=8):
+        self.length = length
+        self.observation_space = spaces.Discrete(length)
+        self.action_space = spaces.Discrete(2)
+        self.pos = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos = 0
+        return self.pos, {}
+
+    def step(self, action):
+        self.pos = max(0, self.pos + (1 if action == 1 else -1))
+        done = self.pos == self.length - 1
+        return self.pos, (1.0 if done else -0.01), done, False, {}
+
+
+class Faulty(gym.Env):
+    """Counts steps per process and fails on step `fail_at` of its process:
+    by raising (`how="raise"`), by exiting (`how="exit"`) or by hanging
+    (`how="hang"`). The observation is [process id, steps in episode], so a
+    test can check that no transition spans two processes."""
+
+    steps_in_process = 0
+
+    def __init__(self, fail_at=50, how="raise"):
+        self.fail_at = fail_at
+        self.how = how
+        self.observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.t = 0
+
+    def obs(self):
+        return np.array([os.getpid(), self.t], dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.obs(), {}
+
+    def step(self, action):
+        Faulty.steps_in_process += 1
+        if Faulty.steps_in_process == self.fail_at:
+            if self.how == "raise":
+                raise ValueError(f"boom at step {self.fail_at}")
+            if self.how == "exit":
+                os._exit(3)
+            if self.how == "hang":
+                time.sleep(3600)
+        self.t += 1
+        return self.obs(), 1.0, False, self.t >= 20, {}
+
+
+class MaskedChoice(gym.Env):
+    """A Dict observation with an action mask: pick the one legal action of
+    four (reward 1, else -1). The legal action is shown one-hot under
+    "legal", a Tuple of (Discrete, Box) under "extra"."""
+
+    def __init__(self):
+        self.observation_space = spaces.Dict(
+            {
+                "legal": spaces.Box(0.0, 1.0, (4,), np.float32),
+                "extra": spaces.Tuple((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32))),
+                "action_mask": spaces.MultiBinary(4),
+            }
+        )
+        self.action_space = spaces.Discrete(4)
+        self.legal = 0
+        self.t = 0
+
+    def obs(self):
+        legal = np.zeros(4, dtype=np.float32)
+        legal[self.legal] = 1.0
+        mask = np.zeros(4, dtype=np.int8)
+        mask[self.legal] = 1
+        mask[(self.legal + 1) % 4] = 1
+        return {"legal": legal, "extra": (self.t % 3, np.array([0.5, -0.5], dtype=np.float32)), "action_mask": mask}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.legal = int(self.np_random.integers(4))
+        self.t = 0
+        return self.obs(), {}
+
+    def step(self, action):
+        reward = 1.0 if action == self.legal else -1.0
+        self.legal = int(self.np_random.integers(4))
+        self.t += 1
+        return self.obs(), reward, False, self.t >= 10, {}
+
+
+class TextObservations(gym.Env):
+    observation_space = spaces.Text(8)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return "hello", {}
+
+    def step(self, action):
+        return "hello", 0.0, True, False, {}
+
+
+gym.register("Corridor-v0", entry_point=Corridor, max_episode_steps=50)
+gym.register("Faulty-v0", entry_point=Faulty)
+gym.register("MaskedChoice-v0", entry_point=MaskedChoice)
+gym.register("TextObservations-v0", entry_point=TextObservations)
