@@ -41,10 +41,13 @@ env goes to stderr.
 import importlib
 import json
 import os
+import select
 import struct
 import sys
+import time
 import traceback
 
+import gymnasium as gym
 import numpy as np
 
 
@@ -52,22 +55,51 @@ class Closed(Exception):
     """rlx closed the pipe: time to go."""
 
 
-def read_frame(stream):
-    head = stream.read(4)
-    if len(head) < 4:
-        raise Closed()
-    (length,) = struct.unpack("<I", head)
-    body = stream.read(length)
-    if len(body) < length:
-        raise Closed()
-    return body
+# How long to wait for a request by polling before sleeping in select().
+# Waking a sleeping process on another core costs tens of microseconds on
+# some machines (a virtual machine's inter-processor interrupt), as much as
+# stepping several CartPole copies: a short spin keeps the step loop awake.
+SPIN_S = 200e-6
+
+
+class Input:
+    """Frames read from a non-blocking file descriptor."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+        os.set_blocking(fd, False)
+
+    def _fill(self):
+        deadline = time.perf_counter() + SPIN_S
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                if time.perf_counter() > deadline:
+                    select.select([self.fd], [], [])
+                else:
+                    os.sched_yield()  # to a process that has work, if one shares the core
+                continue
+            if not chunk:
+                raise Closed()
+            self.buf += chunk
+            return
+
+    def frame(self):
+        while len(self.buf) < 4:
+            self._fill()
+        (length,) = struct.unpack_from("<I", self.buf)
+        while len(self.buf) < 4 + length:
+            self._fill()
+        frame = bytes(self.buf[4 : 4 + length])
+        del self.buf[: 4 + length]
+        return frame
 
 
 def write_frame(stream, *parts):
-    length = sum(len(p) for p in parts)
-    stream.write(struct.pack("<I", length))
-    for p in parts:
-        stream.write(p)
+    body = b"".join(parts)
+    stream.write(struct.pack("<I", len(body)) + body)
     stream.flush()
 
 
@@ -182,6 +214,12 @@ class Layout:
             return np.zeros(size), np.ones(size)
         return extra
 
+    @property
+    def plain(self):
+        """Whether an observation is one Box, written as it is (the fast path)."""
+        S = self.S
+        return self.mask_key is None and isinstance(self.obs_space, S.Box) and not self.bytes
+
     def write(self, obs, out):
         """Writes `obs` flattened into the row `out`; returns its mask."""
         mask = None
@@ -224,11 +262,12 @@ class Layout:
             return [row.reshape(extra).copy() for row in rows]
         rows = np.frombuffer(data, dtype="<i8").reshape(copies, width)
         if kind == "discrete":
-            return [int(a) + extra for a in rows[:, 0]]
+            actions = rows[:, 0].tolist()
+            return [a + extra for a in actions] if extra else actions
         return [row + extra for row in rows]
 
 
-class EpisodicLife:
+class EpisodicLife(gym.Wrapper):
     """Ends an episode when a life is lost, but resets the game only when
     it is over: after a lost life, `reset` takes one no-op step and play
     goes on in the same game (Mnih et al. 2015; what RLlib's and SB3's
@@ -236,12 +275,9 @@ class EpisodicLife:
     whole game instead, so an agent would only ever see its first life."""
 
     def __init__(self, env):
-        self.env = env
+        super().__init__(env)
         self.lives = 0
         self.game_over = True
-        self.observation_space = env.observation_space
-        self.action_space = env.action_space
-        self.spec = env.spec
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -252,9 +288,9 @@ class EpisodicLife:
         self.lives = lives
         return obs, reward, terminated, truncated, info
 
-    def reset(self, seed=None):
+    def reset(self, *, seed=None, options=None):
         if self.game_over or seed is not None:
-            obs, info = self.env.reset(seed=seed)
+            obs, info = self.env.reset(seed=seed, options=options)
         else:
             obs, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:
@@ -265,8 +301,6 @@ class EpisodicLife:
 
 
 def make_env(env_id, kwargs, atari):
-    import gymnasium as gym
-
     if ":" in env_id:
         module, env_id = env_id.split(":", 1)
         importlib.import_module(module)
@@ -302,11 +336,11 @@ def main():
     # Like `python -m`, the working directory is importable, so that
     # `gym:my_module:MyEnv-v0` finds a module next to where rlx runs.
     sys.path.insert(1, os.getcwd())
-    inp = sys.stdin.buffer
+    inp = Input(sys.stdin.fileno())
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # a print() in an env must not corrupt the frames
     try:
-        hello = json.loads(read_frame(inp)[1:])
+        hello = json.loads(inp.frame()[1:])
         n = int(hello["copies"])
         envs = [make_env(hello["id"], hello["kwargs"], hello.get("atari")) for _ in range(n)]
         layout = Layout(envs[0].observation_space, envs[0].action_space)
@@ -324,12 +358,10 @@ def main():
         write_frame(out, b"E", traceback.format_exc().encode())
         return 1
 
+    plain = layout.plain
     dtype = np.uint8 if layout.bytes else np.float32
     obs = np.zeros((n, layout.width), dtype=dtype)
     masks = np.ones((n, layout.mask_width), dtype=np.uint8)
-    rewards = np.zeros(n, dtype="<f8")
-    terminated = np.zeros(n, dtype=np.uint8)
-    truncated = np.zeros(n, dtype=np.uint8)
     reset_obs = np.zeros((n, layout.width), dtype=dtype)
     reset_masks = np.ones((n, layout.mask_width), dtype=np.uint8)
 
@@ -340,25 +372,38 @@ def main():
 
     try:
         while True:
-            frame = read_frame(inp)
+            frame = inp.frame()
             tag = frame[:1]
             if tag == b"S":
+                # The hot loop: Python lists and bytearrays, one numpy
+                # conversion per reply, a plain Box written row by row.
                 ended = 0
-                for i, (env, action) in enumerate(zip(envs, layout.actions(frame[1:], n))):
-                    o, r, term, trunc, _ = env.step(action)
-                    rewards[i], terminated[i], truncated[i] = r, term, trunc
-                    observe(o, obs[i], masks[i])
+                actions = layout.actions(memoryview(frame)[1:], n)
+                rs = [0.0] * n
+                flags = bytearray(2 * n)
+                for i in range(n):
+                    env = envs[i]
+                    o, r, term, trunc, _ = env.step(actions[i])
+                    rs[i] = r
+                    if plain:
+                        obs[i] = o.reshape(-1)
+                    else:
+                        observe(o, obs[i], masks[i])
                     if term or trunc:
+                        flags[i] = 1 if term else 0
+                        flags[n + i] = 1 if trunc else 0
                         o, _ = env.reset()
-                        observe(o, reset_obs[ended], reset_masks[ended])
+                        if plain:
+                            reset_obs[ended] = o.reshape(-1)
+                        else:
+                            observe(o, reset_obs[ended], reset_masks[ended])
                         ended += 1
                 write_frame(
                     out,
                     b"T",
                     obs.tobytes(),
-                    rewards.tobytes(),
-                    terminated.tobytes(),
-                    truncated.tobytes(),
+                    struct.pack(f"<{n}d", *rs),
+                    bytes(flags),
                     masks.tobytes(),
                     reset_obs[:ended].tobytes(),
                     reset_masks[:ended].tobytes(),

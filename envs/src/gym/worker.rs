@@ -3,20 +3,21 @@
 //! `envs/python/rlx_gym.py`, the module the process runs).
 //!
 //! Requests are written to the process's stdin. Replies are read from its
-//! stdout by a thread of their own and handed over through a channel, so
-//! that waiting for one has a timeout: a process that hangs is detected
-//! and killed, not waited on forever. The last 16 KiB of its stderr are
-//! kept for the error message when it dies.
+//! stdout in the caller's thread, after `poll(2)` says there is something
+//! to read, so that waiting for one has a timeout (a process that hangs is
+//! detected and killed, not waited on forever) without a thread hand-off
+//! on every step. The last 16 KiB of its stderr are kept for the error
+//! message when it dies.
 
 use super::{GymSpec, Spaces};
 use rlx::sample_batch::Column;
 use std::collections::VecDeque;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The module the worker processes run, shipped inside rlx.
 pub const MODULE_SOURCE: &str = include_str!("../../python/rlx_gym.py");
@@ -32,6 +33,10 @@ const MAX_FRAME: usize = 1 << 30;
 
 const STDERR_TAIL: usize = 16 * 1024;
 
+/// How long a reply is polled for before the caller sleeps (see
+/// `Frames::fill`).
+const SPIN: Duration = Duration::from_micros(200);
+
 /// Why a worker failed: its Python traceback, or what rlx saw.
 #[derive(Debug, Clone)]
 pub(crate) struct WorkerError(pub String);
@@ -40,7 +45,7 @@ pub(crate) struct WorkerError(pub String);
 pub(crate) struct Worker {
     child: Child,
     stdin: BufWriter<ChildStdin>,
-    replies: Receiver<Result<Vec<u8>, String>>,
+    replies: Frames,
     stderr: Arc<Mutex<VecDeque<u8>>>,
     timeout: Duration,
     /// The spaces and metadata the process reported in its hello.
@@ -102,8 +107,13 @@ impl Worker {
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let tail = stderr.clone();
         std::thread::spawn(move || keep_tail(stderr_pipe, &tail));
-        let (send, replies) = mpsc::channel();
-        std::thread::spawn(move || read_frames(stdout, &send));
+        // Non-blocking, so that `Frames` can poll it without sleeping.
+        // SAFETY: fcntl on a pipe descriptor this worker owns.
+        unsafe {
+            let fd = stdout.as_raw_fd();
+            libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
+        }
+        let replies = Frames { stdout, buf: Vec::with_capacity(1 << 16), start: 0 };
         let mut worker = Self { child, stdin, replies, stderr, timeout, spaces: Spaces::default() };
         let hello = serde_json::json!({
             "id": spec.id,
@@ -161,17 +171,16 @@ impl Worker {
     }
 
     fn receive(&mut self, tag: u8, timeout: Duration) -> Result<Vec<u8>, WorkerError> {
-        let frame = match self.replies.recv_timeout(timeout) {
-            Ok(Ok(frame)) => frame,
-            Ok(Err(e)) => return Err(self.died(&e)),
-            Err(RecvTimeoutError::Timeout) => {
+        let frame = match self.replies.next(Instant::now() + timeout) {
+            Ok(frame) => frame,
+            Err(Failure::TimedOut) => {
                 let _ = self.child.kill();
                 return Err(self.died(&format!(
                     "did not answer within {:.1} s (env_shards.step_timeout_s) and was killed",
                     timeout.as_secs_f64()
                 )));
             }
-            Err(RecvTimeoutError::Disconnected) => return Err(self.died("closed its output")),
+            Err(Failure::Broken(e)) => return Err(self.died(&e)),
         };
         match frame.first() {
             Some(&t) if t == tag => Ok(frame[1..].to_vec()),
@@ -245,26 +254,94 @@ impl Worker {
     }
 }
 
-/// Reads length-prefixed frames until the pipe closes or a frame is bad.
-fn read_frames(stdout: std::process::ChildStdout, send: &mpsc::Sender<Result<Vec<u8>, String>>) {
-    let mut reader = BufReader::with_capacity(1 << 16, stdout);
-    loop {
-        let mut head = [0u8; 4];
-        if reader.read_exact(&mut head).is_err() {
-            return; // closed: the receiver sees the channel disconnect
+/// Why no frame came.
+enum Failure {
+    /// The deadline passed.
+    TimedOut,
+    /// The pipe closed, failed, or carried a bad length.
+    Broken(String),
+}
+
+/// Length-prefixed frames read from a worker's stdout.
+struct Frames {
+    stdout: ChildStdout,
+    buf: Vec<u8>,
+    /// Where the unread bytes of `buf` start.
+    start: usize,
+}
+
+impl Frames {
+    /// The next frame, waiting at most until `deadline`.
+    fn next(&mut self, deadline: Instant) -> Result<Vec<u8>, Failure> {
+        loop {
+            let pending = &self.buf[self.start..];
+            if pending.len() >= 4 {
+                let length = u32::from_le_bytes([pending[0], pending[1], pending[2], pending[3]]) as usize;
+                if length == 0 || length > MAX_FRAME {
+                    return Err(Failure::Broken(format!("sent a frame of {length} bytes")));
+                }
+                if pending.len() >= 4 + length {
+                    let frame = pending[4..4 + length].to_vec();
+                    self.start += 4 + length;
+                    if self.start == self.buf.len() {
+                        self.buf.clear();
+                        self.start = 0;
+                    }
+                    return Ok(frame);
+                }
+            }
+            self.fill(deadline)?;
         }
-        let length = u32::from_le_bytes(head) as usize;
-        if length == 0 || length > MAX_FRAME {
-            let _ = send.send(Err(format!("sent a frame of {length} bytes")));
-            return;
+    }
+
+    /// Reads what the pipe holds into `buf`: first by polling it for
+    /// [`SPIN`], then by sleeping in `poll(2)` until the deadline.
+    /// Waking a sleeping thread from another core costs tens of
+    /// microseconds on some machines (a virtual machine's inter-processor
+    /// interrupt), as long as the worker takes to step several CartPole
+    /// copies; the short spin keeps the step loop awake (the worker spins
+    /// the same way for requests).
+    fn fill(&mut self, deadline: Instant) -> Result<(), Failure> {
+        let spin_until = Instant::now() + SPIN;
+        let mut chunk = [0u8; 1 << 16];
+        loop {
+            match self.stdout.read(&mut chunk) {
+                Ok(0) => return Err(Failure::Broken("closed its output".into())),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() < spin_until {
+                        // To a thread or worker with work, if one shares the core.
+                        std::thread::yield_now();
+                    } else {
+                        self.wait(deadline)?;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Failure::Broken(format!("could not be read from ({e})"))),
+            }
         }
-        let mut frame = vec![0u8; length];
-        if let Err(e) = reader.read_exact(&mut frame) {
-            let _ = send.send(Err(format!("closed its output inside a frame ({e})")));
-            return;
-        }
-        if send.send(Ok(frame)).is_err() {
-            return;
+    }
+
+    /// Waits until stdout is readable (or closed), or the deadline passes.
+    fn wait(&self, deadline: Instant) -> Result<(), Failure> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Failure::TimedOut);
+            }
+            let mut fd = libc::pollfd { fd: self.stdout.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: one valid pollfd for the duration of the call.
+            let ready = unsafe { libc::poll(&mut fd, 1, ms) };
+            if ready > 0 {
+                return Ok(());
+            }
+            if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return Err(Failure::Broken(format!("could not be polled ({})", std::io::Error::last_os_error())));
+            }
         }
     }
 }

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Env steps per second of Gymnasium envs outside rlx, to set beside the
+`gym_bridge` criterion suite (benches/benches/gym_bridge.rs):
+
+- `loop`: 8 copies stepped one after another in a plain Python loop, with
+  an automatic reset when an episode ends (what the bridge's worker does,
+  minus the pipe);
+- `sb3_dummy`, `sb3_subproc`: Stable-Baselines3's DummyVecEnv (same
+  process) and SubprocVecEnv (one process per copy) over the 8 copies;
+- `sb3_ppo_sampling`: SB3's PPO collecting 1024 rows (8 copies x 128
+  steps) with its default MLP policy, the same as rlx's
+  `gym_bridge_sampling` (CartPole only).
+
+The envs are made by rlx's own worker module (`envs/python/rlx_gym.py`),
+so they carry the same wrappers (DeepMind's preprocessing for Atari). The
+actions follow the suite's pattern: every action in turn, copy i offset by i.
+
+Usage (an interpreter with gymnasium, ale-py, opencv and stable-baselines3):
+
+    python benches/scripts/gym_throughput.py --out results.json [--seconds 3] [--repeats 5]
+
+Prints and writes the median of `--repeats` timings of `--seconds` each.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "envs", "python"))
+import rlx_gym  # noqa: E402
+
+COPIES = 8
+ENVS = [("CartPole-v1", 2, None), ("ALE/Breakout-v5", 4, dict(noop_max=30, frame_skip=4, screen_size=84, frame_stack=4, terminal_on_life_loss=True, clip_rewards=True))]
+
+
+def make(env_id, atari):
+    return lambda: rlx_gym.make_env(env_id, {}, atari)
+
+
+def plain_loop(env_id, n_actions, atari, seconds):
+    envs = [make(env_id, atari)() for _ in range(COPIES)]
+    for i, e in enumerate(envs):
+        e.reset(seed=i)
+    steps, k = 0, 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for i, e in enumerate(envs):
+            _, _, term, trunc, _ = e.step((i + k) % n_actions)
+            if term or trunc:
+                e.reset()
+        steps += COPIES
+        k += 1
+    return steps / (time.perf_counter() - t0)
+
+
+def sb3_vec(cls, env_id, n_actions, atari, seconds):
+    import numpy as np
+
+    venv = cls([make(env_id, atari) for _ in range(COPIES)])
+    venv.seed(0)
+    venv.reset()
+    patterns = [np.array([(i + k) % n_actions for i in range(COPIES)]) for k in range(n_actions)]
+    steps, k = 0, 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        venv.step(patterns[k % n_actions])
+        steps += COPIES
+        k += 1
+    rate = steps / (time.perf_counter() - t0)
+    venv.close()
+    return rate
+
+
+def sb3_ppo_sampling(seconds):
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import CallbackList
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    torch.set_num_threads(1)
+    venv = DummyVecEnv([make("CartPole-v1", None) for _ in range(COPIES)])
+    model = PPO("MlpPolicy", venv, n_steps=128, seed=1, device="cpu")
+    model._setup_learn(10**9, CallbackList([]))
+    callback = CallbackList([])
+    callback.init_callback(model)
+    rows = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        model.collect_rollouts(venv, callback, model.rollout_buffer, n_rollout_steps=128)
+        rows += 128 * COPIES
+    return rows / (time.perf_counter() - t0)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    runs = {}
+    for env_id, n_actions, atari in ENVS:
+        for name, fn in [
+            ("loop", lambda: plain_loop(env_id, n_actions, atari, args.seconds)),
+            ("sb3_dummy", lambda: sb3_vec(DummyVecEnv, env_id, n_actions, atari, args.seconds)),
+            ("sb3_subproc", lambda: sb3_vec(SubprocVecEnv, env_id, n_actions, atari, args.seconds)),
+        ]:
+            rates = [fn() for _ in range(args.repeats)]
+            runs[f"{env_id}/{name}"] = rates
+            print(f"{env_id:18} {name:12} median {statistics.median(rates):10.0f} steps/s  {[round(r) for r in rates]}", flush=True)
+    rates = [sb3_ppo_sampling(args.seconds) for _ in range(args.repeats)]
+    runs["CartPole-v1/sb3_ppo_sampling"] = rates
+    print(f"{'CartPole-v1':18} {'sb3_ppo':12} median {statistics.median(rates):10.0f} rows/s   {[round(r) for r in rates]}")
+    import gymnasium, numpy, stable_baselines3
+
+    meta = {"gymnasium": gymnasium.__version__, "numpy": numpy.__version__, "stable_baselines3": stable_baselines3.__version__, "seconds": args.seconds}
+    with open(args.out, "w") as f:
+        json.dump({"meta": meta, "steps_per_s": runs}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
