@@ -211,3 +211,71 @@ fn a_worker_that_hangs_is_killed_after_the_step_timeout() {
     // Two timeouts of 2 s each (the processes hang one after the other).
     assert!(started.elapsed().as_secs_f64() < 30.0);
 }
+
+/// Continuous actions: `gym:Pendulum-v1` plays the native episodes bit for
+/// bit, torques outside [-2, 2] included (both clip them).
+#[test]
+fn gym_pendulum_plays_the_native_episodes_with_continuous_actions() {
+    if python().is_none() {
+        return;
+    }
+    let mut native = rlx_envs::make("Pendulum-v1").unwrap();
+    let mut gym = rlx_envs::make("gym:Pendulum-v1").unwrap();
+    assert_eq!(gym.action_space(), native.action_space());
+    let (mut a, mut b) = ([0f32; 3], [0f32; 3]);
+    native.reset(Some(11), &mut a).unwrap();
+    gym.reset(Some(11), &mut b).unwrap();
+    assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits));
+    for step in 0..450 {
+        let torque = [3.0 * (step as f32 * 0.37).sin()];
+        let s = native.step(Action::Continuous(&torque), &mut a).unwrap();
+        let t = gym.step(Action::Continuous(&torque), &mut b).unwrap();
+        assert_eq!((s.reward, s.terminated, s.truncated), (t.reward, t.terminated, t.truncated), "step {step}");
+        assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "step {step}");
+        if s.done() {
+            native.reset(None, &mut a).unwrap();
+            gym.reset(None, &mut b).unwrap();
+            assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "reset at step {step}");
+        }
+    }
+}
+
+/// MuJoCo through the bridge: HalfCheetah-v5's 17 observations and six
+/// torques, stepped in two processes.
+#[test]
+fn mujoco_half_cheetah_steps_in_worker_processes() {
+    if python().is_none() {
+        return;
+    }
+    let shards = EnvShards { num_shards: 2, ..EnvShards::default() };
+    let mut env = VectorEnv::build(maker("gym:HalfCheetah-v5", Value::Null), 4, &shards, true).unwrap();
+    assert_eq!(env.obs_dim(), 17);
+    assert_eq!(env.action_space(), &Space::uniform_box(-1.0, 1.0, vec![6]).unwrap());
+    env.reset(0).unwrap();
+    let first = env.observations().to_vec();
+    let mut out = VectorStep::default();
+    for k in 0..50 {
+        let torques = Column::F32 { data: (0..24).map(|i| ((i * 7 + k) % 5) as f32 * 0.5 - 1.0).collect(), width: 6 };
+        env.step(&torques, &mut out).unwrap();
+        assert!(out.rewards.iter().all(|r| r.is_finite()) && !out.terminated.iter().any(|&t| t));
+    }
+    assert_ne!(env.observations(), &first[..], "the cheetah moved");
+    // Copies seeded 0..3 start in different states.
+    assert_ne!(&first[..17], &first[17..34]);
+}
+
+/// MultiDiscrete actions arrive as given, Gymnasium's `start` offset added.
+#[test]
+fn multi_discrete_actions_arrive_with_their_start_offset() {
+    if python().is_none() {
+        return;
+    }
+    let mut env = rlx_envs::make("gym:rlx_test_envs:EchoMultiDiscrete-v0").unwrap();
+    assert_eq!(env.action_space(), &Space::MultiDiscrete { nvec: vec![3, 2] });
+    let mut obs = [0f32; 2];
+    env.reset(Some(0), &mut obs).unwrap();
+    env.step(Action::MultiDiscrete(&[2, 1]), &mut obs).unwrap();
+    assert_eq!(obs, [3.0, 1.0]);
+    let err = env.step(Action::MultiDiscrete(&[3, 0]), &mut obs).err().unwrap().to_string();
+    assert!(err.contains("outside the action space"), "{err}");
+}

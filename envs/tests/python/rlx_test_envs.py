@@ -120,3 +120,21 @@ gym.register("Corridor-v0", entry_point=Corridor, max_episode_steps=50)
 gym.register("Faulty-v0", entry_point=Faulty)
 gym.register("MaskedChoice-v0", entry_point=MaskedChoice)
 gym.register("TextObservations-v0", entry_point=TextObservations)
+
+
+class EchoMultiDiscrete(gym.Env):
+    """MultiDiscrete([3, 2]) actions starting at [1, 0]: the observation is
+    the action received, so a test sees what arrived."""
+
+    observation_space = spaces.Box(-10.0, 10.0, (2,), np.float32)
+    action_space = spaces.MultiDiscrete([3, 2], start=[1, 0])
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, dtype=np.float32), {}
+
+    def step(self, action):
+        assert self.action_space.contains(np.asarray(action, dtype=np.int64)), action
+        return np.asarray(action, dtype=np.float32), 0.0, False, False, {}
+
+
+gym.register("EchoMultiDiscrete-v0", entry_point=EchoMultiDiscrete)
