@@ -18,7 +18,9 @@
 pub mod actix_backend;
 pub mod admission;
 pub mod driver;
+pub mod external;
 pub mod node;
+pub mod policy_client;
 pub mod wire;
 
 pub use admission::{AdmissionError, DriverTls, NodeTls};

@@ -197,6 +197,10 @@ pub struct BatchSettings {
     /// A reset or step that takes longer counts as a failure
     /// (`env_shards.step_timeout_s`).
     pub step_timeout: std::time::Duration,
+    /// Whether the evaluator samples (the driver's own evaluator does not
+    /// when there are workers): an env whose copies are a scarce resource
+    /// (a listening port) may give a non-sampling one placeholders.
+    pub sampling: bool,
 }
 
 /// What an env looks like from outside: its name and its two spaces, the

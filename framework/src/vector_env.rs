@@ -122,6 +122,7 @@ impl VectorEnv {
             processes: shards.num_shards.clamp(1, num_envs.max(1)),
             restart: shards.restart,
             step_timeout: std::time::Duration::from_secs_f64(shards.step_timeout_s),
+            sampling: sample,
         };
         if let Some(batched) = probe.batched(num_envs, &settings) {
             let (name, obs_space, act_space) =

@@ -28,7 +28,7 @@ use rlx::config::ConfigError;
 use rlx::placement::{with_placement, PlacedWorkers, Placement, WorkerSet};
 use rlx::restart::RestartPolicy;
 use rlx::{EvaluatorFactory, HandleError, Trainer};
-use rlx_algorithms::{build_trainer_with_env, env_maker, BuildError, EnvMaker};
+use rlx_algorithms::{build_trainer_with_env, BuildError, EnvMaker};
 use rlx_cluster::wire::SpawnSpec;
 use rlx_cluster::{Cluster, ClusterOptions, Resolver};
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,12 @@ pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Res
     let (deployment, overrides) = split(overrides)?;
     let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
     let make_env = env_maker(env, &kwargs)?;
+    if env.starts_with(rlx_cluster::external::PREFIX) && !deployment.nodes.is_empty() {
+        return Err(BuildError::Config(ConfigError::Invalid {
+            key: "nodes".into(),
+            message: "an external env's clients connect to this process; it cannot run on nodes".into(),
+        }));
+    }
     if deployment.actix {
         let (trainer, mut resolved) = build_on_actix(algorithm, make_env, &overrides).await?;
         resolved["backend"] = serde_json::json!("actix");
@@ -65,6 +71,53 @@ pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Res
         resolved["cluster"] = serde_json::to_value(&deployment.cluster).expect("cluster keys serialize");
     }
     Ok((trainer, resolved))
+}
+
+/// An [`EnvMaker`] for `env` with `kwargs`: a registered or `gym:` env
+/// ([`rlx_algorithms::env_maker`]), or `external:<address>`, a server
+/// that external applications connect to ([`rlx_cluster::external`]).
+///
+/// # Errors
+/// An unknown env, bad keyword arguments, or an external env without its
+/// spaces or cookie.
+pub fn env_maker(env: &str, kwargs: &Value) -> Result<EnvMaker, BuildError> {
+    let Some(address) = env.strip_prefix(rlx_cluster::external::PREFIX) else {
+        return Ok(rlx_algorithms::env_maker(env, kwargs)?);
+    };
+    let bad = |message: String| BuildError::Config(ConfigError::Invalid { key: "env_config".into(), message });
+    let config: ExternalConfig = serde_json::from_value(kwargs.clone())
+        .map_err(|e| bad(format!("{env}: {e} (it takes `spaces_of` and `cookie_file`)")))?;
+    let listen = address
+        .parse()
+        .map_err(|e| bad(format!("{env}: `{address}` is not an address to listen on, such as 127.0.0.1:9900 ({e})")))?;
+    let like = rlx_envs::make_with(&config.spaces_of, &Value::Null)?;
+    let signature = rlx::EnvSignature::new(env, like.observation_space().clone(), like.action_space().clone());
+    drop(like);
+    let cookie = match &config.cookie_file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| bad(format!("{env}: cookie_file {}: {e}", path.display())))?
+            .trim_end()
+            .to_string(),
+        None => std::env::var("RLX_COOKIE").map_err(|_| {
+            bad(format!("{env}: clients prove a cookie: give env_config.cookie_file, or set RLX_COOKIE"))
+        })?,
+    };
+    if cookie.is_empty() {
+        return Err(bad(format!("{env}: the cookie is empty")));
+    }
+    let spec = rlx_cluster::external::ExternalSpec { listen, signature, cookie };
+    Ok(Arc::new(move || Ok(Box::new(rlx_cluster::external::ExternalEnv::new(spec.clone())) as Box<dyn rlx::Env>)))
+}
+
+/// The `env_config` of an `external:<address>` env.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExternalConfig {
+    /// A registered env (or `gym:` id) whose observation and action spaces
+    /// the clients' observations and actions lie in.
+    spaces_of: String,
+    /// A file holding the cookie clients prove (else `$RLX_COOKIE`).
+    cookie_file: Option<PathBuf>,
 }
 
 /// The deployment keys of a config.

@@ -149,6 +149,10 @@ fn print_list() {
         "  {:<26} any Gymnasium env, in Python worker processes ($RLX_PYTHON or python3, with gymnasium); `gym:my_pkg.envs:MyEnv-v0` imports my_pkg.envs first; ALE/ ids get DeepMind's Atari preprocessing [env_config: gymnasium.make's keyword arguments, and `atari`]",
         "gym:<id>"
     );
+    println!(
+        "  {:<26} a server that external applications connect to (PolicyClient, Rust or Python), on this address [env_config: spaces_of, cookie_file]",
+        "external:<host:port>"
+    );
 }
 
 /// Prints `error: ...` and returns a failure exit code.

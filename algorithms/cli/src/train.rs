@@ -88,7 +88,13 @@ async fn train_experiment(
     let stop: StopCriteria = match &exp.stop {
         Value::Null => {
             let kwargs = exp.config.get("env_config").cloned().unwrap_or(Value::Null);
-            let threshold = rlx_envs::reward_threshold(&exp.env, &kwargs).map_err(BuildError::from)?;
+            // An external env's clients decide what an episode is worth:
+            // it has no threshold of its own, so it trains until --stop or Ctrl-C.
+            let threshold = if exp.env.starts_with(rlx_cluster::external::PREFIX) {
+                None
+            } else {
+                rlx_envs::reward_threshold(&exp.env, &kwargs).map_err(BuildError::from)?
+            };
             StopCriteria { episode_reward_mean: threshold, ..Default::default() }
         }
         v => from_value(v.clone()).map_err(|source| arg_error("--stop", source))?,
