@@ -19,6 +19,10 @@ pub struct EnvTools;
 #[doc = include_str!("../../book/src/gymnasium.md")]
 pub struct Gymnasium;
 
+/// `book/src/external.md`
+#[doc = include_str!("../../book/src/external.md")]
+pub struct External;
+
 /// `book/src/evaluators.md`
 #[doc = include_str!("../../book/src/evaluators.md")]
 pub struct Evaluators;

@@ -169,6 +169,10 @@ pub struct Server {
     lengths: Vec<u64>,
     /// The address it listens on (the port chosen when asked for port 0).
     pub local_addr: Option<SocketAddr>,
+    /// The thread admitting clients; joined on drop, so that the port is
+    /// free again when the server is gone (an evaluator restarted by its
+    /// supervisor binds it anew).
+    acceptor: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -178,6 +182,7 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let timeout = settings.step_timeout;
         let mut local_addr = None;
+        let mut acceptor = None;
         // The driver's own evaluator of a run with workers never samples:
         // it gets slots that no client can reach, and the port stays free
         // for the worker that samples.
@@ -195,10 +200,11 @@ impl Server {
             local_addr = listener.local_addr().ok();
             tracing::info!(env = %name, address = ?local_addr, "waiting for external clients");
             let (waiting, stop, spec) = (waiting.clone(), stop.clone(), spec.clone());
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name("rlx-external-accept".into())
                 .spawn(move || accept(&listener, &spec, &waiting, &stop, timeout))
                 .map_err(|e| EnvError::Other { env: name.clone(), message: e.to_string() })?;
+            acceptor = Some(thread);
         }
         let obs_dim = spec.signature.observation_space.flat_dim();
         Ok(Self {
@@ -211,6 +217,7 @@ impl Server {
             returns: vec![0.0; num_envs],
             lengths: vec![0; num_envs],
             local_addr,
+            acceptor,
         })
     }
 
@@ -289,6 +296,9 @@ impl Drop for Server {
             if let Some(client) = self.slots[i].take() {
                 client.drop_with("the server stopped");
             }
+        }
+        if let Some(thread) = self.acceptor.take() {
+            let _ = thread.join();
         }
     }
 }

@@ -5,7 +5,7 @@ standard library only.
 
     from rlx_client import PolicyClient
 
-    client = PolicyClient("127.0.0.1:9900", cookie=open("cookie").read().strip())
+    client = PolicyClient("127.0.0.1:9900", cookie=open("cookie").read().rstrip("\r\n"))
     obs = sim.reset()
     action = client.start_episode(obs)
     while True:

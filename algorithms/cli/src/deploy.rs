@@ -93,18 +93,13 @@ pub fn env_maker(env: &str, kwargs: &Value) -> Result<EnvMaker, BuildError> {
     let like = rlx_envs::make_with(&config.spaces_of, &Value::Null)?;
     let signature = rlx::EnvSignature::new(env, like.observation_space().clone(), like.action_space().clone());
     drop(like);
-    let cookie = match &config.cookie_file {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| bad(format!("{env}: cookie_file {}: {e}", path.display())))?
-            .trim_end()
-            .to_string(),
-        None => std::env::var("RLX_COOKIE").map_err(|_| {
-            bad(format!("{env}: clients prove a cookie: give env_config.cookie_file, or set RLX_COOKIE"))
-        })?,
-    };
-    if cookie.is_empty() {
-        return Err(bad(format!("{env}: the cookie is empty")));
-    }
+    // Read as the cluster's cookie is: a file without its trailing newline,
+    // else $RLX_COOKIE.
+    let cookie = crate::cookie::resolve(None, config.cookie_file.as_deref())
+        .map_err(|e| bad(format!("{env}: {e}")))?
+        .ok_or_else(|| {
+        bad(format!("{env}: clients prove a cookie: give env_config.cookie_file, or set RLX_COOKIE"))
+    })?;
     let spec = rlx_cluster::external::ExternalSpec { listen, signature, cookie };
     Ok(Arc::new(move || Ok(Box::new(rlx_cluster::external::ExternalEnv::new(spec.clone())) as Box<dyn rlx::Env>)))
 }

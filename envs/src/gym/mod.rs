@@ -446,7 +446,9 @@ pub struct GymBatch {
 impl GymBatch {
     fn spawn(env: &GymEnv, num_envs: usize, settings: &BatchSettings) -> Result<Self, EnvError> {
         let name = env.signature.name.clone();
-        let k = settings.processes.clamp(1, num_envs.max(1));
+        // The driver's own evaluator of a run with workers never samples:
+        // one process holds its copies.
+        let k = if settings.sampling { settings.processes.clamp(1, num_envs.max(1)) } else { 1 };
         let ranges: Vec<Range<usize>> = (0..k).map(|s| s * num_envs / k..(s + 1) * num_envs / k).collect();
         let timeout = settings.step_timeout;
         // Start every process before waiting for any: they import
@@ -527,8 +529,8 @@ impl GymBatch {
                 return Err(EnvError::Shards {
                     env: self.name.clone(),
                     reason: format!(
-                        "the Python worker process of env copies {:?} failed {count} times within {} s, past env_shards.restart.max_restarts = {}; the last failure: {}",
-                        self.ranges[i], self.policy.window_s, self.policy.max_restarts, error.0
+                        "this evaluator's Python worker processes failed {count} times within {} s, past env_shards.restart.max_restarts = {}; the last failure (the process of env copies {:?}): {}",
+                        self.policy.window_s, self.policy.max_restarts, self.ranges[i], error.0
                     ),
                 });
             }

@@ -11,7 +11,7 @@ from rlx_client import Dropped, PolicyClient  # noqa: E402
 
 def main():
     address, cookie_file, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    client = PolicyClient(address, open(cookie_file).read().strip())
+    client = PolicyClient(address, open(cookie_file).read().rstrip("\r\n"))
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=seed)
     try:
