@@ -133,6 +133,24 @@ pub struct VectorStep {
 impl VectorStep {
     /// Sizes every buffer for `n` copies of width `obs_dim`, with masks
     /// `mask_width` wide (0 without masks).
+    /// Marks `copies` as interrupted (their env or its process was
+    /// restarted): no reward and no end, and as `new_obs` (and new masks)
+    /// their fresh start from `obs` (and `masks`), `[num_envs, width]`.
+    pub fn interrupt(&mut self, copies: std::ops::Range<usize>, obs: &[f32], masks: Option<&[f32]>) {
+        let n = self.rewards.len().max(1);
+        let (d, w) = (obs.len() / n, self.new_action_mask.len() / n);
+        self.rewards[copies.clone()].fill(0.0);
+        self.terminated[copies.clone()].fill(false);
+        self.truncated[copies.clone()].fill(false);
+        self.interrupted[copies.clone()].fill(true);
+        let rows = copies.start * d..copies.end * d;
+        self.new_obs[rows.clone()].copy_from_slice(&obs[rows]);
+        if let Some(masks) = masks {
+            let rows = copies.start * w..copies.end * w;
+            self.new_action_mask[rows.clone()].copy_from_slice(&masks[rows]);
+        }
+    }
+
     pub(crate) fn resize(&mut self, n: usize, obs_dim: usize, mask_width: usize) {
         self.rewards.resize(n, 0.0);
         self.terminated.resize(n, false);

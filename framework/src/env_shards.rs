@@ -350,15 +350,7 @@ impl EnvShardSet {
                 }
                 ShardStep::Replaced => {
                     self.restart(i, obs, masks)?;
-                    out.rewards[copies.clone()].fill(0.0);
-                    out.terminated[copies.clone()].fill(false);
-                    out.truncated[copies.clone()].fill(false);
-                    out.interrupted[copies.clone()].fill(true);
-                    out.new_obs[copies.start * d..copies.end * d].copy_from_slice(&obs[self.rows(i)]);
-                    if let Some(masks) = masks {
-                        out.new_action_mask[copies.start * w..copies.end * w]
-                            .copy_from_slice(&masks[copies.start * w..copies.end * w]);
-                    }
+                    out.interrupt(copies, obs, masks.as_deref());
                 }
             }
         }

@@ -83,6 +83,14 @@ fn python_client(address: &str, cookie: &PathBuf, seed: u64) -> Child {
         .unwrap()
 }
 
+/// A server of two CartPole slots.
+fn two_slots(cookie: &PathBuf) -> serde_json::Value {
+    json!({
+        "seed": 1, "num_workers": 0, "num_envs_per_worker": 2,
+        "env_config": {"spaces_of": "CartPole-v1", "cookie_file": cookie},
+    })
+}
+
 fn stop() -> StopCriteria {
     StopCriteria { episode_reward_mean: Some(200.0), timesteps_total: Some(150_000), ..StopCriteria::default() }
 }
@@ -93,10 +101,7 @@ async fn ppo_learns_from_a_python_and_a_rust_client() {
         return;
     }
     let (address, cookie) = (free_address(), cookie_file());
-    let config = json!({
-        "seed": 1, "num_workers": 0, "num_envs_per_worker": 2,
-        "env_config": {"spaces_of": "CartPole-v1", "cookie_file": cookie},
-    });
+    let config = two_slots(&cookie);
     let mut py = python_client(&address, &cookie, 3);
     let rust = rust_client(address.clone(), 4);
     let (mut trainer, _) = build_trainer("PPO", &format!("external:{address}"), &config).await.unwrap();
@@ -124,14 +129,8 @@ async fn ppo_learns_from_a_python_and_a_rust_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dqn_learns_off_policy_from_clients() {
-    if python().is_none() {
-        return;
-    }
     let (address, cookie) = (free_address(), cookie_file());
-    let config = json!({
-        "seed": 1, "num_workers": 0, "num_envs_per_worker": 2,
-        "env_config": {"spaces_of": "CartPole-v1", "cookie_file": cookie},
-    });
+    let config = two_slots(&cookie);
     let clients = [rust_client(address.clone(), 5), rust_client(address.clone(), 6)];
     let (mut trainer, _) = build_trainer("DQN", &format!("external:{address}"), &config).await.unwrap();
     let mut best = f64::NEG_INFINITY;

@@ -653,16 +653,7 @@ impl BatchedEnv for GymBatch {
         }
         for (i, e) in failed {
             self.replace(i, e, obs, masks)?;
-            let copies = self.ranges[i].clone();
-            out.rewards[copies.clone()].fill(0.0);
-            out.terminated[copies.clone()].fill(false);
-            out.truncated[copies.clone()].fill(false);
-            out.interrupted[copies.clone()].fill(true);
-            out.new_obs[copies.start * d..copies.end * d].copy_from_slice(&obs[copies.start * d..copies.end * d]);
-            if let Some(masks) = masks.as_ref() {
-                out.new_action_mask[copies.start * w..copies.end * w]
-                    .copy_from_slice(&masks[copies.start * w..copies.end * w]);
-            }
+            out.interrupt(self.ranges[i].clone(), obs, masks.as_deref());
         }
         Ok(())
     }
