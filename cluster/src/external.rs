@@ -43,7 +43,7 @@
 
 use crate::admission::Admission;
 use rlx::sample_batch::Column;
-use rlx::vector_env::{BatchSettings, VectorStep};
+use rlx::vector_env::{BatchSettings, RunningEpisodes, VectorStep};
 use rlx::{Action, BatchedEnv, Env, EnvError, EnvSignature, EpisodeSummary, Space, Step};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -165,8 +165,7 @@ pub struct Server {
     stop: Arc<AtomicBool>,
     obs_dim: usize,
     drops: u64,
-    returns: Vec<f64>,
-    lengths: Vec<u64>,
+    episodes: RunningEpisodes,
     /// The address it listens on (the port chosen when asked for port 0).
     pub local_addr: Option<SocketAddr>,
     /// The thread admitting clients; joined on drop, so that the port is
@@ -214,8 +213,7 @@ impl Server {
             stop,
             obs_dim,
             drops: 0,
-            returns: vec![0.0; num_envs],
-            lengths: vec![0; num_envs],
+            episodes: RunningEpisodes::new(num_envs),
             local_addr,
             acceptor,
         })
@@ -247,8 +245,7 @@ impl Server {
             match read_start(&mut client, &mut obs[i * d..(i + 1) * d]) {
                 Ok(()) => {
                     self.slots[i] = Some(client);
-                    self.returns[i] = 0.0;
-                    self.lengths[i] = 0;
+                    self.episodes.start(i..i + 1);
                     filled.push(i);
                 }
                 Err(Dropped(why)) => {
@@ -470,17 +467,7 @@ impl BatchedEnv for Server {
                 out.terminated[i] = terminated;
                 out.truncated[i] = truncated;
                 out.interrupted[i] = false;
-                self.returns[i] += reward;
-                self.lengths[i] += 1;
-                if terminated || truncated {
-                    finished.push(EpisodeSummary {
-                        episode_return: self.returns[i],
-                        length: self.lengths[i],
-                        truncated: !terminated,
-                    });
-                    self.returns[i] = 0.0;
-                    self.lengths[i] = 0;
-                }
+                self.episodes.step(i, reward, terminated, truncated, finished);
                 Ok(())
             })();
             if let Err(Dropped(why)) = result {

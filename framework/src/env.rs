@@ -119,8 +119,10 @@ pub struct VectorStep {
     /// The observation each copy reached, `[num_envs, obs_dim]`. For a copy
     /// whose episode ended this is the final observation, not the reset one.
     pub new_obs: Vec<f32>,
-    /// Copies whose env shard was restarted during this step (an env
-    /// panicked): their row is no transition (no reward, no `new_obs`),
+    /// Copies whose env shard or process was restarted during this step
+    /// (an env panicked, a Python worker died), or that have no episode
+    /// (an external env's empty slot): their row is no transition (no
+    /// reward, no `new_obs`),
     /// their episode in progress is lost, and they start a new one from the
     /// reset observation in [`VectorEnv::observations`](crate::VectorEnv::observations). Always `false`
     /// for copies that step in the caller's thread.
@@ -131,8 +133,6 @@ pub struct VectorStep {
 }
 
 impl VectorStep {
-    /// Sizes every buffer for `n` copies of width `obs_dim`, with masks
-    /// `mask_width` wide (0 without masks).
     /// Marks `copies` as interrupted (their env or its process was
     /// restarted): no reward and no end, and as `new_obs` (and new masks)
     /// their fresh start from `obs` (and `masks`), `[num_envs, width]`.
@@ -151,6 +151,8 @@ impl VectorStep {
         }
     }
 
+    /// Sizes every buffer for `n` copies of width `obs_dim`, with masks
+    /// `mask_width` wide (0 without masks).
     pub(crate) fn resize(&mut self, n: usize, obs_dim: usize, mask_width: usize) {
         self.rewards.resize(n, 0.0);
         self.terminated.resize(n, false);
@@ -483,10 +485,22 @@ impl<E: Env + ?Sized> Env for Box<E> {
 
 /// The [`EnvError::InvalidAction`] for `action` on `env`.
 pub fn invalid_action<E: Env + ?Sized>(env: &E, action: Action<'_>) -> EnvError {
-    EnvError::InvalidAction {
-        env: env.name().to_string(),
-        action: action.to_string(),
-        space: env.action_space().to_string(),
+    invalid_action_in(env.name(), env.action_space(), action)
+}
+
+/// [`invalid_action`] for the env named `name` with action space `space`.
+pub fn invalid_action_in(name: &str, space: &Space, action: Action<'_>) -> EnvError {
+    EnvError::InvalidAction { env: name.to_string(), action: action.to_string(), space: space.to_string() }
+}
+
+/// Whether `action` passes the check rlx makes before an env steps: a
+/// discrete action must lie in `space`, a box action must have its width.
+/// Box bounds are the env's to enforce: some references clip (Pendulum's
+/// torque), others reject, and the env knows which.
+pub fn accepts(space: &Space, action: Action<'_>) -> bool {
+    match action {
+        Action::Continuous(x) => x.len() == space.flat_dim(),
+        _ => space.contains(action),
     }
 }
 

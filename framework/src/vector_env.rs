@@ -13,8 +13,8 @@
 //! wherever its [`BatchedEnv`] steps them ([`VectorEnv::build`]). Either
 //! way the caller sees the same buffers, seeds and episode records.
 
-use crate::env::{invalid_action, Env, EnvError, EnvMaker, EnvState};
 pub use crate::env::{BatchSettings, BatchedEnv, EpisodeSummary, VectorStep};
+use crate::env::{Env, EnvError, EnvMaker, EnvState};
 use crate::env_shards::{EnvShardSet, EnvShards};
 use crate::sample_batch::Column;
 use crate::space::{Action, Space};
@@ -38,6 +38,54 @@ pub struct VectorEnvState {
     pub masks: Option<Vec<f32>>,
 }
 
+/// The return and length so far of each copy's episode in progress, and
+/// the summary of each one that ends: the bookkeeping every way of stepping
+/// copies shares (here, a Gymnasium env's worker processes, an external
+/// env's clients).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunningEpisodes {
+    /// Return so far of each copy's episode.
+    pub returns: Vec<f64>,
+    /// Steps so far of each copy's episode.
+    pub lengths: Vec<u64>,
+}
+
+impl RunningEpisodes {
+    /// `n` copies, no episode under way.
+    pub fn new(n: usize) -> Self {
+        Self { returns: vec![0.0; n], lengths: vec![0; n] }
+    }
+
+    /// Copies `copies` start new episodes (a reset, or a restart that lost
+    /// the episodes they had).
+    pub fn start(&mut self, copies: std::ops::Range<usize>) {
+        self.returns[copies.clone()].fill(0.0);
+        self.lengths[copies].fill(0);
+    }
+
+    /// Copy `i` took a step; if it ended the episode, its summary goes to
+    /// `finished` and the copy starts the next one.
+    pub fn step(
+        &mut self,
+        i: usize,
+        reward: f64,
+        terminated: bool,
+        truncated: bool,
+        finished: &mut Vec<EpisodeSummary>,
+    ) {
+        self.returns[i] += reward;
+        self.lengths[i] += 1;
+        if terminated || truncated {
+            finished.push(EpisodeSummary {
+                episode_return: self.returns[i],
+                length: self.lengths[i],
+                truncated: !terminated,
+            });
+            self.start(i..i + 1);
+        }
+    }
+}
+
 /// `num_envs` copies of an env behind one flat observation buffer.
 pub struct VectorEnv {
     copies: Copies,
@@ -57,7 +105,7 @@ pub struct VectorEnv {
 enum Copies {
     /// In the caller's thread, one after another, with the running return
     /// and length of each copy's episode.
-    Here { envs: Vec<Box<dyn Env>>, returns: Vec<f64>, lengths: Vec<u64> },
+    Here { envs: Vec<Box<dyn Env>>, episodes: RunningEpisodes },
     /// In child actors, each a `Here` vector env over a range of copies.
     Sharded(EnvShardSet),
     /// Wherever the env's own vectorized form steps them.
@@ -83,7 +131,7 @@ impl VectorEnv {
         }
         let name = first.name().to_string();
         let n = envs.len();
-        let copies = Copies::Here { envs, returns: vec![0.0; n], lengths: vec![0; n] };
+        let copies = Copies::Here { envs, episodes: RunningEpisodes::new(n) };
         Ok(Self::around(copies, name, obs_space, act_space, n))
     }
 
@@ -162,15 +210,14 @@ impl VectorEnv {
     /// space or leaves no legal action.
     pub fn reset(&mut self, seed: u64) -> Result<(), EnvError> {
         match &mut self.copies {
-            Copies::Here { envs, returns, lengths } => {
+            Copies::Here { envs, episodes } => {
                 for (i, env) in envs.iter_mut().enumerate() {
                     env.reset(
                         Some(seed.wrapping_add(i as u64)),
                         &mut self.obs[i * self.obs_dim..(i + 1) * self.obs_dim],
                     )?;
                 }
-                returns.iter_mut().for_each(|r| *r = 0.0);
-                lengths.iter_mut().for_each(|l| *l = 0);
+                episodes.start(0..envs.len());
                 if envs[0].action_mask().is_some() {
                     let width = crate::env::mask_width(envs[0].as_ref())?;
                     let masks = self.masks.get_or_insert_with(Vec::new);
@@ -265,8 +312,8 @@ impl VectorEnv {
         if let Copies::Batched(_) = self.copies {
             self.check_actions(actions)?;
         }
-        let (envs, returns, lengths) = match &mut self.copies {
-            Copies::Here { envs, returns, lengths } => (envs, returns, lengths),
+        let (envs, episodes) = match &mut self.copies {
+            Copies::Here { envs, episodes } => (envs, episodes),
             Copies::Sharded(set) => return set.step(actions, out, &mut self.obs, &mut self.masks, &mut self.finished),
             Copies::Batched(batch) => {
                 return batch.step(actions, out, &mut self.obs, &mut self.masks, &mut self.finished)
@@ -274,52 +321,20 @@ impl VectorEnv {
         };
         let d = self.obs_dim;
         for (i, env) in envs.iter_mut().enumerate() {
-            let action = match (env.action_space(), actions) {
-                (Space::Discrete { .. }, Column::I64 { data, width: 1 }) => Action::Discrete(data[i]),
-                (Space::MultiDiscrete { .. }, Column::I64 { data, width }) => {
-                    Action::MultiDiscrete(&data[i * width..(i + 1) * width])
-                }
-                (Space::Box { .. }, Column::F32 { data, width }) => {
-                    Action::Continuous(&data[i * width..(i + 1) * width])
-                }
-                (space, col) => {
-                    return Err(EnvError::BadArgument {
-                        env: env.name().to_string(),
-                        message: format!("actions of kind {} do not fit the action space {space}", col.kind_name()),
-                    })
-                }
-            };
-            // Discrete actions out of range are always invalid. Box bounds are
-            // the env's to enforce: some references clip (Pendulum's torque),
-            // others reject, and the env knows which.
-            let invalid = match action {
-                Action::Continuous(x) => x.len() != env.action_space().flat_dim(),
-                _ => !env.action_space().contains(action),
-            };
-            if invalid {
-                return Err(invalid_action(env.as_ref(), action));
-            }
+            let action = row_action(&self.name, &self.act_space, actions, i)?;
             let new_obs = &mut out.new_obs[i * d..(i + 1) * d];
             let step = env.step(action, new_obs)?;
             out.rewards[i] = step.reward as f32;
             out.terminated[i] = step.terminated;
             out.truncated[i] = step.truncated;
-            returns[i] += step.reward;
-            lengths[i] += 1;
             let new_mask = &mut out.new_action_mask[i * width..(i + 1) * width];
             if let Some(masks) = &mut self.masks {
-                crate::env::read_action_mask(env.as_ref(), new_mask, lengths[i])?;
+                crate::env::read_action_mask(env.as_ref(), new_mask, episodes.lengths[i] + 1)?;
                 masks[i * width..(i + 1) * width].copy_from_slice(new_mask);
             }
+            episodes.step(i, step.reward, step.terminated, step.truncated, &mut self.finished);
             let obs = &mut self.obs[i * d..(i + 1) * d];
             if step.done() {
-                self.finished.push(EpisodeSummary {
-                    episode_return: returns[i],
-                    length: lengths[i],
-                    truncated: !step.terminated,
-                });
-                returns[i] = 0.0;
-                lengths[i] = 0;
                 env.reset(None, obs)?;
                 if let Some(masks) = &mut self.masks {
                     crate::env::read_action_mask(env.as_ref(), &mut masks[i * width..(i + 1) * width], 0)?;
@@ -334,22 +349,10 @@ impl VectorEnv {
     /// Checks every row of `actions` against the action space, as the
     /// copies stepped here are checked, for copies stepped elsewhere.
     fn check_actions(&self, actions: &Column) -> Result<(), EnvError> {
-        let bad = |message: String| Err(EnvError::BadArgument { env: self.name.clone(), message });
-        match (&self.act_space, actions) {
-            (Space::Discrete { n }, Column::I64 { data, width: 1 }) => match data.iter().find(|a| !(0..*n).contains(a))
-            {
-                Some(a) => bad(format!("action {a} is outside the action space {}", self.act_space)),
-                None => Ok(()),
-            },
-            (Space::MultiDiscrete { nvec }, Column::I64 { data, width }) if *width == nvec.len() => {
-                match data.chunks_exact(*width).find(|row| !self.act_space.contains(Action::MultiDiscrete(row))) {
-                    Some(row) => bad(format!("action {row:?} is outside the action space {}", self.act_space)),
-                    None => Ok(()),
-                }
-            }
-            (Space::Box { .. }, Column::F32 { width, .. }) if *width == self.act_space.flat_dim() => Ok(()),
-            (space, col) => bad(format!("actions of kind {} do not fit the action space {space}", col.kind_name())),
+        for i in 0..self.num_envs {
+            row_action(&self.name, &self.act_space, actions, i)?;
         }
+        Ok(())
     }
 
     /// Takes the summaries of the episodes that finished since the last call.
@@ -363,9 +366,11 @@ impl VectorEnv {
     /// not, the snapshot has the same form, so either kind restores it.
     pub fn save_state(&self) -> Option<VectorEnvState> {
         let (envs, returns, lengths) = match &self.copies {
-            Copies::Here { envs, returns, lengths } => {
-                (envs.iter().map(|e| e.save_state()).collect::<Option<Vec<_>>>()?, returns.clone(), lengths.clone())
-            }
+            Copies::Here { envs, episodes } => (
+                envs.iter().map(|e| e.save_state()).collect::<Option<Vec<_>>>()?,
+                episodes.returns.clone(),
+                episodes.lengths.clone(),
+            ),
             Copies::Sharded(set) => {
                 let parts = set.save_states()?;
                 let mut whole = (Vec::new(), Vec::new(), Vec::new());
@@ -412,12 +417,12 @@ impl VectorEnv {
             });
         }
         match &mut self.copies {
-            Copies::Here { envs, returns, lengths } => {
+            Copies::Here { envs, episodes } => {
                 for (env, s) in envs.iter_mut().zip(&state.envs) {
                     env.load_state(s)?;
                 }
-                returns.clone_from(&state.returns);
-                lengths.clone_from(&state.lengths);
+                episodes.returns.clone_from(&state.returns);
+                episodes.lengths.clone_from(&state.lengths);
             }
             Copies::Sharded(set) => set.load_states(state)?,
             Copies::Batched(_) => {
@@ -431,5 +436,31 @@ impl VectorEnv {
         self.finished.clone_from(&state.finished);
         self.masks.clone_from(&state.masks);
         Ok(())
+    }
+}
+
+/// Row `i` of `actions` as an action of `space` (of the env `name`), if it
+/// passes [`accepts`](crate::env::accepts).
+///
+/// # Errors
+/// Actions of the wrong kind for the space, or an action it does not accept.
+fn row_action<'a>(name: &str, space: &Space, actions: &'a Column, i: usize) -> Result<Action<'a>, EnvError> {
+    let action = match (space, actions) {
+        (Space::Discrete { .. }, Column::I64 { data, width: 1 }) => Action::Discrete(data[i]),
+        (Space::MultiDiscrete { .. }, Column::I64 { data, width }) => {
+            Action::MultiDiscrete(&data[i * width..(i + 1) * width])
+        }
+        (Space::Box { .. }, Column::F32 { data, width }) => Action::Continuous(&data[i * width..(i + 1) * width]),
+        (space, col) => {
+            return Err(EnvError::BadArgument {
+                env: name.to_string(),
+                message: format!("actions of kind {} do not fit the action space {space}", col.kind_name()),
+            })
+        }
+    };
+    if crate::env::accepts(space, action) {
+        Ok(action)
+    } else {
+        Err(crate::env::invalid_action_in(name, space, action))
     }
 }

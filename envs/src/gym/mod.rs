@@ -40,7 +40,7 @@ mod worker;
 use rlx::env::invalid_action;
 use rlx::restart::{FailureWindow, RestartPolicy};
 use rlx::sample_batch::Column;
-use rlx::vector_env::{BatchSettings, VectorStep};
+use rlx::vector_env::{BatchSettings, RunningEpisodes, VectorStep};
 use rlx::{Action, BatchedEnv, Env, EnvError, EnvSignature, EpisodeSummary, Space, Step};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -50,6 +50,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 pub use worker::MODULE_SOURCE;
 use worker::{Worker, WorkerError};
+
+/// The step timeout of a [`GymEnv`] on its own (outside a vector env,
+/// which takes `env_shards.step_timeout_s`).
+const SINGLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The prefix of env names served by Gymnasium.
 pub const PREFIX: &str = "gym:";
@@ -259,8 +263,7 @@ impl GymEnv {
         let (signature, spaces, worker) = match known(&key) {
             Some((signature, spaces)) => (signature, spaces, None),
             None => {
-                let mut w = Worker::start(&spec, 1, Duration::from_secs(60)).map_err(|e| other(&name, e))?;
-                w.wait_ready().map_err(|e| other(&name, e))?;
+                let w = Worker::ready(&spec, 1, SINGLE_TIMEOUT).map_err(|e| other(&name, e))?;
                 let signature = w.spaces.signature(&name)?;
                 remember(key, (signature.clone(), w.spaces.clone()));
                 (signature, w.spaces.clone(), Some(w))
@@ -269,14 +272,23 @@ impl GymEnv {
         Ok(Self { spec: Arc::new(spec), signature, spaces, worker, mask: Vec::new(), pending: None, done: true })
     }
 
-    fn worker(&mut self) -> Result<&mut Worker, EnvError> {
+    /// Sends a request with `send`, starting the worker process first if
+    /// it is not running yet, and returns the reply of kind `tag`.
+    fn request(
+        &mut self,
+        tag: u8,
+        send: impl FnOnce(&mut Worker) -> Result<(), WorkerError>,
+    ) -> Result<Vec<u8>, EnvError> {
+        let name = &self.signature.name;
         if self.worker.is_none() {
-            let mut w =
-                Worker::start(&self.spec, 1, Duration::from_secs(60)).map_err(|e| other(&self.signature.name, e))?;
-            w.wait_ready().map_err(|e| other(&self.signature.name, e))?;
-            self.worker = Some(w);
+            self.worker = Some(Worker::ready(&self.spec, 1, SINGLE_TIMEOUT).map_err(|e| other(name, e))?);
         }
-        Ok(self.worker.as_mut().expect("started above"))
+        let w = self.worker.as_mut().expect("started above");
+        send(w).and_then(|()| w.receive_reply(tag)).map_err(|e| other(name, e))
+    }
+
+    fn malformed(&self, message: String) -> EnvError {
+        EnvError::Other { env: self.signature.name.clone(), message }
     }
 }
 
@@ -296,12 +308,9 @@ impl Env for GymEnv {
             self.done = false;
             return Ok(());
         }
-        let (name, spaces) = (self.signature.name.clone(), self.spaces.clone());
-        let w = self.worker()?;
-        w.send_reset(&[seed]).map_err(|e| other(&name, e))?;
-        let reply = w.receive_reply(b'O').map_err(|e| other(&name, e))?;
+        let reply = self.request(b'O', |w| w.send_reset(&[seed]))?;
         let mut masks = Vec::new();
-        decode_reset(&reply, &spaces, 1, obs, &mut masks).map_err(|e| EnvError::Other { env: name, message: e })?;
+        decode_reset(&reply, &self.spaces, 1, obs, &mut masks).map_err(|e| self.malformed(e))?;
         self.mask = masks.iter().map(|&m| m > 0.5).collect();
         self.pending = None;
         self.done = false;
@@ -315,21 +324,14 @@ impl Env for GymEnv {
             (Action::Continuous(a), Space::Box { .. }) => Column::F32 { data: a.to_vec(), width: a.len() },
             _ => return Err(invalid_action(self, action)),
         };
-        let fits = match action {
-            Action::Continuous(a) => a.len() == self.action_space().flat_dim(),
-            _ => self.action_space().contains(action),
-        };
-        if !fits {
+        if !rlx::env::accepts(self.action_space(), action) {
             return Err(invalid_action(self, action));
         }
         if self.done {
             return Err(EnvError::NeedsReset { env: self.signature.name.clone() });
         }
-        let (name, spaces) = (self.signature.name.clone(), self.spaces.clone());
-        let w = self.worker()?;
-        w.send_step(&column, 0..1).map_err(|e| other(&name, e))?;
-        let reply = w.receive_reply(b'T').map_err(|e| other(&name, e))?;
-        let step = StepReply::decode(&reply, &spaces, 1).map_err(|e| EnvError::Other { env: name, message: e })?;
+        let reply = self.request(b'T', |w| w.send_step(&column, 0..1))?;
+        let step = StepReply::decode(&reply, &self.spaces, 1).map_err(|e| self.malformed(e))?;
         obs.copy_from_slice(&step.new_obs);
         self.mask = step.masks.iter().map(|&m| m > 0.5).collect();
         let (terminated, truncated) = (step.terminated[0], step.truncated[0]);
@@ -439,8 +441,7 @@ pub struct GymBatch {
     timeout: Duration,
     restarts: u64,
     seed: u64,
-    returns: Vec<f64>,
-    lengths: Vec<u64>,
+    episodes: RunningEpisodes,
 }
 
 impl GymBatch {
@@ -472,8 +473,7 @@ impl GymBatch {
             timeout,
             restarts: 0,
             seed: 0,
-            returns: vec![0.0; num_envs],
-            lengths: vec![0; num_envs],
+            episodes: RunningEpisodes::new(num_envs),
         })
     }
 
@@ -482,25 +482,21 @@ impl GymBatch {
         self.ranges[i].start * d..self.ranges[i].end * d
     }
 
-    /// Resets worker `i`'s copies with seeds from `seed`.
-    fn reset_worker(
-        &mut self,
-        i: usize,
-        seed: u64,
-        obs: &mut [f32],
-        masks: &mut Option<Vec<f32>>,
-    ) -> Result<(), WorkerError> {
+    /// Sends worker `i` a reset of its copies, its `j`-th seeded `first + j`.
+    fn send_reset(&mut self, i: usize, first: u64) -> Result<(), WorkerError> {
+        let seeds: Vec<Option<u64>> = (0..self.ranges[i].len() as u64).map(|j| Some(first.wrapping_add(j))).collect();
+        self.workers[i].send_reset(&seeds)
+    }
+
+    /// Reads worker `i`'s answer to a reset into `obs` and `masks`; its
+    /// copies start new episodes.
+    fn receive_reset(&mut self, i: usize, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), WorkerError> {
         let copies = self.ranges[i].clone();
-        let seeds: Vec<Option<u64>> = (0..copies.len() as u64).map(|j| Some(seed.wrapping_add(j))).collect();
-        let w = &mut self.workers[i];
-        w.send_reset(&seeds)?;
-        let reply = w.receive_reply(b'O')?;
-        let rows = self.rows(i);
+        let reply = self.workers[i].receive_reply(b'O')?;
         let mut part = Vec::new();
-        decode_reset(&reply, &self.spaces, copies.len(), &mut obs[rows], &mut part).map_err(WorkerError)?;
+        decode_reset(&reply, &self.spaces, copies.len(), &mut obs[self.rows(i)], &mut part).map_err(WorkerError)?;
         self.adopt_masks(&copies, &part, masks);
-        self.returns[copies.clone()].fill(0.0);
-        self.lengths[copies].fill(0);
+        self.episodes.start(copies);
         Ok(())
     }
 
@@ -509,7 +505,7 @@ impl GymBatch {
         if w == 0 {
             return;
         }
-        let n = self.returns.len();
+        let n = self.episodes.returns.len();
         let masks = masks.get_or_insert_with(|| vec![1.0; n * w]);
         masks[copies.start * w..copies.end * w].copy_from_slice(part);
     }
@@ -537,18 +533,14 @@ impl GymBatch {
             tracing::warn!(env = %self.name, copies = ?self.ranges[i], error = %error.0, "Python env worker failed; restarting it; its copies' episodes in progress are lost");
             let seed =
                 self.seed.wrapping_add(self.ranges[i].start as u64).wrapping_add(self.restarts.wrapping_mul(1_000_003));
-            let started = Worker::start(&self.spec, self.ranges[i].len(), self.timeout).and_then(|mut w| {
-                w.wait_ready()?;
-                Ok(w)
-            });
-            match started {
+            match Worker::ready(&self.spec, self.ranges[i].len(), self.timeout) {
                 Ok(w) => self.workers[i] = w,
                 Err(e) => {
                     error = e;
                     continue;
                 }
             }
-            match self.reset_worker(i, seed, obs, masks) {
+            match self.send_reset(i, seed).and_then(|()| self.receive_reset(i, obs, masks)) {
                 Ok(()) => return Ok(()),
                 Err(e) => error = e,
             }
@@ -559,11 +551,10 @@ impl GymBatch {
 impl BatchedEnv for GymBatch {
     fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
         self.seed = seed;
+        // Every process resets at once: send to all, then read from all.
         let mut failed = Vec::new();
         for i in 0..self.workers.len() {
-            let copies = self.ranges[i].clone();
-            let seeds: Vec<Option<u64>> = copies.map(|c| Some(seed.wrapping_add(c as u64))).collect();
-            if let Err(e) = self.workers[i].send_reset(&seeds) {
+            if let Err(e) = self.send_reset(i, seed.wrapping_add(self.ranges[i].start as u64)) {
                 failed.push((i, e));
             }
         }
@@ -571,23 +562,13 @@ impl BatchedEnv for GymBatch {
             if failed.iter().any(|(j, _)| *j == i) {
                 continue;
             }
-            let copies = self.ranges[i].clone();
-            let result = self.workers[i].receive_reply(b'O').and_then(|reply| {
-                let rows = self.rows(i);
-                let mut part = Vec::new();
-                decode_reset(&reply, &self.spaces, copies.len(), &mut obs[rows], &mut part).map_err(WorkerError)?;
-                Ok(part)
-            });
-            match result {
-                Ok(part) => self.adopt_masks(&copies, &part, masks),
-                Err(e) => failed.push((i, e)),
+            if let Err(e) = self.receive_reset(i, obs, masks) {
+                failed.push((i, e));
             }
         }
         for (i, e) in failed {
             self.replace(i, e, obs, masks)?;
         }
-        self.returns.fill(0.0);
-        self.lengths.fill(0);
         Ok(())
     }
 
@@ -629,16 +610,8 @@ impl BatchedEnv for GymBatch {
                 out.truncated[c] = trunc;
                 out.new_obs[c * d..(c + 1) * d].copy_from_slice(&reply.new_obs[j * d..(j + 1) * d]);
                 out.new_action_mask[c * w..(c + 1) * w].copy_from_slice(&reply.masks[j * w..(j + 1) * w]);
-                self.returns[c] += reply.rewards[j];
-                self.lengths[c] += 1;
+                self.episodes.step(c, reply.rewards[j], term, trunc, finished);
                 let (row, mask) = if term || trunc {
-                    finished.push(EpisodeSummary {
-                        episode_return: self.returns[c],
-                        length: self.lengths[c],
-                        truncated: !term,
-                    });
-                    self.returns[c] = 0.0;
-                    self.lengths[c] = 0;
                     ended += 1;
                     let k = ended - 1;
                     (&reply.reset_obs[k * d..(k + 1) * d], &reply.reset_masks[k * w..(k + 1) * w])

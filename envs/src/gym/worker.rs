@@ -125,6 +125,13 @@ impl Worker {
         Ok(worker)
     }
 
+    /// [`start`](Self::start), then [`wait_ready`](Self::wait_ready).
+    pub fn ready(spec: &GymSpec, copies: usize, timeout: Duration) -> Result<Self, WorkerError> {
+        let mut worker = Self::start(spec, copies, timeout)?;
+        worker.wait_ready()?;
+        Ok(worker)
+    }
+
     /// Reads the process's hello: the spaces, checked.
     pub fn wait_ready(&mut self) -> Result<(), WorkerError> {
         let reply = self.receive(b'H', STARTUP_TIMEOUT)?;
@@ -182,20 +189,17 @@ impl Worker {
             }
             Err(Failure::Broken(e)) => return Err(self.died(&e)),
         };
-        match frame.first() {
-            Some(&t) if t == tag => Ok(frame[1..].to_vec()),
-            Some(b'E') => {
+        let (kind, body) = frame;
+        match kind {
+            t if t == tag => Ok(body),
+            b'E' => {
                 let _ = self.child.wait();
                 Err(WorkerError(format!(
                     "the Python env raised an exception:\n{}",
-                    String::from_utf8_lossy(&frame[1..]).trim_end()
+                    String::from_utf8_lossy(&body).trim_end()
                 )))
             }
-            _ => Err(self.died(&format!(
-                "sent a frame of kind {:?} where {:?} was due",
-                frame.first().map(|&t| t as char),
-                tag as char
-            ))),
+            _ => Err(self.died(&format!("sent a frame of kind {:?} where {:?} was due", kind as char, tag as char))),
         }
     }
 
@@ -271,8 +275,8 @@ struct Frames {
 }
 
 impl Frames {
-    /// The next frame, waiting at most until `deadline`.
-    fn next(&mut self, deadline: Instant) -> Result<Vec<u8>, Failure> {
+    /// The next frame's tag and body, waiting at most until `deadline`.
+    fn next(&mut self, deadline: Instant) -> Result<(u8, Vec<u8>), Failure> {
         loop {
             let pending = &self.buf[self.start..];
             if pending.len() >= 4 {
@@ -281,7 +285,8 @@ impl Frames {
                     return Err(Failure::Broken(format!("sent a frame of {length} bytes")));
                 }
                 if pending.len() >= 4 + length {
-                    let frame = pending[4..4 + length].to_vec();
+                    // The tag apart, so that the body is copied once.
+                    let frame = (pending[4], pending[5..4 + length].to_vec());
                     self.start += 4 + length;
                     if self.start == self.buf.len() {
                         self.buf.clear();
