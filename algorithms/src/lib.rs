@@ -28,6 +28,7 @@ pub mod device;
 pub mod distributions;
 pub mod dqn;
 pub mod es;
+pub mod evaluation;
 pub mod evolution;
 pub mod execution;
 pub mod impala;

@@ -6,15 +6,18 @@
 //! writing its file (config, policy, loss, training step) and one entry
 //! below.
 
+use crate::evaluation::{self, EvaluationConfig};
+use crate::execution::PolicyMaker;
 use crate::sections::key_docs;
 use crate::{a2c, a3c, actor_critic, apex, appo, ars, ddpg, dqn, es, impala, pbt, pg, ppo, sac, td3};
 use crate::{BuildError, EnvMaker};
 use futures::future::BoxFuture;
-use rlx::config::{closest_n, merge_json, Validate};
+use rlx::config::{closest_n, deep_merge, merge_json, Validate};
 use rlx::{PolicyGraph, Space, Trainer};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// A built-in algorithm, known by its name.
 pub trait Algorithm: Sync {
@@ -210,6 +213,14 @@ struct Entry<C> {
 }
 
 impl<C: Default + Serialize + DeserializeOwned + Validate> Entry<C> {
+    /// Whether the algorithm takes the evaluation keys: not ES and ARS,
+    /// whose policies keep observation statistics in their state (not in
+    /// the weights an evaluation copies), nor PBT, which trains several
+    /// trainers.
+    fn evaluates(&self) -> bool {
+        !matches!(self.name, "ES" | "ARS" | "PBT")
+    }
+
     fn configure(&self, overrides: &Value) -> Result<C, BuildError> {
         let cfg: C = merge_json(&C::default(), overrides)?;
         Ok(match self.resolve {
@@ -219,7 +230,10 @@ impl<C: Default + Serialize + DeserializeOwned + Validate> Entry<C> {
     }
 }
 
-impl<C: Default + Serialize + DeserializeOwned + Validate> Algorithm for Entry<C> {
+impl<C> Algorithm for Entry<C>
+where
+    C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'static,
+{
     fn name(&self) -> &'static str {
         self.name
     }
@@ -230,11 +244,19 @@ impl<C: Default + Serialize + DeserializeOwned + Validate> Algorithm for Entry<C
 
     fn default_config(&self) -> Value {
         let cfg = self.resolve.map_or_else(C::default, |resolve| resolve(C::default()));
-        serde_json::to_value(cfg).expect("configs serialize")
+        let mut value = serde_json::to_value(cfg).expect("configs serialize");
+        if self.evaluates() {
+            deep_merge(&mut value, &serde_json::to_value(EvaluationConfig::default()).expect("serializes"));
+        }
+        value
     }
 
     fn config_docs(&self) -> Vec<(&'static str, &'static str)> {
-        (self.docs)()
+        let mut docs = (self.docs)();
+        if self.evaluates() {
+            docs.extend(key_docs::<EvaluationConfig>());
+        }
+        docs
     }
 
     fn make_policy(
@@ -244,17 +266,56 @@ impl<C: Default + Serialize + DeserializeOwned + Validate> Algorithm for Entry<C
         action_space: &Space,
         seed: u64,
     ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-        (self.make_policy)(&self.configure(config)?, observation_space, action_space, seed)
+        let (_, config) = evaluation::split(config)?;
+        (self.make_policy)(&self.configure(&config)?, observation_space, action_space, seed)
     }
 
     fn build(&self, make_env: EnvMaker, overrides: &Value) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>> {
-        let cfg = match self.configure(overrides) {
-            Ok(cfg) => cfg,
+        let plan = || -> Result<_, BuildError> {
+            let (eval, overrides) = evaluation::split(overrides)?;
+            if eval.evaluation_interval > 0 && !self.evaluates() {
+                return Err(BuildError::Unsupported(format!(
+                    "{} does not evaluate during training (`evaluation_interval`): {}",
+                    self.name, "its policies keep observation statistics in their state, or it trains several trainers"
+                )));
+            }
+            let cfg = self.configure(&overrides)?;
+            let mut resolved = serde_json::to_value(&cfg).expect("configs serialize");
+            // The evaluators' policies: this config with `evaluation_config` on top.
+            let evaluators = match eval.evaluation_interval {
+                0 => None,
+                _ => {
+                    let (merged, explore) = evaluation::evaluator_config(&resolved, &eval)?;
+                    let eval_cfg = self.configure(&merged).map_err(|e| match e {
+                        BuildError::Config(e) => BuildError::Config(evaluation::in_evaluation_config(e)),
+                        other => other,
+                    })?;
+                    let make = self.make_policy;
+                    let policies: PolicyMaker =
+                        Arc::new(move |o: &Space, a: &Space, seed, _| make(&eval_cfg, o, a, seed));
+                    Some((merged, explore, policies))
+                }
+            };
+            if self.evaluates() {
+                deep_merge(&mut resolved, &serde_json::to_value(&eval).expect("serializes"));
+            }
+            Ok((eval, cfg, resolved, evaluators))
+        };
+        let (eval, cfg, resolved, evaluators) = match plan() {
+            Ok(plan) => plan,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
-        let resolved = serde_json::to_value(&cfg).expect("configs serialize");
-        let build = (self.build)(make_env, cfg);
-        Box::pin(async move { Ok((build.await?, resolved)) })
+        let build = (self.build)(make_env.clone(), cfg);
+        Box::pin(async move {
+            let trainer = build.await?;
+            let trainer = match evaluators {
+                Some((merged, explore, policies)) => {
+                    evaluation::attach(trainer, &eval, &merged, explore, make_env, policies).await?
+                }
+                None => trainer,
+            };
+            Ok((trainer, resolved))
+        })
     }
 }
 

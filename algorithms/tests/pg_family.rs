@@ -1,9 +1,11 @@
-//! Each algorithm of the policy-gradient family learns CartPole-v1 with a
-//! fixed seed within a fixed budget of env steps. Thresholds are the
-//! 100-episode mean return; they are modest because the point is that each
-//! learns, not how well (the benchmarks measure that). A3C, IMPALA and APPO
-//! are asynchronous, so their runs depend on thread timing as well as on
-//! the seed; their budgets leave room for that.
+//! Each algorithm of the policy-gradient family solves CartPole-v1 with a
+//! fixed seed within a fixed budget of env steps: a greedy evaluation of
+//! 10 episodes reaches a mean return of 475 (the env's threshold; a random
+//! policy gets about 22). A3C, IMPALA and APPO are asynchronous, so their
+//! runs depend on thread timing as well as on the seed; their budgets leave
+//! room for that. Measured on 2026-11-25 (`rlx train --config '{"seed": 1,
+//! "evaluation_interval": 1}' --stop '{"evaluation/episode_reward_mean":
+//! 475}'`): PG 94k steps, A2C 24k, A3C 15k, IMPALA 41k, APPO 328k.
 
 mod common;
 
@@ -18,27 +20,27 @@ async fn learns(algorithm: &str, config: Value, threshold: f64, budget: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_learns_cartpole() {
-    learns("PG", json!({"seed": 1}), 150.0, 150_000).await;
+    learns("PG", json!({"seed": 1}), 475.0, 250_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2c_learns_cartpole() {
-    learns("A2C", json!({"seed": 1}), 150.0, 150_000).await;
+    learns("A2C", json!({"seed": 1}), 475.0, 150_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a3c_learns_cartpole() {
-    learns("A3C", json!({"seed": 1}), 150.0, 250_000).await;
+    learns("A3C", json!({"seed": 1}), 475.0, 250_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn impala_learns_cartpole() {
-    learns("IMPALA", json!({"seed": 1}), 150.0, 250_000).await;
+    learns("IMPALA", json!({"seed": 1}), 475.0, 250_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appo_learns_cartpole() {
-    learns("APPO", json!({"seed": 1}), 150.0, 300_000).await;
+    learns("APPO", json!({"seed": 1}), 475.0, 600_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

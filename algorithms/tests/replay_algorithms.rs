@@ -8,7 +8,9 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dqn_learns_cartpole() {
-    let learner = learns("DQN", json!({"seed": 1}), 150.0, 40_000).await;
+    // A greedy 475 after 97k steps on 2026-11-25 (the training mean, which
+    // carries ε-greedy exploration, was 209 then).
+    let learner = learns("DQN", json!({"seed": 1}), 475.0, 250_000).await;
     // It learned through the target network and from replay.
     assert!(learner.get("num_target_updates").unwrap() >= 1.0);
     assert!(learner.get("replay_buffer_size").unwrap() > 1000.0);

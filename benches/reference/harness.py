@@ -9,7 +9,9 @@ for rlx, and writes one JSON file:
   8 envs per runner), env steps per second;
 * RLlib PPO, SB3 PPO and SB3 DQN: wall seconds and env steps until the mean
   return of the last 100 training episodes reaches 475, and the peak memory of
-  the run.
+  the run; for SB3 also until a greedy evaluation of 10 episodes, every
+  10k env steps, reaches 475 (the zoo's criterion), within the zoo's
+  n_timesteps.
 
 Every workload runs in a child process of this script. Peak memory is the
 largest sum of the resident set sizes of that child and all its descendants
@@ -137,37 +139,66 @@ def rllib_ppo(args):
     return _solve_result(mean >= SOLVE_RETURN, elapsed, steps, best)
 
 
-def _sb3_solve(args, algorithm, n_envs, **hyperparams):
-    """Trains `algorithm` (SB3's PPO or DQN class) with `hyperparams` on
-    `n_envs` CartPole-v1 copies, on one torch thread, until the mean return of
-    the last 100 training episodes reaches SOLVE_RETURN or a budget runs out."""
+def _sb3_solve(args, algorithm, n_envs, n_timesteps, **hyperparams):
+    """Trains `algorithm` (SB3's PPO or DQN class) with the zoo's
+    `hyperparams` on `n_envs` CartPole-v1 copies, on one torch thread, for at
+    most the zoo's `n_timesteps`, and records both criteria: the first time
+    the mean return of the last 100 training episodes reaches SOLVE_RETURN,
+    and the first greedy evaluation (10 episodes, deterministic actions,
+    every `--eval-every` env steps, as the zoo's EvalCallback) that does.
+
+    `total_timesteps` must be the zoo's n_timesteps: SB3's schedules
+    (DQN's `exploration_fraction`, PPO's linear learning rate and clip
+    range) are fractions of it. An earlier version of this harness passed
+    its step budget (1M) instead, which stretched DQN's ε decay from 8k to
+    160k steps, and SB3's DQN never learned within 600 s."""
+    import gymnasium as gym
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
 
-    class Stop(BaseCallback):
+    class Criteria(BaseCallback):
         def __init__(self):
             super().__init__()
-            self.best = float("-inf")
-            self.solved = False
+            self.best, self.best_eval = float("-inf"), float("-inf")
+            self.train_at = self.eval_at = None
+            self.next_eval = args.eval_every
+            self.eval_env = gym.make("CartPole-v1")
+            self.eval_env.reset(seed=args.seed + 1000)
 
         def _on_step(self):
+            now = (self.model.num_timesteps, time.perf_counter() - self.t0)
             buf = self.model.ep_info_buffer
             if len(buf) >= 100:
                 mean = sum(e["r"] for e in buf) / len(buf)
                 self.best = max(self.best, mean)
-                if mean >= SOLVE_RETURN:
-                    self.solved = True
-                    return False
-            return time.perf_counter() - self.t0 < args.budget_s
+                if mean >= SOLVE_RETURN and self.train_at is None:
+                    self.train_at = now
+            if self.model.num_timesteps >= self.next_eval:
+                self.next_eval += args.eval_every
+                mean, _ = evaluate_policy(self.model, self.eval_env, n_eval_episodes=10, deterministic=True)
+                self.best_eval = max(self.best_eval, mean)
+                if mean >= SOLVE_RETURN and self.eval_at is None:
+                    self.eval_at = (self.model.num_timesteps, time.perf_counter() - self.t0)
+            done = self.train_at is not None and self.eval_at is not None
+            return not done and time.perf_counter() - self.t0 < args.budget_s
 
     torch.set_num_threads(1)
     env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=args.seed)
     model = algorithm("MlpPolicy", env, seed=args.seed, device="cpu", **hyperparams)
-    stop = Stop()
-    stop.t0 = time.perf_counter()
-    model.learn(total_timesteps=args.budget_steps, callback=stop)
-    return _solve_result(stop.solved, time.perf_counter() - stop.t0, model.num_timesteps, stop.best)
+    c = Criteria()
+    c.t0 = time.perf_counter()
+    model.learn(total_timesteps=n_timesteps, callback=c)
+    seconds = time.perf_counter() - c.t0
+    train = c.train_at or (model.num_timesteps, seconds)
+    result = _solve_result(c.train_at is not None, train[1], train[0], c.best)
+    evaluation = c.eval_at or (model.num_timesteps, seconds)
+    result.update({
+        "eval_solved": c.eval_at is not None, "eval_wall_s": evaluation[1], "eval_env_steps": int(evaluation[0]),
+        "best_eval_return": c.best_eval, "eval_every": args.eval_every, "zoo_n_timesteps": n_timesteps,
+    })
+    return result
 
 
 def _linear(start):
@@ -179,7 +210,7 @@ def sb3_ppo(args):
     from stable_baselines3 import PPO
 
     return _sb3_solve(
-        args, PPO, n_envs=8,
+        args, PPO, n_envs=8, n_timesteps=100_000,
         n_steps=32, batch_size=256, n_epochs=20,
         gamma=0.98, gae_lambda=0.8, ent_coef=0.0,
         learning_rate=_linear(0.001), clip_range=_linear(0.2),
@@ -191,7 +222,7 @@ def sb3_dqn(args):
     from stable_baselines3 import DQN
 
     return _sb3_solve(
-        args, DQN, n_envs=1, policy_kwargs={"net_arch": [256, 256]},
+        args, DQN, n_envs=1, n_timesteps=50_000, policy_kwargs={"net_arch": [256, 256]},
         learning_rate=2.3e-3, batch_size=64, gamma=0.99,
         buffer_size=100_000, learning_starts=1000, train_freq=256, gradient_steps=128,
         target_update_interval=10, exploration_fraction=0.16, exploration_final_eps=0.04,
@@ -280,6 +311,7 @@ def main():
     p.add_argument("--seconds", type=float, default=10.0, help="measuring time per throughput workload")
     p.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget per solve run")
     p.add_argument("--budget-steps", type=int, default=1_000_000, help="env-step budget per solve run")
+    p.add_argument("--eval-every", type=int, default=10_000, help="env steps between SB3's greedy evaluations")
     p.add_argument("--runners", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--workload", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -294,6 +326,7 @@ def main():
         p.error(f"unknown workload(s) {sorted(unknown)}; known: {sorted(WORKLOADS)}")
     common = ["--seed", str(args.seed), "--seconds", str(args.seconds)]
     common += ["--budget-s", str(args.budget_s), "--budget-steps", str(args.budget_steps)]
+    common += ["--eval-every", str(args.eval_every)]
     timeout = args.budget_s + 300
     report = {
         "side": "reference",

@@ -130,6 +130,8 @@ pub enum WireReply {
     },
     /// For `SaveState`.
     State(EvaluatorState),
+    /// For `Evaluate`.
+    Episodes(Vec<EpisodeSummary>),
     /// For everything else.
     Done,
 }
@@ -149,6 +151,7 @@ impl WireReply {
                 Self::Gradients { grads, stats, steps, episodes, env_shard_restarts }
             }
             EvalReply::State(state) => Self::State(state),
+            EvalReply::Episodes(episodes) => Self::Episodes(episodes),
             EvalReply::Done => Self::Done,
         })
     }
@@ -168,6 +171,7 @@ impl WireReply {
                 EvalReply::Gradients(GradientRollout { grads, stats, steps, episodes, env_shard_restarts })
             }
             Self::State(state) => EvalReply::State(state),
+            Self::Episodes(episodes) => EvalReply::Episodes(episodes),
             Self::Done => EvalReply::Done,
         })
     }
@@ -346,6 +350,8 @@ pub fn reply_limit(request: &EvalRequest, num_params: Option<usize>, max_frame_b
     let frame = usize::try_from(max_frame_bytes).unwrap_or(usize::MAX);
     match request {
         EvalRequest::Sample | EvalRequest::SaveState => frame,
+        // 17 bytes or so per episode summary.
+        EvalRequest::Evaluate { episodes, .. } => episodes.saturating_mul(64).saturating_add(64 << 10).min(frame),
         // MessagePack spends 5 bytes on an f32; 16 MiB for the episodes
         // and statistics of one sampling call.
         EvalRequest::SampleAndComputeGradients => num_params.map_or(frame, |n| (5 * n + (16 << 20)).min(frame)),

@@ -260,20 +260,7 @@ impl PolicyEvaluator {
             }
             let masks = self.env.action_masks().map(<[f32]>::to_vec);
             self.acting.act(self.policy.as_mut(), &obs, masks.as_deref(), true, &mut self.step_out)?;
-            let actions = self
-                .step_out
-                .get(fields::ACTIONS)
-                .ok_or_else(|| PolicyError::Other("compute_actions did not write an `actions` column".into()))?;
-            match actions {
-                // Continuous actions reach the env within its bounds; the
-                // batch keeps what the policy sampled.
-                Column::F32 { data, width } if has_bounds(self.env.action_space()) => {
-                    let mut clipped = data.clone();
-                    self.env.action_space().clip(&mut clipped);
-                    self.env.step(&Column::F32 { data: clipped, width: *width }, &mut self.step)?;
-                }
-                _ => self.env.step(actions, &mut self.step)?,
-            }
+            self.step_env()?;
             let flag = |v: &[bool]| v.iter().map(|&b| if b { 1.0 } else { 0.0 }).collect::<Vec<f32>>();
             self.step_out.insert_f32(fields::OBS, obs, d)?;
             let mut new_obs = self.step.new_obs.clone();
@@ -350,6 +337,90 @@ impl PolicyEvaluator {
             episodes: rollout.episodes,
             env_shard_restarts: rollout.env_shard_restarts,
         })
+    }
+
+    /// Steps the env with the actions in `step_out`. Continuous actions
+    /// reach the env within its bounds; a batch keeps what the policy
+    /// sampled.
+    fn step_env(&mut self) -> Result<(), EvaluatorError> {
+        let actions = self
+            .step_out
+            .get(fields::ACTIONS)
+            .ok_or_else(|| PolicyError::Other("compute_actions did not write an `actions` column".into()))?;
+        match actions {
+            Column::F32 { data, width } if has_bounds(self.env.action_space()) => {
+                let mut clipped = data.clone();
+                self.env.action_space().clip(&mut clipped);
+                self.env.step(&Column::F32 { data: clipped, width: *width }, &mut self.step)?;
+            }
+            _ => self.env.step(actions, &mut self.step)?,
+        }
+        Ok(())
+    }
+
+    /// Plays `episodes` whole episodes and returns their summaries, for
+    /// evaluation: every copy is reset first (copy `i` with `seed + i`),
+    /// actions are the policy's most likely ones unless `explore`, and the
+    /// observation filter normalizes without learning. Copy `i` plays
+    /// `episodes / n` episodes (one more for the first `episodes % n`
+    /// copies), so short episodes are not over-represented as they would be
+    /// by taking the first episodes to finish. An episode cut by a restarted
+    /// env shard is not counted; the copy plays another.
+    ///
+    /// An env whose episodes never end never finishes an evaluation: give
+    /// it a `max_episode_steps`.
+    ///
+    /// # Errors
+    /// Env or policy errors.
+    pub fn evaluate(
+        &mut self,
+        episodes: usize,
+        seed: u64,
+        explore: bool,
+    ) -> Result<Vec<EpisodeSummary>, EvaluatorError> {
+        let n = self.env.num_envs();
+        self.env.reset(seed)?;
+        let mut wanted: Vec<usize> = (0..n).map(|i| episodes / n + usize::from(i < episodes % n)).collect();
+        let mut returns = vec![0.0f64; n];
+        let mut lengths = vec![0u64; n];
+        let mut out = Vec::with_capacity(episodes);
+        for i in 0..n {
+            self.acting.episode_started(i);
+        }
+        while out.len() < episodes {
+            let mut obs = self.env.observations().to_vec();
+            if let Some(f) = &self.filter {
+                f.normalize(&mut obs);
+            }
+            let masks = self.env.action_masks().map(<[f32]>::to_vec);
+            self.acting.act(self.policy.as_mut(), &obs, masks.as_deref(), explore, &mut self.step_out)?;
+            self.step_env()?;
+            let step = &self.step;
+            for i in 0..n {
+                let ended = step.terminated[i] || step.truncated[i];
+                if step.interrupted[i] {
+                    (returns[i], lengths[i]) = (0.0, 0);
+                } else {
+                    returns[i] += f64::from(step.rewards[i]);
+                    lengths[i] += 1;
+                }
+                if ended && wanted[i] > 0 {
+                    wanted[i] -= 1;
+                    out.push(EpisodeSummary {
+                        episode_return: returns[i],
+                        length: lengths[i],
+                        truncated: step.truncated[i] && !step.terminated[i],
+                    });
+                }
+                if ended || step.interrupted[i] {
+                    (returns[i], lengths[i]) = (0.0, 0);
+                    self.acting.episode_started(i);
+                }
+            }
+        }
+        // The env's own record of these episodes is not training's.
+        self.env.drain_finished();
+        Ok(out)
     }
 
     fn shard_restarts(&self) -> u64 {

@@ -12,6 +12,7 @@
 //!
 //! Optimizers only ever see `dyn EvaluatorHandle`.
 
+use crate::env::EpisodeSummary;
 use crate::evaluator::{EvaluatorError, EvaluatorState, GradientRollout, PolicyEvaluator, Rollout};
 use crate::filter::RunningStat;
 use crate::policy::FlatWeights;
@@ -91,7 +92,7 @@ impl HandleStats {
         match reply {
             EvalReply::Rollout(r) => self.record(r.batch.len(), r.env_shard_restarts),
             EvalReply::Gradients(g) => self.record(g.steps, g.env_shard_restarts),
-            EvalReply::State(_) | EvalReply::Done => {}
+            EvalReply::State(_) | EvalReply::Episodes(_) | EvalReply::Done => {}
         }
     }
 }
@@ -179,6 +180,14 @@ pub trait EvaluatorHandle: Send + Sync {
     async fn load_state(&self, state: Arc<EvaluatorState>) -> Result<(), HandleError> {
         self.call(EvalRequest::LoadState(state)).await.map(drop)
     }
+
+    /// Plays whole episodes for evaluation ([`PolicyEvaluator::evaluate`]).
+    async fn evaluate(&self, episodes: usize, seed: u64, explore: bool) -> Result<Vec<EpisodeSummary>, HandleError> {
+        match self.call(EvalRequest::Evaluate { episodes, seed, explore }).await? {
+            EvalReply::Episodes(episodes) => Ok(episodes),
+            other => Err(unexpected(self.index(), "Evaluate", &other)),
+        }
+    }
 }
 
 /// A handle shared by whoever needs to call the evaluator: the optimizer's
@@ -198,6 +207,7 @@ fn unexpected(index: usize, request: &str, reply: &EvalReply) -> HandleError {
         EvalReply::Rollout(_) => "a rollout",
         EvalReply::Gradients(_) => "gradients",
         EvalReply::State(_) => "a state",
+        EvalReply::Episodes(_) => "episodes",
         EvalReply::Done => "nothing",
     };
     HandleError::Failed { index, source: EvaluatorError::Config(format!("{request} was answered with {kind}")) }

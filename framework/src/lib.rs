@@ -31,6 +31,7 @@ pub mod codec;
 pub mod config;
 pub mod env;
 pub mod env_shards;
+pub mod evaluation;
 pub mod evaluator;
 pub mod evaluator_set;
 pub mod filter;

@@ -108,11 +108,16 @@ pub struct TrainResult {
     /// What failed in the evaluators' deployment since the start of the run
     /// (refused or lost nodes, re-placed evaluators), oldest first.
     ///
-    /// Last, and left out when empty: checkpoints store results as
-    /// MessagePack arrays, where only a trailing field may be missing (and
-    /// checkpoints written before this field existed still load).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Checkpoints store results as MessagePack arrays, where only
+    /// trailing fields may be missing: this one and the next are optional
+    /// when reading (checkpoints written before they existed still load),
+    /// and only the last may be left out when writing.
+    #[serde(default)]
     pub evaluator_failures: Vec<String>,
+    /// The evaluation after this iteration, if one ran (see
+    /// [`crate::evaluation`]): greedy episodes on evaluators of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<crate::evaluation::EvaluationResult>,
 }
 
 #[cfg(test)]
@@ -130,12 +135,20 @@ mod tests {
         }
         let mut learner = LearnerStats::default();
         learner.set("kl", 0.5);
-        for failures in [vec![], vec!["node 127.0.0.1:1 lost".to_string()]] {
+        let evaluation =
+            crate::evaluation::EvaluationResult { episode_reward_mean: 7.5, episodes: 2, ..Default::default() };
+        for (failures, evaluation) in [
+            (vec![], None),
+            (vec!["node 127.0.0.1:1 lost".to_string()], None),
+            (vec![], Some(evaluation.clone())),
+            (vec!["node 127.0.0.1:1 lost".to_string()], Some(evaluation)),
+        ] {
             let w = Wrapped {
                 last: TrainResult {
                     training_iteration: 3,
                     learner: learner.clone(),
                     evaluator_failures: failures,
+                    evaluation,
                     ..Default::default()
                 },
                 after: vec![7],

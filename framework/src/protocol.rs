@@ -41,6 +41,15 @@ pub enum EvalRequest {
     SaveState,
     /// [`PolicyEvaluator::load_state`].
     LoadState(Arc<EvaluatorState>),
+    /// [`PolicyEvaluator::evaluate`].
+    Evaluate {
+        /// Whole episodes to play.
+        episodes: usize,
+        /// Seed of the first copy's reset.
+        seed: u64,
+        /// Sample actions instead of taking the most likely.
+        explore: bool,
+    },
 }
 
 /// An evaluator's answer to an [`EvalRequest`].
@@ -52,6 +61,8 @@ pub enum EvalReply {
     Gradients(GradientRollout),
     /// To `SaveState`.
     State(EvaluatorState),
+    /// To `Evaluate`: the episodes played.
+    Episodes(Vec<crate::EpisodeSummary>),
     /// To everything else.
     Done,
 }
@@ -116,6 +127,7 @@ impl EvalReply {
                 }
                 &g.episodes
             }
+            Self::Episodes(episodes) => episodes,
             Self::State(_) | Self::Done => return Ok(()),
         };
         match episodes.iter().find(|e| !e.episode_return.is_finite()) {
@@ -147,6 +159,9 @@ impl PolicyEvaluator {
             EvalRequest::LoadState(s) => {
                 self.load_state(s)?;
                 EvalReply::Done
+            }
+            &EvalRequest::Evaluate { episodes, seed, explore } => {
+                EvalReply::Episodes(self.evaluate(episodes, seed, explore)?)
             }
         })
     }

@@ -1,6 +1,7 @@
 //! [`Trainer`]: runs an optimizer iteration by iteration and turns what each
 //! step did into a [`TrainResult`]; [`StopCriteria`] says when to stop.
 
+use crate::evaluation::Evaluation;
 use crate::evaluator::EvaluatorState;
 use crate::evaluator_set::Evaluators;
 use crate::metrics::{EpisodeWindow, TrainResult};
@@ -26,6 +27,10 @@ pub struct StopCriteria {
     /// Wall-clock seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_total_s: Option<f64>,
+    /// Mean return of the last evaluation (see [`crate::evaluation`]),
+    /// checked after each iteration that evaluates.
+    #[serde(default, rename = "evaluation/episode_reward_mean", skip_serializing_if = "Option::is_none")]
+    pub evaluation_reward_mean: Option<f64>,
 }
 
 impl StopCriteria {
@@ -36,6 +41,7 @@ impl StopCriteria {
             || reached(self.timesteps_total.map(|v| v as f64), Some(result.timesteps_total as f64))
             || reached(self.training_iteration.map(|v| v as f64), Some(result.training_iteration as f64))
             || reached(self.time_total_s, Some(result.time_total_s))
+            || reached(self.evaluation_reward_mean, result.evaluation.as_ref().map(|e| e.episode_reward_mean))
     }
 
     /// Whether no criterion is set (the run would never stop by itself).
@@ -56,6 +62,8 @@ pub struct Trainer {
     started: Option<Instant>,
     /// Seconds trained before a restore, added to `time_total_s`.
     time_before_s: f64,
+    /// Evaluation during training, if configured.
+    evaluation: Option<Evaluation>,
 }
 
 /// Everything about a run a checkpoint stores besides the learner's
@@ -85,7 +93,20 @@ impl Trainer {
             last_episodes: Vec::new(),
             started: None,
             time_before_s: 0.0,
+            evaluation: None,
         }
+    }
+
+    /// Evaluates during training with `evaluation` (see
+    /// [`crate::evaluation`]).
+    pub fn with_evaluation(mut self, evaluation: Evaluation) -> Self {
+        self.evaluation = Some(evaluation);
+        self
+    }
+
+    /// The evaluation, if configured.
+    pub fn evaluation(&self) -> Option<&Evaluation> {
+        self.evaluation.as_ref()
     }
 
     /// The last iteration's result (all zeros before the first).
@@ -164,7 +185,24 @@ impl Trainer {
     pub async fn train(&mut self) -> Result<TrainResult, OptimizerError> {
         let started = *self.started.get_or_insert_with(Instant::now);
         let t0 = Instant::now();
-        let mut step = self.optimizer.step(&mut self.evaluators).await?;
+        let iteration = self.last.training_iteration + 1;
+        let (mut step, evaluation) = match self.evaluation.as_ref().filter(|e| e.due(iteration)) {
+            // Evaluator actors play on the weights the iteration starts
+            // with while it trains (polled first, so their requests are
+            // sent before the optimizer's work blocks this task).
+            Some(eval) if eval.in_parallel() => {
+                let (weights, filter) = self.learner_snapshot();
+                let (evaluation, step) =
+                    futures::join!(eval.run(iteration, weights, filter), self.optimizer.step(&mut self.evaluators));
+                (step?, Some(evaluation?))
+            }
+            Some(eval) => {
+                let step = self.optimizer.step(&mut self.evaluators).await?;
+                let (weights, filter) = self.learner_snapshot();
+                (step, Some(eval.run(iteration, weights, filter).await?))
+            }
+            None => (self.optimizer.step(&mut self.evaluators).await?, None),
+        };
         let dt = t0.elapsed().as_secs_f64();
         let env_shard_restarts = self.evaluators.num_env_shard_restarts();
         if env_shard_restarts > 0 {
@@ -186,13 +224,23 @@ impl Trainer {
             time_this_iter_s: dt,
             time_total_s: self.time_before_s + started.elapsed().as_secs_f64(),
             env_steps_per_s: step.steps_sampled as f64 / dt.max(1e-9),
-            num_evaluator_restarts: self.evaluators.num_restarts(),
+            num_evaluator_restarts: self.evaluators.num_restarts()
+                + self.evaluation.as_ref().map_or(0, Evaluation::num_restarts),
             evaluator_failures: self.evaluators.failures(),
             learner: step.learner,
+            evaluation,
         };
         self.last = result.clone();
         self.last_episodes = step.episodes;
         Ok(result)
+    }
+
+    /// The learner's weights and observation-filter statistics, for an
+    /// evaluation.
+    fn learner_snapshot(&self) -> (Arc<FlatWeights>, Option<Arc<crate::filter::RunningStat>>) {
+        let local = self.evaluators.local();
+        let filter = local.observation_filter().map(|f| Arc::new(f.global().clone()));
+        (Arc::new(local.policy().get_weights()), filter)
     }
 
     /// Replaces the learner's weights everywhere they live: on every

@@ -377,3 +377,72 @@ async fn a_killed_replay_shard_restarts_and_its_transitions_are_counted_lost() {
     assert_eq!(last.get("replay_lost_transitions"), Some(sizes[0] as f64));
     assert_eq!(optimizer.shards().total_stored() as u64, sampled - sizes[0] as u64);
 }
+
+/// Steps right (toward the goal) when asked for its most likely action and
+/// left when exploring, otherwise a [`CounterPolicy`].
+struct RightWhenGreedy(CounterPolicy);
+
+impl PolicyGraph for RightWhenGreedy {
+    fn spaces(&self) -> (&Space, &Space) {
+        (self.0.observation_space(), self.0.action_space())
+    }
+    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
+        self.0.compute_actions(obs, explore, out)?;
+        out.insert_i64(fields::ACTIONS, vec![i64::from(!explore); obs.len()], 1)?;
+        Ok(())
+    }
+    fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
+        self.0.postprocess_trajectory(traj)
+    }
+    fn learn_on_batch(&mut self, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
+        self.0.learn_on_batch(batch)
+    }
+    fn compute_gradients(&mut self, batch: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {
+        self.0.compute_gradients(batch)
+    }
+    fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError> {
+        self.0.apply_gradients(grads)
+    }
+    fn get_weights(&self) -> Vec<f32> {
+        self.0.get_weights()
+    }
+    fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
+        self.0.set_weights(weights)
+    }
+}
+
+/// Evaluation plays whole episodes with the most likely actions unless
+/// told to explore, spread over the copies, in the driver and in an actor,
+/// and leaves the env's training record alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evaluate_plays_whole_greedy_episodes_spread_over_the_copies() {
+    let make = || {
+        let steps = Arc::new(AtomicUsize::new(0));
+        let envs = (0..2).map(|_| Corridor::boxed(steps.clone(), usize::MAX)).collect();
+        let env = VectorEnv::new(envs).unwrap();
+        PolicyEvaluator::new(Box::new(RightWhenGreedy(CounterPolicy::for_env(&env))), env, 4, 0)
+    };
+    let mut evaluator = make().unwrap();
+    // Greedy: right three times to the goal, 2 * -0.1 + 1.
+    let greedy = evaluator.evaluate(5, 7, false).unwrap();
+    assert_eq!(greedy.len(), 5);
+    assert!(
+        greedy.iter().all(|e| e.length == 3 && (e.episode_return - 0.8).abs() < 1e-6 && !e.truncated),
+        "{greedy:?}"
+    );
+    // Exploring: left until the 7-step time limit.
+    let explored = evaluator.evaluate(3, 7, true).unwrap();
+    assert_eq!(explored.len(), 3);
+    assert!(
+        explored.iter().all(|e| e.length == 7 && (e.episode_return + 0.7).abs() < 1e-6 && e.truncated),
+        "{explored:?}"
+    );
+    // Training's own episode record holds none of these eight: two steps
+    // of two copies end at most two episodes.
+    assert!(evaluator.sample().unwrap().episodes.len() <= 2);
+
+    let factory: EvaluatorFactory = Arc::new(move |_, _| make());
+    let (_set, handles) = RactorEvaluatorSet::spawn(factory, vec![1], RestartPolicy::default()).await.unwrap();
+    let played = handles[0].evaluate(4, 11, false).await.unwrap();
+    assert_eq!(played.iter().map(|e| e.length).collect::<Vec<_>>(), vec![3; 4]);
+}

@@ -28,6 +28,10 @@ pub(crate) enum Command {
     /// Run a worker node that drivers place evaluators on
     /// (`rlx train ... --nodes HOST:PORT --cookie SECRET`). Runs until Ctrl-C.
     Node(NodeArgs),
+    /// Search hyperparameters: trials of an experiment file whose config
+    /// values may be `grid_search`, `choice`, `uniform` or `loguniform`,
+    /// run concurrently, with optional ASHA early stopping.
+    Tune(TuneArgs),
     /// List algorithms and envs, one line each.
     List,
     /// Print an algorithm's default config, each key with its documentation.
@@ -65,6 +69,15 @@ pub struct TrainArgs {
     /// Write a checkpoint when the run stops.
     #[arg(long)]
     pub checkpoint_at_end: bool,
+    /// Keep only the best N checkpoints by --checkpoint-score-attr, and the
+    /// newest (default: keep every checkpoint).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub keep_checkpoints_num: Option<usize>,
+    /// The result.json metric that ranks checkpoints, e.g.
+    /// `evaluation/episode_reward_mean` (higher is better; a `min-` prefix
+    /// for lower). Default: the newest are best.
+    #[arg(long)]
+    pub checkpoint_score_attr: Option<String>,
     /// Resume from a checkpoint directory (or the newest checkpoint of a run directory).
     #[arg(long)]
     pub restore: Option<PathBuf>,
@@ -135,6 +148,30 @@ pub struct NodeArgs {
     pub tls_client_ca: Option<PathBuf>,
 }
 
+/// Arguments of `rlx tune`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TuneArgs {
+    /// The experiment file (YAML or JSON): one experiment with `run`, `env`,
+    /// `stop`, a `config` whose values may be search domains, and
+    /// optionally `num_samples` and `scheduler` (see the book's
+    /// "Hyperparameter search" page).
+    #[arg(long, short = 'f')]
+    pub config_file: Option<PathBuf>,
+    /// Directory under which the search's directory is created.
+    #[arg(long, default_value = "rlx_results")]
+    pub results_dir: PathBuf,
+    /// Trials running at once (default: the machine's cores).
+    #[arg(long)]
+    pub max_concurrent: Option<usize>,
+    /// Resume the search in this directory (its unfinished trials from
+    /// their checkpoints).
+    #[arg(long, conflicts_with = "config_file")]
+    pub restore: Option<PathBuf>,
+    /// Seed of the random search domains.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
 /// Arguments of `rlx rollout`.
 #[derive(Args, Debug, Clone)]
 pub struct RolloutArgs {
@@ -152,6 +189,20 @@ pub struct RolloutArgs {
     /// Seed of the first episode's reset (episode i uses seed + i).
     #[arg(long, default_value_t = 1_000_000)]
     pub seed: u64,
+    /// Given a run directory: its `latest` checkpoint, or its `best` by the
+    /// run's checkpoint_score_attr.
+    #[arg(long, value_enum, default_value_t = Pick::Latest)]
+    pub pick: Pick,
+}
+
+/// Which checkpoint of a run directory `rlx rollout` plays.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pick {
+    /// The newest.
+    #[default]
+    Latest,
+    /// The best by the run's `checkpoint_score_attr`.
+    Best,
 }
 
 /// Arguments of `rlx plot`.

@@ -35,9 +35,24 @@ pub struct Experiment {
     pub checkpoint_freq: u64,
     /// Checkpoint when the run stops.
     pub checkpoint_at_end: bool,
+    /// Keep only this many checkpoints, the best by `checkpoint_score_attr`,
+    /// and the newest (`None`: keep all).
+    pub keep_checkpoints_num: Option<usize>,
+    /// What "best" means for `keep_checkpoints_num` and `rlx rollout --pick
+    /// best` (`None`: the newest are best).
+    pub checkpoint_score_attr: Option<String>,
 }
 
-const EXPERIMENT_KEYS: &[&str] = &["run", "env", "config", "stop", "checkpoint_freq", "checkpoint_at_end"];
+pub(crate) const EXPERIMENT_KEYS: &[&str] = &[
+    "run",
+    "env",
+    "config",
+    "stop",
+    "checkpoint_freq",
+    "checkpoint_at_end",
+    "keep_checkpoints_num",
+    "checkpoint_score_attr",
+];
 
 /// RLlib config keys that have no meaning in rlx; experiment files that set
 /// them still run, with a note.
@@ -53,6 +68,8 @@ const RLLIB_IGNORED: &[&str] = &[
     "enable_rl_module_and_learner",
     "enable_env_runner_and_connector_v2",
     "_enable_new_api_stack",
+    // rlx's evaluator actors always evaluate in parallel with training.
+    "evaluation_parallel_to_training",
 ];
 
 /// RLlib's newer names for rlx config keys.
@@ -60,12 +77,14 @@ const RLLIB_RENAMED: &[(&str, &str)] = &[
     ("num_env_runners", "num_workers"),
     ("num_rollout_workers", "num_workers"),
     ("num_envs_per_env_runner", "num_envs_per_worker"),
+    ("evaluation_num_env_runners", "evaluation_num_workers"),
     ("num_epochs", "num_sgd_iter"),
     ("minibatch_size", "sgd_minibatch_size"),
 ];
 
 /// RLlib's newer names for stop metrics.
 const STOP_RENAMED: &[(&str, &str)] = &[
+    ("evaluation/env_runners/episode_return_mean", "evaluation/episode_reward_mean"),
     ("env_runners/episode_return_mean", "episode_reward_mean"),
     ("episode_return_mean", "episode_reward_mean"),
     ("num_env_steps_sampled_lifetime", "timesteps_total"),
@@ -96,11 +115,11 @@ fn translate_rllib(obj: &mut Value, renamed: &[(&str, &str)], ignored: &[&str]) 
 
 /// An experiment file's entry: its name (if the file names experiments)
 /// and its keys.
-type Entry = (Option<String>, Map<String, Value>);
+pub(crate) type Entry = (Option<String>, Map<String, Value>);
 
 /// Reads an experiment file: YAML (`.yaml`/`.yml`) or JSON, either a map of
 /// experiment name → experiment (RLlib's tuned examples) or one experiment.
-fn read_experiment_file(path: &Path) -> Result<Vec<Entry>, CliError> {
+pub(crate) fn read_experiment_file(path: &Path) -> Result<Vec<Entry>, CliError> {
     let flag = format!("--config-file {}", path.display());
     let text = std::fs::read_to_string(path)
         .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("cannot read: {e}"))))?;
@@ -255,6 +274,24 @@ pub fn experiments(
                 arg_error(&flag, ConfigError::Malformed(format!("`checkpoint_at_end` must be true or false, got {v}")))
             })?,
         };
+        let keep = match (args.keep_checkpoints_num, entry.get("keep_checkpoints_num")) {
+            (Some(n), _) => Some(n),
+            (None, None | Some(Value::Null)) => None,
+            (None, Some(v)) => Some(v.as_u64().filter(|&n| n >= 1).map(|n| n as usize).ok_or_else(|| {
+                arg_error(
+                    &flag,
+                    ConfigError::Malformed(format!("`keep_checkpoints_num` must be a whole number >= 1, got {v}")),
+                )
+            })?),
+        };
+        let score_attr = match (&args.checkpoint_score_attr, text(&entry, "checkpoint_score_attr")?) {
+            (Some(a), _) => Some(a.clone()),
+            (None, file) => file,
+        };
+        if let Some(attr) = &score_attr {
+            let from = if args.checkpoint_score_attr.is_some() { "--checkpoint-score-attr" } else { flag.as_str() };
+            crate::retention::ScoreAttr::parse(attr).map_err(|e| arg_error(from, e))?;
+        }
         out.push(Experiment {
             name,
             run,
@@ -263,6 +300,8 @@ pub fn experiments(
             stop,
             checkpoint_freq: if args.checkpoint_freq > 0 { args.checkpoint_freq } else { freq },
             checkpoint_at_end: args.checkpoint_at_end || at_end,
+            keep_checkpoints_num: keep,
+            checkpoint_score_attr: score_attr,
         });
     }
     Ok(out)

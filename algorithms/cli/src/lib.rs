@@ -18,6 +18,9 @@
 //! | [`train`] | `rlx train`: the loop, results, checkpoints |
 //! | [`progress`] | the progress display |
 //! | [`results`] | `result.json`, `progress.csv`, `learning_curve.png` |
+//! | [`retention`] | which checkpoints to keep, and the best |
+//! | [`tensorboard`] | the TensorBoard event file |
+//! | [`tune`] | `rlx tune`: trials, search spaces, ASHA |
 //! | [`plot`] | learning curves as PNG (`rlx plot`) |
 //! | [`rollout`] | `rlx rollout` |
 //! | [`deploy`] | evaluators on worker nodes or actix actors |
@@ -32,10 +35,13 @@ mod node;
 pub mod plot;
 pub(crate) mod progress;
 pub mod results;
+pub mod retention;
 pub mod rollout;
+pub mod tensorboard;
 pub mod train;
+pub mod tune;
 
-pub use args::{Cli, NodeArgs, PlotArgs, RolloutArgs, TrainArgs};
+pub use args::{Cli, NodeArgs, PlotArgs, RolloutArgs, TrainArgs, TuneArgs};
 pub use deploy::build_trainer;
 pub use experiment::{experiments, Experiment};
 pub use rollout::{rollout, RolloutSummary};
@@ -243,6 +249,11 @@ pub async fn main() -> ExitCode {
         },
         Command::Node(args) => match node::node(args).await {
             Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+        Command::Tune(args) => match tune::tune(&args).await {
+            Ok(outcome) if outcome.interrupted => ExitCode::from(130),
+            Ok(_) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },
         Command::List => {

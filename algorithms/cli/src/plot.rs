@@ -184,12 +184,15 @@ pub fn plot_runs(dirs: &[PathBuf], out: &Path, size: (u32, u32)) -> Result<(), P
     if dirs.is_empty() {
         return Err(PlotError::NoRuns);
     }
-    let series = dirs.iter().map(|dir| read_series(dir)).collect::<Result<Vec<_>, _>>()?;
+    let mut series = Vec::new();
+    for dir in dirs {
+        series.extend(read_series(dir)?);
+    }
     render_learning_curves(&series, out, size)
 }
 
-/// One run directory's curve.
-fn read_series(dir: &Path) -> Result<Series, PlotError> {
+/// One run directory's curve, and its evaluations' if it has any.
+fn read_series(dir: &Path) -> Result<Vec<Series>, PlotError> {
     let path = dir.join("result.json");
     if !path.is_file() {
         return Err(PlotError::MissingResults { dir: dir.to_path_buf(), path });
@@ -201,7 +204,15 @@ fn read_series(dir: &Path) -> Result<Series, PlotError> {
         return Err(PlotError::NoReturns { path });
     }
     let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
-    Ok(Series { label, points })
+    let evaluations: Vec<_> = results
+        .iter()
+        .filter_map(|r| Some((r.timesteps_total as f64, r.evaluation.as_ref()?.episode_reward_mean)))
+        .collect();
+    let mut series = vec![Series { label: label.clone(), points }];
+    if !evaluations.is_empty() {
+        series.push(Series { label: format!("{label} (evaluation)"), points: evaluations });
+    }
+    Ok(series)
 }
 
 /// A rendering error before the path it concerns is known.
@@ -500,8 +511,8 @@ pub(crate) mod tests {
         let ((w, h), _, rgb) = decode_png(&out);
         assert_eq!((w, h), (640, 480));
         assert!(count_color(&rgb, PALETTE[0]) > 0 && count_color(&rgb, PALETTE[1]) > 0, "both runs are drawn");
-        assert_eq!(read_series(&a).unwrap().label, "ppo_a");
-        assert_eq!(read_series(&a).unwrap().points, vec![(2000.0, 10.0), (3000.0, 40.0), (4000.0, 90.0)]);
+        assert_eq!(read_series(&a).unwrap()[0].label, "ppo_a");
+        assert_eq!(read_series(&a).unwrap()[0].points, vec![(2000.0, 10.0), (3000.0, 40.0), (4000.0, 90.0)]);
         std::fs::remove_dir_all(root).unwrap();
     }
 

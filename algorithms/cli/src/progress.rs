@@ -38,8 +38,10 @@ impl Progress {
     }
 
     fn line(r: &TrainResult) -> String {
+        // The evaluation's greedy mean, when this iteration ran one.
+        let eval = r.evaluation.as_ref().map_or(String::new(), |e| format!("  eval {:.1}", e.episode_reward_mean));
         format!(
-            "iter {:>4}  steps {:>9}  return {:>7}  len {:>6}  {:>8.0} steps/s  restarts {}  t {:.1}s",
+            "iter {:>4}  steps {:>9}  return {:>7}{eval}  len {:>6}  {:>8.0} steps/s  restarts {}  t {:.1}s",
             r.training_iteration,
             r.timesteps_total,
             r.episode_reward_mean.map_or("-".into(), |v| format!("{v:.1}")),
@@ -79,9 +81,13 @@ impl Progress {
             println!("{}", Self::line(r));
         }
         println!(
-            "{}: mean return {} after {} env steps in {:.1} s",
+            "{}: mean return {}{} after {} env steps in {:.1} s",
             if interrupted { "interrupted" } else { "done" },
             r.episode_reward_mean.map_or("-".into(), |v| format!("{v:.1}")),
+            r.evaluation.as_ref().map_or(String::new(), |e| format!(
+                ", evaluation {:.1} over {} episodes",
+                e.episode_reward_mean, e.episodes
+            )),
             r.timesteps_total,
             r.time_total_s
         );

@@ -15,9 +15,13 @@
 //!   once every [`DEFAULT_PLOT_INTERVAL`] (see
 //!   [`ResultsWriter::with_plot_interval`]), and by [`ResultsWriter::finish`].
 //!   The plot is a convenience: failing to draw it logs a warning once and
-//!   never fails the run.
+//!   never fails the run. With evaluation, the evaluations' mean return is
+//!   a second curve.
+//! - `events.out.tfevents.*`: the same numbers for TensorBoard (see
+//!   [`crate::tensorboard`]).
 
 use crate::plot::{render_learning_curves, Series};
+use crate::tensorboard::EventWriter;
 use rlx::TrainResult;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -43,6 +47,10 @@ pub struct ResultsWriter {
     results: File,
     progress: ProgressCsv,
     curve: LearningCurve,
+    events: EventWriter,
+    /// Every row has the `evaluation/...` columns (empty between
+    /// evaluations), so the header has them though the first row may not.
+    evaluation_columns: bool,
 }
 
 impl ResultsWriter {
@@ -67,6 +75,7 @@ impl ResultsWriter {
         let mut curve = LearningCurve {
             path: dir.join("learning_curve.png"),
             series: Series { label, points: Vec::new() },
+            evaluation: Series { label: "evaluation (greedy)".into(), points: Vec::new() },
             interval: DEFAULT_PLOT_INTERVAL,
             last_drawn: None,
             dirty: false,
@@ -78,7 +87,8 @@ impl ResultsWriter {
                 Err(e) => tracing::warn!("learning curve starts empty: {e}"),
             }
         }
-        Ok(Self { dir: dir.to_path_buf(), results, progress, curve })
+        let events = EventWriter::create(dir)?;
+        Ok(Self { dir: dir.to_path_buf(), results, progress, curve, events, evaluation_columns: false })
     }
 
     /// Redraws `learning_curve.png` at most once per `interval` (the first
@@ -87,6 +97,13 @@ impl ResultsWriter {
     /// then.
     pub fn with_plot_interval(mut self, interval: Duration) -> Self {
         self.curve.interval = interval;
+        self
+    }
+
+    /// Gives `progress.csv` the evaluation's columns from its first row on,
+    /// for a run that evaluates every few iterations.
+    pub fn with_evaluation_columns(mut self) -> Self {
+        self.evaluation_columns = true;
         self
     }
 
@@ -107,7 +124,8 @@ impl ResultsWriter {
         line.push(b'\n');
         self.results.write_all(&line)?;
         self.results.sync_data()?;
-        self.progress.append(&line)?;
+        self.progress.append(&line, self.evaluation_columns)?;
+        self.events.scalars(result.timesteps_total, &serde_json::to_value(result).map_err(io::Error::other)?)?;
         self.curve.push(result);
         if self.curve.last_drawn.is_none_or(|t| t.elapsed() >= self.curve.interval) {
             self.curve.draw();
@@ -157,11 +175,18 @@ impl ProgressCsv {
     }
 
     /// Writes the row for one result, given as its JSON object.
-    fn append(&mut self, json: &[u8]) -> io::Result<()> {
+    /// Appends a row; with `evaluation_columns`, a row without an
+    /// evaluation gets its columns empty.
+    fn append(&mut self, json: &[u8], evaluation_columns: bool) -> io::Result<()> {
         let OrderedObject(fields) = serde_json::from_slice(json).map_err(io::Error::other)?;
         let mut cells = Vec::new();
         for (name, value) in fields {
             flatten(name, value, &mut cells);
+        }
+        if evaluation_columns && !cells.iter().any(|(name, _)| name.starts_with("evaluation/")) {
+            let empty = serde_json::to_vec(&rlx::evaluation::EvaluationResult::default()).map_err(io::Error::other)?;
+            let OrderedObject(fields) = serde_json::from_slice(&empty).map_err(io::Error::other)?;
+            cells.extend(fields.into_iter().map(|(name, _)| (format!("evaluation/{name}"), String::new())));
         }
         let header = match &self.header {
             Some(header) => header,
@@ -250,6 +275,8 @@ impl<'de> Deserialize<'de> for OrderedObject {
 struct LearningCurve {
     path: PathBuf,
     series: Series,
+    /// The evaluations' mean returns, drawn once there is one.
+    evaluation: Series,
     interval: Duration,
     last_drawn: Option<Instant>,
     /// Points were added since it was last drawn.
@@ -262,6 +289,9 @@ impl LearningCurve {
         if let Some(mean) = result.episode_reward_mean {
             self.series.points.push((result.timesteps_total as f64, mean));
         }
+        if let Some(e) = &result.evaluation {
+            self.evaluation.points.push((result.timesteps_total as f64, e.episode_reward_mean));
+        }
         self.dirty = true;
     }
 
@@ -271,7 +301,11 @@ impl LearningCurve {
         self.last_drawn = Some(Instant::now());
         self.dirty = false;
         let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            render_learning_curves(std::slice::from_ref(&self.series), &self.path, LEARNING_CURVE_SIZE)
+            if self.evaluation.points.is_empty() {
+                render_learning_curves(std::slice::from_ref(&self.series), &self.path, LEARNING_CURVE_SIZE)
+            } else {
+                render_learning_curves(&[self.series.clone(), self.evaluation.clone()], &self.path, LEARNING_CURVE_SIZE)
+            }
         }));
         let error = match drawn {
             Ok(Ok(())) => return,
@@ -424,9 +458,9 @@ mod tests {
 
         let (header, rows) = read_csv(&dir.join("progress.csv"));
         assert_eq!(&header[..3], ["training_iteration", "timesteps_total", "timesteps_this_iter"]);
-        assert_eq!(&header[header.len() - 2..], ["learner/entropy", "learner/policy_loss"]);
+        assert_eq!(&header[header.len() - 3..], ["learner/entropy", "learner/policy_loss", "evaluator_failures"]);
         assert!(!header.iter().any(|h| h == "learner/kl"));
-        assert_eq!(header.len(), 16, "{header:?}");
+        assert_eq!(header.len(), 17, "{header:?}");
         assert_eq!(rows.len(), 3);
         let col = |name: &str| header.iter().position(|h| h == name).unwrap();
         let column = |name: &str| rows.iter().map(|r| r[col(name)].as_str()).collect::<Vec<_>>();
@@ -491,7 +525,7 @@ mod tests {
         let dir = temp_dir("results-csv-quoting");
         let path = dir.join("progress.csv");
         let mut csv = ProgressCsv::open(&path).unwrap();
-        csv.append(br#"{"name":"a, \"b\"","n":null,"nested":{"x":{"y":1}},"list":[1,2],"ok":true}"#).unwrap();
+        csv.append(br#"{"name":"a, \"b\"","n":null,"nested":{"x":{"y":1}},"list":[1,2],"ok":true}"#, false).unwrap();
         let (header, rows) = read_csv(&path);
         assert_eq!(header, ["name", "n", "nested/x/y", "list", "ok"]);
         assert_eq!(rows, [["a, \"b\"", "", "1", "[1,2]", "true"]]);

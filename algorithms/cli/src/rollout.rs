@@ -1,5 +1,6 @@
 //! `rlx rollout`: plays a checkpoint's policy and prints return statistics.
 
+use crate::args::Pick;
 use crate::{CliError, RolloutArgs};
 use rlx::checkpoint::Checkpoint;
 use rlx::{fields, Action, Column, SampleBatch, Space};
@@ -40,7 +41,17 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     if args.episodes == 0 {
         return Err(CliError::Usage("--episodes must be at least 1".into()));
     }
-    let ckpt = Checkpoint::load(&args.checkpoint)?;
+    let path = match args.pick {
+        Pick::Latest => args.checkpoint.clone(),
+        Pick::Best if args.checkpoint.join("metadata.json").is_file() => {
+            return Err(CliError::Usage(format!(
+                "{} is a checkpoint; --pick best chooses among a run directory's checkpoints",
+                args.checkpoint.display()
+            )))
+        }
+        Pick::Best => crate::retention::best(&args.checkpoint)?,
+    };
+    let ckpt = Checkpoint::load(&path)?;
     ckpt.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
     let meta = &ckpt.metadata;
     let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);

@@ -4,6 +4,7 @@
 use crate::experiment::{experiments, Experiment};
 use crate::progress::Progress;
 use crate::results::{read_history, ResultsWriter};
+use crate::retention::{self, ScoreAttr};
 use crate::{arg_error, build_trainer, CliError, TrainArgs};
 use rlx::checkpoint::{self, Checkpoint, RunInfo};
 use rlx::config::{deep_merge, from_value};
@@ -28,7 +29,7 @@ pub struct Outcome {
 }
 
 /// Set by the first Ctrl-C; a second one exits at once.
-fn interrupt_flag() -> Arc<AtomicBool> {
+pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
     static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
     FLAG.get_or_init(|| {
         let flag = Arc::new(AtomicBool::new(false));
@@ -125,8 +126,16 @@ async fn train_experiment(
     let params = json!({
         "run": exp.run, "env": exp.env, "config": config, "stop": stop,
         "experiment": exp.name, "restored_from": restored.map(|c| c.dir.display().to_string()),
+        "keep_checkpoints_num": exp.keep_checkpoints_num, "checkpoint_score_attr": exp.checkpoint_score_attr,
     });
+    let score_attr = match &exp.checkpoint_score_attr {
+        Some(text) => ScoreAttr::parse(text).map_err(|e| arg_error("checkpoint_score_attr", e))?,
+        None => ScoreAttr::newest(),
+    };
     let mut writer = ResultsWriter::create(&dir, &params)?;
+    if config.get("evaluation_interval").and_then(Value::as_u64).is_some_and(|i| i > 0) {
+        writer = writer.with_evaluation_columns();
+    }
     // Carry the history up to the checkpoint over, so this run's
     // result.json, progress.csv and plot tell the whole story.
     for r in &history {
@@ -160,6 +169,12 @@ async fn train_experiment(
             let path = checkpoint::save(&mut trainer, &dir, &info).await?;
             progress.note(&format!("checkpoint: {}", path.display()));
             last_checkpoint = Some(path);
+            if let Some(keep) = exp.keep_checkpoints_num {
+                // result.json already holds this iteration's line.
+                for removed in retention::prune(&dir, keep, &score_attr)? {
+                    progress.note(&format!("removed {} (keep_checkpoints_num: {keep})", removed.display()));
+                }
+            }
         }
         if stopping || was_interrupted {
             writer.finish()?;
@@ -189,7 +204,7 @@ fn restored_history(ckpt: &Checkpoint) -> Result<Vec<TrainResult>, CliError> {
 
 /// Creates and returns `parent/<name>_<UTC time>`, with `_2`, `_3`...
 /// appended if a run started in the same second already took the name.
-fn new_run_dir(parent: &Path, name: &str) -> std::io::Result<PathBuf> {
+pub(crate) fn new_run_dir(parent: &Path, name: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(parent).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", parent.display())))?;
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "-");
     for i in 1.. {

@@ -1,0 +1,209 @@
+//! Search spaces: config values that are `grid_search`, `choice`,
+//! `uniform` or `loguniform` (Ray Tune's names), expanded into the trials'
+//! configs.
+//!
+//! Every `grid_search` multiplies the trials (the grid's full product);
+//! `num_samples` repeats the whole grid, and each repeat draws its own
+//! value of every random domain. Ray Tune orders trials the same way:
+//! sample by sample, the grid inside.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rlx::config::ConfigError;
+use serde_json::{Map, Value};
+
+/// One search domain, found where a config value is an object with a
+/// single one of these keys.
+#[derive(Clone, Debug, PartialEq)]
+enum Domain {
+    /// Every value, each in its own trials.
+    Grid(Vec<Value>),
+    /// One value drawn uniformly per trial.
+    Choice(Vec<Value>),
+    /// A float drawn uniformly from `[a, b)`.
+    Uniform(f64, f64),
+    /// A float whose logarithm is drawn uniformly from `[ln a, ln b)`.
+    LogUniform(f64, f64),
+}
+
+/// A trial's config and the values the search chose for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    /// The config with every domain replaced by a value.
+    pub config: Value,
+    /// `(path, value)` of each domain, e.g. `("lr", 0.001)`,
+    /// `("model/fcnet_hiddens", [64, 64])`.
+    pub params: Vec<(String, Value)>,
+}
+
+/// The trials of `config`: `num_samples` repeats of the grid's product,
+/// random domains drawn from `seed`.
+///
+/// # Errors
+/// A domain with bad bounds or no values, naming its path.
+pub fn expand(config: &Value, num_samples: usize, seed: u64) -> Result<Vec<Variant>, ConfigError> {
+    let mut domains = Vec::new();
+    find(config, &mut Vec::new(), &mut domains)?;
+    let grids: Vec<&[Value]> = domains
+        .iter()
+        .filter_map(|(_, d)| match d {
+            Domain::Grid(values) => Some(&values[..]),
+            _ => None,
+        })
+        .collect();
+    let points: usize = grids.iter().map(|g| g.len()).product();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(num_samples * points);
+    for _ in 0..num_samples {
+        for point in 0..points {
+            // The grid point's index in each grid, the first grid slowest.
+            let mut rest = point;
+            let mut picks = vec![0; grids.len()];
+            for (g, pick) in grids.iter().zip(picks.iter_mut()).rev() {
+                *pick = rest % g.len();
+                rest /= g.len();
+            }
+            let mut config = config.clone();
+            let mut params = Vec::new();
+            let mut next_grid = picks.iter();
+            for (path, domain) in &domains {
+                let value = match domain {
+                    Domain::Grid(values) => values[*next_grid.next().expect("one pick per grid")].clone(),
+                    Domain::Choice(values) => values[rng.gen_range(0..values.len())].clone(),
+                    Domain::Uniform(a, b) => Value::from(rng.gen_range(*a..*b)),
+                    Domain::LogUniform(a, b) => Value::from(rng.gen_range(a.ln()..b.ln()).exp()),
+                };
+                set(&mut config, path, value.clone());
+                params.push((path.join("/"), value));
+            }
+            out.push(Variant { config, params });
+        }
+    }
+    Ok(out)
+}
+
+/// Collects the domains under `value`, depth first, keys in order.
+fn find(value: &Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Domain)>) -> Result<(), ConfigError> {
+    let Value::Object(map) = value else { return Ok(()) };
+    if let Some(domain) = domain(map, path)? {
+        out.push((path.clone(), domain));
+        return Ok(());
+    }
+    for (key, child) in map {
+        path.push(key.clone());
+        find(child, path, out)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+const DOMAINS: &[&str] = &["grid_search", "choice", "uniform", "loguniform"];
+
+fn domain(map: &Map<String, Value>, path: &[String]) -> Result<Option<Domain>, ConfigError> {
+    let mut keys = map.keys().filter(|k| DOMAINS.contains(&k.as_str()));
+    let Some(kind) = keys.next() else { return Ok(None) };
+    let bad = |message: String| ConfigError::Invalid { key: format!("config.{}", path.join(".")), message };
+    if map.len() != 1 {
+        return Err(bad(format!("`{kind}` must be the only key of its object, got {}", Value::Object(map.clone()))));
+    }
+    let args = &map[kind];
+    let values = || match args {
+        Value::Array(v) if !v.is_empty() => Ok(v.clone()),
+        other => Err(bad(format!("`{kind}` takes a non-empty list of values, got {other}"))),
+    };
+    let bounds = || -> Result<(f64, f64), ConfigError> {
+        let pair = match args.as_array().map(|v| v.iter().map(Value::as_f64).collect::<Vec<_>>()) {
+            Some(v) if v.len() == 2 && v.iter().all(Option::is_some) => (v[0].unwrap(), v[1].unwrap()),
+            _ => return Err(bad(format!("`{kind}` takes two numbers [low, high], got {args}"))),
+        };
+        if !(pair.0.is_finite() && pair.1.is_finite() && pair.0 < pair.1) {
+            return Err(bad(format!("`{kind}` needs low < high, got {args}")));
+        }
+        Ok(pair)
+    };
+    Ok(Some(match kind.as_str() {
+        "grid_search" => Domain::Grid(values()?),
+        "choice" => Domain::Choice(values()?),
+        "uniform" => {
+            let (a, b) = bounds()?;
+            Domain::Uniform(a, b)
+        }
+        _ => {
+            let (a, b) = bounds()?;
+            if a <= 0.0 {
+                return Err(bad(format!("`loguniform` needs 0 < low < high, got {args}")));
+            }
+            Domain::LogUniform(a, b)
+        }
+    }))
+}
+
+fn set(config: &mut Value, path: &[String], value: Value) {
+    let mut slot = config;
+    for key in path {
+        slot = &mut slot[key.as_str()];
+    }
+    *slot = value;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn grids_multiply_samples_repeat_and_random_domains_stay_in_bounds() {
+        let config = json!({
+            "lr": {"loguniform": [1e-4, 1e-2]},
+            "num_sgd_iter": {"grid_search": [5, 10]},
+            "model": {"fcnet_hiddens": {"grid_search": [[64], [64, 64], [256]]}},
+            "gamma": {"uniform": [0.9, 0.99]},
+            "train_batch_size": {"choice": [1000, 2000]},
+            "seed": 3,
+        });
+        let trials = expand(&config, 2, 7).unwrap();
+        assert_eq!(trials.len(), 2 * 2 * 3);
+        // The grid's whole product in each sample, in the same order.
+        let grid: Vec<(Value, Value)> = trials
+            .iter()
+            .map(|t| (t.config["num_sgd_iter"].clone(), t.config["model"]["fcnet_hiddens"].clone()))
+            .collect();
+        assert_eq!(grid[..6], grid[6..]);
+        for n in [5, 10] {
+            for h in [json!([64]), json!([64, 64]), json!([256])] {
+                assert_eq!(grid[..6].iter().filter(|g| **g == (json!(n), h.clone())).count(), 1);
+            }
+        }
+        for t in &trials {
+            let lr = t.config["lr"].as_f64().unwrap();
+            let gamma = t.config["gamma"].as_f64().unwrap();
+            assert!((1e-4..1e-2).contains(&lr) && (0.9..0.99).contains(&gamma), "{}", t.config);
+            assert!([1000, 2000].contains(&t.config["train_batch_size"].as_i64().unwrap()));
+            assert_eq!(t.config["seed"], 3);
+            let mut names: Vec<&str> = t.params.iter().map(|p| p.0.as_str()).collect();
+            names.sort_unstable();
+            assert_eq!(names, ["gamma", "lr", "model/fcnet_hiddens", "num_sgd_iter", "train_batch_size"]);
+        }
+        // Random draws differ between trials and repeat with the seed.
+        assert_ne!(trials[0].config["lr"], trials[1].config["lr"]);
+        assert_eq!(expand(&config, 2, 7).unwrap(), trials);
+        assert_eq!(expand(&json!({"lr": 0.1}), 3, 0).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn bad_domains_name_their_path() {
+        for (config, says) in [
+            (json!({"lr": {"loguniform": [0, 1]}}), "`config.lr`: `loguniform` needs 0 < low < high"),
+            (json!({"lr": {"uniform": [2, 1]}}), "`config.lr`: `uniform` needs low < high"),
+            (json!({"lr": {"uniform": [1]}}), "two numbers"),
+            (
+                json!({"model": {"fcnet_hiddens": {"choice": []}}}),
+                "`config.model.fcnet_hiddens`: `choice` takes a non-empty list",
+            ),
+            (json!({"lr": {"grid_search": [1], "x": 2}}), "must be the only key"),
+        ] {
+            let err = expand(&config, 1, 0).unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+        }
+    }
+}
