@@ -31,10 +31,12 @@ pub struct EvaluationConfig {
     pub evaluation_duration: usize,
     /// Evaluator actors that play the evaluation episodes while the next
     /// iteration trains (on the weights it starts with); 0 plays them in
-    /// the driver after the iteration.
+    /// the driver after the iteration. They run in the driver's process,
+    /// also when training's evaluators are on nodes.
     pub evaluation_num_workers: usize,
     /// Overrides of this config for the evaluation evaluators, e.g.
-    /// `{"num_envs_per_worker": 4, "env_config": {...}}`, plus `explore`
+    /// `{"num_envs_per_worker": 4}` (not `env_config`: evaluation envs are
+    /// made like training's), plus `explore`
     /// (default false: the most likely action) and `seed` (default: the
     /// run's seed + 1,000,000,007, so evaluation episodes differ from
     /// training's).
@@ -96,6 +98,14 @@ pub fn split(overrides: &Value) -> Result<(EvaluationConfig, Value), ConfigError
 /// `explore` that is not a boolean.
 pub fn evaluator_config(resolved: &Value, cfg: &EvaluationConfig) -> Result<(Value, bool), ConfigError> {
     let mut overrides = cfg.evaluation_config.clone();
+    if overrides.get("env_config").is_some() {
+        return Err(ConfigError::Invalid {
+            key: "evaluation_config.env_config".into(),
+            message: "evaluation envs are made like the training envs, with the run's env_config; \
+                      another env_config for evaluation is not supported"
+                .into(),
+        });
+    }
     let explore = match overrides.as_object_mut().and_then(|o| o.remove("explore")) {
         None => false,
         Some(Value::Bool(b)) => b,
@@ -156,7 +166,11 @@ pub async fn attach(
         restart,
         env_shards,
     };
-    let evaluators = spawn_evaluators(make_env, make_policy, settings).await?;
+    // In a task of its own, outside any placement in scope: evaluation
+    // evaluators live in this process even when training's are on nodes.
+    let evaluators = tokio::spawn(spawn_evaluators(make_env, make_policy, settings))
+        .await
+        .map_err(|e| BuildError::Unsupported(format!("starting the evaluation evaluators: {e}")))??;
     let settings =
         EvaluationSettings { interval: cfg.evaluation_interval, duration: cfg.evaluation_duration, explore, seed };
     Ok(trainer.with_evaluation(Evaluation::new(evaluators, settings)))

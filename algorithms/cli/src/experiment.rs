@@ -113,6 +113,11 @@ fn translate_rllib(obj: &mut Value, renamed: &[(&str, &str)], ignored: &[&str]) 
     }
 }
 
+/// Renames RLlib's stop metrics to rlx's.
+pub(crate) fn translate_stop(stop: &mut Value) {
+    translate_rllib(stop, STOP_RENAMED, &[]);
+}
+
 /// An experiment file's entry: its name (if the file names experiments)
 /// and its keys.
 pub(crate) type Entry = (Option<String>, Map<String, Value>);
@@ -258,7 +263,7 @@ pub fn experiments(
             }
             deep_merge(&mut stop, &cli_stop);
         }
-        translate_rllib(&mut stop, STOP_RENAMED, &[]);
+        translate_stop(&mut stop);
         let freq = match entry.get("checkpoint_freq") {
             None => 0,
             Some(v) => v.as_u64().ok_or_else(|| {
@@ -288,6 +293,13 @@ pub fn experiments(
             (Some(a), _) => Some(a.clone()),
             (None, file) => file,
         };
+        // A resumed run keeps and ranks its checkpoints as the run it
+        // resumes did, unless told otherwise.
+        let earlier = restored.and_then(|c| c.dir.parent()).map(|d| d.join("params.json"));
+        let earlier: Value =
+            earlier.and_then(|p| serde_json::from_slice(&std::fs::read(p).ok()?).ok()).unwrap_or_default();
+        let keep = keep.or_else(|| earlier["keep_checkpoints_num"].as_u64().filter(|&n| n >= 1).map(|n| n as usize));
+        let score_attr = score_attr.or_else(|| earlier["checkpoint_score_attr"].as_str().map(String::from));
         if let Some(attr) = &score_attr {
             let from = if args.checkpoint_score_attr.is_some() { "--checkpoint-score-attr" } else { flag.as_str() };
             crate::retention::ScoreAttr::parse(attr).map_err(|e| arg_error(from, e))?;

@@ -196,6 +196,20 @@ mod tests {
             records += 1;
         }
         assert_eq!(records, 2);
+        // The second record's Event: wall_time (1, double), step (2,
+        // varint) = 10, and a Summary (5) of Values, each a tag (1) and a
+        // simple_value (2, fixed32).
+        let first_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let at = 16 + first_len;
+        let event = &bytes[at + 12..bytes.len() - 4];
+        assert_eq!(event[0], 0x09, "field 1, wire type 1");
+        assert_eq!(&event[9..11], [0x10, 10], "field 2, varint 10");
+        assert_eq!(event[11], 0x2a, "field 5, length-delimited");
+        let summary = &event[13..];
+        assert_eq!(usize::from(event[12]), summary.len());
+        // The first Value: tag "a", simple_value 1.5.
+        assert_eq!(&summary[..2], [0x0a, 8]);
+        assert_eq!(&summary[2..10], [0x0a, 1, b'a', 0x15, 0, 0, 0xc0, 0x3f]);
         let mut tags = Vec::new();
         numbers(String::new(), &serde_json::json!({"a": 1.5, "b": {"c": 2}, "s": "x"}), &mut tags);
         assert_eq!(tags, vec![("a".to_string(), 1.5), ("b/c".to_string(), 2.0)]);

@@ -12,7 +12,7 @@ use rlx::{StopCriteria, TrainResult};
 use rlx_algorithms::BuildError;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// How a `rlx train` run ended.
@@ -28,26 +28,38 @@ pub struct Outcome {
     pub interrupted: bool,
 }
 
-/// Set by the first Ctrl-C; a second one exits at once.
-pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
-    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        let f = flag.clone();
-        tokio::spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
-                if f.swap(true, Ordering::SeqCst) {
-                    eprintln!("\nsecond Ctrl-C: exiting now (finished iterations are already on disk)");
-                    std::process::exit(130);
+/// Ctrl-Cs received so far. The first asks `rlx train` to stop after its
+/// iteration with a checkpoint; a second exits at once (finished
+/// iterations are on disk), unless `second_exits` is false (`rlx tune`,
+/// which must stop its trials itself before it exits). The handler is
+/// installed by the first call, which `rlx train` makes before building
+/// anything, so that an early Ctrl-C is counted, not fatal.
+pub(crate) fn interrupts(second_exits: bool) -> Arc<AtomicUsize> {
+    static COUNT: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
+    static SECOND_EXITS: AtomicBool = AtomicBool::new(true);
+    SECOND_EXITS.store(second_exits, Ordering::SeqCst);
+    COUNT
+        .get_or_init(|| {
+            let count = Arc::new(AtomicUsize::new(0));
+            let c = count.clone();
+            tokio::spawn(async move {
+                while tokio::signal::ctrl_c().await.is_ok() {
+                    let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+                    if !SECOND_EXITS.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if n >= 2 {
+                        eprintln!("\nsecond Ctrl-C: exiting now (finished iterations are already on disk)");
+                        std::process::exit(130);
+                    }
+                    eprintln!(
+                        "\nCtrl-C: stopping after this iteration and writing a final checkpoint (Ctrl-C again to quit now)"
+                    );
                 }
-                eprintln!(
-                    "\nCtrl-C: stopping after this iteration and writing a final checkpoint (Ctrl-C again to quit now)"
-                );
-            }
-        });
-        flag
-    })
-    .clone()
+            });
+            count
+        })
+        .clone()
 }
 
 /// Runs `rlx train`: resolves the experiments, then trains each in turn.
@@ -56,6 +68,7 @@ pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
 /// # Errors
 /// Bad arguments, build failures, training failures, or unwritable results.
 pub async fn train(run: Option<&str>, args: &TrainArgs) -> Result<Outcome, CliError> {
+    interrupts(true);
     let restored = args.restore.as_deref().map(Checkpoint::load).transpose()?;
     if let Some(ckpt) = &restored {
         ckpt.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
@@ -112,6 +125,12 @@ async fn train_experiment(
         BuildError::Config(source) => arg_error("--config", source),
         other => CliError::Build(other),
     })?;
+    let evaluates = config.get("evaluation_interval").and_then(Value::as_u64).is_some_and(|i| i > 0);
+    if stop.evaluation_reward_mean.is_some() && !evaluates {
+        return Err(CliError::Usage(
+            "--stop evaluation/episode_reward_mean needs evaluation: set evaluation_interval in the config".into(),
+        ));
+    }
     let info = RunInfo { algorithm: exp.run.clone(), env: exp.env.clone(), config: config.clone() };
     // Restore, and read the history up to the checkpoint, before creating
     // the run directory, so a bad checkpoint or history leaves nothing behind.
@@ -133,7 +152,7 @@ async fn train_experiment(
         None => ScoreAttr::newest(),
     };
     let mut writer = ResultsWriter::create(&dir, &params)?;
-    if config.get("evaluation_interval").and_then(Value::as_u64).is_some_and(|i| i > 0) {
+    if evaluates {
         writer = writer.with_evaluation_columns();
     }
     // Carry the history up to the checkpoint over, so this run's
@@ -148,7 +167,7 @@ async fn train_experiment(
         eprintln!("no --stop criteria and the env has no reward threshold: training until interrupted (Ctrl-C)");
     }
     eprintln!("{} on {}: results in {}", exp.run, exp.env, dir.display());
-    let interrupted = interrupt_flag();
+    let interrupted = interrupts(true);
     let mut progress = Progress::new(&stop, trainer.last_result());
     let mut last_checkpoint = None;
     loop {
@@ -163,7 +182,7 @@ async fn train_experiment(
         writer.append(&result)?;
         progress.report(&result);
         let stopping = stop.should_stop(&result);
-        let was_interrupted = interrupted.load(Ordering::SeqCst);
+        let was_interrupted = interrupted.load(Ordering::SeqCst) > 0;
         let periodic = exp.checkpoint_freq > 0 && result.training_iteration % exp.checkpoint_freq == 0;
         if periodic || was_interrupted || (stopping && exp.checkpoint_at_end) {
             let path = checkpoint::save(&mut trainer, &dir, &info).await?;

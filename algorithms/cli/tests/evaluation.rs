@@ -57,6 +57,25 @@ async fn evaluation_runs_at_the_interval_and_leaves_training_unchanged() {
         let at: Vec<usize> = e.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(i, _)| i + 1).collect();
         assert_eq!(at, vec![2, 4], "{workers} workers: {e:?}");
         assert!(e.iter().flatten().all(|&(n, mean)| n == 6 && mean > 0.0), "{e:?}");
+        if workers == 0 {
+            // In the driver, evaluation 2 (after iteration 4) played the
+            // weights iteration 4 ended with, greedily, from the documented
+            // seeds: replaying that here gives the same episodes exactly.
+            // PPO's 8 env copies per evaluator, as the evaluation's.
+            let copies = (0..8).map(|_| rlx_envs::make("CartPole-v1").unwrap()).collect();
+            let env = rlx::VectorEnv::new(copies).unwrap();
+            let (obs, act) = (env.observation_space().clone(), env.action_space().clone());
+            let mut policy = rlx_algorithms::make_policy("PPO", &base, &obs, &act, 0).unwrap();
+            policy.set_weights(&w).unwrap();
+            let mut evaluator = rlx::PolicyEvaluator::new(policy, env, 1, 0).unwrap();
+            let seed = rlx::evaluator::evaluator_seed(5 + rlx_algorithms::evaluation::SEED_OFFSET, 0, 2);
+            let episodes = evaluator.evaluate(6, seed, false).unwrap();
+            let expected = rlx::evaluation::EvaluationResult::of(&episodes);
+            assert_eq!(e[3], Some((6, expected.episode_reward_mean)), "{e:?}");
+            // Sampled actions play other episodes.
+            let explored = rlx::evaluation::EvaluationResult::of(&evaluator.evaluate(6, seed, true).unwrap());
+            assert_ne!(explored.episode_reward_mean, expected.episode_reward_mean);
+        }
     }
 }
 

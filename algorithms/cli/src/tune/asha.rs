@@ -78,7 +78,7 @@ impl AshaConfig {
         if !(self.grace_period > 0.0 && self.grace_period.is_finite()) {
             return Err(format!("scheduler.grace_period = {} must be > 0", self.grace_period));
         }
-        if !(self.reduction_factor > 1.0 && self.reduction_factor.is_finite()) {
+        if !(self.reduction_factor > 1.0 && self.reduction_factor.is_finite() && self.max_t.is_finite()) {
             return Err(format!("scheduler.reduction_factor = {} must be > 1", self.reduction_factor));
         }
         if self.max_t <= self.grace_period || self.max_t.is_nan() {
@@ -119,16 +119,19 @@ impl Asha {
         Self { config, rungs }
     }
 
-    /// Takes a trial's result at time `time` with metric `value` (`None`:
-    /// not reported yet, worst). Returns whether the trial goes on.
+    /// Takes a trial's result at time `time` with its latest value of the
+    /// metric (`None`: none reported yet, so nothing is decided or
+    /// recorded). Returns whether the trial goes on.
     pub fn on_result(&mut self, trial: usize, time: f64, value: Option<f64>) -> bool {
         let sign = if self.config.mode == "min" { -1.0 } else { 1.0 };
-        let value = value.map_or(f64::NEG_INFINITY, |v| sign * v);
+        let Some(value) = value.filter(|v| v.is_finite()).map(|v| sign * v) else { return true };
         let quantile = 1.0 - 1.0 / self.config.reduction_factor;
-        // Only the highest rung reached and not yet recorded counts.
-        let Some(rung) = self.rungs.iter_mut().find(|r| time >= r.milestone && !r.recorded.contains_key(&trial)) else {
+        // Only the highest rung reached counts, once (Ray's rule): a trial
+        // that jumped over a rung does not fill it in later.
+        let Some(rung) = self.rungs.iter_mut().find(|r| time >= r.milestone) else { return true };
+        if rung.recorded.contains_key(&trial) {
             return true;
-        };
+        }
         let cutoff = percentile(rung.recorded.values().copied().collect(), quantile);
         rung.recorded.insert(trial, value);
         cutoff.is_none_or(|c| value >= c)
@@ -172,11 +175,17 @@ mod tests {
         assert!(asha.on_result(0, 1.0, Some(10.0)));
         assert!(!asha.on_result(1, 1.0, Some(5.0)), "below the median of [10]");
         assert!(asha.on_result(2, 1.0, Some(20.0)));
-        assert!(!asha.on_result(3, 1.0, None), "no metric yet is worst");
+        assert!(asha.on_result(3, 1.0, None), "no metric yet: nothing decided");
+        assert!(!asha.rungs[3].recorded.contains_key(&3), "nor recorded");
         // Between rungs nothing is decided; each rung once per trial.
         assert!(asha.on_result(0, 1.5, Some(0.0)));
         assert!(asha.on_result(2, 2.0, Some(30.0)));
         assert!(!asha.on_result(0, 2.0, Some(25.0)), "below the median of [30]");
+        // A trial that jumps from below rung 2 to past rung 4 records at 4
+        // only, and never fills in rung 2 later.
+        assert!(asha.on_result(5, 5.0, Some(1.0)), "the first at rung 4 goes on");
+        assert!(asha.on_result(5, 6.0, Some(1.0)));
+        assert!(!asha.rungs[2].recorded.contains_key(&5));
         assert_eq!(percentile(vec![1.0, 2.0, 3.0, 4.0], 0.5), Some(2.5));
         // min: lower is better.
         let mut asha = Asha::new(config("min"));

@@ -76,6 +76,11 @@ pub struct Trial {
     pub run_dir: Option<PathBuf>,
     /// Its last result.
     pub last: Option<Value>,
+    /// The latest value of the compared metric (the scheduler's, else the
+    /// mean return) in any of its results: an evaluation metric is missing
+    /// from the iterations between evaluations.
+    #[serde(default)]
+    pub score: Option<f64>,
     #[serde(skip)]
     child: Option<Child>,
     /// Lines of the run's result.json already read.
@@ -137,18 +142,35 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
         if args.restore.is_some() { ", resumed" } else { "" }
     );
     save(&dir, &state)?;
-    let interrupted = crate::train::interrupt_flag();
+    let interrupted = crate::train::interrupts(false);
     let exe = std::env::current_exe().map_err(|e| CliError::Usage(format!("cannot find the rlx executable: {e}")))?;
     let mut forwarded = false;
     let mut last_table = Instant::now();
     print_table(&state);
     loop {
-        let stopping = interrupted.load(Ordering::SeqCst);
+        let presses = interrupted.load(Ordering::SeqCst);
+        let stopping = presses > 0;
         let (mut changed, mut moved) = (false, false);
+        if presses >= 2 {
+            // A second Ctrl-C: quit now, and take the trials along (each
+            // resumes from its newest checkpoint, if it has one).
+            eprintln!("second Ctrl-C: killing the running trials and exiting");
+            for t in state.trials.iter_mut().filter(|t| t.status == Status::Running) {
+                if let Some(mut child) = t.child.take() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                t.pid = None;
+                t.status = Status::Interrupted;
+            }
+            save(&dir, &state)?;
+            std::process::exit(130);
+        }
         if stopping && !forwarded {
             forwarded = true;
             eprintln!("Ctrl-C: stopping every trial after its iteration, with a checkpoint");
-            for t in state.trials.iter().filter(|t| t.status == Status::Running) {
+            // Trials the scheduler is stopping already had their one SIGINT.
+            for t in state.trials.iter().filter(|t| t.status == Status::Running && !t.stopping) {
                 signal_stop(t);
             }
         }
@@ -164,6 +186,10 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
             }
             changed |= read_new_results(&dir, &mut state, k)?;
             let exited = reap(&dir, &mut state.trials[k], stopping)?;
+            if exited {
+                // What it wrote between the read above and its exit.
+                read_new_results(&dir, &mut state, k)?;
+            }
             (changed, moved) = (changed || exited, moved || exited);
         }
         if changed {
@@ -182,7 +208,7 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
     }
     save(&dir, &state)?;
     write_summary(&dir, &state)?;
-    let interrupted = interrupted.load(Ordering::SeqCst);
+    let interrupted = interrupted.load(Ordering::SeqCst) > 0;
     report_best(&state);
     if interrupted {
         println!("interrupted: resume with `rlx tune --restore {}`", dir.display());
@@ -239,6 +265,18 @@ fn new_search(file: &Path, args: &TuneArgs) -> Result<(PathBuf, TuneState), CliE
             return Err(bad(format!("`{key}` is required")));
         }
     }
+    for key in ["checkpoint_freq", "keep_checkpoints_num"] {
+        match entry.get(key) {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_u64().is_some_and(|n| n >= u64::from(key == "keep_checkpoints_num")) => {}
+            Some(v) => return Err(bad(format!("`{key}` must be a whole number (keep_checkpoints_num >= 1), got {v}"))),
+        }
+    }
+    if let Some(stop) = entry.get("stop").filter(|s| !s.is_null()) {
+        let mut stop = stop.clone();
+        crate::experiment::translate_stop(&mut stop);
+        rlx::config::from_value::<rlx::StopCriteria>(stop).map_err(|e| arg_error(format!("{flag}: stop"), e))?;
+    }
     if let Some(attr) = entry.get("checkpoint_score_attr").and_then(Value::as_str) {
         ScoreAttr::parse(attr).map_err(|e| arg_error(&flag, e))?;
     }
@@ -256,6 +294,7 @@ fn new_search(file: &Path, args: &TuneArgs) -> Result<(PathBuf, TuneState), CliE
             pid: None,
             run_dir: None,
             last: None,
+            score: None,
             child: None,
             seen: 0,
             stopping: false,
@@ -272,6 +311,17 @@ fn load(dir: &Path) -> Result<TuneState, CliError> {
     let bytes = std::fs::read(&path).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
     let mut state: TuneState = serde_json::from_slice(&bytes)
         .map_err(|e| CliError::Usage(format!("{} is not a tuner's state: {e}", path.display())))?;
+    let bad = |why: String| CliError::Usage(format!("{}: {why}", path.display()));
+    if let Some(asha) = &state.scheduler {
+        asha.config.check().map_err(bad)?;
+    }
+    let mut ids = std::collections::HashSet::new();
+    for t in &state.trials {
+        let plain = t.id.starts_with("trial_") && t.id[6..].bytes().all(|b| b.is_ascii_digit());
+        if !plain || !ids.insert(t.id.as_str()) {
+            return Err(bad(format!("trial id `{}` is not a unique trial_<n>", t.id)));
+        }
+    }
     for t in &mut state.trials {
         if matches!(t.status, Status::Running | Status::Interrupted) {
             t.status = Status::Pending;
@@ -353,6 +403,7 @@ fn run_dirs(trial_dir: &Path) -> Vec<PathBuf> {
 /// to the scheduler, and asks the trial to stop if it says so. Returns
 /// whether anything changed.
 fn read_new_results(dir: &Path, state: &mut TuneState, k: usize) -> Result<bool, CliError> {
+    let (attr, _) = metric(state.scheduler.as_ref());
     let trial = &mut state.trials[k];
     if trial.run_dir.as_ref().is_none_or(|d| trial.before.contains(d)) {
         let new = run_dirs(&dir.join(&trial.id)).into_iter().find(|d| !trial.before.contains(d));
@@ -369,11 +420,10 @@ fn read_new_results(dir: &Path, state: &mut TuneState, k: usize) -> Result<bool,
     }
     for line in &lines[trial.seen..] {
         let Ok(result) = serde_json::from_str::<Value>(line) else { continue };
+        trial.score = attr.value(&result).or(trial.score);
         if let Some(asha) = &mut state.scheduler {
-            let metric = ScoreAttr::parse(&asha.config.metric).expect("checked when read");
             let time = result.get(&asha.config.time_attr).and_then(Value::as_f64).unwrap_or(0.0);
-            let value = metric.value(&result);
-            if !asha.on_result(k, time, value) && !trial.stopping {
+            if !asha.on_result(k, time, trial.score) && !trial.stopping {
                 trial.stopping = true;
                 signal_stop(trial);
             }
@@ -401,10 +451,17 @@ fn reap(dir: &Path, trial: &mut Trial, interrupted: bool) -> Result<bool, CliErr
     let Some(status) = child.try_wait().map_err(|e| at(e, &dir.join(&trial.id)))? else { return Ok(false) };
     trial.child = None;
     trial.pid = None;
+    // Exit status 130 is a trial that stopped on SIGINT with a checkpoint;
+    // death by SIGINT itself, one that got it before it could act on it.
+    #[cfg(unix)]
+    let by_sigint = std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGINT);
+    #[cfg(not(unix))]
+    let by_sigint = false;
+    let asked = status.code() == Some(130) || by_sigint;
     trial.status = match status.code() {
         Some(0) => Status::Terminated,
-        Some(130) if trial.stopping => Status::Stopped,
-        Some(130) if interrupted => Status::Interrupted,
+        _ if asked && trial.stopping => Status::Stopped,
+        _ if asked && interrupted => Status::Interrupted,
         _ => {
             let log = dir.join(&trial.id).join("stderr.log");
             let tail = std::fs::read_to_string(&log).unwrap_or_default();
@@ -419,11 +476,13 @@ fn reap(dir: &Path, trial: &mut Trial, interrupted: bool) -> Result<bool, CliErr
 
 /// The metric trials are compared by: the scheduler's, else the mean
 /// return.
-fn metric(state: &TuneState) -> (ScoreAttr, bool) {
-    match &state.scheduler {
-        Some(asha) => (ScoreAttr::parse(&asha.config.metric).expect("checked when read"), asha.config.mode == "min"),
-        None => (ScoreAttr::parse("episode_reward_mean").expect("a metric"), false),
-    }
+fn metric(scheduler: Option<&Asha>) -> (ScoreAttr, bool) {
+    let (text, minimize) = match scheduler {
+        Some(asha) => (asha.config.metric.as_str(), asha.config.mode == "min"),
+        None => ("episode_reward_mean", false),
+    };
+    // Checked when the experiment or state was read.
+    (ScoreAttr::parse(text).unwrap_or_else(|_| ScoreAttr::newest()), minimize)
 }
 
 /// The chosen values, `name=value`, floats to four significant digits.
@@ -444,7 +503,7 @@ fn short(params: &[(String, Value)]) -> String {
 }
 
 fn print_table(state: &TuneState) {
-    let (attr, _) = metric(state);
+    let (attr, _) = metric(state.scheduler.as_ref());
     let counts: Vec<String> =
         [Status::Pending, Status::Running, Status::Terminated, Status::Stopped, Status::Interrupted, Status::Error]
             .iter()
@@ -458,7 +517,7 @@ fn print_table(state: &TuneState) {
     for t in &state.trials {
         let get = |key: &str| t.last.as_ref().and_then(|r| r.get(key)).cloned().unwrap_or(Value::Null);
         let text = |key: &str| get(key).as_u64().map_or("-".into(), |n| n.to_string());
-        let score = t.last.as_ref().and_then(|r| attr.value(r)).map_or("-".into(), |v| format!("{v:.2}"));
+        let score = t.score.map_or("-".into(), |v| format!("{v:.2}"));
         println!(
             "{:<10} {:<11} {:>5} {:>9} {:>10} {:>7}  {}",
             t.id,
@@ -477,7 +536,7 @@ fn print_table(state: &TuneState) {
 
 /// `summary.csv` and `trials.png`.
 fn write_summary(dir: &Path, state: &TuneState) -> Result<(), CliError> {
-    let (attr, _) = metric(state);
+    let (attr, _) = metric(state.scheduler.as_ref());
     let path = dir.join("summary.csv");
     let mut csv = csv::Writer::from_path(&path).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
     let names: Vec<String> =
@@ -502,7 +561,7 @@ fn write_summary(dir: &Path, state: &TuneState) -> Result<(), CliError> {
         row.extend(t.params.iter().map(|p| cell(Some(&p.1))));
         row.extend(["training_iteration", "timesteps_total", "time_total_s", "episode_reward_mean"].map(get));
         if attr.metric != "episode_reward_mean" {
-            row.push(t.last.as_ref().and_then(|r| attr.value(r)).map_or(String::new(), |v| v.to_string()));
+            row.push(t.score.map_or(String::new(), |v| v.to_string()));
         }
         row.push(t.run_dir.as_ref().map_or(String::new(), |d| d.display().to_string()));
         row.push(t.error.clone().unwrap_or_default());
@@ -533,8 +592,8 @@ fn write_summary(dir: &Path, state: &TuneState) -> Result<(), CliError> {
 }
 
 fn report_best(state: &TuneState) {
-    let (attr, minimize) = metric(state);
-    let best = state.trials.iter().filter_map(|t| Some((t, attr.value(t.last.as_ref()?)?))).max_by(|a, b| {
+    let (attr, minimize) = metric(state.scheduler.as_ref());
+    let best = state.trials.iter().filter_map(|t| Some((t, t.score?))).max_by(|a, b| {
         if minimize {
             b.1.total_cmp(&a.1)
         } else {

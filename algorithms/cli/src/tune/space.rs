@@ -51,7 +51,13 @@ pub fn expand(config: &Value, num_samples: usize, seed: u64) -> Result<Vec<Varia
             _ => None,
         })
         .collect();
-    let points: usize = grids.iter().map(|g| g.len()).product();
+    let points = grids.iter().try_fold(1usize, |n, g| n.checked_mul(g.len()));
+    let trials = points.and_then(|p| p.checked_mul(num_samples)).filter(|&n| n <= MAX_TRIALS);
+    let (Some(points), Some(_)) = (points, trials) else {
+        return Err(ConfigError::Malformed(format!(
+            "the search space has more than {MAX_TRIALS} trials (num_samples {num_samples} times the grids' product)"
+        )));
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut out = Vec::with_capacity(num_samples * points);
     for _ in 0..num_samples {
@@ -99,6 +105,10 @@ fn find(value: &Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Domai
 
 const DOMAINS: &[&str] = &["grid_search", "choice", "uniform", "loguniform"];
 
+/// The most trials a search may have: far more than a machine or a small
+/// cluster runs, low enough that a typo cannot allocate for minutes.
+pub const MAX_TRIALS: usize = 100_000;
+
 fn domain(map: &Map<String, Value>, path: &[String]) -> Result<Option<Domain>, ConfigError> {
     let mut keys = map.keys().filter(|k| DOMAINS.contains(&k.as_str()));
     let Some(kind) = keys.next() else { return Ok(None) };
@@ -116,7 +126,7 @@ fn domain(map: &Map<String, Value>, path: &[String]) -> Result<Option<Domain>, C
             Some(v) if v.len() == 2 && v.iter().all(Option::is_some) => (v[0].unwrap(), v[1].unwrap()),
             _ => return Err(bad(format!("`{kind}` takes two numbers [low, high], got {args}"))),
         };
-        if !(pair.0.is_finite() && pair.1.is_finite() && pair.0 < pair.1) {
+        if !(pair.0 < pair.1 && (pair.1 - pair.0).is_finite()) {
             return Err(bad(format!("`{kind}` needs low < high, got {args}")));
         }
         Ok(pair)
@@ -201,6 +211,11 @@ mod tests {
                 "`config.model.fcnet_hiddens`: `choice` takes a non-empty list",
             ),
             (json!({"lr": {"grid_search": [1], "x": 2}}), "must be the only key"),
+            (json!({"lr": {"uniform": [-1e308, 1e308]}}), "needs low < high"),
+            (
+                json!({"a": {"grid_search": vec![0; 1000]}, "b": {"grid_search": vec![0; 1000]}}),
+                "more than 100000 trials",
+            ),
         ] {
             let err = expand(&config, 1, 0).unwrap_err().to_string();
             assert!(err.contains(says), "{err}");
