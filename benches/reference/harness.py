@@ -139,7 +139,7 @@ def rllib_ppo(args):
     return _solve_result(mean >= SOLVE_RETURN, elapsed, steps, best)
 
 
-def _sb3_solve(args, algorithm, n_envs, n_timesteps, **hyperparams):
+def _sb3_solve(args, algorithm, n_envs, n_timesteps, env_id="CartPole-v1", threshold=SOLVE_RETURN, **hyperparams):
     """Trains `algorithm` (SB3's PPO or DQN class) with the zoo's
     `hyperparams` on `n_envs` CartPole-v1 copies, on one torch thread, for at
     most the zoo's `n_timesteps`, and records both criteria: the first time
@@ -164,28 +164,29 @@ def _sb3_solve(args, algorithm, n_envs, n_timesteps, **hyperparams):
             self.best, self.best_eval = float("-inf"), float("-inf")
             self.train_at = self.eval_at = None
             self.next_eval = args.eval_every
-            self.eval_env = gym.make("CartPole-v1")
+            self.eval_env = gym.make(env_id)
             self.eval_env.reset(seed=args.seed + 1000)
 
         def _on_step(self):
             now = (self.model.num_timesteps, time.perf_counter() - self.t0)
             buf = self.model.ep_info_buffer
-            if len(buf) >= 100:
+            # The last 100 episodes, once 20 have ended (as rlx's window).
+            if len(buf) >= 20:
                 mean = sum(e["r"] for e in buf) / len(buf)
                 self.best = max(self.best, mean)
-                if mean >= SOLVE_RETURN and self.train_at is None:
+                if mean >= threshold and self.train_at is None:
                     self.train_at = now
             if self.model.num_timesteps >= self.next_eval:
                 self.next_eval += args.eval_every
                 mean, _ = evaluate_policy(self.model, self.eval_env, n_eval_episodes=10, deterministic=True)
                 self.best_eval = max(self.best_eval, mean)
-                if mean >= SOLVE_RETURN and self.eval_at is None:
+                if mean >= threshold and self.eval_at is None:
                     self.eval_at = (self.model.num_timesteps, time.perf_counter() - self.t0)
             done = self.train_at is not None and self.eval_at is not None
             return not done and time.perf_counter() - self.t0 < args.budget_s
 
     torch.set_num_threads(1)
-    env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=args.seed)
+    env = make_vec_env(env_id, n_envs=n_envs, seed=args.seed)
     model = algorithm("MlpPolicy", env, seed=args.seed, device="cpu", **hyperparams)
     c = Criteria()
     c.t0 = time.perf_counter()
@@ -229,6 +230,21 @@ def sb3_dqn(args):
     )
 
 
+def sb3_a2c(args):
+    # rl-baselines3-zoo's tuned CartPole-v1 hyperparameters (hyperparams/a2c.yml).
+    from stable_baselines3 import A2C
+
+    return _sb3_solve(args, A2C, n_envs=8, n_timesteps=500_000, ent_coef=0.0)
+
+
+def sb3_sac_pendulum(args):
+    # rl-baselines3-zoo's tuned Pendulum-v1 hyperparameters (hyperparams/sac.yml);
+    # solved at a mean return of -200.
+    from stable_baselines3 import SAC
+
+    return _sb3_solve(args, SAC, n_envs=1, n_timesteps=20_000, env_id="Pendulum-v1", threshold=-200.0, learning_rate=1e-3)
+
+
 def _solve_result(solved, seconds, steps, best):
     return {"solved": bool(solved), "wall_s": seconds, "env_steps": int(steps), "best_mean_return": best}
 
@@ -239,6 +255,8 @@ WORKLOADS = {
     "rllib_ppo": rllib_ppo,
     "sb3_ppo": sb3_ppo,
     "sb3_dqn": sb3_dqn,
+    "sb3_a2c": sb3_a2c,
+    "sb3_sac_pendulum": sb3_sac_pendulum,
 }
 
 

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Cells of the learning-quality table (an algorithm on an env), rlx
+against Stable-Baselines3, both criteria, several seeds, interleaved in one
+sitting: `--cells ppo-cartpole,dqn-cartpole` (the default), `a2c-cartpole`,
+`sac-pendulum`.
+
+For each seed in turn it runs each cell's rlx and SB3 runs, and records for
+each run:
+
+* the first time the mean return of the last 100 training episodes (once
+  20 have ended) reaches the threshold (env steps, wall seconds);
+* the first greedy evaluation of 10 episodes, every ~10k env steps (2k for
+  Pendulum), that reaches it (rlx: `evaluation_interval` in iterations,
+  e.g. 10 of 1,024 (PPO) or 1,000 (DQN) env steps; SB3: the harness's
+  EvalCallback-style check).
+
+rlx runs its defaults; SB3 runs rl-baselines3-zoo's tuned hyperparameters
+within the zoo's n_timesteps (harness.py's `sb3_ppo`, `sb3_dqn`). Every raw
+file is kept: rlx's run directories and one JSON per SB3 run under --out,
+and `summary.json` with the medians and ranges.
+
+    target/python-bench/bin/python benches/reference/learning_cartpole.py \\
+        --rlx target/release/rlx --out benches/reference/results/learning-cartpole-<date>
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Each cell: rlx's algorithm, the env, the threshold, rlx's evaluation
+# interval in iterations (about `eval_every` env steps), the SB3 workload of
+# harness.py, SB3's evaluation period in env steps, and rlx's step budget.
+CELLS = {
+    "ppo-cartpole": ("PPO", "CartPole-v1", 475.0, 10, "sb3_ppo", 10_000, 1_000_000),
+    "dqn-cartpole": ("DQN", "CartPole-v1", 475.0, 10, "sb3_dqn", 10_000, 1_000_000),
+    "a2c-cartpole": ("A2C", "CartPole-v1", 475.0, 40, "sb3_a2c", 10_000, 1_000_000),
+    "sac-pendulum": ("SAC", "Pendulum-v1", -200.0, 2, "sb3_sac_pendulum", 2_000, 60_000),
+}
+
+
+def rlx_run(rlx, cell, seed, out):
+    algorithm, env, threshold, interval, _, _, budget = CELLS[cell]
+    runs = os.path.join(out, "rlx-runs", f"{algorithm}-{env}-seed{seed}" if cell != f"{algorithm.lower()}-cartpole" else f"{algorithm}-seed{seed}")
+    config = json.dumps({"evaluation_interval": interval, "evaluation_duration": 10})
+    stop = json.dumps({"episode_reward_mean": threshold, "timesteps_total": budget})
+    cmd = [rlx, "train", "--run", algorithm, "--env", env, "--seed", str(seed),
+           "--config", config, "--stop", stop, "--results-dir", runs]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = os.path.join(runs, sorted(os.listdir(runs))[-1])
+    results = [json.loads(line) for line in open(os.path.join(run_dir, "result.json"))]
+    low = float("-inf")
+    train = next((r for r in results if r["episodes_total"] >= 20 and (r["episode_reward_mean"] or low) >= threshold), None)
+    evaluation = next((r for r in results if r.get("evaluation", {}).get("episode_reward_mean", low) >= threshold), None)
+    last = results[-1]
+    return {
+        "side": "rlx", "cell": cell, "algorithm": algorithm, "seed": seed, "run_dir": os.path.relpath(run_dir, out),
+        "solved": train is not None,
+        "env_steps": (train or last)["timesteps_total"], "wall_s": (train or last)["time_total_s"],
+        "eval_solved": evaluation is not None,
+        "eval_env_steps": (evaluation or last)["timesteps_total"], "eval_wall_s": (evaluation or last)["time_total_s"],
+    }
+
+
+def sb3_run(python, cell, seed, out, budget_s):
+    algorithm, _, _, _, workload, eval_every, _ = CELLS[cell]
+    cmd = [python, os.path.join(HERE, "harness.py"), "--workload", workload, "--seed", str(seed), "--budget-s", str(budget_s),
+           "--eval-every", str(eval_every)]
+    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+    result.update({"side": "sb3", "cell": cell, "algorithm": algorithm, "seed": seed})
+    name = f"sb3-{algorithm}-seed{seed}.json" if cell.endswith("-cartpole") else f"sb3-{cell}-seed{seed}.json"
+    with open(os.path.join(out, name), "w") as f:
+        json.dump(result, f, indent=2)
+    return result
+
+
+def summarize(runs, cells):
+    rows = []
+    for cell in cells:
+        for side in ["rlx", "sb3"]:
+            mine = [r for r in runs if r.get("cell", f"{r['algorithm'].lower()}-cartpole") == cell and r["side"] == side]
+            row = {"cell": cell, "algorithm": CELLS[cell][0], "side": side, "seeds": [r["seed"] for r in mine]}
+            for criterion, solved, steps, wall in [("train", "solved", "env_steps", "wall_s"),
+                                                   ("eval", "eval_solved", "eval_env_steps", "eval_wall_s")]:
+                ok = [r for r in mine if r[solved]]
+                row[criterion] = {
+                    "solved": f"{len(ok)}/{len(mine)}",
+                    "env_steps_median": statistics.median(r[steps] for r in ok) if ok else None,
+                    "env_steps_range": [min(r[steps] for r in ok), max(r[steps] for r in ok)] if ok else None,
+                    "wall_s_median": statistics.median(r[wall] for r in ok) if ok else None,
+                    "wall_s_range": [min(r[wall] for r in ok), max(r[wall] for r in ok)] if ok else None,
+                }
+            rows.append(row)
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rlx", required=True, help="the rlx binary (a release build)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--budget-s", type=float, default=900.0, help="wall-clock budget of each SB3 run")
+    p.add_argument("--cells", default="ppo-cartpole,dqn-cartpole", help=f"comma-separated, of {', '.join(CELLS)}")
+    args = p.parse_args()
+    cells = args.cells.split(",")
+    unknown = [c for c in cells if c not in CELLS]
+    if unknown:
+        p.error(f"unknown cells {unknown}; known: {list(CELLS)}")
+    os.makedirs(args.out, exist_ok=True)
+    runs = []
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for cell in cells:
+            for side in ["rlx", "sb3"]:
+                t0 = time.time()
+                r = rlx_run(args.rlx, cell, seed, args.out) if side == "rlx" else sb3_run(sys.executable, cell, seed, args.out, args.budget_s)
+                runs.append(r)
+                print(f"{side} {cell} seed {seed} ({time.time() - t0:.0f} s): {json.dumps(r)}", flush=True)
+    from importlib.metadata import version
+    summary = {
+        "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(),
+        "versions": {k: version(k) for k in ["stable-baselines3", "torch", "gymnasium"]},
+        "runs": runs, "summary": summarize(runs, cells),
+    }
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    for row in summary["summary"]:
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
