@@ -40,6 +40,7 @@ CELLS = {
     "dqn-cartpole": ("DQN", "CartPole-v1", 475.0, 10, "sb3_dqn", 10_000, 1_000_000),
     "a2c-cartpole": ("A2C", "CartPole-v1", 475.0, 40, "sb3_a2c", 10_000, 1_000_000),
     "sac-pendulum": ("SAC", "Pendulum-v1", -200.0, 2, "sb3_sac_pendulum", 2_000, 60_000),
+    "td3-pendulum": ("TD3", "Pendulum-v1", -200.0, 2, "sb3_td3_pendulum", 2_000, 60_000),
 }
 
 
