@@ -48,9 +48,6 @@ pub struct ResultsWriter {
     progress: ProgressCsv,
     curve: LearningCurve,
     events: EventWriter,
-    /// Every row has the `evaluation/...` columns (empty between
-    /// evaluations), so the header has them though the first row may not.
-    evaluation_columns: bool,
 }
 
 impl ResultsWriter {
@@ -88,7 +85,7 @@ impl ResultsWriter {
             }
         }
         let events = EventWriter::create(dir)?;
-        Ok(Self { dir: dir.to_path_buf(), results, progress, curve, events, evaluation_columns: false })
+        Ok(Self { dir: dir.to_path_buf(), results, progress, curve, events })
     }
 
     /// Redraws `learning_curve.png` at most once per `interval` (the first
@@ -103,7 +100,10 @@ impl ResultsWriter {
     /// Gives `progress.csv` the evaluation's columns from its first row on,
     /// for a run that evaluates every few iterations.
     pub fn with_evaluation_columns(mut self) -> Self {
-        self.evaluation_columns = true;
+        // The evaluation object's fields, in their order.
+        let empty = serde_json::to_vec(&rlx::evaluation::EvaluationResult::default()).expect("serializes");
+        let OrderedObject(fields) = serde_json::from_slice(&empty).expect("an object");
+        self.progress.evaluation_columns = fields.into_iter().map(|(name, _)| format!("evaluation/{name}")).collect();
         self
     }
 
@@ -124,7 +124,7 @@ impl ResultsWriter {
         line.push(b'\n');
         self.results.write_all(&line)?;
         self.results.sync_data()?;
-        self.progress.append(&line, self.evaluation_columns)?;
+        self.progress.append(&line)?;
         self.events.scalars(result.timesteps_total, &serde_json::to_value(result).map_err(io::Error::other)?)?;
         self.curve.push(result);
         if self.curve.last_drawn.is_none_or(|t| t.elapsed() >= self.curve.interval) {
@@ -160,6 +160,10 @@ struct ProgressCsv {
     /// `None` until the first row fixes it (or read from an existing file).
     header: Option<Vec<String>>,
     warned_dropped: bool,
+    /// Columns every row has, empty where its result lacks them: the
+    /// evaluation's, for a run that evaluates every few iterations (the
+    /// header is fixed by a first row that may have no evaluation).
+    evaluation_columns: Vec<String>,
 }
 
 impl ProgressCsv {
@@ -171,22 +175,25 @@ impl ProgressCsv {
         } else {
             None
         };
-        Ok(Self { path: path.to_path_buf(), csv: csv::Writer::from_writer(file), header, warned_dropped: false })
+        Ok(Self {
+            path: path.to_path_buf(),
+            csv: csv::Writer::from_writer(file),
+            header,
+            warned_dropped: false,
+            evaluation_columns: Vec::new(),
+        })
     }
 
-    /// Writes the row for one result, given as its JSON object.
-    /// Appends a row; with `evaluation_columns`, a row without an
-    /// evaluation gets its columns empty.
-    fn append(&mut self, json: &[u8], evaluation_columns: bool) -> io::Result<()> {
+    /// Writes the row for one result, given as its JSON object; a row
+    /// without an evaluation gets the `evaluation_columns` empty.
+    fn append(&mut self, json: &[u8]) -> io::Result<()> {
         let OrderedObject(fields) = serde_json::from_slice(json).map_err(io::Error::other)?;
         let mut cells = Vec::new();
         for (name, value) in fields {
             flatten(name, value, &mut cells);
         }
-        if evaluation_columns && !cells.iter().any(|(name, _)| name.starts_with("evaluation/")) {
-            let empty = serde_json::to_vec(&rlx::evaluation::EvaluationResult::default()).map_err(io::Error::other)?;
-            let OrderedObject(fields) = serde_json::from_slice(&empty).map_err(io::Error::other)?;
-            cells.extend(fields.into_iter().map(|(name, _)| (format!("evaluation/{name}"), String::new())));
+        if !cells.iter().any(|(name, _)| name.starts_with("evaluation/")) {
+            cells.extend(self.evaluation_columns.iter().map(|name| (name.clone(), String::new())));
         }
         let header = match &self.header {
             Some(header) => header,
@@ -525,7 +532,7 @@ mod tests {
         let dir = temp_dir("results-csv-quoting");
         let path = dir.join("progress.csv");
         let mut csv = ProgressCsv::open(&path).unwrap();
-        csv.append(br#"{"name":"a, \"b\"","n":null,"nested":{"x":{"y":1}},"list":[1,2],"ok":true}"#, false).unwrap();
+        csv.append(br#"{"name":"a, \"b\"","n":null,"nested":{"x":{"y":1}},"list":[1,2],"ok":true}"#).unwrap();
         let (header, rows) = read_csv(&path);
         assert_eq!(header, ["name", "n", "nested/x/y", "list", "ok"]);
         assert_eq!(rows, [["a, \"b\"", "", "1", "[1,2]", "true"]]);

@@ -171,8 +171,9 @@ pub fn best(run_dir: &Path) -> io::Result<PathBuf> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{} has no checkpoints", run_dir.display())))
 }
 
-/// The lines of `result.json` that parse (a torn last line does not).
-fn read_lines(path: &Path) -> io::Result<Vec<Value>> {
+/// The lines of `result.json` that parse (a torn last line does not); none
+/// for a run without one.
+pub(crate) fn read_lines(path: &Path) -> io::Result<Vec<Value>> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),

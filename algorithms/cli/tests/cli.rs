@@ -4,6 +4,7 @@
 //! cleanly with a final checkpoint; `--restore` continues the iteration
 //! count; the learning curve is a real PNG; `rollout` and `plot` work.
 
+mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -13,10 +14,7 @@ const RLX: &str = env!("CARGO_BIN_EXE_rlx");
 const FAST: &str = r#"{"num_workers": 0, "num_envs_per_worker": 4, "train_batch_size": 256, "sgd_minibatch_size": 128, "num_sgd_iter": 2, "seed": 1}"#;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlx-test-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::tmp("cli", name)
 }
 
 fn rlx(args: &[&str]) -> Output {

@@ -37,10 +37,7 @@ const COOKIE: &str = "rlx-test-cookie";
 const THRESHOLD: f64 = 400.0;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlx-test-cluster-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::tmp("cluster", name)
 }
 
 /// A child process, killed (SIGKILL) and reaped on drop.

@@ -6,6 +6,7 @@
 //! plays the best, and Python's `tensorboard` reads back the event file
 //! with `result.json`'s values.
 
+mod common;
 use rlx_cli::build_trainer;
 use rlx_envs::gym::testing::python;
 use serde_json::{json, Value};
@@ -15,10 +16,7 @@ use std::process::Command;
 const RLX: &str = env!("CARGO_BIN_EXE_rlx");
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlx-test-evaluation-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::tmp("evaluation", name)
 }
 
 /// Per iteration: steps, training mean, episodes, a learner statistic, and

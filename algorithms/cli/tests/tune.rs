@@ -3,6 +3,7 @@
 //! others finish; Ctrl-C stops every trial with a checkpoint and
 //! `rlx tune --restore` finishes them, every iteration counted once.
 
+mod common;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,10 +12,7 @@ use std::time::{Duration, Instant};
 const RLX: &str = env!("CARGO_BIN_EXE_rlx");
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rlx-test-tune-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::tmp("tune", name)
 }
 
 /// Writes the experiment file and starts `rlx tune` on it.

@@ -488,11 +488,12 @@ fn metric(scheduler: Option<&Asha>) -> (ScoreAttr, bool) {
 /// The chosen values, `name=value`, floats to four significant digits.
 fn short(params: &[(String, Value)]) -> String {
     let value = |v: &Value| match v.as_f64() {
-        Some(x) if !v.is_i64() && !v.is_u64() => format!("{x:.4}")
-            .parse::<f64>()
-            .ok()
-            .filter(|&r| r != 0.0 && x.abs() >= 0.01)
-            .map_or_else(|| format!("{x:.3e}"), |r| r.to_string()),
+        // Rounded to four decimals without trailing zeros; below 0.01
+        // (and 0.0) in scientific notation.
+        Some(x) if !v.is_i64() && !v.is_u64() && x.abs() >= 0.01 => {
+            format!("{x:.4}").parse::<f64>().map_or_else(|_| x.to_string(), |r| r.to_string())
+        }
+        Some(x) if !v.is_i64() && !v.is_u64() => format!("{x:.3e}"),
         _ => v.to_string(),
     };
     params
@@ -572,12 +573,9 @@ fn write_summary(dir: &Path, state: &TuneState) -> Result<(), CliError> {
     let mut series = Vec::new();
     for t in &state.trials {
         let Some(run_dir) = &t.run_dir else { continue };
-        let text = std::fs::read_to_string(run_dir.join("result.json")).unwrap_or_default();
-        let points: Vec<(f64, f64)> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|r| Some((r.get("timesteps_total")?.as_f64()?, attr.value(&r)?)))
-            .collect();
+        let results = crate::retention::read_lines(&run_dir.join("result.json")).unwrap_or_default();
+        let points: Vec<(f64, f64)> =
+            results.iter().filter_map(|r| Some((r.get("timesteps_total")?.as_f64()?, attr.value(r)?))).collect();
         if !points.is_empty() {
             series.push(Series { label: format!("{} {}", t.id, short(&t.params)), points });
         }

@@ -1,4 +1,5 @@
-//! What the fault tests of this crate share.
+//! What the tests of this crate share (each test file uses some of it).
+#![allow(dead_code)]
 
 use rlx::{Action, Env, EnvError, EnvMaker, EnvSignature, Step, Wrapped, Wrapper};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,4 +36,13 @@ pub fn faulty(panic_at: impl Fn(usize) -> bool + Send + Sync + 'static) -> EnvMa
         let faulty = Faulty { signature, steps: steps.clone(), panic_at: panic_at.clone() };
         Ok(Box::new(Wrapped::wrap(cartpole, faulty)) as Box<dyn Env>)
     })
+}
+
+/// An empty directory `rlx-test-<suite>-<name>-<pid>` under the system's
+/// temporary directory (emptied if a killed run left it behind).
+pub fn tmp(suite: &str, name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("rlx-test-{suite}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
