@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn only_the_top_directions_move_the_weights_scaled_by_their_reward_std() {
         let table = NoiseTable::new(1, 100);
-        let ep = |r| rlx::EpisodeSummary { episode_return: r, length: 1, truncated: false };
+        let ep = |r| rlx::EpisodeSummary { episode_return: r, length: 1, truncated: false, agent: None };
         let stat = rlx::filter::RunningStat::new(1);
         let pair = |offset, p, n| PairResult { noise_offset: offset, pos: ep(p), neg: ep(n), obs: stat.clone() };
         // Direction at 0 scores 10, at 50 scores 3 (dropped with b = 1).
@@ -142,7 +142,7 @@ mod tests {
     #[test]
     fn equal_returns_leave_the_weights_alone() {
         let table = NoiseTable::new(1, 100);
-        let ep = rlx::EpisodeSummary { episode_return: 9.0, length: 9, truncated: false };
+        let ep = rlx::EpisodeSummary { episode_return: 9.0, length: 9, truncated: false, agent: None };
         let r = PairResult { noise_offset: 3, pos: ep, neg: ep, obs: rlx::filter::RunningStat::new(1) };
         let (new, _) = ArsUpdate { top: 1, stepsize: 0.5 }.update(&[0.25; 4], &[r], &table);
         assert_eq!(new, vec![0.25; 4]);

@@ -171,7 +171,7 @@ mod tests {
     fn the_update_follows_the_better_half_of_each_pair() {
         // Two pairs; the + side of the first wins, the − side of the second.
         let table = NoiseTable::new(1, 100);
-        let ep = |r| rlx::EpisodeSummary { episode_return: r, length: 1, truncated: false };
+        let ep = |r| rlx::EpisodeSummary { episode_return: r, length: 1, truncated: false, agent: None };
         let stat = rlx::filter::RunningStat::new(1);
         let results = vec![
             PairResult { noise_offset: 0, pos: ep(10.0), neg: ep(1.0), obs: stat.clone() },

@@ -168,9 +168,18 @@ pub async fn attach(
     };
     // In a task of its own, outside any placement in scope: evaluation
     // evaluators live in this process even when training's are on nodes.
-    let evaluators = tokio::spawn(spawn_evaluators(make_env, make_policy, settings))
-        .await
-        .map_err(|e| BuildError::Unsupported(format!("starting the evaluation evaluators: {e}")))??;
+    // A multi-agent run's evaluators act with its policies: the build's
+    // context goes along.
+    let spawn = spawn_evaluators(make_env, make_policy, settings);
+    let context = crate::multi_agent::current();
+    let evaluators = tokio::spawn(async move {
+        match context {
+            Some(context) => context.scope(spawn).await,
+            None => spawn.await,
+        }
+    })
+    .await
+    .map_err(|e| BuildError::Unsupported(format!("starting the evaluation evaluators: {e}")))??;
     let settings =
         EvaluationSettings { interval: cfg.evaluation_interval, duration: cfg.evaluation_duration, explore, seed };
     Ok(trainer.with_evaluation(Evaluation::new(evaluators, settings)))

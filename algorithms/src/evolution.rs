@@ -294,7 +294,7 @@ impl FlatPolicy {
     ) -> Result<EpisodeSummary, rlx::EnvError> {
         let mut obs = vec![0.0; self.sizes[0]];
         env.reset(Some(seed), &mut obs)?;
-        let mut summary = EpisodeSummary { episode_return: 0.0, length: 0, truncated: false };
+        let mut summary = EpisodeSummary { episode_return: 0.0, length: 0, truncated: false, agent: None };
         loop {
             seen.push(&obs);
             let step = self.act(env, &mut obs, weights)?;

@@ -55,6 +55,7 @@ pub async fn spawn_evaluators(
     s: SamplingSettings,
 ) -> Result<Evaluators, BuildError> {
     let probe = make_env()?;
+    let make_policy = crate::multi_agent::policies(probe.as_ref(), make_policy)?;
     make_policy(probe.observation_space(), probe.action_space(), 0, 0)?;
     drop(probe);
     let settings = s.clone();

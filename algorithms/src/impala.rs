@@ -19,7 +19,7 @@
 //! importance ratio π/μ before clipping), `grad_norm`, `total_loss`,
 //! `policy_lag_mean`, `policy_lag_max`.
 
-use crate::actor_critic::{self, weighted_sum, ActorCriticLoss, Column, Forward, LossOutput, TRAJ_ENDS};
+use crate::actor_critic::{weighted_sum, ActorCriticLoss, Column, Forward, LossOutput, TRAJ_ENDS};
 use crate::device::NetDevice;
 use crate::execution::{actor_critic_policies, spawn_evaluators, SamplingSettings};
 use crate::model::ModelSupport;
@@ -215,7 +215,7 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
     let evaluators = spawn_evaluators(make_env, actor_critic_policies(name, loss.clone()), sampling).await?;
     // The learner's copy, for the spaces the evaluators were built with.
     let (obs, act) = evaluators.local().spaces();
-    let learner = actor_critic::make_policy(name, &loss, &obs, &act, seed)?;
+    let learner = crate::multi_agent::learner_policies(actor_critic_policies(name, loss))(&obs, &act, seed, 0)?;
     let optimizer = AsyncSamplesOptimizer::new(learner, optimizer).await?;
     Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }

@@ -33,6 +33,7 @@ pub mod evolution;
 pub mod execution;
 pub mod impala;
 pub mod model;
+pub mod multi_agent;
 pub mod optim;
 pub mod pbt;
 pub mod pg;
@@ -41,6 +42,7 @@ pub mod ppo;
 pub mod registry;
 pub mod sac;
 pub mod sections;
+pub mod self_play;
 pub mod td3;
 
 use rlx::config::ConfigError;
@@ -128,6 +130,28 @@ pub fn make_policy(
     seed: u64,
 ) -> Result<Box<dyn rlx::PolicyGraph>, BuildError> {
     registry::algorithm(algorithm)?.make_policy(config, observation_space, action_space, seed)
+}
+
+/// [`make_policy`] for the env `env` (a copy of the run's): for a
+/// multi-agent env, the [`rlx::MultiPolicy`] of every policy in the
+/// config's `multiagent` section (or the one shared default policy), as
+/// the run built it; otherwise the algorithm's policy for the env's spaces.
+///
+/// # Errors
+/// As [`make_policy`]; a `multiagent` section that does not fit the env.
+pub fn make_policy_for_env(
+    algorithm: &str,
+    config: &Value,
+    env: &dyn rlx::Env,
+    seed: u64,
+) -> Result<Box<dyn rlx::PolicyGraph>, BuildError> {
+    let (obs, act) = (env.observation_space(), env.action_space());
+    let Some(agents) = env.agent_ids() else {
+        return make_policy(algorithm, config, obs, act, seed);
+    };
+    let (section, resolved) = multi_agent::split(config);
+    let plan = std::sync::Arc::new(multi_agent::Plan::new(section.as_ref(), agents)?);
+    plan.policies(registry::algorithm(algorithm)?.name(), &resolved)(obs, act, seed, 0)
 }
 
 /// Builds a trainer for `algorithm` on the registered env `env`, with the

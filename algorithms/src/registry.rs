@@ -8,6 +8,7 @@
 
 use crate::evaluation::{self, EvaluationConfig};
 use crate::execution::PolicyMaker;
+use crate::multi_agent;
 use crate::sections::key_docs;
 use crate::{a2c, a3c, actor_critic, apex, appo, ars, ddpg, dqn, es, impala, pbt, pg, ppo, sac, td3};
 use crate::{BuildError, EnvMaker};
@@ -271,7 +272,16 @@ where
     }
 
     fn build(&self, make_env: EnvMaker, overrides: &Value) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>> {
+        let (multiagent, overrides) = multi_agent::split(overrides);
+        let overrides = &overrides;
         let plan = || -> Result<_, BuildError> {
+            if multiagent.is_some() && !self.evaluates() {
+                return Err(BuildError::Unsupported(format!(
+                    "{} does not train several policies (`{}`): it perturbs or breeds one policy's weights",
+                    self.name,
+                    multi_agent::KEY
+                )));
+            }
             let (eval, overrides) = evaluation::split(overrides)?;
             if eval.evaluation_interval > 0 && !self.evaluates() {
                 return Err(BuildError::Unsupported(format!(
@@ -301,12 +311,18 @@ where
             }
             Ok((eval, cfg, resolved, evaluators))
         };
-        let (eval, cfg, resolved, evaluators) = match plan() {
+        let (eval, cfg, mut resolved, evaluators) = match plan() {
             Ok(plan) => plan,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
+        // Every policy the build makes goes through `multi_agent::policies`,
+        // which reads the section in this context.
+        let context = multi_agent::Context::new(multiagent.clone(), self.name, resolved.clone());
+        if let Some(section) = multiagent {
+            resolved[multi_agent::KEY] = section;
+        }
         let build = (self.build)(make_env.clone(), cfg);
-        Box::pin(async move {
+        Box::pin(context.clone().scope(async move {
             let trainer = build.await?;
             let trainer = match evaluators {
                 Some((merged, explore, policies)) => {
@@ -314,8 +330,12 @@ where
                 }
                 None => trainer,
             };
+            let trainer = match context.plan() {
+                Some(plan) => multi_agent::attach(trainer, &plan),
+                None => trainer,
+            };
             Ok((trainer, resolved))
-        })
+        }))
     }
 }
 

@@ -52,6 +52,18 @@ async fn recurrent_continuous_and_masked_runs_restore_exactly() {
     restores_exactly("PPO", "MaskedMaze-v0", config(), "masked").await;
 }
 
+/// Multi-agent runs too: two policies on MultiAgentCartPole (each
+/// policy's weights and optimizer state, the agents' episodes in
+/// progress), and TicTacToe under one shared policy (each player's last
+/// move still waiting for its outcome).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_agent_runs_restore_exactly() {
+    let mut two = config();
+    two["multiagent"] = json!({"policy_mapping": "p{i}"});
+    restores_exactly("PPO", "MultiAgentCartPole", two, "multi-agent").await;
+    restores_exactly("PPO", "TicTacToe", config(), "turns").await;
+}
+
 /// k iterations, a checkpoint, a restore into a fresh trainer and m more
 /// iterations give the weights, counters and returns of k + m straight.
 async fn restores_exactly(algorithm: &str, env: &str, config: Value, name: &str) {

@@ -1,65 +1,183 @@
-//! Two PPO policies trained side by side on MultiAgentCartPole: the policy
-//! mapping sends `agent_0` to `p0` and `agent_1` to `p1`, the evaluator
-//! batches each policy's agents together, and each policy learns from its
-//! own batch. Both must learn to balance.
+//! Multi-agent runs built from config, on the same machinery as
+//! single-agent ones: MultiAgentCartPole with independent, shared, frozen
+//! and mixed-algorithm policies; evaluator actors sample every agent's
+//! rows and each policy learns from its own.
 
-use rlx::multi_agent::{MultiAgentEvaluator, PolicyMapping};
-use rlx::{fields, MultiAgentEnv, PolicyGraph};
-use rlx_algorithms::ppo::{make_policy, PpoConfig};
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+mod common;
 
-const ENV_STEP_BUDGET: usize = 150_000;
-const THRESHOLD: f64 = 150.0;
+use common::{train_until, Score};
+use rlx::{MultiPolicy, TrainResult, Trainer};
+use rlx_algorithms::build_trainer;
+use serde_json::{json, Value};
 
-#[test]
-fn two_policies_learn_multi_agent_cartpole() {
-    let env = rlx_envs::multi_agent_cartpole(2);
-    let (obs_space, act_space) = (env.observation_space(0).clone(), env.action_space(0).clone());
-    let mut cfg = PpoConfig::default();
-    cfg.sampling.seed = 5;
-    let mut policies: BTreeMap<String, Box<dyn PolicyGraph>> = BTreeMap::new();
-    for (i, pid) in ["p0", "p1"].iter().enumerate() {
-        policies.insert(pid.to_string(), make_policy(&cfg, &obs_space, &act_space, 100 + i as u64).unwrap());
+/// Each named policy's mean return, or nothing until all have one.
+fn policy_means(r: &TrainResult, ids: &[&str]) -> Option<Vec<f64>> {
+    ids.iter().map(|id| r.policy_reward_mean.get(*id).copied().flatten()).collect()
+}
+
+/// The weights of policy `id` in the driver's policy.
+fn weights(trainer: &Trainer, id: &str) -> Vec<f32> {
+    trainer.policy_weights(id).unwrap_or_else(|| panic!("no policy `{id}`"))
+}
+
+/// Trains until every policy in `ids` has a mean return of `threshold`,
+/// failing past `budget` agent steps.
+async fn train_to(trainer: &mut Trainer, ids: &[&'static str], threshold: f64, budget: u64) -> TrainResult {
+    let failure = format!("policies {ids:?} not all at a mean of {threshold}");
+    train_until(trainer, &failure, budget, |_, r| {
+        let means = policy_means(r, ids)?;
+        let worst = means.iter().copied().fold(f64::INFINITY, f64::min);
+        Some(Score { value: worst, passed: worst >= threshold })
+    })
+    .await
+}
+
+fn ppo(extra: Value) -> Value {
+    let mut config = json!({"seed": 1, "num_workers": 2, "env_config": {"num_agents": 3}});
+    rlx::config::deep_merge(&mut config, &extra);
+    config
+}
+
+/// Two agents under two independent PPO policies, sampled by two evaluator
+/// actors, and a third agent under a policy that is not trained: each
+/// trained policy's mean return rises from about 22 to 300, its weights
+/// move, and the frozen one's stay exactly as they started.
+#[tokio::test(flavor = "multi_thread")]
+async fn independent_policies_learn_and_a_frozen_one_stays_as_initialized() {
+    let config = ppo(json!({"multiagent": {
+        "policies": ["p0", "p1", "frozen"],
+        "policy_mapping": {"agent_0": "p0", "agent_1": "p1", "agent_2": "frozen"},
+        "policies_to_train": ["p0", "p1"],
+    }}));
+    let (mut trainer, _) = build_trainer("PPO", "MultiAgentCartPole", &config).await.unwrap();
+    let before: Vec<Vec<f32>> = ["p0", "p1", "frozen"].iter().map(|id| weights(&trainer, id)).collect();
+    assert!(before[0] != before[1], "two policies start from their own seeds");
+
+    let first = trainer.train().await.unwrap();
+    let start = policy_means(&first, &["p0", "p1"]).expect("episodes end in the first iteration");
+    assert!(start.iter().all(|&m| m < 60.0), "untrained policies balance for about 22 steps: {start:?}");
+    let r = train_to(&mut trainer, &["p0", "p1"], 300.0, 600_000).await;
+
+    for (id, initial) in ["p0", "p1"].iter().zip(&before) {
+        assert!(&weights(&trainer, id) != initial, "`{id}` learned");
     }
-    let mapping: PolicyMapping = Arc::new(|agent: &str| if agent == "agent_0" { "p0".into() } else { "p1".into() });
-    let mut evaluator = MultiAgentEvaluator::new(Box::new(env), policies, mapping, 512, 0).unwrap();
+    assert!(weights(&trainer, "frozen") == before[2], "a policy outside policies_to_train keeps its weights");
+    let frozen = r.policy_reward_mean["frozen"].unwrap();
+    assert!(frozen < 100.0, "the frozen policy did not learn: {frozen}");
+    // Per-agent returns, and learner statistics per policy.
+    assert_eq!(r.agent_reward_mean.len(), 3);
+    assert!(r.learner.get("p0/policy_loss").is_some() && r.learner.get("frozen/policy_loss").is_none());
+}
 
-    let mut recent: BTreeMap<String, VecDeque<f64>> = BTreeMap::new();
-    let mut env_steps = 0;
-    loop {
-        let mut rollout = evaluator.sample().unwrap();
-        env_steps += 512;
-        // Both policies acted, each on its own agent only.
-        assert_eq!(rollout.batches.keys().collect::<Vec<_>>(), ["p0", "p1"]);
-        for (agent, ep) in &rollout.agent_episodes {
-            let window = recent.entry(agent.clone()).or_default();
-            window.push_back(ep.episode_return);
-            if window.len() > 20 {
-                window.pop_front();
-            }
-        }
-        evaluator.learn(&mut rollout, &[fields::ADVANTAGES]).unwrap();
-        let means: Vec<f64> =
-            recent.values().filter(|w| w.len() >= 5).map(|w| w.iter().sum::<f64>() / w.len() as f64).collect();
-        if means.len() == 2 && means.iter().all(|&m| m >= THRESHOLD) {
-            // Two separately trained policies, not one shared one.
-            let w0 = evaluator.policy_mut("p0").unwrap().get_weights();
-            let w1 = evaluator.policy_mut("p1").unwrap().get_weights();
-            assert_ne!(w0, w1);
+/// Two agents sharing one policy: its batch holds both agents' rows, and
+/// it learns from them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shared_policy_learns_from_every_agent() {
+    let config =
+        ppo(json!({"num_workers": 0, "env_config": {"num_agents": 2}, "multiagent": {"policy_mapping": "shared"}}));
+    let (mut trainer, _) = build_trainer("PPO", "MultiAgentCartPole", &config).await.unwrap();
+    {
+        let mut local = trainer.evaluators().local();
+        let batch = local.sample().unwrap().batch;
+        let agents = batch.i64(rlx::multi_policy::AGENT_INDEX).unwrap();
+        let of = |a: i64| agents.iter().filter(|&&x| x == a).count();
+        assert!(of(0) > 0 && of(1) > 0, "rows of both agents: {} and {}", of(0), of(1));
+        assert_eq!(of(0) + of(1), batch.len());
+    }
+    let r = train_to(&mut trainer, &["shared"], 300.0, 400_000).await;
+    assert_eq!(r.policy_reward_mean.len(), 1);
+}
+
+/// RLlib's two-trainer example: one agent under PPO, the other under DQN.
+/// Each trainer samples with both policies and trains its own; after every
+/// iteration each copies its trained policy into the other.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ppo_policy_and_a_dqn_policy_learn_side_by_side() {
+    let mapping = json!({"agent_0": "ppo", "agent_1": "dqn"});
+    let base = json!({"seed": 1, "env_config": {"num_agents": 2}});
+    let mut ppo_config = base.clone();
+    rlx::config::deep_merge(
+        &mut ppo_config,
+        &json!({"multiagent": {
+            "policies": {"ppo": {}, "dqn": {"run": "DQN"}}, "policy_mapping": mapping, "policies_to_train": ["ppo"],
+        }}),
+    );
+    let mut dqn_config = base.clone();
+    rlx::config::deep_merge(
+        &mut dqn_config,
+        &json!({"multiagent": {
+            "policies": {"ppo": {"run": "PPO"}, "dqn": {}}, "policy_mapping": mapping, "policies_to_train": ["dqn"],
+        }}),
+    );
+    let (mut ppo_trainer, _) = build_trainer("PPO", "MultiAgentCartPole", &ppo_config).await.unwrap();
+    let (mut dqn_trainer, _) = build_trainer("DQN", "MultiAgentCartPole", &dqn_config).await.unwrap();
+    let mut best = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+    for _ in 0..400 {
+        let r = ppo_trainer.train().await.unwrap();
+        let d = dqn_trainer.train().await.unwrap();
+        ppo_trainer.set_policy_weights("dqn", &weights(&dqn_trainer, "dqn")).await.unwrap();
+        dqn_trainer.set_policy_weights("ppo", &weights(&ppo_trainer, "ppo")).await.unwrap();
+        let ppo_mean = r.policy_reward_mean["ppo"].unwrap_or(0.0);
+        let dqn_mean = d.policy_reward_mean["dqn"].unwrap_or(0.0);
+        best = (best.0.max(ppo_mean), best.1.max(dqn_mean));
+        if ppo_mean >= 200.0 && dqn_mean >= 150.0 {
             return;
         }
-        assert!(
-            env_steps < ENV_STEP_BUDGET,
-            "not both above {THRESHOLD} within {ENV_STEP_BUDGET} env steps: {means:?}"
-        );
+    }
+    panic!("PPO at 200 and DQN at 150 not both reached (best {best:?})");
+}
+
+/// The asynchronous algorithms too: IMPALA and APPO keep a learner policy
+/// of their own, which is a multi-agent policy like the evaluators'. The
+/// mapping comes from a Rust closure here.
+#[tokio::test(flavor = "multi_thread")]
+async fn impala_and_appo_learn_two_policies() {
+    for algorithm in ["IMPALA", "APPO"] {
+        let config = json!({"seed": 1, "num_workers": 2, "num_envs_per_worker": 4, "env_config": {"num_agents": 2}});
+        let mapping: rlx::PolicyMapping = std::sync::Arc::new(|agent: &str| agent.replace("agent_", "p"));
+        let (mut trainer, _) =
+            rlx_algorithms::multi_agent::build_trainer_with_mapping(algorithm, "MultiAgentCartPole", &config, mapping)
+                .await
+                .unwrap();
+        let r = train_to(&mut trainer, &["p0", "p1"], 150.0, 1_000_000).await;
+        assert_eq!(r.policy_reward_mean.len(), 2, "{algorithm}");
     }
 }
 
+/// Mistakes in the section are named before any evaluator starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_section_is_refused_by_name() {
+    for (section, expected) in [
+        (json!({"policies": ["p0"], "policy_mapping": {"agent_0": "p0", "agent_1": "p7"}}), "p7"),
+        (json!({"policies": ["p0", "p1", "idle"], "policy_mapping": "p{i}"}), "idle"),
+        (json!({"policy_mapping": {"agent_0": "a", "agent_1": "a", "agent_9": "a"}}), "agent_9"),
+        (json!({"policy_mapping": "p{i}", "policies_to_train": ["p0", "nobody"]}), "nobody"),
+    ] {
+        let config = json!({"multiagent": section});
+        let err = build_trainer("PPO", "MultiAgentCartPole", &config).await.err().expect("refused").to_string();
+        assert!(err.contains(expected), "{err}");
+    }
+    let err = build_trainer("PPO", "CartPole-v1", &json!({"multiagent": {"policy_mapping": "shared"}}))
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("multi-agent env"), "{err}");
+    let err = build_trainer("A3C", "MultiAgentCartPole", &json!({})).await.err().expect("refused").to_string();
+    assert!(err.contains("A3C"), "{err}");
+}
+
+/// `MultiPolicy` itself: weights are each policy's in id order.
 #[test]
-fn mapping_to_a_missing_policy_is_an_error() {
-    let env = rlx_envs::multi_agent_cartpole(2);
-    let mapping: PolicyMapping = Arc::new(|_: &str| "nobody".into());
-    let err = MultiAgentEvaluator::new(Box::new(env), BTreeMap::new(), mapping, 10, 0).err().unwrap().to_string();
-    assert!(err.contains("agent_0") && err.contains("nobody"), "{err}");
+fn a_multi_policy_lays_its_policies_weights_end_to_end() {
+    let (o, a) = (rlx::Space::uniform_box(-1.0, 1.0, vec![4]).unwrap(), rlx::Space::discrete(2));
+    let make = |seed| rlx_algorithms::make_policy("PPO", &json!({}), &o, &a, seed).unwrap();
+    let (w0, w1) = (make(1).get_weights(), make(2).get_weights());
+    let policies = [("b".to_string(), make(2)), ("a".to_string(), make(1))].into_iter().collect();
+    let agents = ["a".to_string(), "b".to_string()];
+    let multi = MultiPolicy::new(policies, 2, &agents, &agents, &[]).unwrap();
+    use rlx::PolicyGraph;
+    let layout = multi.weight_layout();
+    assert_eq!(layout[0], ("a".to_string(), 0..w0.len()));
+    assert!(multi.get_weights() == [w0, w1].concat());
 }

@@ -54,3 +54,7 @@ pub struct Tutorial;
 /// `book/src/workflow.md`
 #[doc = include_str!("../../book/src/workflow.md")]
 pub struct Workflow;
+
+/// `book/src/multi-agent.md`
+#[doc = include_str!("../../book/src/multi-agent.md")]
+pub struct MultiAgent;

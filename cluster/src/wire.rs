@@ -475,7 +475,7 @@ mod tests {
         let mut batch = rlx::SampleBatch::new();
         batch.insert_f32("obs", (0..40).map(|i| i as f32).collect(), 4).unwrap();
         batch.insert_i64("actions", (0..10).collect(), 1).unwrap();
-        let episode = EpisodeSummary { episode_return: 12.5, length: 13, truncated: false };
+        let episode = EpisodeSummary { episode_return: 12.5, length: 13, truncated: false, agent: None };
         let rollout = Rollout { batch, episodes: vec![episode], filter_delta: Some(stat), env_shard_restarts: 1 };
         let gradients = GradientRollout {
             grads: vec![0.5; 32],

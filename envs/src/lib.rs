@@ -27,6 +27,7 @@ pub mod pendulum;
 mod registry;
 mod snapshot;
 pub mod stateless_cartpole;
+pub mod tic_tac_toe;
 
 pub use acrobot::{acrobot_v1, Acrobot};
 pub use cartpole::{cartpole_v1, CartPole};
@@ -38,3 +39,4 @@ pub use multi_cartpole::{multi_agent_cartpole, MultiAgentCartPole};
 pub use pendulum::{pendulum_v1, Pendulum};
 pub use registry::{make, make_with, reward_threshold, spec, specs, EnvSpec};
 pub use stateless_cartpole::StatelessCartPole;
+pub use tic_tac_toe::TicTacToe;

@@ -18,6 +18,14 @@ pub fn multi_agent_cartpole(n: usize) -> MultiAgentCartPole {
     IndependentAgents::new("MultiAgentCartPole", (0..n).map(|_| cartpole_v1()).collect())
 }
 
+/// `MultiAgentCartPole` with `n` agents whose episodes end after `steps` steps.
+///
+/// # Panics
+/// If `n` is zero.
+pub fn multi_agent_cartpole_limited(n: usize, steps: usize) -> MultiAgentCartPole {
+    IndependentAgents::new("MultiAgentCartPole", (0..n).map(|_| TimeLimit::new(CartPole::new(), steps)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,13 @@ struct Gravity {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
+struct Agents {
+    max_episode_steps: Option<usize>,
+    num_agents: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct MinAtarOptions {
     max_episode_steps: Option<usize>,
     sticky_action_prob: Option<f64>,
@@ -152,6 +159,35 @@ const REGISTRY: &[EnvSpec] = &[
             let k: Gravity = parse("Pendulum-v1", kw)?;
             let env = Pendulum::with_gravity(k.g.unwrap_or(10.0))?;
             Ok(limited(env, Some(k.max_episode_steps.unwrap_or(200))))
+        },
+    },
+    EnvSpec {
+        name: "MultiAgentCartPole",
+        description: "num_agents (default 2) CartPole-v1 copies, one per agent `agent_i`; an agent is done with its pole, the episode when all are (RLlib's example env)",
+        reward_threshold: None,
+        kwargs: &["num_agents"],
+        make: |kw| {
+            let k: Agents = parse("MultiAgentCartPole", kw)?;
+            let (n, steps) = (k.num_agents.unwrap_or(2), k.max_episode_steps.unwrap_or(500));
+            if n == 0 {
+                return Err(EnvError::BadArgument { env: "MultiAgentCartPole".into(), message: "num_agents must be at least 1".into() });
+            }
+            let make: rlx::MultiAgentMaker = std::sync::Arc::new(move || {
+                Ok(Box::new(crate::multi_cartpole::multi_agent_cartpole_limited(n, steps)) as Box<dyn rlx::MultiAgentEnv>)
+            });
+            Ok(Box::new(rlx::AgentSlots::new(make)?))
+        },
+    },
+    EnvSpec {
+        name: "TicTacToe",
+        description: "two players (`player_0` X opens, `player_1` O) in turns; Box(18) board from the mover's side, Discrete(9) cells, free cells masked; +1 win, -1 loss, 0 draw (for self-play)",
+        reward_threshold: None,
+        kwargs: &[],
+        make: |kw| {
+            let _: Common = parse("TicTacToe", kw)?;
+            let make: rlx::MultiAgentMaker =
+                std::sync::Arc::new(|| Ok(Box::new(crate::TicTacToe::new()) as Box<dyn rlx::MultiAgentEnv>));
+            Ok(Box::new(rlx::AgentSlots::new(make)?))
         },
     },
     EnvSpec {
@@ -270,6 +306,20 @@ mod tests {
         for spec in super::specs() {
             let mut env = super::make(spec.name).unwrap();
             assert_eq!(env.name(), spec.name);
+            if let Some(agents) = env.agent_ids() {
+                // A multi-agent env steps as a vector env of its agents.
+                let rows = agents.len();
+                let make: rlx::EnvMaker = std::sync::Arc::new(move || super::make(spec.name));
+                let mut vector = rlx::VectorEnv::build(make, 1, &rlx::EnvShards::default(), true).unwrap();
+                vector.reset(1).unwrap();
+                let d = vector.obs_dim();
+                assert!(vector.observations().chunks(d).all(|o| vector.observation_space().contains_row(o)));
+                let Space::Discrete { n } = vector.action_space().clone() else { unreachable!("discrete") };
+                let bad = rlx::Column::I64 { data: vec![n; rows], width: 1 };
+                let err = vector.step(&bad, &mut Default::default()).expect_err(spec.name).to_string();
+                assert!(err.contains(spec.name), "{err}");
+                continue;
+            }
             let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
             env.reset(Some(1), &mut obs).unwrap();
             assert!(env.observation_space().contains_row(&obs), "{}: {obs:?}", spec.name);

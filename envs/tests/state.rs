@@ -1,6 +1,8 @@
-//! Every registered env snapshots itself (`save_state`) and, restored into a
-//! fresh env (`load_state`), continues bit for bit: what checkpoints rely on
-//! to resume episodes in progress.
+//! Every registered single-agent env snapshots itself (`save_state`) and,
+//! restored into a fresh env (`load_state`), continues bit for bit: what
+//! checkpoints rely on to resume episodes in progress. (A multi-agent env
+//! snapshots in its vector form; `algorithms/tests/checkpoint.rs` resumes
+//! those runs exactly.)
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -69,6 +71,12 @@ fn play(env: &mut dyn Env, obs: &mut [f32], actions: &[OwnedAction]) -> Vec<Reco
     out
 }
 
+/// The registered envs with one agent (a multi-agent env steps only in a
+/// vector env).
+fn single_agent_specs() -> Vec<rlx_envs::EnvSpec> {
+    rlx_envs::specs().iter().copied().filter(|s| rlx_envs::make(s.name).unwrap().agent_ids().is_none()).collect()
+}
+
 /// A fresh env registered as `name`, reset with `seed`, and its first
 /// observation.
 fn reset_env(name: &str, seed: u64) -> (Box<dyn Env>, Vec<f32>) {
@@ -80,7 +88,7 @@ fn reset_env(name: &str, seed: u64) -> (Box<dyn Env>, Vec<f32>) {
 
 #[test]
 fn a_restored_env_continues_bit_for_bit() {
-    for spec in rlx_envs::specs() {
+    for spec in single_agent_specs() {
         let name = spec.name;
         let (mut env, mut obs) = reset_env(name, 7);
         for action in random_actions(env.action_space(), 50, 1) {
@@ -111,7 +119,7 @@ fn a_restored_env_continues_bit_for_bit() {
 #[test]
 fn a_snapshot_taken_at_termination_needs_a_reset() {
     let mut terminating = Vec::new();
-    for spec in rlx_envs::specs() {
+    for spec in single_agent_specs() {
         let (mut env, mut obs) = reset_env(spec.name, 7);
         let actions = random_actions(env.action_space(), 1000, 3);
         // Envs that random play never terminates (MountainCar, Pendulum) are skipped.
@@ -137,7 +145,7 @@ fn a_snapshot_taken_at_termination_needs_a_reset() {
 #[test]
 fn a_restored_env_differs_from_one_that_was_not_restored() {
     // Guards the test above: without `load_state` the replay must differ.
-    for spec in rlx_envs::specs() {
+    for spec in single_agent_specs() {
         let (mut env, mut obs) = reset_env(spec.name, 7);
         let actions = random_actions(env.action_space(), 300, 2);
         let want = play(&mut env, &mut obs, &actions);
@@ -149,7 +157,7 @@ fn a_restored_env_differs_from_one_that_was_not_restored() {
 #[test]
 fn bad_snapshots_are_errors_that_change_nothing() {
     let snapshot_of = |name: &str| reset_env(name, 3).0.save_state().unwrap();
-    for spec in rlx_envs::specs() {
+    for spec in single_agent_specs() {
         let name = spec.name;
         let (mut env, _) = reset_env(name, 5);
         let before = env.save_state().unwrap();
@@ -161,7 +169,7 @@ fn bad_snapshots_are_errors_that_change_nothing() {
             assert!(err.to_string().contains(name), "{name}: {err}");
         }
         // Every other env's snapshot (CartPole's into MountainCar, ...).
-        for other in rlx_envs::specs().iter().filter(|o| o.name != name) {
+        for other in single_agent_specs().into_iter().filter(|o| o.name != name) {
             let err = env.load_state(&snapshot_of(other.name)).expect_err(other.name).to_string();
             assert!(err.contains(name), "{name} loading {}: {err}", other.name);
         }
@@ -171,7 +179,7 @@ fn bad_snapshots_are_errors_that_change_nothing() {
 
 #[test]
 fn every_registered_env_renders_text() {
-    for spec in rlx_envs::specs() {
+    for spec in single_agent_specs() {
         let (env, _) = reset_env(spec.name, 0);
         let frame = env.render().unwrap_or_else(|| panic!("{}: no render", spec.name));
         assert!(!frame.trim().is_empty(), "{}", spec.name);

@@ -105,6 +105,11 @@ pub struct EpisodeSummary {
     pub length: u64,
     /// Whether it ended by truncation (time limit) rather than termination.
     pub truncated: bool,
+    /// In a multi-agent env ([`crate::agent_slots`]), the index of the
+    /// agent whose part of the episode this is; `None` for a whole episode
+    /// (there, the sum over the agents).
+    #[serde(default)]
+    pub agent: Option<u32>,
 }
 
 /// Per-copy results of one [`VectorEnv::step`](crate::VectorEnv::step), in buffers reused across steps.
@@ -130,6 +135,15 @@ pub struct VectorStep {
     /// The legal actions in each `new_obs`, `[num_envs, mask width]` (1.0
     /// legal), if the env reports action masks; empty otherwise.
     pub new_action_mask: Vec<f32>,
+    /// Copies that did not act in this step: a player of a turn-based
+    /// multi-agent env waiting for its turn ([`crate::multi_agent`]). Its
+    /// reward, end flags and `new_obs` belong to its last acted step, which
+    /// they complete; the row is no transition of its own.
+    pub waiting: Vec<bool>,
+    /// Copies whose last acted step is not complete yet: the player must
+    /// wait for the others before it observes its next position. Always
+    /// `false` for single-agent envs.
+    pub pending: Vec<bool>,
 }
 
 impl VectorStep {
@@ -160,6 +174,10 @@ impl VectorStep {
         self.new_obs.resize(n * obs_dim, 0.0);
         self.interrupted.clear();
         self.interrupted.resize(n, false);
+        self.waiting.clear();
+        self.waiting.resize(n, false);
+        self.pending.clear();
+        self.pending.resize(n, false);
         self.new_action_mask.resize(n * mask_width, 1.0);
     }
 }
@@ -203,6 +221,29 @@ pub trait BatchedEnv: Send {
     /// Restarts after failures so far (each one's copies lost their
     /// episodes in progress); counted in `result.json` with the env shards'.
     fn restarts(&self) -> u64;
+
+    /// A snapshot of every copy, for checkpoints, or `None` (the default)
+    /// where the copies cannot save theirs (other processes).
+    fn save_state(&self) -> Option<EnvState> {
+        None
+    }
+
+    /// Restores what [`save_state`](Self::save_state) saved.
+    ///
+    /// # Errors
+    /// A snapshot of another env or shape; the default refuses every one.
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let _ = state;
+        Err(EnvError::Other { env: "batched env".into(), message: "cannot restore a saved state".into() })
+    }
+
+    /// Rows per step, when they are not the copies asked for: a
+    /// multi-agent env steps one row per agent of each copy
+    /// ([`crate::multi_agent::AgentSlots`]). `None` (the default): one row
+    /// per copy.
+    fn num_rows(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Where [`Env::batched`] puts its copies: from the `env_shards` config
@@ -369,6 +410,13 @@ pub trait Env: Send {
         None
     }
 
+    /// For a multi-agent env seen as an `Env`
+    /// ([`crate::multi_agent::AgentSlots`]): its agent ids, in the order of
+    /// the rows of each copy. `None` (the default) for a single-agent env.
+    fn agent_ids(&self) -> Option<&[String]> {
+        None
+    }
+
     /// Which actions are legal in the current state, for envs whose legal
     /// actions change (board games, menus, schedulers): one `bool` per
     /// action of a `Discrete` action space, or, for a `MultiDiscrete` one,
@@ -477,6 +525,9 @@ impl<E: Env + ?Sized> Env for Box<E> {
     }
     fn batched(&self, num_envs: usize, settings: &BatchSettings) -> Option<Result<Box<dyn BatchedEnv>, EnvError>> {
         (**self).batched(num_envs, settings)
+    }
+    fn agent_ids(&self) -> Option<&[String]> {
+        (**self).agent_ids()
     }
     fn action_mask(&self) -> Option<&[bool]> {
         (**self).action_mask()

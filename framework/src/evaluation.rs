@@ -159,7 +159,7 @@ mod tests {
     use super::*;
 
     fn ep(r: f64, length: u64) -> EpisodeSummary {
-        EpisodeSummary { episode_return: r, length, truncated: false }
+        EpisodeSummary { episode_return: r, length, truncated: false, agent: None }
     }
 
     #[test]

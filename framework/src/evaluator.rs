@@ -104,6 +104,11 @@ pub struct EvaluatorState {
     /// so a restored run continues its episodes in progress exactly.
     #[serde(default)]
     pub recurrent_state: Vec<f32>,
+    /// Each copy's last move in a turn-based game still waiting for its
+    /// outcome (see [`PolicyEvaluator::sample`]), as an encoded one-row
+    /// batch; empty for other envs.
+    #[serde(default)]
+    pub pending_rows: Vec<Option<serde_bytes::ByteBuf>>,
 }
 
 impl EvaluatorState {
@@ -135,6 +140,13 @@ pub struct PolicyEvaluator {
     fragment: SampleBatch,
     /// Per fragment row: the copy's env shard was restarted at that step.
     interrupted: Vec<bool>,
+    /// Per fragment row: the copy did not act (a player waiting for its
+    /// turn); the row completes the copy's last acted row.
+    waiting: Vec<bool>,
+    /// Per fragment row: the copy's last acted row is not complete yet.
+    pending: Vec<bool>,
+    /// Per copy: its last acted row of an earlier call, still pending.
+    carry: Vec<Option<SampleBatch>>,
     steps_sampled: u64,
     filter: Option<MeanStdFilter>,
 }
@@ -179,6 +191,9 @@ impl PolicyEvaluator {
             step: VectorStep::default(),
             fragment: SampleBatch::new(),
             interrupted: Vec::new(),
+            waiting: Vec::new(),
+            pending: Vec::new(),
+            carry: Vec::new(),
             steps_sampled: 0,
             filter: None,
         })
@@ -252,6 +267,9 @@ impl PolicyEvaluator {
         let horizon = self.sample_size.div_ceil(n);
         self.fragment.clear();
         self.interrupted.clear();
+        self.waiting.clear();
+        self.pending.clear();
+        self.carry.resize(n, None);
         let restarts_before = self.shard_restarts();
         for _ in 0..horizon {
             let mut obs = self.env.observations().to_vec();
@@ -279,6 +297,8 @@ impl PolicyEvaluator {
             }
             self.fragment.append(&self.step_out)?;
             self.interrupted.extend_from_slice(&self.step.interrupted);
+            self.waiting.extend_from_slice(&self.step.waiting);
+            self.pending.extend_from_slice(&self.step.pending);
             // A copy whose episode ended (or whose shard restarted) starts
             // its next episode with a fresh recurrent state.
             for i in 0..n {
@@ -287,7 +307,7 @@ impl PolicyEvaluator {
                 }
             }
         }
-        let lost = self.interrupted.iter().filter(|&&x| x).count();
+        let lost = self.interrupted.iter().zip(&self.waiting).filter(|(&x, &w)| x || w).count();
         self.steps_sampled += (horizon * n - lost) as u64;
 
         // Rows are time-major: row t * n + i is copy i at step t. Cut each
@@ -295,24 +315,61 @@ impl PolicyEvaluator {
         // An interrupted row (the copy's shard restarted) is dropped and cuts
         // the trajectory before it, which then bootstraps from its last
         // observation as at a fragment's end: the episode was cut, not ended.
+        // A waiting row (a player whose turn it was not) is no transition of
+        // its own: its reward, end and observation complete the copy's last
+        // acted row, which stays pending until then — across calls if need
+        // be, so that a fragment's end never bootstraps from a position the
+        // player did not get to move in.
         let terminated = self.fragment.f32(fields::TERMINATEDS)?.to_vec();
         let truncated = self.fragment.f32(fields::TRUNCATEDS)?.to_vec();
         let mut trajectories = Vec::new();
         let mut rows = Vec::with_capacity(horizon);
         for i in 0..n {
             rows.clear();
+            let mut carried = self.carry[i].take();
+            let mut last_pending = carried.is_some();
             for t in 0..horizon {
                 let r = t * n + i;
-                if !self.interrupted[r] {
+                if self.interrupted[r] {
+                    self.flush(carried.take(), &rows, &mut trajectories)?;
+                    rows.clear();
+                    last_pending = false;
+                    continue;
+                }
+                if self.waiting[r] {
+                    match (rows.last(), carried.as_mut()) {
+                        (Some(&acted), _) => {
+                            let src = self.fragment.gather(&[r]);
+                            complete_row(&mut self.fragment, acted, &src)?;
+                        }
+                        (None, Some(row)) => {
+                            let src = self.fragment.gather(&[r]);
+                            complete_row(row, 0, &src)?;
+                        }
+                        // Nothing to complete: the copy has not acted in this
+                        // episode yet (the other player opened).
+                        (None, None) => continue,
+                    }
+                } else {
                     rows.push(r);
                 }
-                let cut = self.interrupted[r] || terminated[r] != 0.0 || truncated[r] != 0.0 || t + 1 == horizon;
-                if cut && !rows.is_empty() {
-                    let mut traj = self.fragment.gather(&rows);
-                    self.policy.postprocess_trajectory(&mut traj)?;
-                    trajectories.push(traj);
+                last_pending = self.pending[r];
+                if terminated[r] != 0.0 || truncated[r] != 0.0 {
+                    self.flush(carried.take(), &rows, &mut trajectories)?;
                     rows.clear();
+                    last_pending = false;
                 }
+            }
+            if last_pending {
+                match rows.pop() {
+                    Some(r) => {
+                        self.flush(carried.take(), &rows, &mut trajectories)?;
+                        self.carry[i] = Some(self.fragment.gather(&[r]));
+                    }
+                    None => self.carry[i] = carried.take(),
+                }
+            } else {
+                self.flush(carried.take(), &rows, &mut trajectories)?;
             }
         }
         Ok(Rollout {
@@ -321,6 +378,28 @@ impl PolicyEvaluator {
             filter_delta: self.filter.as_mut().map(MeanStdFilter::take_delta),
             env_shard_restarts: self.shard_restarts() - restarts_before,
         })
+    }
+
+    /// Postprocesses the trajectory of `carried` (a pending row from an
+    /// earlier call) followed by fragment `rows`, if any, into `out`.
+    fn flush(
+        &mut self,
+        carried: Option<SampleBatch>,
+        rows: &[usize],
+        out: &mut Vec<SampleBatch>,
+    ) -> Result<(), EvaluatorError> {
+        let mut traj = match carried {
+            Some(mut row) => {
+                row.append(&self.fragment.gather(rows))?;
+                row
+            }
+            None => self.fragment.gather(rows),
+        };
+        if !traj.is_empty() {
+            self.policy.postprocess_trajectory(&mut traj)?;
+            out.push(traj);
+        }
+        Ok(())
     }
 
     /// Samples a batch and computes the policy's gradient on it.
@@ -400,6 +479,9 @@ impl PolicyEvaluator {
                 let ended = step.terminated[i] || step.truncated[i];
                 if step.interrupted[i] {
                     (returns[i], lengths[i]) = (0.0, 0);
+                } else if step.waiting[i] {
+                    // Not its turn: what happened to it, without a step of its own.
+                    returns[i] += f64::from(step.rewards[i]);
                 } else {
                     returns[i] += f64::from(step.rewards[i]);
                     lengths[i] += 1;
@@ -410,6 +492,7 @@ impl PolicyEvaluator {
                         episode_return: returns[i],
                         length: lengths[i],
                         truncated: step.truncated[i] && !step.terminated[i],
+                        agent: None,
                     });
                 }
                 if ended || step.interrupted[i] {
@@ -445,6 +528,13 @@ impl PolicyEvaluator {
             filter: self.filter.clone(),
             steps_sampled: self.steps_sampled,
             recurrent_state: self.acting.state().to_vec(),
+            pending_rows: self
+                .carry
+                .iter()
+                .map(|row| {
+                    row.as_ref().map(|r| serde_bytes::ByteBuf::from(crate::codec::encode(r).expect("a row encodes")))
+                })
+                .collect(),
         }
     }
 
@@ -477,9 +567,37 @@ impl PolicyEvaluator {
         if self.acting.state_size() > 0 {
             self.acting.set_state(&state.recurrent_state)?;
         }
+        self.carry = state
+            .pending_rows
+            .iter()
+            .map(|row| {
+                row.as_ref()
+                    .map(|bytes| crate::codec::decode(bytes))
+                    .transpose()
+                    .map_err(|e| EvaluatorError::Config(format!("a saved pending row does not decode: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
         self.steps_sampled = state.steps_sampled;
         Ok(())
     }
+}
+
+/// Completes row `row` of `batch` with the one row of `waiting`: the
+/// reward is added, the end flags joined, and the next observation (and
+/// its legal actions) replaced.
+fn complete_row(batch: &mut SampleBatch, row: usize, waiting: &SampleBatch) -> Result<(), BatchError> {
+    batch.f32_mut(fields::REWARDS)?[row] += waiting.f32(fields::REWARDS)?[0];
+    for flag in [fields::TERMINATEDS, fields::TRUNCATEDS] {
+        let value = &mut batch.f32_mut(flag)?[row];
+        *value = value.max(waiting.f32(flag)?[0]);
+    }
+    for field in [fields::NEW_OBS, fields::NEW_ACTION_MASK] {
+        if let Ok(src) = waiting.f32(field) {
+            let width = src.len();
+            batch.f32_mut(field)?[row * width..(row + 1) * width].copy_from_slice(src);
+        }
+    }
+    Ok(())
 }
 
 /// Whether `space` is a `Box` with a finite bound somewhere.

@@ -39,6 +39,7 @@ pub mod fuzz;
 pub mod handle;
 pub mod metrics;
 pub mod multi_agent;
+pub mod multi_policy;
 pub mod operators;
 pub mod optimizer;
 pub mod placement;
@@ -65,7 +66,8 @@ pub use evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator, Rollout};
 pub use evaluator_set::Evaluators;
 pub use handle::{EvaluatorHandle, HandleError, LocalEvaluator, SharedHandle};
 pub use metrics::TrainResult;
-pub use multi_agent::{MultiAgentEnv, MultiAgentEvaluator, PolicyMapping};
+pub use multi_agent::{AgentSlots, MultiAgentEnv, MultiAgentMaker, PolicyMapping};
+pub use multi_policy::MultiPolicy;
 pub use optimizer::{
     MultiDeviceOptimizer, OptimizerError, PolicyOptimizer, StepStats, SyncReplayOptimizer, SyncSamplesOptimizer,
 };

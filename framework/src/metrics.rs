@@ -8,7 +8,7 @@
 use crate::policy::LearnerStats;
 use crate::vector_env::EpisodeSummary;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// The most recent finished episodes, for smoothed return statistics.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -67,11 +67,28 @@ impl EpisodeWindow {
     pub fn mean_length(&self) -> Option<f64> {
         self.stat(|e| e.length as f64, |a, b| a + b).map(|s| s / self.len() as f64)
     }
+
+    /// The returns in the window, oldest first.
+    pub fn returns(&self) -> impl Iterator<Item = f64> + '_ {
+        self.episodes.iter().map(|e| e.episode_return)
+    }
+}
+
+/// The mean of `values`, `None` if there are none.
+pub fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    (n > 0).then(|| sum / n as f64)
 }
 
 /// What one training iteration reports. One JSON object per line of
 /// `result.json`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+///
+/// It serializes as a map of its fields in this order, without
+/// `evaluation` when none ran and without the multi-agent maps when they
+/// are empty (see the `Serialize` impl), in JSON and in checkpoints alike;
+/// checkpoints written before it did (MessagePack arrays of the fields)
+/// still load.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct TrainResult {
     /// Iterations completed, starting at 1.
     pub training_iteration: u64,
@@ -108,24 +125,129 @@ pub struct TrainResult {
     /// What failed in the evaluators' deployment since the start of the run
     /// (refused or lost nodes, re-placed evaluators), oldest first.
     ///
-    /// Checkpoints store results as MessagePack arrays, where only
-    /// trailing fields may be missing: this one and the next are optional
-    /// when reading (checkpoints written before they existed still load),
-    /// and only the last may be left out when writing.
+    /// Optional when reading, as every field after it: checkpoints written
+    /// before they existed still load.
     #[serde(default)]
     pub evaluator_failures: Vec<String>,
     /// The evaluation after this iteration, if one ran (see
     /// [`crate::evaluation`]): greedy episodes on evaluators of their own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub evaluation: Option<crate::evaluation::EvaluationResult>,
+    /// Multi-agent runs: each policy's mean return over the last 100
+    /// episodes of each agent it acts for (`null` until one ends). Empty,
+    /// and left out, in single-agent runs.
+    #[serde(default)]
+    pub policy_reward_mean: BTreeMap<String, Option<f64>>,
+    /// Multi-agent runs: each agent's mean return over its last 100
+    /// episodes.
+    #[serde(default)]
+    pub agent_reward_mean: BTreeMap<String, Option<f64>>,
+    /// Self-play: the learning policy's win rate against each opponent
+    /// policy over that opponent's last 100 games (the share of them the
+    /// opponent lost).
+    #[serde(default)]
+    pub win_rate: BTreeMap<String, Option<f64>>,
+}
+
+impl Serialize for TrainResult {
+    /// A map, so that the optional fields can be left out in any format
+    /// (MessagePack arrays, as derived, only allow leaving out the last).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let optional = usize::from(self.evaluation.is_some())
+            + [&self.policy_reward_mean, &self.agent_reward_mean, &self.win_rate]
+                .iter()
+                .filter(|m| !m.is_empty())
+                .count();
+        let mut map = serializer.serialize_map(Some(16 + optional))?;
+        map.serialize_entry("training_iteration", &self.training_iteration)?;
+        map.serialize_entry("timesteps_total", &self.timesteps_total)?;
+        map.serialize_entry("timesteps_this_iter", &self.timesteps_this_iter)?;
+        map.serialize_entry("num_env_steps_trained", &self.num_env_steps_trained)?;
+        map.serialize_entry("episodes_total", &self.episodes_total)?;
+        map.serialize_entry("episodes_this_iter", &self.episodes_this_iter)?;
+        map.serialize_entry("episode_reward_mean", &self.episode_reward_mean)?;
+        map.serialize_entry("episode_reward_min", &self.episode_reward_min)?;
+        map.serialize_entry("episode_reward_max", &self.episode_reward_max)?;
+        map.serialize_entry("episode_len_mean", &self.episode_len_mean)?;
+        map.serialize_entry("time_this_iter_s", &self.time_this_iter_s)?;
+        map.serialize_entry("time_total_s", &self.time_total_s)?;
+        map.serialize_entry("env_steps_per_s", &self.env_steps_per_s)?;
+        map.serialize_entry("num_evaluator_restarts", &self.num_evaluator_restarts)?;
+        map.serialize_entry("learner", &self.learner)?;
+        map.serialize_entry("evaluator_failures", &self.evaluator_failures)?;
+        if let Some(evaluation) = &self.evaluation {
+            map.serialize_entry("evaluation", evaluation)?;
+        }
+        for (key, value) in [
+            ("policy_reward_mean", &self.policy_reward_mean),
+            ("agent_reward_mean", &self.agent_reward_mean),
+            ("win_rate", &self.win_rate),
+        ] {
+            if !value.is_empty() {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Checkpoints encode results inside other structs as MessagePack
-    /// arrays: a result with and without failures must round-trip there.
+    /// Every field is written (a field added to the struct but not to the
+    /// `Serialize` impl would be lost), in declaration order.
+    #[test]
+    fn json_has_every_field_in_order_and_round_trips() {
+        let full = TrainResult {
+            evaluation: Some(Default::default()),
+            policy_reward_mean: [("p".to_string(), Some(1.0))].into(),
+            agent_reward_mean: [("a".to_string(), None)].into(),
+            win_rate: [("q".to_string(), Some(0.5))].into(),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&full).unwrap();
+        assert!(json.starts_with(r#"{"training_iteration":0,"timesteps_total":0,"#), "{json}");
+        assert_eq!(serde_json::from_str::<TrainResult>(&json).unwrap(), full);
+        let plain = serde_json::to_value(TrainResult::default()).unwrap();
+        let keys = plain.as_object().unwrap().len();
+        assert_eq!(keys, 16, "single-agent results leave out the optional fields: {plain}");
+        assert_eq!(serde_json::to_value(&full).unwrap().as_object().unwrap().len(), keys + 4);
+    }
+
+    /// Checkpoints written before results were maps stored them as
+    /// MessagePack arrays of their fields: they still load.
+    #[test]
+    fn results_stored_as_arrays_still_load() {
+        // The sixteen fields up to `evaluator_failures`, as a tuple: an array.
+        let old = (
+            3u64,
+            10u64,
+            5u64,
+            10u64,
+            1u64,
+            1u64,
+            Some(9.5f64),
+            Some(9.5f64),
+            Some(9.5f64),
+            Some(9.0f64),
+            0.5f64,
+            1.0f64,
+            20.0f64,
+            0u64,
+            LearnerStats::default(),
+            vec!["node lost".to_string()],
+        );
+        let flat = rmp_serde::to_vec(&old).unwrap();
+        let r: TrainResult = rmp_serde::from_slice(&flat).unwrap();
+        assert_eq!((r.training_iteration, r.episode_len_mean), (3, Some(9.0)));
+        assert_eq!(r.evaluator_failures, ["node lost"]);
+        assert!(r.evaluation.is_none() && r.policy_reward_mean.is_empty());
+    }
+
+    /// Checkpoints encode results inside other structs: a result with and
+    /// without each optional part must round-trip there.
     #[test]
     fn results_round_trip_in_checkpoint_encoding_with_and_without_failures() {
         #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -137,11 +259,14 @@ mod tests {
         learner.set("kl", 0.5);
         let evaluation =
             crate::evaluation::EvaluationResult { episode_reward_mean: 7.5, episodes: 2, ..Default::default() };
-        for (failures, evaluation) in [
-            (vec![], None),
-            (vec!["node 127.0.0.1:1 lost".to_string()], None),
-            (vec![], Some(evaluation.clone())),
-            (vec!["node 127.0.0.1:1 lost".to_string()], Some(evaluation)),
+        let policies: BTreeMap<String, Option<f64>> = [("p0".to_string(), Some(3.0)), ("p1".into(), None)].into();
+        for (failures, evaluation, policy_reward_mean) in [
+            (vec![], None, BTreeMap::new()),
+            (vec!["node 127.0.0.1:1 lost".to_string()], None, BTreeMap::new()),
+            (vec![], Some(evaluation.clone()), BTreeMap::new()),
+            (vec!["node 127.0.0.1:1 lost".to_string()], Some(evaluation.clone()), BTreeMap::new()),
+            (vec![], None, policies.clone()),
+            (vec![], Some(evaluation), policies.clone()),
         ] {
             let w = Wrapped {
                 last: TrainResult {
@@ -149,6 +274,9 @@ mod tests {
                     learner: learner.clone(),
                     evaluator_failures: failures,
                     evaluation,
+                    agent_reward_mean: policy_reward_mean.clone(),
+                    win_rate: policy_reward_mean.clone(),
+                    policy_reward_mean,
                     ..Default::default()
                 },
                 after: vec![7],
@@ -159,7 +287,7 @@ mod tests {
     }
 
     fn ep(r: f64) -> EpisodeSummary {
-        EpisodeSummary { episode_return: r, length: r as u64, truncated: false }
+        EpisodeSummary { episode_return: r, length: r as u64, truncated: false, agent: None }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Multi-agent environments and the evaluator that batches them per policy.
+//! Multi-agent environments, stepped by the same machinery as single-agent
+//! ones.
 //!
 //! A [`MultiAgentEnv`] steps several agents at once. Agents are numbered
 //! `0..n` in the order of [`MultiAgentEnv::agent_ids`], which names them;
@@ -7,18 +8,23 @@
 //! before the others (its own `terminated`/`truncated`); the episode ends
 //! when the env reports *all done*.
 //!
-//! A [`PolicyMapping`] assigns each agent id a policy id. The
-//! [`MultiAgentEvaluator`] groups the active agents by policy, so each policy
-//! computes actions for all of its agents in one batched call, and returns
-//! one postprocessed [`SampleBatch`] per policy (RLlib's `MultiAgentBatch`).
-
-use crate::env::{EnvError, Step};
-use crate::evaluator::EvaluatorError;
-use crate::policy::{LearnerStats, PolicyError, PolicyGraph};
-use crate::sample_batch::{fields, Column, SampleBatch};
+//! [`AgentSlots`] makes a multi-agent env an ordinary [`Env`] whose vector
+//! form has one row per agent of each copy: row `c * n + i` is agent `i` of
+//! copy `c`. So a multi-agent run samples with a [`crate::PolicyEvaluator`]
+//! in the driver, in actors or on nodes, with the same supervision,
+//! weights, checkpoints and wire format as any other; a
+//! [`crate::multi_policy::MultiPolicy`] acts for each row with the policy
+//! its agent maps to and learns per policy (RLlib's `MultiAgentBatch` is a
+//! batch with an `agent_index` column here). An agent that finished before
+//! the others has no transition in the rows until the episode ends: they
+//! are marked as [`VectorStep::interrupted`] rows, which the evaluator
+//! leaves out.
+use crate::env::{
+    decode_state, encode_state, BatchSettings, BatchedEnv, Env, EnvError, EnvMaker, EnvSignature, EnvState, Step,
+};
+use crate::sample_batch::Column;
 use crate::space::{Action, Space};
-use crate::vector_env::EpisodeSummary;
-use std::collections::BTreeMap;
+use crate::vector_env::{EpisodeSummary, VectorStep};
 use std::sync::Arc;
 
 /// An environment with several agents acting at once.
@@ -54,252 +60,371 @@ pub trait MultiAgentEnv: Send {
         obs: &mut [Vec<f32>],
         steps: &mut [Step],
     ) -> Result<bool, EnvError>;
+
+    /// Whether agent `agent` acts at the next step. A turn-based game
+    /// answers `false` for the players waiting for their turn: they get
+    /// `None` actions, and what happens to them meanwhile (the reward of a
+    /// lost game) completes their last move. Default: every agent acts.
+    fn acting(&self, agent: usize) -> bool {
+        let _ = agent;
+        true
+    }
+
+    /// The legal actions of agent `agent` in its current observation (for
+    /// a board game: the free cells), or `None` (the default) if all are
+    /// always legal. The policies act within them (see
+    /// [`Env::action_mask`]).
+    fn action_mask(&self, agent: usize) -> Option<&[bool]> {
+        let _ = agent;
+        None
+    }
+
+    /// A snapshot of the episode in progress, for checkpoints that resume
+    /// exactly, or `None` (the default) if the env cannot take one.
+    fn save_state(&self) -> Option<EnvState> {
+        None
+    }
+
+    /// Restores what [`save_state`](Self::save_state) saved.
+    ///
+    /// # Errors
+    /// A snapshot of another env; the default refuses every one.
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let _ = state;
+        Err(EnvError::Other { env: self.name().into(), message: "cannot restore a saved state".into() })
+    }
 }
 
 /// Maps an agent id to the id of the policy that controls it.
 pub type PolicyMapping = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
-/// What [`MultiAgentEvaluator::sample`] returns.
-#[derive(Debug, Default)]
-pub struct MultiAgentRollout {
-    /// One postprocessed batch per policy id (policies that acted).
-    pub batches: BTreeMap<String, SampleBatch>,
-    /// Finished episodes; the return is the sum over all agents.
-    pub episodes: Vec<EpisodeSummary>,
-    /// Each agent's part of each finished episode: (agent id, its return and length).
-    pub agent_episodes: Vec<(String, EpisodeSummary)>,
+/// Builds a multi-agent env.
+pub type MultiAgentMaker = Arc<dyn Fn() -> Result<Box<dyn MultiAgentEnv>, EnvError> + Send + Sync>;
+
+/// A multi-agent env as an [`Env`] whose copies step in its vector form
+/// ([`Env::batched`]), one row per agent. The agents must share their
+/// observation and action spaces (one network shape serves every policy);
+/// stepping it alone, outside a vector env, is an error.
+pub struct AgentSlots {
+    make: MultiAgentMaker,
+    signature: EnvSignature,
+    agents: Vec<String>,
 }
 
-impl MultiAgentRollout {
-    /// Total rows over all policies' batches (agent steps).
-    pub fn agent_steps(&self) -> usize {
-        self.batches.values().map(SampleBatch::len).sum()
+impl AgentSlots {
+    /// The env `make` builds, seen through its agents.
+    ///
+    /// # Errors
+    /// An env that cannot be built, has no agents, or whose agents differ in
+    /// their spaces (naming the first that differs).
+    pub fn new(make: MultiAgentMaker) -> Result<Self, EnvError> {
+        let probe = make()?;
+        let agents = probe.agent_ids().to_vec();
+        if agents.is_empty() {
+            return Err(EnvError::BadArgument { env: probe.name().into(), message: "has no agents".into() });
+        }
+        let (obs, act) = (probe.observation_space(0).clone(), probe.action_space(0).clone());
+        for (i, agent) in agents.iter().enumerate().skip(1) {
+            if *probe.observation_space(i) != obs || *probe.action_space(i) != act {
+                return Err(EnvError::BadArgument {
+                    env: probe.name().into(),
+                    message: format!(
+                        "agent `{agent}` has spaces {} / {}, agent `{}` {obs} / {act}: \
+                         the agents of a multi-agent env must share their spaces",
+                        probe.observation_space(i),
+                        probe.action_space(i),
+                        agents[0]
+                    ),
+                });
+            }
+        }
+        let signature = EnvSignature::new(probe.name(), obs, act);
+        Ok(Self { make, signature, agents })
+    }
+
+    /// An [`EnvMaker`] of `AgentSlots` over `make`.
+    pub fn maker(make: MultiAgentMaker) -> EnvMaker {
+        Arc::new(move || Ok(Box::new(AgentSlots::new(make.clone())?) as Box<dyn Env>))
     }
 }
 
-/// Runs a [`MultiAgentEnv`] with one policy per policy id.
-pub struct MultiAgentEvaluator {
-    env: Box<dyn MultiAgentEnv>,
-    policies: BTreeMap<String, Box<dyn PolicyGraph>>,
-    agent_policy: Vec<String>,
-    env_steps_per_sample: usize,
-    obs: Vec<Vec<f32>>,
-    new_obs: Vec<Vec<f32>>,
-    steps: Vec<Step>,
-    active: Vec<bool>,
-    trajectories: Vec<SampleBatch>,
-    returns: Vec<f64>,
-    lengths: Vec<u64>,
-    episode_len: u64,
-    episode_truncated: bool,
+impl Env for AgentSlots {
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
+    }
+
+    fn reset(&mut self, _: Option<u64>, _: &mut [f32]) -> Result<(), EnvError> {
+        Err(self.only_batched())
+    }
+
+    fn step(&mut self, _: Action<'_>, _: &mut [f32]) -> Result<Step, EnvError> {
+        Err(self.only_batched())
+    }
+
+    fn batched(&self, num_envs: usize, _: &BatchSettings) -> Option<Result<Box<dyn BatchedEnv>, EnvError>> {
+        Some(SlotBatch::new(&self.make, num_envs).map(|b| Box::new(b) as Box<dyn BatchedEnv>))
+    }
+
+    fn agent_ids(&self) -> Option<&[String]> {
+        Some(&self.agents)
+    }
 }
 
-impl MultiAgentEvaluator {
-    /// Pairs `env` with `policies`; `mapping` must send every agent to one of
-    /// them. Each [`sample`](Self::sample) steps the env `env_steps_per_sample`
-    /// times.
-    ///
-    /// # Errors
-    /// An agent mapped to a missing policy, or whose spaces differ from its
-    /// policy's, or a failed reset.
-    pub fn new(
-        mut env: Box<dyn MultiAgentEnv>,
-        policies: BTreeMap<String, Box<dyn PolicyGraph>>,
-        mapping: PolicyMapping,
-        env_steps_per_sample: usize,
-        seed: u64,
-    ) -> Result<Self, EvaluatorError> {
-        let ids = env.agent_ids().to_vec();
-        let mut agent_policy = Vec::with_capacity(ids.len());
-        for (i, agent) in ids.iter().enumerate() {
-            let pid = mapping(agent);
-            let policy = policies.get(&pid).ok_or_else(|| {
-                EvaluatorError::Config(format!(
-                    "agent `{agent}` maps to policy `{pid}`, which does not exist (policies: {})",
-                    policies.keys().cloned().collect::<Vec<_>>().join(", ")
-                ))
-            })?;
-            for (which, a, b) in [
-                ("observation", policy.observation_space(), env.observation_space(i)),
-                ("action", policy.action_space(), env.action_space(i)),
-            ] {
-                if a != b {
-                    return Err(EvaluatorError::SpaceMismatch {
-                        which,
-                        policy: a.to_string(),
-                        env: format!("{b} (agent `{agent}`)"),
-                    });
-                }
-            }
-            agent_policy.push(pid);
+impl AgentSlots {
+    fn only_batched(&self) -> EnvError {
+        EnvError::BadArgument {
+            env: self.signature.name.clone(),
+            message: "a multi-agent env steps in a vector env, one row per agent (VectorEnv::build)".into(),
         }
-        if env_steps_per_sample == 0 {
-            return Err(EvaluatorError::Config("env_steps_per_sample must be at least 1".into()));
-        }
-        let n = ids.len();
-        let mut obs: Vec<Vec<f32>> = (0..n).map(|i| vec![0.0; env.observation_space(i).flat_dim()]).collect();
-        env.reset(Some(seed), &mut obs)?;
+    }
+}
+
+/// [`SlotBatch`]'s snapshot.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SlotState {
+    envs: Vec<EnvState>,
+    obs: Vec<Vec<Vec<f32>>>,
+    active: Vec<bool>,
+    returns: Vec<f64>,
+    lengths: Vec<u64>,
+    episode_len: Vec<u64>,
+    episode_truncated: Vec<bool>,
+}
+
+/// The copies of a multi-agent env behind [`AgentSlots`].
+struct SlotBatch {
+    envs: Vec<Box<dyn MultiAgentEnv>>,
+    /// Agents per copy.
+    n: usize,
+    obs_dim: usize,
+    /// Per copy and agent: the observation the env writes.
+    obs: Vec<Vec<Vec<f32>>>,
+    steps: Vec<Vec<Step>>,
+    /// Per row: the agent is still in its copy's episode.
+    active: Vec<bool>,
+    /// Per row: the agent's return and length so far in this episode.
+    returns: Vec<f64>,
+    lengths: Vec<u64>,
+    /// Per copy: env steps in this episode, and whether an agent was cut by
+    /// a time limit.
+    episode_len: Vec<u64>,
+    episode_truncated: Vec<bool>,
+}
+
+impl SlotBatch {
+    fn new(make: &MultiAgentMaker, copies: usize) -> Result<Self, EnvError> {
+        let envs = (0..copies.max(1)).map(|_| make()).collect::<Result<Vec<_>, _>>()?;
+        let n = envs[0].agent_ids().len();
+        let obs_dim = envs[0].observation_space(0).flat_dim();
+        let rows = envs.len() * n;
         Ok(Self {
-            new_obs: obs.clone(),
-            obs,
-            env,
-            policies,
-            agent_policy,
-            env_steps_per_sample,
-            steps: vec![Step::default(); n],
-            active: vec![true; n],
-            trajectories: vec![SampleBatch::new(); n],
-            returns: vec![0.0; n],
-            lengths: vec![0; n],
-            episode_len: 0,
-            episode_truncated: false,
+            obs: vec![vec![vec![0.0; obs_dim]; n]; envs.len()],
+            steps: vec![vec![Step::default(); n]; envs.len()],
+            active: vec![true; rows],
+            returns: vec![0.0; rows],
+            lengths: vec![0; rows],
+            episode_len: vec![0; envs.len()],
+            episode_truncated: vec![false; envs.len()],
+            envs,
+            n,
+            obs_dim,
         })
     }
 
-    /// The policy with id `id`.
-    pub fn policy_mut(&mut self, id: &str) -> Option<&mut (dyn PolicyGraph + 'static)> {
-        self.policies.get_mut(id).map(|p| p.as_mut())
-    }
-
-    /// Every policy id.
-    pub fn policy_ids(&self) -> Vec<String> {
-        self.policies.keys().cloned().collect()
-    }
-
-    /// Steps the env `env_steps_per_sample` times and returns one
-    /// postprocessed batch per policy.
-    ///
-    /// # Errors
-    /// Env, policy or batch errors.
-    pub fn sample(&mut self) -> Result<MultiAgentRollout, EvaluatorError> {
-        let n = self.obs.len();
-        let mut out = MultiAgentRollout::default();
-        let mut policy_out: BTreeMap<String, SampleBatch> = BTreeMap::new();
-        for _ in 0..self.env_steps_per_sample {
-            // One batched compute_actions per policy over its active agents.
-            let mut rows: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for i in (0..n).filter(|&i| self.active[i]) {
-                rows.entry(self.agent_policy[i].as_str()).or_default().push(i);
-            }
-            let mut agent_row = vec![(String::new(), 0usize); n];
-            for (pid, agents) in &rows {
-                let obs: Vec<f32> = agents.iter().flat_map(|&i| self.obs[i].iter().copied()).collect();
-                let batch = policy_out.entry(pid.to_string()).or_default();
-                self.policies.get_mut(*pid).expect("checked in new()").compute_actions(&obs, true, batch)?;
-                for (r, &i) in agents.iter().enumerate() {
-                    agent_row[i] = (pid.to_string(), r);
-                }
-            }
-            let actions: Vec<Option<Action<'_>>> = (0..n)
-                .map(|i| {
-                    if !self.active[i] {
-                        return Ok(None);
-                    }
-                    let (pid, r) = &agent_row[i];
-                    match policy_out[pid].get(fields::ACTIONS) {
-                        Some(Column::I64 { data, width: 1 }) => Ok(Some(Action::Discrete(data[*r]))),
-                        Some(Column::F32 { data, width }) => {
-                            Ok(Some(Action::Continuous(&data[r * width..(r + 1) * width])))
-                        }
-                        _ => Err(PolicyError::Other(format!("policy `{pid}` wrote no usable `actions` column"))),
-                    }
-                })
-                .collect::<Result<_, PolicyError>>()?;
-            for (i, a) in actions.iter().enumerate() {
-                if let Some(a) = a {
-                    if let (Action::Discrete(_), false) = (a, self.env.action_space(i).contains(*a)) {
-                        return Err(invalid_action_for(self.env.as_ref(), i, *a).into());
-                    }
-                }
-            }
-            let all_done = self.env.step(&actions, &mut self.new_obs, &mut self.steps)?;
-            drop(actions);
-            self.episode_len += 1;
-            let acting: Vec<usize> = (0..n).filter(|&i| self.active[i]).collect();
-            for i in acting {
-                let (pid, r) = &agent_row[i];
-                let step = self.steps[i];
-                let mut row = policy_out[pid].gather(&[*r]);
-                let d = self.obs[i].len();
-                row.insert_f32(fields::OBS, self.obs[i].clone(), d)?;
-                row.insert_f32(fields::NEW_OBS, self.new_obs[i].clone(), d)?;
-                row.insert_f32(fields::REWARDS, vec![step.reward as f32], 1)?;
-                let truncated = step.truncated || (all_done && !step.terminated);
-                row.insert_f32(fields::TERMINATEDS, vec![f32::from(u8::from(step.terminated))], 1)?;
-                row.insert_f32(fields::TRUNCATEDS, vec![f32::from(u8::from(truncated))], 1)?;
-                self.trajectories[i].append(&row)?;
-                self.returns[i] += step.reward;
-                self.lengths[i] += 1;
-                self.obs[i].copy_from_slice(&self.new_obs[i]);
-                if step.terminated || truncated {
-                    self.finish_trajectory(i, &mut out)?;
-                    self.active[i] = false;
-                    self.episode_truncated |= truncated;
-                    let summary =
-                        EpisodeSummary { episode_return: self.returns[i], length: self.lengths[i], truncated };
-                    out.agent_episodes.push((self.env.agent_ids()[i].clone(), summary));
-                }
-            }
-            if all_done {
-                // Agents that finished earlier (maybe in an earlier call) keep
-                // their returns until here.
-                let total: f64 = self.returns.iter().sum();
-                let truncated = std::mem::take(&mut self.episode_truncated);
-                out.episodes.push(EpisodeSummary { episode_return: total, length: self.episode_len, truncated });
-                self.env.reset(None, &mut self.obs)?;
-                self.active.iter_mut().for_each(|a| *a = true);
-                self.returns.iter_mut().for_each(|r| *r = 0.0);
-                self.lengths.iter_mut().for_each(|l| *l = 0);
-                self.episode_len = 0;
+    /// Resets copy `c` (seeded if `seed`) and writes its agents' rows of
+    /// `obs` and, if the env has them, `masks`.
+    fn reset_copy(
+        &mut self,
+        c: usize,
+        seed: Option<u64>,
+        obs: &mut [f32],
+        masks: &mut Option<Vec<f32>>,
+    ) -> Result<(), EnvError> {
+        self.envs[c].reset(seed, &mut self.obs[c])?;
+        let (n, d) = (self.n, self.obs_dim);
+        for (i, o) in self.obs[c].iter().enumerate() {
+            let r = c * n + i;
+            obs[r * d..(r + 1) * d].copy_from_slice(o);
+            self.active[r] = true;
+            self.returns[r] = 0.0;
+            self.lengths[r] = 0;
+        }
+        self.episode_len[c] = 0;
+        self.episode_truncated[c] = false;
+        if self.envs[c].action_mask(0).is_some() {
+            let width = self.mask_width()?;
+            let all = masks.get_or_insert_with(|| vec![1.0; self.envs.len() * n * width]);
+            for i in 0..n {
+                let r = c * n + i;
+                self.read_mask(c, i, &mut all[r * width..(r + 1) * width])?;
             }
         }
-        // Cut the trajectories still running; their policies bootstrap.
-        for i in 0..n {
-            if !self.trajectories[i].is_empty() {
-                self.finish_trajectory(i, &mut out)?;
-            }
-        }
-        Ok(out)
-    }
-
-    fn finish_trajectory(&mut self, agent: usize, out: &mut MultiAgentRollout) -> Result<(), EvaluatorError> {
-        let pid = &self.agent_policy[agent];
-        let mut traj = std::mem::take(&mut self.trajectories[agent]);
-        self.policies.get_mut(pid).expect("checked in new()").postprocess_trajectory(&mut traj)?;
-        out.batches.entry(pid.clone()).or_default().append(&traj)?;
         Ok(())
     }
 
-    /// Lets every policy learn on its own batch; statistics are namespaced
-    /// by policy id (`"p0/policy_loss"`). Fields named in `standardize` are
-    /// standardized per policy batch first.
-    ///
-    /// # Errors
-    /// The first policy error.
-    pub fn learn(
-        &mut self,
-        rollout: &mut MultiAgentRollout,
-        standardize: &[&str],
-    ) -> Result<LearnerStats, EvaluatorError> {
-        let mut stats = LearnerStats::default();
-        for (pid, batch) in rollout.batches.iter_mut() {
-            for f in standardize {
-                batch.standardize(f)?;
+    fn mask_width(&self) -> Result<usize, EnvError> {
+        self.envs[0].action_space(0).mask_width().ok_or_else(|| EnvError::BadArgument {
+            env: self.envs[0].name().into(),
+            message: "reports action masks, but its action space is continuous".into(),
+        })
+    }
+
+    /// Agent `i` of copy `c`'s legal actions into `out` (1.0 legal), all
+    /// legal when it has no decision to make (a mask may then be empty).
+    fn read_mask(&self, c: usize, i: usize, out: &mut [f32]) -> Result<(), EnvError> {
+        let env = &self.envs[c];
+        match env.action_mask(i) {
+            Some(mask) if mask.len() == out.len() && mask.iter().any(|&m| m) => {
+                out.iter_mut().zip(mask).for_each(|(o, &m)| *o = if m { 1.0 } else { 0.0 });
+                Ok(())
             }
-            let s = self.policies.get_mut(pid).expect("rollouts only name known policies").learn_on_batch(batch)?;
-            for (k, v) in s.0 {
-                stats.set(&format!("{pid}/{k}"), v);
+            Some(mask) if mask.len() != out.len() => Err(EnvError::Other {
+                env: env.name().into(),
+                message: format!(
+                    "agent {i}'s action mask has {} entries, its action space needs {}",
+                    mask.len(),
+                    out.len()
+                ),
+            }),
+            _ => {
+                out.fill(1.0);
+                Ok(())
             }
         }
-        Ok(stats)
     }
 }
 
-fn invalid_action_for(env: &dyn MultiAgentEnv, agent: usize, action: Action<'_>) -> EnvError {
-    EnvError::InvalidAction {
-        env: format!("{} (agent `{}`)", env.name(), env.agent_ids()[agent]),
-        action: action.to_string(),
-        space: env.action_space(agent).to_string(),
+impl BatchedEnv for SlotBatch {
+    fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
+        for c in 0..self.envs.len() {
+            self.reset_copy(c, Some(seed.wrapping_add(c as u64)), obs, masks)?;
+        }
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        actions: &Column,
+        out: &mut VectorStep,
+        obs: &mut [f32],
+        masks: &mut Option<Vec<f32>>,
+        finished: &mut Vec<EpisodeSummary>,
+    ) -> Result<(), EnvError> {
+        let (n, d) = (self.n, self.obs_dim);
+        let width = masks.as_ref().map_or(0, |m| m.len() / (self.envs.len() * n).max(1));
+        for c in 0..self.envs.len() {
+            let env = &mut self.envs[c];
+            let (name, space) = (env.name().to_string(), env.action_space(0).clone());
+            let acts = (0..n)
+                .map(|i| {
+                    let r = c * n + i;
+                    let acts = self.active[r] && env.acting(i);
+                    acts.then(|| crate::vector_env::row_action(&name, &space, actions, r)).transpose()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let all_done = env.step(&acts, &mut self.obs[c], &mut self.steps[c])?;
+            self.episode_len[c] += 1;
+            for i in 0..n {
+                let r = c * n + i;
+                let row = r * d..(r + 1) * d;
+                out.waiting[r] = false;
+                out.pending[r] = false;
+                if !self.active[r] {
+                    // Out of this episode: no transition until it ends.
+                    out.rewards[r] = 0.0;
+                    out.terminated[r] = false;
+                    out.truncated[r] = false;
+                    out.interrupted[r] = true;
+                    out.new_obs[row.clone()].copy_from_slice(&obs[row]);
+                    continue;
+                }
+                let step = self.steps[c][i];
+                // An agent still running when the episode ends is cut, not ended.
+                let truncated = step.truncated || (all_done && !step.terminated);
+                let done = step.terminated || truncated;
+                out.rewards[r] = step.reward as f32;
+                out.terminated[r] = step.terminated;
+                out.truncated[r] = truncated;
+                out.waiting[r] = acts[i].is_none();
+                // It moved (or waited) and must wait again before its next decision.
+                out.pending[r] = !done && !self.envs[c].acting(i);
+                out.new_obs[row.clone()].copy_from_slice(&self.obs[c][i]);
+                obs[row].copy_from_slice(&self.obs[c][i]);
+                if width > 0 {
+                    let mask_row = r * width..(r + 1) * width;
+                    if done {
+                        out.new_action_mask[mask_row].fill(1.0);
+                    } else {
+                        self.read_mask(c, i, &mut out.new_action_mask[mask_row.clone()])?;
+                        if let Some(m) = masks.as_mut() {
+                            m[mask_row.clone()].copy_from_slice(&out.new_action_mask[mask_row]);
+                        }
+                    }
+                }
+                self.returns[r] += step.reward;
+                if acts[i].is_some() {
+                    self.lengths[r] += 1;
+                }
+                if done {
+                    self.active[r] = false;
+                    self.episode_truncated[c] |= truncated;
+                    finished.push(EpisodeSummary {
+                        episode_return: self.returns[r],
+                        length: self.lengths[r],
+                        truncated: !step.terminated,
+                        agent: Some(r as u32),
+                    });
+                }
+            }
+            if all_done {
+                finished.push(EpisodeSummary {
+                    episode_return: self.returns[c * n..(c + 1) * n].iter().sum(),
+                    length: self.episode_len[c],
+                    truncated: self.episode_truncated[c],
+                    agent: None,
+                });
+                self.reset_copy(c, None, obs, masks)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn restarts(&self) -> u64 {
+        0
+    }
+
+    fn num_rows(&self) -> Option<usize> {
+        Some(self.envs.len() * self.n)
+    }
+
+    fn save_state(&self) -> Option<EnvState> {
+        let state = SlotState {
+            envs: self.envs.iter().map(|e| e.save_state()).collect::<Option<_>>()?,
+            obs: self.obs.clone(),
+            active: self.active.clone(),
+            returns: self.returns.clone(),
+            lengths: self.lengths.clone(),
+            episode_len: self.episode_len.clone(),
+            episode_truncated: self.episode_truncated.clone(),
+        };
+        Some(encode_state(&state))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let name = self.envs[0].name().to_string();
+        let s: SlotState = decode_state(&name, state)?;
+        if s.envs.len() != self.envs.len() || s.active.len() != self.active.len() {
+            return Err(EnvError::BadArgument {
+                env: name,
+                message: format!("saved state is for {} copies, this vector env has {}", s.envs.len(), self.envs.len()),
+            });
+        }
+        for (env, saved) in self.envs.iter_mut().zip(&s.envs) {
+            env.load_state(saved)?;
+        }
+        (self.obs, self.active, self.returns, self.lengths) = (s.obs, s.active, s.returns, s.lengths);
+        (self.episode_len, self.episode_truncated) = (s.episode_len, s.episode_truncated);
+        Ok(())
     }
 }
 
@@ -343,6 +468,22 @@ impl<E: crate::env::Env> MultiAgentEnv for IndependentAgents<E> {
         }
         Ok(())
     }
+    fn save_state(&self) -> Option<EnvState> {
+        let copies: Vec<EnvState> = self.envs.iter().map(|e| e.save_state()).collect::<Option<_>>()?;
+        Some(encode_state(&copies))
+    }
+
+    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
+        let copies: Vec<EnvState> = decode_state(&self.name, state)?;
+        if copies.len() != self.envs.len() {
+            return Err(EnvError::BadArgument {
+                env: self.name.clone(),
+                message: format!("saved state has {} agents, this env {}", copies.len(), self.envs.len()),
+            });
+        }
+        self.envs.iter_mut().zip(&copies).try_for_each(|(env, s)| env.load_state(s))
+    }
+
     fn step(
         &mut self,
         actions: &[Option<Action<'_>>],

@@ -246,6 +246,14 @@ pub trait PolicyGraph: Send + 'static {
     /// All trainable parameters, flattened.
     fn get_weights(&self) -> FlatWeights;
 
+    /// For a policy made of several (a multi-agent run's
+    /// [`MultiPolicy`](crate::MultiPolicy)): each one's id and where its
+    /// weights lie in [`get_weights`](Self::get_weights), in order. Empty
+    /// (the default) for a single policy.
+    fn weight_layout(&self) -> Vec<(String, std::ops::Range<usize>)> {
+        Vec::new()
+    }
+
     /// Overwrites all trainable parameters.
     ///
     /// # Errors

@@ -210,7 +210,7 @@ mod tests {
         let mut batch = SampleBatch::new();
         batch.insert_f32(fields::OBS, vec![value; 2 * obs_width], obs_width).unwrap();
         batch.insert_i64(fields::ACTIONS, vec![0, 1], 1).unwrap();
-        let episodes = vec![EpisodeSummary { episode_return: 1.0, length: 2, truncated: false }];
+        let episodes = vec![EpisodeSummary { episode_return: 1.0, length: 2, truncated: false, agent: None }];
         EvalReply::Rollout(Rollout { batch, episodes, filter_delta: None, env_shard_restarts: 0 })
     }
 

@@ -8,6 +8,7 @@ use crate::metrics::{EpisodeWindow, TrainResult};
 use crate::optimizer::{OptimizerError, PolicyOptimizer};
 use crate::policy::FlatWeights;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -64,6 +65,21 @@ pub struct Trainer {
     time_before_s: f64,
     /// Evaluation during training, if configured.
     evaluation: Option<Evaluation>,
+    /// A multi-agent run's agents, for per-agent and per-policy returns.
+    agents: Option<Agents>,
+}
+
+/// A multi-agent run's agents and policies, each with the window of its
+/// own episodes.
+struct Agents {
+    ids: Vec<String>,
+    /// Row `r` of an evaluator's vector env is acted for by
+    /// `row_policy[r % row_policy.len()]`.
+    row_policy: Vec<String>,
+    /// The learning policy of a zero-sum game, whose win rates are reported.
+    learner: Option<String>,
+    windows: Vec<EpisodeWindow>,
+    policy_windows: BTreeMap<String, EpisodeWindow>,
 }
 
 /// Everything about a run a checkpoint stores besides the learner's
@@ -79,6 +95,12 @@ pub struct RunState {
     pub evaluators: Vec<EvaluatorState>,
     /// What this state lacks for an exact resume, in words (empty: nothing).
     pub gaps: Vec<String>,
+    /// A multi-agent run's per-agent episode windows, in agent order.
+    #[serde(default)]
+    pub agent_windows: Vec<EpisodeWindow>,
+    /// A multi-agent run's per-policy episode windows.
+    #[serde(default)]
+    pub policy_windows: BTreeMap<String, EpisodeWindow>,
 }
 
 impl Trainer {
@@ -94,7 +116,32 @@ impl Trainer {
             started: None,
             time_before_s: 0.0,
             evaluation: None,
+            agents: None,
         }
+    }
+
+    /// Reports a multi-agent run's returns per agent and per policy:
+    /// `agent_ids` name the agents of each env copy, in row order, and row
+    /// `r` of an evaluator's vector env is acted for by policy
+    /// `row_policy[r % row_policy.len()]`. The episodes that finish are
+    /// then each agent's, tagged with its row (counted in its agent's and
+    /// its policy's windows), and the whole env's (counted in
+    /// `episode_reward_mean`, as a sum over the agents), told apart by
+    /// [`EpisodeSummary::agent`](crate::EpisodeSummary). With a `learner`
+    /// (self-play in a zero-sum game), its win rate against each other
+    /// policy is reported too.
+    pub fn with_agents(mut self, agent_ids: Vec<String>, row_policy: Vec<String>, learner: Option<String>) -> Self {
+        let windows = agent_ids.iter().map(|_| EpisodeWindow::new(100)).collect();
+        let policy_windows = row_policy.iter().map(|p| (p.clone(), EpisodeWindow::new(100))).collect();
+        self.agents = Some(Agents { ids: agent_ids, row_policy, learner, windows, policy_windows });
+        self
+    }
+
+    /// Wraps the optimizer, e.g. in a step that does more after each
+    /// iteration (self-play's snapshots).
+    pub fn wrap_optimizer(mut self, wrap: impl FnOnce(Box<dyn PolicyOptimizer>) -> Box<dyn PolicyOptimizer>) -> Self {
+        self.optimizer = wrap(self.optimizer);
+        self
     }
 
     /// Evaluates during training with `evaluation` (see
@@ -136,7 +183,16 @@ impl Trainer {
         }
         gaps.extend(states.iter().flat_map(EvaluatorState::gaps));
         gaps.extend(self.optimizer.checkpoint_gaps());
-        Ok(RunState { last: self.last.clone(), window: Some(self.window.clone()), evaluators: states, gaps })
+        let (agent_windows, policy_windows) =
+            self.agents.as_ref().map_or_else(Default::default, |a| (a.windows.clone(), a.policy_windows.clone()));
+        Ok(RunState {
+            last: self.last.clone(),
+            window: Some(self.window.clone()),
+            evaluators: states,
+            gaps,
+            agent_windows,
+            policy_windows,
+        })
     }
 
     /// Restores a [`RunState`] (the learner's weights are restored
@@ -173,6 +229,17 @@ impl Trainer {
         if let Some(w) = &state.window {
             self.window = w.clone();
         }
+        if let Some(agents) = &mut self.agents {
+            let same_policies = state.policy_windows.keys().eq(agents.policy_windows.keys());
+            if state.agent_windows.len() == agents.windows.len() && same_policies {
+                agents.windows = state.agent_windows.clone();
+                agents.policy_windows = state.policy_windows.clone();
+            } else {
+                gaps.push(
+                    "the checkpoint has no episode windows for these agents and policies; they start empty".into(),
+                );
+            }
+        }
         self.time_before_s = state.last.time_total_s;
         self.started = None;
         Ok(gaps)
@@ -208,15 +275,17 @@ impl Trainer {
         if env_shard_restarts > 0 {
             step.learner.set("env_shard_restarts", env_shard_restarts as f64);
         }
-        self.window.extend(step.episodes.iter().copied());
+        self.window.extend(step.episodes.iter().filter(|e| e.agent.is_none()).copied());
+        let [policy_reward_mean, agent_reward_mean, win_rate] = self.agent_returns(&step.episodes);
+        let whole_episodes = step.episodes.iter().filter(|e| e.agent.is_none()).count() as u64;
         let prev = &self.last;
         let result = TrainResult {
             training_iteration: prev.training_iteration + 1,
             timesteps_total: prev.timesteps_total + step.steps_sampled,
             timesteps_this_iter: step.steps_sampled,
             num_env_steps_trained: prev.num_env_steps_trained + step.steps_trained,
-            episodes_total: prev.episodes_total + step.episodes.len() as u64,
-            episodes_this_iter: step.episodes.len() as u64,
+            episodes_total: prev.episodes_total + whole_episodes,
+            episodes_this_iter: whole_episodes,
             episode_reward_mean: self.window.mean_return(),
             episode_reward_min: self.window.min_return(),
             episode_reward_max: self.window.max_return(),
@@ -229,10 +298,39 @@ impl Trainer {
             evaluator_failures: self.evaluators.failures(),
             learner: step.learner,
             evaluation,
+            policy_reward_mean,
+            agent_reward_mean,
+            win_rate,
         };
         self.last = result.clone();
         self.last_episodes = step.episodes;
         Ok(result)
+    }
+
+    /// Adds the agents' episodes to their agents' and policies' windows;
+    /// returns the mean return per policy and per agent, and the learner's
+    /// win rates.
+    fn agent_returns(&mut self, episodes: &[crate::vector_env::EpisodeSummary]) -> [BTreeMap<String, Option<f64>>; 3] {
+        let Some(a) = &mut self.agents else { return Default::default() };
+        for e in episodes {
+            let Some(row) = e.agent.map(|r| r as usize) else { continue };
+            a.windows[row % a.ids.len()].extend([*e]);
+            if let Some(w) = a.policy_windows.get_mut(&a.row_policy[row % a.row_policy.len()]) {
+                w.extend([*e]);
+            }
+        }
+        let per_agent = a.ids.iter().cloned().zip(a.windows.iter().map(EpisodeWindow::mean_return)).collect();
+        let per_policy = a.policy_windows.iter().map(|(p, w)| (p.clone(), w.mean_return())).collect();
+        let win_rates = match &a.learner {
+            None => BTreeMap::new(),
+            Some(learner) => a
+                .policy_windows
+                .iter()
+                .filter(|(p, _)| *p != learner)
+                .map(|(p, w)| (p.clone(), crate::metrics::mean(w.returns().map(|r| f64::from(u8::from(r < 0.0))))))
+                .collect(),
+        };
+        [per_policy, per_agent, win_rates]
     }
 
     /// The learner's weights and observation-filter statistics, for an
@@ -254,6 +352,39 @@ impl Trainer {
         crate::operators::broadcast_weights(&self.evaluators).await?;
         self.optimizer.weights_restored(&weights);
         Ok(())
+    }
+
+    /// In a multi-agent run, the weights of policy `id` (see
+    /// [`PolicyGraph::weight_layout`](crate::PolicyGraph::weight_layout)):
+    /// to copy a policy from one trainer to another, as RLlib's
+    /// two-trainer example does. `None` for an unknown id.
+    pub fn policy_weights(&self, id: &str) -> Option<FlatWeights> {
+        let local = self.evaluators.local();
+        let policy = local.policy();
+        let range = policy.weight_layout().into_iter().find(|(p, _)| p == id)?.1;
+        Some(policy.get_weights()[range].to_vec())
+    }
+
+    /// Replaces policy `id`'s weights everywhere they live, as
+    /// [`restore_weights`](Self::restore_weights) does for all of them.
+    ///
+    /// # Errors
+    /// An unknown id, weights of the wrong length, or an unreachable worker.
+    pub async fn set_policy_weights(&mut self, id: &str, weights: &[f32]) -> Result<(), OptimizerError> {
+        let mut all = self.evaluators.local().policy().get_weights();
+        let layout = self.evaluators.local().policy().weight_layout();
+        let range = layout.iter().find(|(p, _)| p == id).map(|(_, r)| r.clone()).ok_or_else(|| {
+            crate::EvaluatorError::Policy(crate::PolicyError::Other(format!(
+                "no policy `{id}` (policies: {})",
+                layout.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>().join(", ")
+            )))
+        })?;
+        if range.len() != weights.len() {
+            let wrong = crate::PolicyError::WrongLength { what: "weights", expected: range.len(), got: weights.len() };
+            return Err(crate::EvaluatorError::Policy(wrong).into());
+        }
+        all[range].copy_from_slice(weights);
+        self.restore_weights(Arc::new(all)).await
     }
 
     /// The evaluators: the driver's own (whose policy the learner trains)

@@ -80,6 +80,7 @@ impl RunningEpisodes {
                 episode_return: self.returns[i],
                 length: self.lengths[i],
                 truncated: !terminated,
+                agent: None,
             });
             self.start(i..i + 1);
         }
@@ -176,7 +177,9 @@ impl VectorEnv {
             let (name, obs_space, act_space) =
                 (probe.name().to_string(), probe.observation_space().clone(), probe.action_space().clone());
             drop(probe);
-            return Ok(Self::around(Copies::Batched(batched?), name, obs_space, act_space, num_envs));
+            let batched = batched?;
+            let rows = batched.num_rows().unwrap_or(num_envs);
+            return Ok(Self::around(Copies::Batched(batched), name, obs_space, act_space, rows));
         }
         drop(probe);
         if shards.enabled() && sample {
@@ -381,7 +384,8 @@ impl VectorEnv {
                 }
                 whole
             }
-            Copies::Batched(_) => return None,
+            // One snapshot of the whole batch, and no episodes of its own to track.
+            Copies::Batched(batch) => (vec![batch.save_state()?], vec![0.0; self.num_envs], vec![0; self.num_envs]),
         };
         Some(VectorEnvState {
             envs,
@@ -401,7 +405,8 @@ impl VectorEnv {
     /// rejects its snapshot.
     pub fn load_state(&mut self, state: &VectorEnvState) -> Result<(), EnvError> {
         let n = self.num_envs;
-        if state.envs.len() != n
+        let copies = if matches!(self.copies, Copies::Batched(_)) { 1 } else { n };
+        if state.envs.len() != copies
             || state.obs.len() != n * self.obs_dim
             || state.returns.len() != n
             || state.lengths.len() != n
@@ -425,12 +430,7 @@ impl VectorEnv {
                 episodes.lengths.clone_from(&state.lengths);
             }
             Copies::Sharded(set) => set.load_states(state)?,
-            Copies::Batched(_) => {
-                return Err(EnvError::Other {
-                    env: self.name.clone(),
-                    message: "copies in other processes cannot restore a saved state".into(),
-                })
-            }
+            Copies::Batched(batch) => batch.load_state(&state.envs[0])?,
         }
         self.obs.clone_from(&state.obs);
         self.finished.clone_from(&state.finished);
@@ -444,7 +444,7 @@ impl VectorEnv {
 ///
 /// # Errors
 /// Actions of the wrong kind for the space, or an action it does not accept.
-fn row_action<'a>(name: &str, space: &Space, actions: &'a Column, i: usize) -> Result<Action<'a>, EnvError> {
+pub(crate) fn row_action<'a>(name: &str, space: &Space, actions: &'a Column, i: usize) -> Result<Action<'a>, EnvError> {
     let action = match (space, actions) {
         (Space::Discrete { .. }, Column::I64 { data, width: 1 }) => Action::Discrete(data[i]),
         (Space::MultiDiscrete { .. }, Column::I64 { data, width }) => {

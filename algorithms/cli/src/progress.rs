@@ -40,8 +40,14 @@ impl Progress {
     fn line(r: &TrainResult) -> String {
         // The evaluation's greedy mean, when this iteration ran one.
         let eval = r.evaluation.as_ref().map_or(String::new(), |e| format!("  eval {:.1}", e.episode_reward_mean));
+        // A multi-agent run's return per policy.
+        let policies: String = r
+            .policy_reward_mean
+            .iter()
+            .map(|(id, mean)| format!("  {id} {}", mean.map_or("-".into(), |v| format!("{v:.1}"))))
+            .collect();
         format!(
-            "iter {:>4}  steps {:>9}  return {:>7}{eval}  len {:>6}  {:>8.0} steps/s  restarts {}  t {:.1}s",
+            "iter {:>4}  steps {:>9}  return {:>7}{policies}{eval}  len {:>6}  {:>8.0} steps/s  restarts {}  t {:.1}s",
             r.training_iteration,
             r.timesteps_total,
             r.episode_reward_mean.map_or("-".into(), |v| format!("{v:.1}")),

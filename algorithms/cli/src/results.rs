@@ -73,6 +73,7 @@ impl ResultsWriter {
             path: dir.join("learning_curve.png"),
             series: Series { label, points: Vec::new() },
             evaluation: Series { label: "evaluation (greedy)".into(), points: Vec::new() },
+            policies: Default::default(),
             interval: DEFAULT_PLOT_INTERVAL,
             last_drawn: None,
             dirty: false,
@@ -284,6 +285,8 @@ struct LearningCurve {
     series: Series,
     /// The evaluations' mean returns, drawn once there is one.
     evaluation: Series,
+    /// A multi-agent run's mean return per policy.
+    policies: std::collections::BTreeMap<String, Series>,
     interval: Duration,
     last_drawn: Option<Instant>,
     /// Points were added since it was last drawn.
@@ -299,6 +302,15 @@ impl LearningCurve {
         if let Some(e) = &result.evaluation {
             self.evaluation.points.push((result.timesteps_total as f64, e.episode_reward_mean));
         }
+        for (id, mean) in &result.policy_reward_mean {
+            let series = self
+                .policies
+                .entry(id.clone())
+                .or_insert_with(|| Series { label: format!("policy {id}"), points: Vec::new() });
+            if let Some(mean) = mean {
+                series.points.push((result.timesteps_total as f64, *mean));
+            }
+        }
         self.dirty = true;
     }
 
@@ -307,12 +319,11 @@ impl LearningCurve {
     fn draw(&mut self) {
         self.last_drawn = Some(Instant::now());
         self.dirty = false;
+        // The run's return, each policy's, and the evaluations', where there are points.
+        let others = self.policies.values().chain([&self.evaluation]).filter(|s| !s.points.is_empty());
+        let series: Vec<Series> = [&self.series].into_iter().chain(others).cloned().collect();
         let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if self.evaluation.points.is_empty() {
-                render_learning_curves(std::slice::from_ref(&self.series), &self.path, LEARNING_CURVE_SIZE)
-            } else {
-                render_learning_curves(&[self.series.clone(), self.evaluation.clone()], &self.path, LEARNING_CURVE_SIZE)
-            }
+            render_learning_curves(&series, &self.path, LEARNING_CURVE_SIZE)
         }));
         let error = match drawn {
             Ok(Ok(())) => return,

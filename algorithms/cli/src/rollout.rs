@@ -4,7 +4,7 @@ use crate::args::Pick;
 use crate::{CliError, RolloutArgs};
 use rlx::checkpoint::Checkpoint;
 use rlx::{fields, Action, Column, SampleBatch, Space};
-use rlx_algorithms::{make_policy, BuildError};
+use rlx_algorithms::{make_policy_for_env, BuildError};
 use serde_json::Value;
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -56,9 +56,11 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     let meta = &ckpt.metadata;
     let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
     let mut env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;
-    let mut policy =
-        make_policy(&meta.algorithm, &meta.config, env.observation_space(), env.action_space(), args.seed)?;
+    let mut policy = make_policy_for_env(&meta.algorithm, &meta.config, env.as_ref(), args.seed)?;
     ckpt.load_weights(policy.as_mut())?;
+    if let Some(agents) = env.agent_ids().map(<[String]>::to_vec) {
+        return rollout_agents(args, &ckpt, &kwargs, policy, agents);
+    }
     let local = ckpt.state.evaluators.iter().find(|e| e.index == 0);
     let filter = local.and_then(|e| e.filter.clone());
     // Policies that keep part of what they compute in their state (ES and
@@ -145,4 +147,78 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
         summary.lengths.iter().sum::<u64>() as f64 / args.episodes as f64
     );
     Ok(summary)
+}
+
+/// `rlx rollout` of a multi-agent checkpoint: every agent acts with its
+/// policy, as in training (one env copy, its agents as rows); one line per
+/// episode with the total return and each agent's.
+fn rollout_agents(
+    args: &RolloutArgs,
+    ckpt: &Checkpoint,
+    kwargs: &Value,
+    mut policy: Box<dyn rlx::PolicyGraph>,
+    agents: Vec<String>,
+) -> Result<RolloutSummary, CliError> {
+    let meta = &ckpt.metadata;
+    if args.render {
+        return Err(CliError::Usage(format!("{} has no text rendering; drop --render", meta.env)));
+    }
+    let fail = |e: &dyn std::fmt::Display| CliError::Rollout(e.to_string());
+    let (name, kwargs) = (meta.env.clone(), kwargs.clone());
+    let make: rlx::EnvMaker = std::sync::Arc::new(move || rlx_envs::make_with(&name, &kwargs));
+    let mut env = rlx::VectorEnv::build(make, 1, &rlx::EnvShards::default(), true).map_err(|e| fail(&e))?;
+    println!(
+        "{} on {} from {} (iteration {}), {} actions, agents {}",
+        meta.algorithm,
+        meta.env,
+        ckpt.dir.display(),
+        meta.training_iteration,
+        if args.explore { "sampled" } else { "greedy" },
+        agents.join(", ")
+    );
+    let local = ckpt.state.evaluators.iter().find(|e| e.index == 0);
+    let filter = local.and_then(|e| e.filter.clone());
+    env.reset(args.seed).map_err(|e| fail(&e))?;
+    let (mut out, mut step) = (SampleBatch::new(), rlx::vector_env::VectorStep::default());
+    let mut summary = RolloutSummary { returns: Vec::new(), lengths: Vec::new() };
+    let mut agent_returns = vec![0.0; agents.len()];
+    // Bounded: an episode must end within a million steps.
+    for _ in 0..1_000_000u64 {
+        let mut obs = env.observations().to_vec();
+        if let Some(f) = &filter {
+            f.normalize(&mut obs);
+        }
+        policy.compute_actions(&obs, args.explore, &mut out).map_err(|e| fail(&e))?;
+        let actions = out.get(fields::ACTIONS).ok_or_else(|| fail(&"the policy wrote no actions"))?.clone();
+        env.step(&actions, &mut step).map_err(|e| fail(&e))?;
+        for episode in env.drain_finished() {
+            match episode.agent {
+                Some(a) => agent_returns[a as usize] = episode.episode_return,
+                None => {
+                    let per_agent: Vec<String> =
+                        agents.iter().zip(&agent_returns).map(|(id, r)| format!("{id} {r:.1}")).collect();
+                    println!(
+                        "episode {:>3}: return {:>8.1}  length {}  ({})",
+                        summary.returns.len() + 1,
+                        episode.episode_return,
+                        episode.length,
+                        per_agent.join(", ")
+                    );
+                    summary.returns.push(episode.episode_return);
+                    summary.lengths.push(episode.length);
+                }
+            }
+        }
+        if summary.returns.len() >= args.episodes {
+            println!(
+                "{} episodes: mean return {:.1} ± {:.1}, mean length {:.1}",
+                args.episodes,
+                summary.mean(),
+                summary.std(),
+                summary.lengths.iter().sum::<u64>() as f64 / args.episodes as f64
+            );
+            return Ok(summary);
+        }
+    }
+    Err(fail(&"no episode ended within a million steps"))
 }

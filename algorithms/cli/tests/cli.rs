@@ -419,3 +419,58 @@ fn pbt_binary_trains_a_population() {
     assert!(learner["member_1_lr"].as_f64().is_some(), "{learner}");
     std::fs::remove_dir_all(results).unwrap();
 }
+
+/// A multi-agent run from the command line: two policies from the
+/// `multiagent` section, their returns in `result.json`, `progress.csv`
+/// and the progress line, and `rlx rollout` playing the checkpoint with
+/// each agent under its own policy. A mapping to a policy the section does
+/// not define is refused before training, naming it.
+#[test]
+fn multi_agent_run_from_the_command_line_and_its_rollout() {
+    let results = tmp("multi-agent");
+    let r = results.to_str().unwrap();
+    let config = r#"{"num_workers": 1, "seed": 1, "multiagent": {"policies": ["p0", "p1"], "policy_mapping": "p{i}"}}"#;
+    let stop = r#"{"episode_reward_mean": 700, "timesteps_total": 500000}"#;
+    let out = rlx(&[
+        "train",
+        "--run",
+        "PPO",
+        "--env",
+        "MultiAgentCartPole",
+        "--config",
+        config,
+        "--stop",
+        stop,
+        "--checkpoint-at-end",
+        "--results-dir",
+        r,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("  p0 ") && stdout.contains("  p1 "), "{stdout}");
+    let dir = run_dir(&results);
+    let last = result_lines(&dir).pop().unwrap();
+    for policy in ["p0", "p1"] {
+        assert!(last["policy_reward_mean"][policy].as_f64().unwrap() > 250.0, "{last}");
+    }
+    let header = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
+    let header = header.lines().next().unwrap();
+    assert!(header.contains("policy_reward_mean/p0") && header.contains("agent_reward_mean/agent_1"), "{header}");
+
+    let ckpt = checkpoints(&dir).pop().unwrap();
+    let out = rlx(&["rollout", ckpt.to_str().unwrap(), "--episodes", "3"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("agents agent_0, agent_1") && stdout.contains("agent_1 "), "{stdout}");
+    let mean: f64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("3 episodes: mean return "))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(mean >= 600.0, "both greedy agents balance: {stdout}");
+
+    let bad = r#"{"multiagent": {"policies": ["p0"], "policy_mapping": {"agent_0": "p0", "agent_1": "p9"}}}"#;
+    let e = fails(&["train", "--run", "PPO", "--env", "MultiAgentCartPole", "--config", bad, "--results-dir", r]);
+    assert!(e.contains("p9") && e.contains("agent_1"), "{e}");
+    std::fs::remove_dir_all(results).unwrap();
+}

@@ -122,9 +122,14 @@ fn train(dir: &Path, nodes: &[&Node], cookie: &str, config: Value, stop: Value) 
 
 /// A driver with more flags (TLS files), logging to `driver.log`.
 fn train_with(dir: &Path, nodes: &[&Node], cookie: &str, config: Value, stop: Value, flags: &[&str]) -> Proc {
+    train_on("CartPole-v1", dir, nodes, cookie, config, stop, flags)
+}
+
+/// PPO on `env`, otherwise as [`train_with`].
+fn train_on(env: &str, dir: &Path, nodes: &[&Node], cookie: &str, config: Value, stop: Value, flags: &[&str]) -> Proc {
     let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
     let mut command = Command::new(RLX);
-    command.args(["train", "--run", "PPO", "--env", "CartPole-v1", "--seed", "1", "--cookie", cookie]);
+    command.args(["train", "--run", "PPO", "--env", env, "--seed", "1", "--cookie", cookie]);
     command.args(["--nodes", &addrs.join(","), "--config", &config.to_string(), "--stop", &stop.to_string()]);
     command.arg("--results-dir").arg(dir.join("results")).args(flags);
     Proc::spawn(&mut command, dir.join("driver.log"))
@@ -177,16 +182,8 @@ fn killing_a_node_mid_run_loses_no_finished_iteration() {
     let nodes = [Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE), Node::start(&dir, "c", COOKIE)];
     let mut driver = train(&dir, &nodes.iter().collect::<Vec<_>>(), COOKIE, json!({"num_workers": 6}), PPO_STOP());
     // Let a few iterations finish with evaluators on all three nodes.
-    wait_for_iterations(&dir, &mut driver, 3);
-    let [a, b, mut c] = nodes;
-    c.proc.child.kill().unwrap(); // SIGKILL
-    c.proc.child.wait().unwrap();
-    let status = driver.wait(Duration::from_secs(240));
-    assert!(status.success(), "driver failed:\n{}", driver.log());
-    let results = results(&dir);
-    // Every finished iteration is there, in order.
-    let iterations: Vec<u64> = results.iter().map(|r| r["training_iteration"].as_u64().unwrap()).collect();
-    assert_eq!(iterations, (1..=results.len() as u64).collect::<Vec<_>>());
+    let [a, b, c] = nodes;
+    let results = kill_mid_run(&dir, &mut driver, c.proc);
     let last = results.last().unwrap();
     assert!(mean_return(last) >= THRESHOLD, "{last}");
     // Node c hosted evaluators 3 and 6: both were re-placed, and the result says so.
@@ -197,6 +194,47 @@ fn killing_a_node_mid_run_loses_no_finished_iteration() {
     // On the surviving nodes.
     let started = a.proc.log().matches("started evaluator").count() + b.proc.log().matches("started evaluator").count();
     assert_eq!(started, 4 + 2);
+}
+
+/// The same with a multi-agent run: two agents under two PPO policies, six
+/// evaluators on three nodes. Both policies learn to the single-agent
+/// threshold through the loss of a node, every iteration is recorded, and
+/// each one's per-policy returns with it.
+#[test]
+fn killing_a_node_mid_multi_agent_run_loses_no_finished_iteration() {
+    let dir = tmp("kill-node-multi-agent");
+    let nodes = [Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE), Node::start(&dir, "c", COOKIE)];
+    let config = json!({"num_workers": 6, "multiagent": {"policy_mapping": "p{i}"}});
+    // Both agents balance: the sum over the two reaches 900 (so neither is
+    // below 400 for long).
+    let stop = json!({"episode_reward_mean": 900.0, "timesteps_total": 800_000});
+    let addrs = nodes.iter().collect::<Vec<_>>();
+    let mut driver = train_on("MultiAgentCartPole", &dir, &addrs, COOKIE, config, stop, &[]);
+    let [_a, _b, c] = nodes;
+    let results = kill_mid_run(&dir, &mut driver, c.proc);
+    assert!(results.iter().all(|r| r["policy_reward_mean"].as_object().is_some_and(|p| p.len() == 2)));
+    let last = results.last().unwrap();
+    for policy in ["p0", "p1"] {
+        let mean = last["policy_reward_mean"][policy].as_f64().unwrap_or(0.0);
+        assert!(mean >= 300.0, "{policy}: {last}");
+    }
+    assert_eq!(last["num_evaluator_restarts"], 2, "{last}");
+    assert!(last["evaluator_failures"].to_string().contains(&format!("node {} lost", c.addr)), "{last}");
+}
+
+/// Lets a few iterations finish with evaluators on every node, SIGKILLs
+/// `node`, waits for the run to finish, and returns its results after
+/// checking that every finished iteration is there, in order.
+fn kill_mid_run(dir: &Path, driver: &mut Proc, mut node: Proc) -> Vec<Value> {
+    wait_for_iterations(dir, driver, 3);
+    node.child.kill().unwrap(); // SIGKILL
+    node.child.wait().unwrap();
+    let status = driver.wait(Duration::from_secs(240));
+    assert!(status.success(), "driver failed:\n{}", driver.log());
+    let results = results(dir);
+    let iterations: Vec<u64> = results.iter().map(|r| r["training_iteration"].as_u64().unwrap()).collect();
+    assert_eq!(iterations, (1..=results.len() as u64).collect::<Vec<_>>());
+    results
 }
 
 /// Sends `signal` (e.g. `"-STOP"`) to a child.
