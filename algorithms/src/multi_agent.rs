@@ -230,6 +230,14 @@ impl Plan {
             }
             Some(other) => return Err(invalid("policies_to_train", format!("must be a list of ids, got {other}"))),
         };
+        if let Some((id, spec)) = policies.iter().find(|(id, spec)| spec.run.is_some() && to_train.contains(id)) {
+            let message = format!(
+                "names `{id}`, a {} policy: another algorithm's policy only acts here and learns in a trainer of \
+                 its own (see the two-trainer example in the book); leave it out",
+                spec.run.as_deref().unwrap_or_default()
+            );
+            return Err(invalid("policies_to_train", message));
+        }
         Ok(Self { agent_ids: agent_ids.to_vec(), row_policy: agent_policy, self_play: None, policies, to_train })
     }
 
@@ -256,7 +264,9 @@ impl Plan {
                     None => (run, resolved.clone()),
                     Some(other) => (other.as_str(), Value::Object(Map::new())),
                 };
-                deep_merge(&mut config, &spec.config);
+                if spec.config.is_object() {
+                    deep_merge(&mut config, &spec.config);
+                }
                 if spec.config.get("seed").is_none() {
                     config["seed"] = Value::from(run_seed.wrapping_add(offset));
                 }
@@ -387,7 +397,8 @@ pub fn policies(env: &dyn rlx::Env, base: PolicyMaker) -> Result<PolicyMaker, Bu
     let (run, resolved) = context.as_ref().map_or(("", Value::Null), |c| (c.run, c.resolved.clone()));
     if matches!(run, "A3C" | "APEX") {
         return Err(BuildError::Unsupported(format!(
-            "{run} does not train multi-agent envs yet ({} has agents {agents:?}); PPO, A2C, PG, IMPALA, APPO, DQN,              SAC, TD3 and DDPG do",
+            "{run} does not train multi-agent envs yet ({} has agents {agents:?}); \
+             PPO, A2C, PG, IMPALA, APPO, DQN, SAC, TD3 and DDPG do",
             env.name()
         )));
     }
@@ -395,6 +406,20 @@ pub fn policies(env: &dyn rlx::Env, base: PolicyMaker) -> Result<PolicyMaker, Bu
         return Err(invalid("", "multi-agent runs learn on one device; set num_devices to 1"));
     }
     let plan = Arc::new(Plan::new(section, agents)?);
+    if let Some(schedule) = plan.self_play {
+        let copies = resolved.get("num_envs_per_worker").and_then(Value::as_u64).unwrap_or(1);
+        if copies < 2 * schedule.pool as u64 {
+            return Err(invalid(
+                "self_play.pool",
+                format!(
+                    "{} snapshots need num_envs_per_worker of at least {} (each snapshot from both seats); \
+                     it is {copies}",
+                    schedule.pool,
+                    2 * schedule.pool
+                ),
+            ));
+        }
+    }
     if let Some(c) = &context {
         *c.plan.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&plan));
     }

@@ -275,9 +275,12 @@ where
         let (multiagent, overrides) = multi_agent::split(overrides);
         let overrides = &overrides;
         let plan = || -> Result<_, BuildError> {
-            if multiagent.is_some() && !self.evaluates() {
+            let multi_agent_env = || make_env().ok().is_some_and(|env| env.agent_ids().is_some());
+            // Only these algorithms pay for the probe.
+            if !self.evaluates() && (multiagent.is_some() || multi_agent_env()) {
                 return Err(BuildError::Unsupported(format!(
-                    "{} does not train several policies (`{}`): it perturbs or breeds one policy's weights",
+                    "{} does not train multi-agent envs or several policies (`{}`): it perturbs or breeds one \
+                     policy's weights",
                     self.name,
                     multi_agent::KEY
                 )));

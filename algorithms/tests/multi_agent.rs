@@ -165,6 +165,26 @@ async fn a_bad_section_is_refused_by_name() {
     assert!(err.contains("multi-agent env"), "{err}");
     let err = build_trainer("A3C", "MultiAgentCartPole", &json!({})).await.err().expect("refused").to_string();
     assert!(err.contains("A3C"), "{err}");
+    for (algorithm, config, expected) in [
+        ("PPO", json!({"model": {"use_lstm": true}}), "recurrent"),
+        ("ES", json!({}), "ES"),
+        (
+            "PPO",
+            json!({"multiagent": {"policies": {"a": {}, "b": {"run": "DQN"}}, "policy_mapping": "shared"}}),
+            "shared",
+        ),
+        (
+            "PPO",
+            json!({"multiagent": {"policies": {"a": {}, "b": {"run": "DQN"}}, "policy_mapping": {"agent_0": "a", "agent_1": "b"}}}),
+            "trainer of its own",
+        ),
+    ] {
+        let err = build_trainer(algorithm, "MultiAgentCartPole", &config).await.err().expect("refused").to_string();
+        assert!(err.contains(expected), "{algorithm} {config}: {err}");
+    }
+    let self_play = json!({"num_envs_per_worker": 4, "multiagent": {"self_play": {"pool": 4}}});
+    let err = build_trainer("PPO", "TicTacToe", &self_play).await.err().expect("refused").to_string();
+    assert!(err.contains("num_envs_per_worker") && err.contains('8'), "{err}");
 }
 
 /// `MultiPolicy` itself: weights are each policy's in id order.

@@ -54,6 +54,11 @@ struct Gravity {
     g: Option<f64>,
 }
 
+/// For envs that take no keyword arguments (a board game has no time limit).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NoArguments {}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Agents {
@@ -180,11 +185,11 @@ const REGISTRY: &[EnvSpec] = &[
     },
     EnvSpec {
         name: "TicTacToe",
-        description: "two players (`player_0` X opens, `player_1` O) in turns; Box(18) board from the mover's side, Discrete(9) cells, free cells masked; +1 win, -1 loss, 0 draw (for self-play)",
+        description: "two players (`player_0` X opens, `player_1` O) in turns; Box(18) board from the mover's side, Discrete(9) cells, free cells masked; +1 win, -1 loss, 0 draw (for self-play); no keyword arguments",
         reward_threshold: None,
         kwargs: &[],
         make: |kw| {
-            let _: Common = parse("TicTacToe", kw)?;
+            let _: NoArguments = parse("TicTacToe", kw)?;
             let make: rlx::MultiAgentMaker =
                 std::sync::Arc::new(|| Ok(Box::new(crate::TicTacToe::new()) as Box<dyn rlx::MultiAgentEnv>));
             Ok(Box::new(rlx::AgentSlots::new(make)?))

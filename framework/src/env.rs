@@ -105,9 +105,10 @@ pub struct EpisodeSummary {
     pub length: u64,
     /// Whether it ended by truncation (time limit) rather than termination.
     pub truncated: bool,
-    /// In a multi-agent env ([`crate::agent_slots`]), the index of the
-    /// agent whose part of the episode this is; `None` for a whole episode
-    /// (there, the sum over the agents).
+    /// In a multi-agent env ([`crate::multi_agent::AgentSlots`]), the row
+    /// of the agent whose part of the episode this is (`c × agents + i` for
+    /// agent `i` of copy `c`); `None` for a whole episode (its return the
+    /// sum over the agents).
     #[serde(default)]
     pub agent: Option<u32>,
 }

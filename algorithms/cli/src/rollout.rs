@@ -188,7 +188,8 @@ fn rollout_agents(
         if let Some(f) = &filter {
             f.normalize(&mut obs);
         }
-        policy.compute_actions(&obs, args.explore, &mut out).map_err(|e| fail(&e))?;
+        let input = rlx::PolicyInput { obs: &obs, action_mask: env.action_masks(), state: None, explore: args.explore };
+        policy.compute_actions_from_input(&input, &mut out).map_err(|e| fail(&e))?;
         let actions = out.get(fields::ACTIONS).ok_or_else(|| fail(&"the policy wrote no actions"))?.clone();
         env.step(&actions, &mut step).map_err(|e| fail(&e))?;
         for episode in env.drain_finished() {

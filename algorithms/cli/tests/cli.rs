@@ -469,6 +469,29 @@ fn multi_agent_run_from_the_command_line_and_its_rollout() {
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(mean >= 600.0, "both greedy agents balance: {stdout}");
 
+    // A turn-based game with masked moves plays back too.
+    let games = results.join("games");
+    let config = r#"{"num_envs_per_worker": 8, "multiagent": {"self_play": {"pool": 4}}}"#;
+    let out = rlx(&[
+        "train",
+        "--run",
+        "PPO",
+        "--env",
+        "TicTacToe",
+        "--config",
+        config,
+        "--stop",
+        r#"{"training_iteration": 2}"#,
+        "--checkpoint-at-end",
+        "--results-dir",
+        games.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = rlx(&["rollout", run_dir(&games).to_str().unwrap(), "--episodes", "4"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("4 episodes: mean return 0.0"), "zero-sum: {stdout}");
+
     let bad = r#"{"multiagent": {"policies": ["p0"], "policy_mapping": {"agent_0": "p0", "agent_1": "p9"}}}"#;
     let e = fails(&["train", "--run", "PPO", "--env", "MultiAgentCartPole", "--config", bad, "--results-dir", r]);
     assert!(e.contains("p9") && e.contains("agent_1"), "{e}");
