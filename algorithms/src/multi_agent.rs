@@ -326,6 +326,28 @@ pub async fn build_trainer_with_mapping(
     crate::build_trainer(algorithm, env, &overrides).await
 }
 
+impl Plan {
+    /// [`MultiPolicy`]s whose policies all come from `make` (a caller's
+    /// own algorithm, which the registry does not know), policy `k` with
+    /// the action-sampling seed plus `k × 1,000,003`. Per-policy `run` and
+    /// `config` need the registry and are refused at build time.
+    fn from_maker(self: &Arc<Self>, make: PolicyMaker) -> PolicyMaker {
+        let plan = Arc::clone(self);
+        Arc::new(move |o: &Space, a: &Space, seed: u64, index: usize| {
+            let mut policies: BTreeMap<String, Box<dyn PolicyGraph>> = BTreeMap::new();
+            for (k, (id, spec)) in plan.policies.iter().enumerate() {
+                if spec.run.is_some() || !spec.config.is_null() {
+                    return Err(in_policy(id, invalid("policies", "`run` and `config` need a built-in algorithm")));
+                }
+                policies.insert(id.clone(), make(o, a, seed.wrapping_add(1_000_003 * k as u64), index)?);
+            }
+            MultiPolicy::new(policies, plan.agent_ids.len(), &plan.row_policy, &plan.to_train, &[])
+                .map(|p| Box::new(p) as Box<dyn PolicyGraph>)
+                .map_err(|e| BuildError::Unsupported(e.to_string()))
+        })
+    }
+}
+
 /// What a registry build knows about the run, for [`policies`] to use
 /// when it meets the env: the section, the algorithm, its resolved config,
 /// and the plan once made.
@@ -420,10 +442,15 @@ pub fn policies(env: &dyn rlx::Env, base: PolicyMaker) -> Result<PolicyMaker, Bu
             ));
         }
     }
-    if let Some(c) = &context {
-        *c.plan.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&plan));
+    match &context {
+        Some(c) => {
+            *c.plan.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&plan));
+            Ok(plan.policies(run, &resolved))
+        }
+        // Outside a registry build (an execution plan of the caller's
+        // own): every policy from the caller's maker, each with its seed.
+        None => Ok(plan.from_maker(base)),
     }
-    Ok(plan.policies(run, &resolved))
 }
 
 /// The policy ids, comma-separated, for error messages.

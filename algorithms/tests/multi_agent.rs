@@ -201,3 +201,28 @@ fn a_multi_policy_lays_its_policies_weights_end_to_end() {
     assert_eq!(layout[0], ("a".to_string(), 0..w0.len()));
     assert!(multi.get_weights() == [w0, w1].concat());
 }
+
+/// An execution plan of the caller's own (outside the registry) on a
+/// multi-agent env: its policy maker builds every policy of the default
+/// plan, and the evaluators sample rows of both agents.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_callers_own_plan_gets_multi_agent_policies_from_its_maker() {
+    use rlx_algorithms::execution::{actor_critic_policies, spawn_evaluators, SamplingSettings};
+    let settings = SamplingSettings {
+        num_workers: 1,
+        num_envs_per_worker: 2,
+        sample_size: 64,
+        observation_filter: Default::default(),
+        seed: 3,
+        restart: Default::default(),
+        env_shards: Default::default(),
+    };
+    let make_env = rlx_algorithms::env_maker("MultiAgentCartPole", &json!({"num_agents": 2})).unwrap();
+    let maker = actor_critic_policies("PPO", rlx_algorithms::ppo::PpoConfig::default());
+    let evaluators = spawn_evaluators(make_env, maker, settings).await.unwrap();
+    let layout = evaluators.local().policy().weight_layout();
+    assert_eq!(layout.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["default_policy"]);
+    let rollout = evaluators.workers()[0].sample().await.unwrap();
+    let agents = rollout.batch.i64(rlx::multi_policy::AGENT_INDEX).unwrap();
+    assert!(agents.contains(&0) && agents.contains(&1));
+}
