@@ -47,6 +47,13 @@ pub struct PolicySpec {
     pub config: Value,
 }
 
+impl PolicySpec {
+    /// The run's algorithm and config, without overrides.
+    fn plain() -> Self {
+        PolicySpec { run: None, config: Value::Null }
+    }
+}
+
 /// The section, checked against an env's agents.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -144,9 +151,9 @@ impl SelfPlay {
         if agents.len() != 2 {
             return Err(invalid("self_play", format!("needs a two-player game; the env has agents {agents:?}")));
         }
-        let plain = || PolicySpec { run: None, config: Value::Null };
-        let mut policies: BTreeMap<String, PolicySpec> = (0..self.pool).map(|k| (Self::snapshot(k), plain())).collect();
-        policies.insert(MAIN.into(), plain());
+        let mut policies: BTreeMap<String, PolicySpec> =
+            (0..self.pool).map(|k| (Self::snapshot(k), PolicySpec::plain())).collect();
+        policies.insert(MAIN.into(), PolicySpec::plain());
         let mut row_policy = Vec::new();
         for c in 0..2 * self.pool {
             let (seat, opponent) = (c % 2, Self::snapshot((c / 2) % self.pool));
@@ -210,7 +217,7 @@ impl Plan {
                 }
                 declared
             }
-            None => agent_policy.iter().map(|id| (id.clone(), PolicySpec { run: None, config: Value::Null })).collect(),
+            None => agent_policy.iter().map(|id| (id.clone(), PolicySpec::plain())).collect(),
         };
         let to_train = match section.get("policies_to_train") {
             None | Some(Value::Null) => policies.keys().cloned().collect(),
@@ -408,7 +415,7 @@ pub fn learner_policies(base: PolicyMaker) -> PolicyMaker {
 /// fit the env's agents ([`Plan::new`]); an algorithm that cannot train
 /// several policies.
 pub fn policies(env: &dyn rlx::Env, base: PolicyMaker) -> Result<PolicyMaker, BuildError> {
-    let context = CONTEXT.try_with(Arc::clone).ok();
+    let context = current();
     let section = context.as_ref().and_then(|c| c.section.as_ref());
     let Some(agents) = env.agent_ids() else {
         return match section {
@@ -464,13 +471,12 @@ fn in_policy(id: &str, e: BuildError) -> BuildError {
 
 /// `policies`: a list of ids, or a map from id to `{run, config}` (or null).
 fn parse_policies(value: &Value) -> Result<BTreeMap<String, PolicySpec>, BuildError> {
-    let plain = || PolicySpec { run: None, config: Value::Null };
     let out: BTreeMap<String, PolicySpec> = match value {
         Value::Array(ids) => ids
             .iter()
             .map(|id| {
                 id.as_str()
-                    .map(|id| (id.to_string(), plain()))
+                    .map(|id| (id.to_string(), PolicySpec::plain()))
                     .ok_or_else(|| invalid("policies", format!("must be policy ids, got {id}")))
             })
             .collect::<Result<_, _>>()?,
@@ -478,7 +484,7 @@ fn parse_policies(value: &Value) -> Result<BTreeMap<String, PolicySpec>, BuildEr
             .iter()
             .map(|(id, spec)| {
                 let spec = match spec {
-                    Value::Null => plain(),
+                    Value::Null => PolicySpec::plain(),
                     Value::Object(fields) => {
                         if let Some(key) = fields.keys().find(|k| !["run", "config"].contains(&k.as_str())) {
                             return Err(invalid(

@@ -46,6 +46,8 @@ pub struct MultiPolicy {
     /// Per policy: whether it learns.
     trained: Vec<bool>,
     standardize: Vec<String>,
+    /// Each policy's number of weights (fixed once built).
+    sizes: Vec<usize>,
     /// Every column any policy writes when acting or postprocessing, empty
     /// (the shape of a zero row to pad with).
     columns: BTreeMap<String, Column>,
@@ -114,6 +116,7 @@ impl MultiPolicy {
         }
         let mut me = Self {
             trained: ids.iter().map(|id| trained.contains(id)).collect(),
+            sizes: policies.iter().map(|(_, p)| p.get_weights().len()).collect(),
             policies,
             agents,
             row_policy: map,
@@ -355,8 +358,8 @@ impl PolicyGraph for MultiPolicy {
         let mut at = 0;
         self.policies
             .iter()
-            .map(|(id, p)| {
-                let len = p.get_weights().len();
+            .zip(&self.sizes)
+            .map(|((id, _), &len)| {
                 at += len;
                 (id.clone(), at - len..at)
             })
@@ -364,13 +367,12 @@ impl PolicyGraph for MultiPolicy {
     }
 
     fn set_weights(&mut self, weights: &[f32]) -> Result<(), PolicyError> {
-        let sizes: Vec<usize> = self.policies.iter().map(|(_, p)| p.get_weights().len()).collect();
-        let total: usize = sizes.iter().sum();
+        let total: usize = self.sizes.iter().sum();
         if weights.len() != total {
             return Err(PolicyError::WrongLength { what: "weights", expected: total, got: weights.len() });
         }
         let mut at = 0;
-        for ((_, p), len) in self.policies.iter_mut().zip(sizes) {
+        for ((_, p), &len) in self.policies.iter_mut().zip(&self.sizes) {
             p.set_weights(&weights[at..at + len])?;
             at += len;
         }
