@@ -7,6 +7,9 @@ for rlx, and writes one JSON file:
 * raw CartPole-v1 stepping in Gymnasium (one core, random actions);
 * RLlib PPO sampling throughput with 0, 1 and 2 env runners (a 2x64 tanh MLP,
   8 envs per runner), env steps per second;
+* with ``--only rllib_multi_agent_sampling``: RLlib's multi-agent sampling
+  on its MultiAgentCartPole with 2, 8 and 32 agents, one shared policy or a
+  policy per agent, for 0/1/2 env runners x 1/8 envs, agent steps per second;
 * RLlib PPO, SB3 PPO and SB3 DQN: wall seconds and env steps until the mean
   return of the last 100 training episodes reaches 475, and the peak memory of
   the run; for SB3 also until a greedy evaluation of 10 episodes, every
@@ -77,6 +80,20 @@ def _ray_init():
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 
 
+def _rates(sample_once, seconds):
+    """Steps per second of `sample_once` calls (each returns its steps),
+    after 3 warm-up calls, for `seconds` and at least 5 calls, sorted."""
+    for _ in range(3):
+        sample_once()
+    times, steps = [], []
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end or len(times) < 5:
+        t0 = time.perf_counter()
+        steps.append(sample_once())
+        times.append(time.perf_counter() - t0)
+    return sorted(s / t for s, t in zip(steps, times))
+
+
 def rllib_sampling(args):
     from ray.rllib.algorithms.ppo import PPOConfig
 
@@ -96,17 +113,58 @@ def rllib_sampling(args):
             )
         return sum(len(e) for batch in episodes for e in batch)
 
-    for _ in range(3):  # warm-up
-        sample_once()
-    times, steps = [], []
-    t_end = time.perf_counter() + args.seconds
-    while time.perf_counter() < t_end or len(times) < 5:
-        t0 = time.perf_counter()
-        steps.append(sample_once())
-        times.append(time.perf_counter() - t0)
-    rates = sorted(s / t for s, t in zip(steps, times))
+    rates = _rates(sample_once, args.seconds)
     algo.stop()
     return {"runners": runners, "envs_per_runner": 8, "samples": len(rates), "steps_per_s": rates[len(rates) // 2]}
+
+
+def rllib_multi_agent_sampling(args):
+    """RLlib's multi-agent env runners on its MultiAgentCartPole (one
+    CartPole per agent), every agent under one shared policy or each
+    under its own, PPO's 2x64 tanh model: agent steps per second."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
+    from ray.tune.registry import register_env
+
+    _ray_init()
+    n, runners, envs = args.agents, args.runners, args.envs
+    register_env("ma_cartpole", lambda cfg: MultiAgentCartPole(config={"num_agents": n}))
+    if args.policies == "shared":
+        policies, mapping = {"shared"}, (lambda aid, *a, **kw: "shared")
+    else:
+        policies, mapping = {f"p{i}" for i in range(n)}, (lambda aid, *a, **kw: f"p{aid}")
+    config = (
+        PPOConfig()
+        .environment("ma_cartpole")
+        .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs)
+        .multi_agent(policies=policies, policy_mapping_fn=mapping)
+    )
+    config = _rllib_model(config, [64, 64], "tanh", False)
+    algo = config.build()
+    # Env steps per call: at least STEPS_PER_SAMPLE agent steps, and never
+    # fewer than 1000 env steps, so that a call's overhead is spread thin.
+    env_steps = max(STEPS_PER_SAMPLE // n, 1000)
+
+    def sample_once():
+        if runners == 0:
+            episodes = [algo.env_runner.sample(num_timesteps=env_steps)]
+        else:
+            per = env_steps // runners
+            episodes = algo.env_runner_group.foreach_env_runner(
+                lambda r: r.sample(num_timesteps=per), local_env_runner=False
+            )
+        return sum(e.agent_steps() for batch in episodes for e in batch)
+
+    rates = _rates(sample_once, args.seconds)
+    algo.stop()
+    return {
+        "agents": n,
+        "policies": args.policies,
+        "runners": runners,
+        "envs_per_runner": envs,
+        "samples": len(rates),
+        "agent_steps_per_s": rates[len(rates) // 2],
+    }
 
 
 def rllib_ppo(args):
@@ -268,6 +326,7 @@ WORKLOADS = {
     "raw_cartpole": raw_cartpole,
     "rllib_sampling": rllib_sampling,
     "rllib_ppo": rllib_ppo,
+    "rllib_multi_agent_sampling": rllib_multi_agent_sampling,
     "sb3_ppo": sb3_ppo,
     "sb3_dqn": sb3_dqn,
     "sb3_a2c": sb3_a2c,
@@ -347,6 +406,9 @@ def main():
     p.add_argument("--budget-steps", type=int, default=1_000_000, help="env-step budget per solve run")
     p.add_argument("--eval-every", type=int, default=10_000, help="env steps between SB3's greedy evaluations")
     p.add_argument("--runners", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--envs", type=int, default=8, help=argparse.SUPPRESS)
+    p.add_argument("--agents", type=int, default=2, help=argparse.SUPPRESS)
+    p.add_argument("--policies", choices=["shared", "per_agent"], default="shared", help=argparse.SUPPRESS)
     p.add_argument("--workload", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
     args = p.parse_args()
 
@@ -376,6 +438,16 @@ def main():
     if not only or "rllib_sampling" in only:
         for runners in [0, 1, 2]:
             w[f"sampling_{runners}"] = run_child("rllib_sampling", common + ["--runners", str(runners)], timeout)
+    if only and "rllib_multi_agent_sampling" in only:
+        # Every configuration of env runners and env copies; the table
+        # takes the best per agent count and mapping.
+        for agents in [2, 8, 32]:
+            for policies in ["shared", "per_agent"]:
+                for runners in [0, 1, 2]:
+                    for envs in [1, 8]:
+                        extra = ["--agents", str(agents), "--policies", policies, "--runners", str(runners)]
+                        key = f"multi_agent_{agents}_{policies}_{runners}x{envs}"
+                        w[key] = run_child("rllib_multi_agent_sampling", common + extra + ["--envs", str(envs)], timeout)
     for name, key in [("rllib_ppo", "rllib_ppo_solve"), ("sb3_ppo", "sb3_ppo_solve"), ("sb3_dqn", "sb3_dqn_solve")]:
         if not only or name in only:
             w[key] = run_child(name, common, timeout)

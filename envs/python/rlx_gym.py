@@ -29,6 +29,20 @@ worker -> rlx
                  copy order
   ``E`` + text   a Python exception's traceback; the worker then exits
 
+PettingZoo. A hello with a ``"pettingzoo"`` key (the id, see
+``make_pettingzoo``) makes one copy of a PettingZoo env, AEC or parallel,
+and the messages carry one row per agent (``possible_agents`` order):
+
+  ``R`` + u64 seed + u8 flag     reset
+  ``O`` + obs + masks + u8 acting[agents]
+  ``S`` + actions[agents] + u8 present[agents]
+                                 step the agents present (a turn-based
+                                 game: the one whose turn it is)
+  ``T`` + obs + f64 rewards[agents] + u8 terminated[agents]
+        + u8 truncated[agents] + masks + u8 acting[agents] + u8 all_done
+                                 the agents' rewards of this step; no
+                                 reset: rlx resets when it is all done
+
 Observations are flattened to one row per copy, in this order: a ``Box``
 row-major; a ``Discrete`` one-hot; a ``MultiBinary`` as 0/1; a ``Tuple``
 element after element; a ``Dict`` key after key in the space's own order
@@ -153,8 +167,8 @@ class Layout:
     def _leaves(self, space, where):
         S = self.S
         if isinstance(space, S.Box):
-            if not (np.issubdtype(space.dtype, np.floating) or space.dtype == np.uint8):
-                raise Unsupported(f"{where}: {space_name(space)} (Box observations must be float or uint8)")
+            if not (np.issubdtype(space.dtype, np.floating) or np.issubdtype(space.dtype, np.integer)):
+                raise Unsupported(f"{where}: {space_name(space)} (Box observations must be float or integer)")
             low = np.broadcast_to(space.low, space.shape).astype(np.float64).ravel()
             high = np.broadcast_to(space.high, space.shape).astype(np.float64).ravel()
             self.parts.append(("box", len(low), (low, high)))
@@ -332,31 +346,161 @@ def make_env(env_id, kwargs, atari):
     return gym.make(env_id, **kwargs)
 
 
-def main():
-    # Like `python -m`, the working directory is importable, so that
-    # `gym:my_module:MyEnv-v0` finds a module next to where rlx runs.
-    sys.path.insert(1, os.getcwd())
-    inp = Input(sys.stdin.fileno())
-    out = sys.stdout.buffer
-    sys.stdout = sys.stderr  # a print() in an env must not corrupt the frames
+def make_pettingzoo(name, kwargs):
+    """The PettingZoo env `name` and whether it is a parallel one.
+
+    `name` is an id of PettingZoo's registry (``classic/tictactoe-v3``,
+    the parallel form where there is one), ``module:Id`` (the module is
+    imported first, to register ``Id``), or a module with a
+    ``parallel_env`` or ``env`` function (``pettingzoo.classic.tictactoe_v3``
+    or a user's own ``my_pkg.game``)."""
+    import pettingzoo
+
+    if ":" in name:
+        module, name = name.split(":", 1)
+        importlib.import_module(module)
+    for api in ("parallel", "aec"):
+        if name in getattr(pettingzoo, f"{api}_registry", {}):
+            return pettingzoo.make(api, name, **kwargs), api == "parallel"
     try:
-        hello = json.loads(inp.frame()[1:])
-        n = int(hello["copies"])
-        envs = [make_env(hello["id"], hello["kwargs"], hello.get("atari")) for _ in range(n)]
-        layout = Layout(envs[0].observation_space, envs[0].action_space)
-        spec = envs[0].spec
-        info = layout.describe()
-        info["reward_threshold"] = getattr(spec, "reward_threshold", None)
-        info["max_episode_steps"] = getattr(spec, "max_episode_steps", None)
-        write_frame(out, b"H", json.dumps(info).encode())
-    except Unsupported as e:
-        write_frame(out, b"E", f"unsupported space: {e}".encode())
-        return 1
-    except Closed:
-        return 0
-    except BaseException:
-        write_frame(out, b"E", traceback.format_exc().encode())
-        return 1
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not name.startswith(e.name):
+            raise
+        raise LookupError(
+            f"`{name}` is neither an id of PettingZoo's registry (pettingzoo.pprint_registry() lists them) "
+            "nor an importable module"
+        ) from None
+    if hasattr(module, "parallel_env"):
+        return module.parallel_env(**kwargs), True
+    if hasattr(module, "env"):
+        return module.env(**kwargs), False
+    raise LookupError(f"module `{name}` has neither a `parallel_env` nor an `env` function")
+
+
+class Agents:
+    """One PettingZoo env as rlx's multi-agent envs are: a row per agent
+    of ``possible_agents``, the rewards each agent got in a step, and who
+    acts next. An AEC env's agents that are done are stepped with ``None``
+    here (PettingZoo's dead steps), so rlx only ever sees live turns."""
+
+    def __init__(self, env, parallel):
+        self.env = env
+        self.parallel = parallel
+        self.agents = list(env.possible_agents)
+        if not self.agents:
+            raise Unsupported("the env has no agents")
+        first = self.agents[0]
+        obs_space, act_space = env.observation_space(first), env.action_space(first)
+        for a in self.agents[1:]:
+            if env.observation_space(a) != obs_space or env.action_space(a) != act_space:
+                raise Unsupported(
+                    f"agent {a!r} has spaces {env.observation_space(a)} / {env.action_space(a)}, "
+                    f"agent {first!r} {obs_space} / {act_space}: the agents must share their spaces"
+                )
+        self.layout = Layout(obs_space, act_space)
+        n = len(self.agents)
+        self.obs = np.zeros((n, self.layout.width), dtype=np.uint8 if self.layout.bytes else np.float32)
+        self.masks = np.ones((n, self.layout.mask_width), dtype=np.uint8)
+        self.acting = bytearray(n)
+
+    def observe(self, i, o):
+        mask = self.layout.write(o, self.obs[i])
+        if mask is not None:
+            self.masks[i] = mask
+
+    def reset(self, seed):
+        env = self.env
+        self.obs[:] = 0
+        self.masks[:] = 1
+        if self.parallel:
+            obs, _ = env.reset(seed=seed)
+        else:
+            env.reset(seed=seed)
+        missing = [a for a in self.agents if a not in env.agents]
+        if missing:
+            raise Unsupported(f"agents {missing} are not in the episode after a reset: rlx needs every agent from the start")
+        for i, a in enumerate(self.agents):
+            self.observe(i, obs[a] if self.parallel else env.observe(a))
+            self.acting[i] = 1 if self.parallel or a == env.agent_selection else 0
+        return [self.obs.tobytes(), self.masks.tobytes(), bytes(self.acting)]
+
+    def step(self, actions, present):
+        env = self.env
+        n = len(self.agents)
+        rewards = [0.0] * n
+        flags = bytearray(2 * n)
+        if self.parallel:
+            act = {a: actions[i] for i, a in enumerate(self.agents) if present[i] and a in env.agents}
+            obs, rew, term, trunc, _ = env.step(act)
+            for i, a in enumerate(self.agents):
+                if a in obs:
+                    self.observe(i, obs[a])
+                rewards[i] = float(rew.get(a, 0.0))
+                flags[i] = bool(term.get(a, False))
+                flags[n + i] = bool(trunc.get(a, False))
+        else:
+            mover = env.agent_selection
+            i = self.agents.index(mover)
+            if not present[i]:
+                raise ValueError(f"no action for {mover!r}, whose turn it is")
+            env.step(actions[i])
+            for i, a in enumerate(self.agents):
+                if a in env.rewards:
+                    rewards[i] = float(env.rewards[a])
+                    flags[i] = bool(env.terminations[a])
+                    flags[n + i] = bool(env.truncations[a])
+                    self.observe(i, env.observe(a))
+            # PettingZoo's dead steps: an agent that is done still takes a
+            # turn, with None, before it leaves.
+            while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
+                env.step(None)
+        for i, a in enumerate(self.agents):
+            self.acting[i] = 1 if a in env.agents and (self.parallel or a == env.agent_selection) else 0
+        return [
+            self.obs.tobytes(),
+            struct.pack(f"<{n}d", *rewards),
+            bytes(flags),
+            self.masks.tobytes(),
+            bytes(self.acting),
+            bytes([0 if env.agents else 1]),
+        ]
+
+
+def serve_pettingzoo(hello, inp, out):
+    """The worker of one PettingZoo env copy (see the protocol above)."""
+    env, parallel = make_pettingzoo(hello["pettingzoo"], hello["kwargs"])
+    agents = Agents(env, parallel)
+    info = agents.layout.describe()
+    info["agents"] = agents.agents
+    write_frame(out, b"H", json.dumps(info).encode())
+    n = len(agents.agents)
+    while True:
+        frame = inp.frame()
+        tag = frame[:1]
+        if tag == b"S":
+            body = memoryview(frame)[1:]
+            actions = agents.layout.actions(body[: len(body) - n], n)
+            write_frame(out, b"T", *agents.step(actions, body[len(body) - n :]))
+        elif tag == b"R":
+            seed = struct.unpack_from("<Q", frame, 1)[0] if frame[9] else None
+            write_frame(out, b"O", *agents.reset(seed))
+        elif tag == b"Q":
+            return 0
+        else:
+            raise ValueError(f"unknown message {tag!r}")
+
+
+def serve_gym(hello, inp, out):
+    """The worker of ``copies`` copies of a Gymnasium env."""
+    n = int(hello["copies"])
+    envs = [make_env(hello["id"], hello["kwargs"], hello.get("atari")) for _ in range(n)]
+    layout = Layout(envs[0].observation_space, envs[0].action_space)
+    spec = envs[0].spec
+    info = layout.describe()
+    info["reward_threshold"] = getattr(spec, "reward_threshold", None)
+    info["max_episode_steps"] = getattr(spec, "max_episode_steps", None)
+    write_frame(out, b"H", json.dumps(info).encode())
 
     plain = layout.plain
     dtype = np.uint8 if layout.bytes else np.float32
@@ -370,55 +514,70 @@ def main():
         if mask is not None:
             mask_row[:] = mask
 
-    try:
-        while True:
-            frame = inp.frame()
-            tag = frame[:1]
-            if tag == b"S":
-                # The hot loop: Python lists and bytearrays, one numpy
-                # conversion per reply, a plain Box written row by row.
-                ended = 0
-                actions = layout.actions(memoryview(frame)[1:], n)
-                rs = [0.0] * n
-                flags = bytearray(2 * n)
-                for i in range(n):
-                    env = envs[i]
-                    o, r, term, trunc, _ = env.step(actions[i])
-                    rs[i] = r
-                    if plain:
-                        obs[i] = o.reshape(-1)
-                    else:
-                        observe(o, obs[i], masks[i])
-                    if term or trunc:
-                        flags[i] = 1 if term else 0
-                        flags[n + i] = 1 if trunc else 0
-                        o, _ = env.reset()
-                        if plain:
-                            reset_obs[ended] = o.reshape(-1)
-                        else:
-                            observe(o, reset_obs[ended], reset_masks[ended])
-                        ended += 1
-                write_frame(
-                    out,
-                    b"T",
-                    obs.tobytes(),
-                    struct.pack(f"<{n}d", *rs),
-                    bytes(flags),
-                    masks.tobytes(),
-                    reset_obs[:ended].tobytes(),
-                    reset_masks[:ended].tobytes(),
-                )
-            elif tag == b"R":
-                seeds = np.frombuffer(frame[1 : 1 + 8 * n], dtype="<u8")
-                seeded = frame[1 + 8 * n :]
-                for i, env in enumerate(envs):
-                    o, _ = env.reset(seed=int(seeds[i]) if seeded[i] else None)
+    while True:
+        frame = inp.frame()
+        tag = frame[:1]
+        if tag == b"S":
+            # The hot loop: Python lists and bytearrays, one numpy
+            # conversion per reply, a plain Box written row by row.
+            ended = 0
+            actions = layout.actions(memoryview(frame)[1:], n)
+            rs = [0.0] * n
+            flags = bytearray(2 * n)
+            for i in range(n):
+                env = envs[i]
+                o, r, term, trunc, _ = env.step(actions[i])
+                rs[i] = r
+                if plain:
+                    obs[i] = o.reshape(-1)
+                else:
                     observe(o, obs[i], masks[i])
-                write_frame(out, b"O", obs.tobytes(), masks.tobytes())
-            elif tag == b"Q":
-                return 0
-            else:
-                raise ValueError(f"unknown message {tag!r}")
+                if term or trunc:
+                    flags[i] = 1 if term else 0
+                    flags[n + i] = 1 if trunc else 0
+                    o, _ = env.reset()
+                    if plain:
+                        reset_obs[ended] = o.reshape(-1)
+                    else:
+                        observe(o, reset_obs[ended], reset_masks[ended])
+                    ended += 1
+            write_frame(
+                out,
+                b"T",
+                obs.tobytes(),
+                struct.pack(f"<{n}d", *rs),
+                bytes(flags),
+                masks.tobytes(),
+                reset_obs[:ended].tobytes(),
+                reset_masks[:ended].tobytes(),
+            )
+        elif tag == b"R":
+            seeds = np.frombuffer(frame[1 : 1 + 8 * n], dtype="<u8")
+            seeded = frame[1 + 8 * n :]
+            for i, env in enumerate(envs):
+                o, _ = env.reset(seed=int(seeds[i]) if seeded[i] else None)
+                observe(o, obs[i], masks[i])
+            write_frame(out, b"O", obs.tobytes(), masks.tobytes())
+        elif tag == b"Q":
+            return 0
+        else:
+            raise ValueError(f"unknown message {tag!r}")
+
+
+def main():
+    # Like `python -m`, the working directory is importable, so that
+    # `gym:my_module:MyEnv-v0` finds a module next to where rlx runs.
+    sys.path.insert(1, os.getcwd())
+    inp = Input(sys.stdin.fileno())
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a print() in an env must not corrupt the frames
+    try:
+        hello = json.loads(inp.frame()[1:])
+        serve = serve_pettingzoo if "pettingzoo" in hello else serve_gym
+        return serve(hello, inp, out)
+    except Unsupported as e:
+        write_frame(out, b"E", f"unsupported space: {e}".encode())
+        return 1
     except Closed:
         return 0
     except BaseException:

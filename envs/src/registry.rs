@@ -20,7 +20,8 @@ pub struct EnvSpec {
     /// The mean return at which the env counts as solved (Gymnasium's
     /// `reward_threshold`), if it has one.
     pub reward_threshold: Option<f64>,
-    /// The keyword arguments `env_config` may set, besides `max_episode_steps`.
+    /// The keyword arguments `env_config` may set (`max_episode_steps`
+    /// where the env has a time limit to change).
     pub kwargs: &'static [&'static str],
     make: fn(&Value) -> Result<Box<dyn Env>, EnvError>,
 }
@@ -96,7 +97,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "CartPole-v1",
         description: "balance a pole on a cart; Box(4) obs, Discrete(2) actions, 500-step limit (Gymnasium 1.0)",
         reward_threshold: Some(475.0),
-        kwargs: &[],
+        kwargs: &["max_episode_steps"],
         make: |kw| {
             let k: Common = parse("CartPole-v1", kw)?;
             Ok(limited(CartPole::new(), Some(k.max_episode_steps.unwrap_or(500))))
@@ -106,7 +107,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "StatelessCartPole-v1",
         description: "CartPole-v1 observing cart position and pole angle only (no velocities): needs memory, e.g. model.use_lstm",
         reward_threshold: Some(475.0),
-        kwargs: &[],
+        kwargs: &["max_episode_steps"],
         make: |kw| {
             let k: Common = parse("StatelessCartPole-v1", kw)?;
             Ok(limited(StatelessCartPole::new(), Some(k.max_episode_steps.unwrap_or(500))))
@@ -116,7 +117,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "MaskedMaze-v0",
         description: "reach the goal of a 6×6 maze; Box(36) one-hot obs, Discrete(4) moves, walls masked (Env::action_mask), bumping ends the episode at -1, 50-step limit",
         reward_threshold: Some(0.8),
-        kwargs: &[],
+        kwargs: &["max_episode_steps"],
         make: |kw| {
             let k: Common = parse("MaskedMaze-v0", kw)?;
             Ok(limited(MaskedMaze::new(), Some(k.max_episode_steps.unwrap_or(50))))
@@ -126,7 +127,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "MountainCar-v0",
         description: "drive an underpowered car up a hill; Box(2) obs, Discrete(3) actions, 200-step limit (Gymnasium 1.0)",
         reward_threshold: Some(-110.0),
-        kwargs: &["goal_velocity"],
+        kwargs: &["max_episode_steps", "goal_velocity"],
         make: |kw| {
             let k: GoalVelocity = parse("MountainCar-v0", kw)?;
             let env = MountainCar::with_goal_velocity(k.goal_velocity.unwrap_or(0.0))?;
@@ -137,7 +138,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "MountainCarContinuous-v0",
         description: "drive an underpowered car up a hill; Box(2) obs, Box(-1, 1, [1]) force (clipped), 999-step limit (Gymnasium 1.0)",
         reward_threshold: Some(90.0),
-        kwargs: &["goal_velocity"],
+        kwargs: &["max_episode_steps", "goal_velocity"],
         make: |kw| {
             let k: GoalVelocity = parse("MountainCarContinuous-v0", kw)?;
             let env = MountainCarContinuous::with_goal_velocity(k.goal_velocity.unwrap_or(0.0))?;
@@ -148,7 +149,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "Acrobot-v1",
         description: "swing up a two-link chain; Box(6) obs, Discrete(3) torques, 500-step limit (Gymnasium 1.0)",
         reward_threshold: Some(-100.0),
-        kwargs: &["torque_noise_max"],
+        kwargs: &["max_episode_steps", "torque_noise_max"],
         make: |kw| {
             let k: TorqueNoise = parse("Acrobot-v1", kw)?;
             let env = Acrobot::with_torque_noise(k.torque_noise_max.unwrap_or(0.0))?;
@@ -159,7 +160,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "Pendulum-v1",
         description: "swing up and balance a pendulum; Box(3) obs, Box(-2, 2, [1]) torque (clipped), 200-step limit (Gymnasium 1.0)",
         reward_threshold: None,
-        kwargs: &["g"],
+        kwargs: &["max_episode_steps", "g"],
         make: |kw| {
             let k: Gravity = parse("Pendulum-v1", kw)?;
             let env = Pendulum::with_gravity(k.g.unwrap_or(10.0))?;
@@ -170,7 +171,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "MultiAgentCartPole",
         description: "num_agents (default 2) CartPole-v1 copies, one per agent `agent_i`; an agent is done with its pole, the episode when all are (RLlib's example env)",
         reward_threshold: None,
-        kwargs: &["num_agents"],
+        kwargs: &["max_episode_steps", "num_agents"],
         make: |kw| {
             let k: Agents = parse("MultiAgentCartPole", kw)?;
             let (n, steps) = (k.num_agents.unwrap_or(2), k.max_episode_steps.unwrap_or(500));
@@ -199,7 +200,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "MinAtar/Breakout-v1",
         description: "MinAtar Breakout; Box(0, 1, [10, 10, 4]) binary obs, Discrete(3) actions, sticky actions, no time limit (minatar 1.0.15)",
         reward_threshold: None,
-        kwargs: &["sticky_action_prob", "difficulty_ramping"],
+        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
         make: |kw| {
             let k: MinAtarOptions = parse("MinAtar/Breakout-v1", kw)?;
             let env = Breakout::with_options(k.sticky_action_prob.unwrap_or(0.1), k.difficulty_ramping.unwrap_or(true))?;
@@ -210,7 +211,7 @@ const REGISTRY: &[EnvSpec] = &[
         name: "MinAtar/SpaceInvaders-v1",
         description: "MinAtar Space Invaders; Box(0, 1, [10, 10, 6]) binary obs, Discrete(4) actions, sticky actions, no time limit (minatar 1.0.15)",
         reward_threshold: None,
-        kwargs: &["sticky_action_prob", "difficulty_ramping"],
+        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
         make: |kw| {
             let k: MinAtarOptions = parse("MinAtar/SpaceInvaders-v1", kw)?;
             let env = SpaceInvaders::with_options(k.sticky_action_prob.unwrap_or(0.1), k.difficulty_ramping.unwrap_or(true))?;
@@ -236,10 +237,14 @@ pub fn make(name: &str) -> Result<Box<dyn Env>, EnvError> {
 /// naming an unknown or invalid keyword argument.
 ///
 /// A name starting with `gym:` is a Gymnasium id, made in a Python worker
-/// process with `kwargs` passed to `gymnasium.make` ([`crate::gym`]).
+/// process with `kwargs` passed to `gymnasium.make` ([`crate::gym`]); one
+/// starting with `pettingzoo:` a PettingZoo env ([`crate::gym::pettingzoo`]).
 pub fn make_with(name: &str, kwargs: &Value) -> Result<Box<dyn Env>, EnvError> {
     if name.starts_with(crate::gym::PREFIX) {
         return crate::gym::make(name, kwargs);
+    }
+    if name.starts_with(crate::gym::pettingzoo::PREFIX) {
+        return crate::gym::pettingzoo::make(name, kwargs);
     }
     (spec(name)?.make)(kwargs)
 }
@@ -253,6 +258,9 @@ pub fn make_with(name: &str, kwargs: &Value) -> Result<Box<dyn Env>, EnvError> {
 pub fn reward_threshold(name: &str, kwargs: &Value) -> Result<Option<f64>, EnvError> {
     if name.starts_with(crate::gym::PREFIX) {
         return crate::gym::reward_threshold(name, kwargs);
+    }
+    if name.starts_with(crate::gym::pettingzoo::PREFIX) {
+        return Ok(None);
     }
     Ok(spec(name)?.reward_threshold)
 }

@@ -148,12 +148,16 @@ fn print_list() {
     }
     println!("envs (keyword arguments go in the config's \"env_config\"):");
     for spec in rlx_envs::specs() {
-        let kwargs: Vec<&str> = std::iter::once("max_episode_steps").chain(spec.kwargs.iter().copied()).collect();
-        println!("  {:<26} {} [env_config: {}]", spec.name, spec.description, kwargs.join(", "));
+        let kwargs = if spec.kwargs.is_empty() { "none".to_string() } else { spec.kwargs.join(", ") };
+        println!("  {:<26} {} [env_config: {kwargs}]", spec.name, spec.description);
     }
     println!(
         "  {:<26} any Gymnasium env, in Python worker processes ($RLX_PYTHON or python3, with gymnasium); `gym:my_pkg.envs:MyEnv-v0` imports my_pkg.envs first; ALE/ ids get DeepMind's Atari preprocessing [env_config: gymnasium.make's keyword arguments, and `atari`]",
         "gym:<id>"
+    );
+    println!(
+        "  {:<26} any PettingZoo env (multi-agent), AEC or parallel, a Python worker process per copy (with pettingzoo); `pettingzoo:my_pkg.game` takes a module's parallel_env() or env() [env_config: the env's keyword arguments]",
+        "pettingzoo:<id>"
     );
     println!(
         "  {:<26} a server that external applications connect to (PolicyClient, Rust or Python), on this address [env_config: spaces_of, cookie_file]",

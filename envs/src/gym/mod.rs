@@ -33,6 +33,7 @@
 //! `Box` inside a `Dict` or `Tuple` keeps its 0 to 255 values). Anything
 //! else is an error naming the space.
 
+pub mod pettingzoo;
 #[doc(hidden)]
 pub mod testing;
 mod worker;
@@ -140,6 +141,11 @@ impl GymSpec {
     pub fn name(&self) -> String {
         format!("{PREFIX}{}", self.id)
     }
+
+    /// The hello that asks a worker process for `copies` copies.
+    fn hello(&self, copies: usize) -> Value {
+        serde_json::json!({"id": self.id, "kwargs": self.kwargs, "copies": copies, "atari": self.atari})
+    }
 }
 
 /// What a worker process reports about its env in its hello.
@@ -150,6 +156,9 @@ pub(crate) struct Spaces {
     action: ActionSpace,
     mask_width: usize,
     reward_threshold: Option<f64>,
+    /// A PettingZoo env's agents (none for a Gymnasium env).
+    #[serde(default)]
+    agents: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -263,7 +272,7 @@ impl GymEnv {
         let (signature, spaces, worker) = match known(&key) {
             Some((signature, spaces)) => (signature, spaces, None),
             None => {
-                let w = Worker::ready(&spec, 1, SINGLE_TIMEOUT).map_err(|e| other(&name, e))?;
+                let w = Worker::ready(&spec.hello(1), SINGLE_TIMEOUT).map_err(|e| other(&name, e))?;
                 let signature = w.spaces.signature(&name)?;
                 remember(key, (signature.clone(), w.spaces.clone()));
                 (signature, w.spaces.clone(), Some(w))
@@ -281,7 +290,7 @@ impl GymEnv {
     ) -> Result<Vec<u8>, EnvError> {
         let name = &self.signature.name;
         if self.worker.is_none() {
-            self.worker = Some(Worker::ready(&self.spec, 1, SINGLE_TIMEOUT).map_err(|e| other(name, e))?);
+            self.worker = Some(Worker::ready(&self.spec.hello(1), SINGLE_TIMEOUT).map_err(|e| other(name, e))?);
         }
         let w = self.worker.as_mut().expect("started above");
         send(w).and_then(|()| w.receive_reply(tag)).map_err(|e| other(name, e))
@@ -456,7 +465,7 @@ impl GymBatch {
         // Gymnasium in parallel.
         let mut workers = ranges
             .iter()
-            .map(|r| Worker::start(&env.spec, r.len(), timeout))
+            .map(|r| Worker::start(&env.spec.hello(r.len()), timeout))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| other(&name, e))?;
         for w in &mut workers {
@@ -533,7 +542,7 @@ impl GymBatch {
             tracing::warn!(env = %self.name, copies = ?self.ranges[i], error = %error.0, "Python env worker failed; restarting it; its copies' episodes in progress are lost");
             let seed =
                 self.seed.wrapping_add(self.ranges[i].start as u64).wrapping_add(self.restarts.wrapping_mul(1_000_003));
-            match Worker::ready(&self.spec, self.ranges[i].len(), self.timeout) {
+            match Worker::ready(&self.spec.hello(self.ranges[i].len()), self.timeout) {
                 Ok(w) => self.workers[i] = w,
                 Err(e) => {
                     error = e;

@@ -9,7 +9,7 @@
 //! on every step. The last 16 KiB of its stderr are kept for the error
 //! message when it dies.
 
-use super::{GymSpec, Spaces};
+use super::Spaces;
 use rlx::sample_batch::Column;
 use std::collections::VecDeque;
 use std::io::{BufWriter, Read, Write};
@@ -83,10 +83,10 @@ fn module_path() -> Result<PathBuf, WorkerError> {
 }
 
 impl Worker {
-    /// Starts a process for `copies` copies of `spec` and sends its hello;
-    /// [`wait_ready`](Self::wait_ready) reads the answer, so that several
-    /// processes start at once.
-    pub fn start(spec: &GymSpec, copies: usize, timeout: Duration) -> Result<Self, WorkerError> {
+    /// Starts a process and sends it `hello` (what to host, see
+    /// [`super::GymSpec::hello`]); [`wait_ready`](Self::wait_ready) reads
+    /// the answer, so that several processes start at once.
+    pub fn start(hello: &serde_json::Value, timeout: Duration) -> Result<Self, WorkerError> {
         let python = interpreter();
         let mut child = Command::new(&python)
             .arg("-u")
@@ -115,19 +115,13 @@ impl Worker {
         }
         let replies = Frames { stdout, buf: Vec::with_capacity(1 << 16), start: 0 };
         let mut worker = Self { child, stdin, replies, stderr, timeout, spaces: Spaces::default() };
-        let hello = serde_json::json!({
-            "id": spec.id,
-            "kwargs": spec.kwargs,
-            "copies": copies,
-            "atari": spec.atari,
-        });
         worker.send(b'H', hello.to_string().as_bytes())?;
         Ok(worker)
     }
 
     /// [`start`](Self::start), then [`wait_ready`](Self::wait_ready).
-    pub fn ready(spec: &GymSpec, copies: usize, timeout: Duration) -> Result<Self, WorkerError> {
-        let mut worker = Self::start(spec, copies, timeout)?;
+    pub fn ready(hello: &serde_json::Value, timeout: Duration) -> Result<Self, WorkerError> {
+        let mut worker = Self::start(hello, timeout)?;
         worker.wait_ready()?;
         Ok(worker)
     }
@@ -150,15 +144,7 @@ impl Worker {
 
     /// Sends a step of every copy with rows `rows` of `actions`.
     pub fn send_step(&mut self, actions: &Column, rows: std::ops::Range<usize>) -> Result<(), WorkerError> {
-        let bytes: Vec<u8> = match actions {
-            Column::I64 { data, width } => {
-                data[rows.start * width..rows.end * width].iter().flat_map(|a| a.to_le_bytes()).collect()
-            }
-            Column::F32 { data, width } => {
-                data[rows.start * width..rows.end * width].iter().flat_map(|a| a.to_le_bytes()).collect()
-            }
-        };
-        self.send(b'S', &bytes)
+        self.send(b'S', &action_bytes(actions, rows))
     }
 
     /// The reply to a reset (`O`) or a step (`T`), without its tag.
@@ -166,7 +152,8 @@ impl Worker {
         self.receive(tag, self.timeout)
     }
 
-    fn send(&mut self, tag: u8, body: &[u8]) -> Result<(), WorkerError> {
+    /// Sends a frame of kind `tag`.
+    pub fn send(&mut self, tag: u8, body: &[u8]) -> Result<(), WorkerError> {
         let length = u32::try_from(body.len() + 1).map_err(|_| WorkerError("request too large".into()))?;
         let sent = self
             .stdin
@@ -255,6 +242,18 @@ impl Worker {
         self.stdin.write_all(&1u32.to_le_bytes())?;
         self.stdin.write_all(b"Q")?;
         self.stdin.flush()
+    }
+}
+
+/// Rows `rows` of `actions` as the little-endian bytes a step request carries.
+fn action_bytes(actions: &Column, rows: std::ops::Range<usize>) -> Vec<u8> {
+    match actions {
+        Column::I64 { data, width } => {
+            data[rows.start * width..rows.end * width].iter().flat_map(|a| a.to_le_bytes()).collect()
+        }
+        Column::F32 { data, width } => {
+            data[rows.start * width..rows.end * width].iter().flat_map(|a| a.to_le_bytes()).collect()
+        }
     }
 }
 
