@@ -11,6 +11,23 @@ use rlx::config::ConfigError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
+/// The smallest matrix product, in multiply-adds per block (m·n·k), that
+/// dfdx's CPU matmul (the `gemm` crate) splits over rayon's threads. gemm's
+/// own default, 48·48·256 (590k), splits the 2×64 networks' products at 256
+/// rows, whose 20 µs of work costs less than handing half to a second
+/// thread: on the 2-core machine PPO's update ran 1.3× and SAC's 1.6× faster
+/// unsplit (book: Performance, "The learner against the machine's limit").
+/// A 256-wide layer at 256 rows (16.8M) still splits, where two threads
+/// take 205 µs against 358 µs for one.
+pub const GEMM_THREADING_THRESHOLD: usize = 4 << 20;
+
+/// Sets [`GEMM_THREADING_THRESHOLD`] for the process, once (the threshold
+/// is gemm's process-wide setting).
+fn tune_cpu_matmul() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| gemm_common::gemm::set_threading_threshold(GEMM_THREADING_THRESHOLD));
+}
+
 /// A dfdx device: the CPU, or a CUDA GPU by ordinal.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DeviceSpec {
@@ -122,7 +139,10 @@ unsafe impl NetDevice for dfdx::prelude::Cpu {
 
     fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::BuildError> {
         match spec {
-            DeviceSpec::Cpu => Ok(dfdx::prelude::Cpu::seed_from_u64(seed)),
+            DeviceSpec::Cpu => {
+                tune_cpu_matmul();
+                Ok(dfdx::prelude::Cpu::seed_from_u64(seed))
+            }
             other => Err(crate::BuildError::Unsupported(format!("{other} is not the CPU"))),
         }
     }

@@ -235,6 +235,9 @@ pub struct Dqn<D: NetDevice> {
     net: QNetwork<D>,
     exploration: LinearSchedule,
     state: DqnState,
+    /// The TD errors of the last [`gradient`](PolicyAlgorithm::gradient)
+    /// pass, which prioritized replay takes as the new priorities.
+    last_td: Vec<f32>,
 }
 
 /// What DQN saves besides the core's state.
@@ -361,8 +364,9 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         let mut stats = LearnerStats::default();
         stats.set("loss", total as f64);
         stats.set("mean_q", q_host.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
-        let td_abs = q_host.iter().zip(&targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
-        stats.set("mean_td_error", td_abs / n as f64);
+        self.last_td.clear();
+        self.last_td.extend(q_host.iter().zip(&targets).map(|(q, y)| q - y));
+        stats.set("mean_td_error", self.last_td.iter().map(|d| d.abs() as f64).sum::<f64>() / n as f64);
         Ok((grad, stats))
     }
 
@@ -377,6 +381,16 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         }
         stats.set("num_target_updates", self.state.num_target_updates as f64);
         Ok(stats)
+    }
+
+    /// The learning pass's own TD errors: no second pass over the batch.
+    fn learn_with_td_errors(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+    ) -> Result<(LearnerStats, Vec<f32>), PolicyError> {
+        let stats = self.learn(core, batch)?;
+        Ok((stats, std::mem::take(&mut self.last_td)))
     }
 
     fn td_errors(&mut self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
@@ -439,7 +453,13 @@ impl Build<'_> {
         let net = QNetwork::build(self.cfg, self.obs, self.actions, &mut params)?;
         let mut core = PolicyCore::new(params, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
         core.add_optimizer(0..core.num_params(), self.cfg.q_learning.lr, 1e-8, self.cfg.learning.grad_clip);
-        let dqn = Dqn { exploration: self.cfg.exploration(), cfg: self.cfg.clone(), net, state: DqnState::default() };
+        let dqn = Dqn {
+            exploration: self.cfg.exploration(),
+            cfg: self.cfg.clone(),
+            net,
+            state: DqnState::default(),
+            last_td: Vec::new(),
+        };
         Ok(CorePolicy::new(core, dqn))
     }
 }
@@ -526,6 +546,11 @@ mod tests {
             let (_, stats) = p.compute_gradients(&b).unwrap();
             let mean_abs = td.iter().map(|x| x.abs() as f64).sum::<f64>() / 4.0;
             assert!((stats.get("mean_td_error").unwrap() - mean_abs).abs() < 1e-5);
+            // Learning hands back those same TD errors, from before its
+            // update, without a second pass; afterwards they have moved.
+            let (_, learned) = p.learn_with_td_errors(&b).unwrap();
+            assert!(td.iter().zip(&learned).all(|(a, b)| (a - b).abs() < 1e-6), "{td:?} {learned:?}");
+            assert!(p.td_errors(&b).unwrap() != td, "the weights changed");
         }
     }
 

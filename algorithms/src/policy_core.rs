@@ -202,6 +202,21 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
         Ok(stats)
     }
 
+    /// Learns, and returns the TD errors of the learning pass (see
+    /// [`PolicyGraph::learn_with_td_errors`]): by default, computed again
+    /// after learning.
+    ///
+    /// # Errors
+    /// As [`learn`](Self::learn) and [`td_errors`](Self::td_errors).
+    fn learn_with_td_errors(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+    ) -> Result<(LearnerStats, Vec<f32>), PolicyError> {
+        let stats = self.learn(core, batch)?;
+        Ok((stats, self.td_errors(core, batch)?))
+    }
+
     /// TD errors for prioritized replay (see [`PolicyGraph::td_errors`]).
     ///
     /// # Errors
@@ -308,6 +323,10 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
 
     fn td_errors(&mut self, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
         self.algo.td_errors(&mut self.core, batch)
+    }
+
+    fn learn_with_td_errors(&mut self, batch: &SampleBatch) -> Result<(LearnerStats, Vec<f32>), PolicyError> {
+        self.algo.learn_with_td_errors(&mut self.core, batch)
     }
 
     fn get_weights(&self) -> FlatWeights {

@@ -48,7 +48,18 @@ fn learner(c: &mut Criterion) {
     group.bench_function(BenchmarkId::new("update", "learn_on_batch"), |b| {
         b.iter(|| policy.learn_on_batch(&minibatch).unwrap())
     });
+    // What prioritized replay does per update: the learning pass's own TD
+    // errors become the priorities; and, side by side, the earlier round
+    // trip, which computed them again after learning (three more forward
+    // passes).
     group.bench_function(BenchmarkId::new("update", "prioritized_round_trip"), |b| {
+        b.iter(|| {
+            let mb = replay.sample(MINIBATCH, 0, &mut rng).unwrap();
+            let (_, td) = policy.learn_with_td_errors(&mb).unwrap();
+            replay.update_priorities(&mb, &td).unwrap();
+        })
+    });
+    group.bench_function(BenchmarkId::new("update", "prioritized_round_trip_recomputed"), |b| {
         b.iter(|| {
             let mb = replay.sample(MINIBATCH, 0, &mut rng).unwrap();
             policy.learn_on_batch(&mb).unwrap();

@@ -8,6 +8,11 @@
 //!
 //! The book's Models page compares the fully connected rows with the
 //! const-shaped networks these replaced, measured side by side.
+//!
+//! The `models/gemm` group is the machine's limit for those learners (the
+//! roofline on the Performance page): dfdx's CPU matrix product (the `gemm`
+//! crate, on rayon's threads) at the learners' shapes, without a tape;
+//! throughput in elements is floating-point operations (2·m·k·n).
 
 mod common;
 
@@ -63,6 +68,23 @@ fn models(c: &mut Criterion) {
     ] {
         let mut ev = evaluator(algorithm, env, &config, ROUND);
         group.bench_function(BenchmarkId::new("8_envs", id), |b| b.iter(|| ev.sample().expect("sample")));
+    }
+    group.finish();
+
+    let mut group = common::group(c, "models/gemm");
+    let dev = dfdx::prelude::Cpu::default();
+    // (m, k, n): a [m, k] × [k, n] product. The first five are the 2×64
+    // networks' layers at PPO's 256-row and DQN's 64-row minibatches, and a
+    // weight gradient (the rows become the inner dimension); the last is a
+    // large square one, near the machine's peak.
+    for (m, k, n) in [(256, 4, 64), (256, 64, 64), (64, 256, 64), (64, 64, 64), (256, 64, 2), (256, 256, 256)] {
+        use dfdx::prelude::*;
+        let a: Tensor<(usize, usize), f32, Cpu> = dev.sample_normal_like(&(m, k));
+        let w: Tensor<(usize, usize), f32, Cpu> = dev.sample_normal_like(&(k, n));
+        group.throughput(Throughput::Elements(2 * (m * k * n) as u64));
+        group.bench_function(BenchmarkId::new("matmul", format!("{m}x{k}x{n}")), |b| {
+            b.iter(|| a.clone().matmul(w.clone()))
+        });
     }
     group.finish();
 

@@ -19,6 +19,12 @@ within the zoo's n_timesteps (harness.py's `sb3_ppo`, `sb3_dqn`). Every raw
 file is kept: rlx's run directories and one JSON per SB3 run under --out,
 and `summary.json` with the medians and ranges.
 
+`--sides` picks who runs (default `rlx,sb3`): also `rlx-tuned` (rlx with
+its tuned example's settings, `tuned_examples/<algo>-cartpole.yaml`) and,
+for PPO on CartPole, RLlib's tuned example as `rllib-default` (as shipped:
+RLlib's default env runners) or `rllib-RxE` (R env runners x E envs each,
+e.g. `rllib-0x8`), harness.py's `rllib_ppo`.
+
     target/python-bench/bin/python benches/reference/learning_cartpole.py \\
         --rlx target/release/rlx --out benches/reference/results/learning-cartpole-<date>
 """
@@ -44,10 +50,18 @@ CELLS = {
 }
 
 
-def rlx_run(rlx, cell, seed, out):
+# rlx's tuned examples' settings, per cell (`rlx-tuned`).
+TUNED = {"ppo-cartpole": {"num_sgd_iter": 4, "lr": 0.003, "num_devices": 2}}
+
+
+def rlx_run(rlx, cell, seed, out, tuned=False):
     algorithm, env, threshold, interval, _, _, budget = CELLS[cell]
-    runs = os.path.join(out, "rlx-runs", f"{algorithm}-{env}-seed{seed}" if cell != f"{algorithm.lower()}-cartpole" else f"{algorithm}-seed{seed}")
-    config = json.dumps({"evaluation_interval": interval, "evaluation_duration": 10})
+    name = f"{algorithm}-{env}-seed{seed}" if cell != f"{algorithm.lower()}-cartpole" else f"{algorithm}-seed{seed}"
+    runs = os.path.join(out, "rlx-tuned-runs" if tuned else "rlx-runs", name)
+    settings = {"evaluation_interval": interval, "evaluation_duration": 10}
+    if tuned:
+        settings.update(TUNED[cell])
+    config = json.dumps(settings)
     stop = json.dumps({"episode_reward_mean": threshold, "timesteps_total": budget})
     cmd = [rlx, "train", "--run", algorithm, "--env", env, "--seed", str(seed),
            "--config", config, "--stop", stop, "--results-dir", runs]
@@ -59,7 +73,7 @@ def rlx_run(rlx, cell, seed, out):
     evaluation = next((r for r in results if r.get("evaluation", {}).get("episode_reward_mean", low) >= threshold), None)
     last = results[-1]
     return {
-        "side": "rlx", "cell": cell, "algorithm": algorithm, "seed": seed, "run_dir": os.path.relpath(run_dir, out),
+        "side": "rlx-tuned" if tuned else "rlx", "cell": cell, "algorithm": algorithm, "seed": seed, "run_dir": os.path.relpath(run_dir, out),
         "solved": train is not None,
         "env_steps": (train or last)["timesteps_total"], "wall_s": (train or last)["time_total_s"],
         "eval_solved": evaluation is not None,
@@ -80,10 +94,28 @@ def sb3_run(python, cell, seed, out, budget_s):
     return result
 
 
-def summarize(runs, cells):
+def rllib_run(python, cell, side, seed, out, budget_s):
+    """RLlib's tuned PPO example on CartPole (`side` is `rllib-default` or
+    `rllib-RxE`)."""
+    algorithm, _, _, _, _, eval_every, _ = CELLS[cell]
+    if cell != "ppo-cartpole":
+        raise SystemExit(f"{side}: only the ppo-cartpole cell has an RLlib side")
+    shape = side.removeprefix("rllib-")
+    runners, envs = ("-1", "1") if shape == "default" else shape.split("x")
+    cmd = [python, os.path.join(HERE, "harness.py"), "--workload", "rllib_ppo", "--seed", str(seed),
+           "--budget-s", str(budget_s), "--eval-every", str(eval_every), "--runners", runners, "--envs", envs]
+    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+    result.update({"side": side, "cell": cell, "algorithm": algorithm, "seed": seed})
+    with open(os.path.join(out, f"{side}-{algorithm}-seed{seed}.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    return result
+
+
+def summarize(runs, cells, sides):
     rows = []
     for cell in cells:
-        for side in ["rlx", "sb3"]:
+        for side in sides:
             mine = [r for r in runs if r.get("cell", f"{r['algorithm'].lower()}-cartpole") == cell and r["side"] == side]
             row = {"cell": cell, "algorithm": CELLS[cell][0], "side": side, "seeds": [r["seed"] for r in mine]}
             for criterion, solved, steps, wall in [("train", "solved", "env_steps", "wall_s"),
@@ -107,8 +139,10 @@ def main():
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--budget-s", type=float, default=900.0, help="wall-clock budget of each SB3 run")
     p.add_argument("--cells", default="ppo-cartpole,dqn-cartpole", help=f"comma-separated, of {', '.join(CELLS)}")
+    p.add_argument("--sides", default="rlx,sb3", help="comma-separated: rlx, rlx-tuned, sb3, rllib-default, rllib-RxE")
     args = p.parse_args()
     cells = args.cells.split(",")
+    sides = args.sides.split(",")
     unknown = [c for c in cells if c not in CELLS]
     if unknown:
         p.error(f"unknown cells {unknown}; known: {list(CELLS)}")
@@ -116,16 +150,21 @@ def main():
     runs = []
     for seed in [int(s) for s in args.seeds.split(",")]:
         for cell in cells:
-            for side in ["rlx", "sb3"]:
+            for side in sides:
                 t0 = time.time()
-                r = rlx_run(args.rlx, cell, seed, args.out) if side == "rlx" else sb3_run(sys.executable, cell, seed, args.out, args.budget_s)
+                if side in ("rlx", "rlx-tuned"):
+                    r = rlx_run(args.rlx, cell, seed, args.out, tuned=side == "rlx-tuned")
+                elif side == "sb3":
+                    r = sb3_run(sys.executable, cell, seed, args.out, args.budget_s)
+                else:
+                    r = rllib_run(sys.executable, cell, side, seed, args.out, args.budget_s)
                 runs.append(r)
                 print(f"{side} {cell} seed {seed} ({time.time() - t0:.0f} s): {json.dumps(r)}", flush=True)
     from importlib.metadata import version
     summary = {
         "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(),
-        "versions": {k: version(k) for k in ["stable-baselines3", "torch", "gymnasium"]},
-        "runs": runs, "summary": summarize(runs, cells),
+        "versions": {k: version(k) for k in ["stable-baselines3", "torch", "gymnasium", "ray"]},
+        "runs": runs, "summary": summarize(runs, cells, sides),
     }
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

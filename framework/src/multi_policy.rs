@@ -186,6 +186,39 @@ impl MultiPolicy {
     }
 
     /// Row indices of `batch` per policy, from its `policy_index` column.
+    /// Each trained policy learns on its own rows (standardized per
+    /// policy); with `td`, the TD errors of its learning pass land in its
+    /// rows of the returned column, 0 elsewhere.
+    fn learn_each(&mut self, batch: &SampleBatch, td: bool) -> Result<(LearnerStats, Vec<f32>), PolicyError> {
+        let rows = self.rows_by_policy(batch)?;
+        let mut stats = LearnerStats::default();
+        let mut errors = if td { vec![0.0; batch.len()] } else { Vec::new() };
+        for (p, (id, policy)) in self.policies.iter_mut().enumerate() {
+            if !self.trained[p] || rows[p].is_empty() {
+                continue;
+            }
+            let mut own = batch.gather(&rows[p]);
+            for field in &self.standardize {
+                if own.contains(field) {
+                    own.standardize(field)?;
+                }
+            }
+            let learned = if td {
+                let (learned, own_errors) = policy.learn_with_td_errors(&own)?;
+                for (e, &r) in own_errors.into_iter().zip(&rows[p]) {
+                    errors[r] = e;
+                }
+                learned
+            } else {
+                policy.learn_on_batch(&own)?
+            };
+            for (k, v) in learned.0 {
+                stats.set(&format!("{id}/{k}"), v);
+            }
+        }
+        Ok((stats, errors))
+    }
+
     fn rows_by_policy(&self, batch: &SampleBatch) -> Result<Vec<Vec<usize>>, PolicyError> {
         let mut rows = vec![Vec::new(); self.policies.len()];
         for (r, &p) in self.policy_indices(batch)?.iter().enumerate() {
@@ -302,23 +335,13 @@ impl PolicyGraph for MultiPolicy {
     /// Each policy to train learns on its own rows; statistics are named
     /// `<policy id>/<statistic>`.
     fn learn_on_batch(&mut self, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
-        let rows = self.rows_by_policy(batch)?;
-        let mut stats = LearnerStats::default();
-        for (p, (id, policy)) in self.policies.iter_mut().enumerate() {
-            if !self.trained[p] || rows[p].is_empty() {
-                continue;
-            }
-            let mut own = batch.gather(&rows[p]);
-            for field in &self.standardize {
-                if own.contains(field) {
-                    own.standardize(field)?;
-                }
-            }
-            for (k, v) in policy.learn_on_batch(&own)?.0 {
-                stats.set(&format!("{id}/{k}"), v);
-            }
-        }
-        Ok(stats)
+        self.learn_each(batch, false).map(|(stats, _)| stats)
+    }
+
+    /// Each trained policy learns on its rows and hands back their TD
+    /// errors from that pass; 0 for the other rows (as [`td_errors`](Self::td_errors)).
+    fn learn_with_td_errors(&mut self, batch: &SampleBatch) -> Result<(LearnerStats, Vec<f32>), PolicyError> {
+        self.learn_each(batch, true)
     }
 
     fn compute_gradients(&mut self, _: &SampleBatch) -> Result<(FlatGradients, LearnerStats), PolicyError> {

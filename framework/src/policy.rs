@@ -243,6 +243,21 @@ pub trait PolicyGraph: Send + 'static {
         ))
     }
 
+    /// Learns from a replayed batch, and returns each row's TD error as
+    /// the learning pass computed it, before its update: prioritized
+    /// replay's new priorities (Schaul et al., ICLR 2016, Algorithm 1). The
+    /// default learns, then computes them again with
+    /// [`td_errors`](Self::td_errors) under the updated weights; a
+    /// Q-learning policy overrides it to skip that second pass.
+    ///
+    /// # Errors
+    /// As [`learn_on_batch`](Self::learn_on_batch) and
+    /// [`td_errors`](Self::td_errors).
+    fn learn_with_td_errors(&mut self, batch: &SampleBatch) -> Result<(LearnerStats, Vec<f32>), PolicyError> {
+        let stats = self.learn_on_batch(batch)?;
+        Ok((stats, self.td_errors(batch)?))
+    }
+
     /// All trainable parameters, flattened.
     fn get_weights(&self) -> FlatWeights;
 

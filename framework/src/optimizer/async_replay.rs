@@ -168,8 +168,12 @@ fn run_learner(
             if let Some(w) = pending.lock().expect("learner lock").take() {
                 policy.set_weights(&w)?;
             }
-            let stats = policy.learn_on_batch(&replayed.batch)?;
-            let td_errors = if prioritized { Some(policy.td_errors(&replayed.batch)?) } else { None };
+            let (stats, td_errors) = if prioritized {
+                let (stats, td) = policy.learn_with_td_errors(&replayed.batch)?;
+                (stats, Some(td))
+            } else {
+                (policy.learn_on_batch(&replayed.batch)?, None)
+            };
             Ok((stats, td_errors, policy.get_weights()))
         }));
         let report = match update {

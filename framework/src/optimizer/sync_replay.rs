@@ -82,15 +82,19 @@ impl SyncReplayOptimizer {
         &self.replay
     }
 
-    /// One replayed minibatch: learn, then re-prioritize its rows.
+    /// One replayed minibatch: learn, and re-prioritize its rows by the
+    /// TD errors of that learning pass.
     fn learn_from_replay(&mut self, evaluators: &mut Evaluators) -> Result<LearnerStats, OptimizerError> {
         let minibatch = self.replay.sample(self.config.train_batch_size, self.steps_sampled, &mut self.rng)?;
-        let stats = evaluators.learn_on_batch(&minibatch)?;
-        if self.replay.is_prioritized() {
-            let td_errors =
-                evaluators.local_mut().policy_mut().td_errors(&minibatch).map_err(crate::EvaluatorError::from)?;
-            self.replay.update_priorities(&minibatch, &td_errors)?;
+        if !self.replay.is_prioritized() {
+            return Ok(evaluators.learn_on_batch(&minibatch)?);
         }
+        let (stats, td_errors) = evaluators
+            .local_mut()
+            .policy_mut()
+            .learn_with_td_errors(&minibatch)
+            .map_err(crate::EvaluatorError::from)?;
+        self.replay.update_priorities(&minibatch, &td_errors)?;
         Ok(stats)
     }
 
