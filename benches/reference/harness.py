@@ -80,6 +80,13 @@ def _ray_init():
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 
 
+def _foreach_runner(algo):
+    """The remote env runners' map: `foreach_env_runner` since Ray 2.44,
+    `foreach_worker` before (the pinned 2.40)."""
+    group = algo.env_runner_group
+    return getattr(group, "foreach_env_runner", None) or group.foreach_worker
+
+
 def _rates(sample_once, seconds):
     """Steps per second of `sample_once` calls (each returns its steps),
     after 3 warm-up calls, for `seconds` and at least 5 calls, sorted."""
@@ -108,9 +115,7 @@ def rllib_sampling(args):
             episodes = [algo.env_runner.sample(num_timesteps=STEPS_PER_SAMPLE)]
         else:
             per = STEPS_PER_SAMPLE // runners
-            episodes = algo.env_runner_group.foreach_worker(
-                lambda r: r.sample(num_timesteps=per), local_env_runner=False
-            )
+            episodes = _foreach_runner(algo)(lambda r: r.sample(num_timesteps=per), local_env_runner=False)
         return sum(len(e) for batch in episodes for e in batch)
 
     rates = _rates(sample_once, args.seconds)
@@ -150,9 +155,7 @@ def rllib_multi_agent_sampling(args):
             episodes = [algo.env_runner.sample(num_timesteps=env_steps)]
         else:
             per = env_steps // runners
-            episodes = algo.env_runner_group.foreach_env_runner(
-                lambda r: r.sample(num_timesteps=per), local_env_runner=False
-            )
+            episodes = _foreach_runner(algo)(lambda r: r.sample(num_timesteps=per), local_env_runner=False)
         return sum(e.agent_steps() for batch in episodes for e in batch)
 
     rates = _rates(sample_once, args.seconds)
