@@ -80,11 +80,17 @@ def _ray_init():
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 
 
-def _foreach_runner(algo):
-    """The remote env runners' map: `foreach_env_runner` since Ray 2.44,
-    `foreach_worker` before (the pinned 2.40)."""
+def _sample_episodes(algo, runners, env_steps):
+    """The episodes of one round of about `env_steps` env steps: the local
+    env runner's with no remote ones, else split over the remote runners
+    (`foreach_env_runner` since Ray 2.44, `foreach_worker` before, as in
+    the pinned 2.40)."""
+    if runners == 0:
+        return list(algo.env_runner.sample(num_timesteps=env_steps))
     group = algo.env_runner_group
-    return getattr(group, "foreach_env_runner", None) or group.foreach_worker
+    foreach = getattr(group, "foreach_env_runner", None) or group.foreach_worker
+    per = env_steps // runners
+    return [e for batch in foreach(lambda r: r.sample(num_timesteps=per), local_env_runner=False) for e in batch]
 
 
 def _rates(sample_once, seconds):
@@ -111,12 +117,7 @@ def rllib_sampling(args):
     algo = config.build()
 
     def sample_once():
-        if runners == 0:
-            episodes = [algo.env_runner.sample(num_timesteps=STEPS_PER_SAMPLE)]
-        else:
-            per = STEPS_PER_SAMPLE // runners
-            episodes = _foreach_runner(algo)(lambda r: r.sample(num_timesteps=per), local_env_runner=False)
-        return sum(len(e) for batch in episodes for e in batch)
+        return sum(len(e) for e in _sample_episodes(algo, runners, STEPS_PER_SAMPLE))
 
     rates = _rates(sample_once, args.seconds)
     algo.stop()
@@ -151,12 +152,7 @@ def rllib_multi_agent_sampling(args):
     env_steps = max(STEPS_PER_SAMPLE // n, 1000)
 
     def sample_once():
-        if runners == 0:
-            episodes = [algo.env_runner.sample(num_timesteps=env_steps)]
-        else:
-            per = env_steps // runners
-            episodes = _foreach_runner(algo)(lambda r: r.sample(num_timesteps=per), local_env_runner=False)
-        return sum(e.agent_steps() for batch in episodes for e in batch)
+        return sum(e.agent_steps() for e in _sample_episodes(algo, runners, env_steps))
 
     rates = _rates(sample_once, args.seconds)
     algo.stop()

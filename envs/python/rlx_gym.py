@@ -234,18 +234,18 @@ class Layout:
         S = self.S
         return self.mask_key is None and isinstance(self.obs_space, S.Box) and not self.bytes
 
-    def write(self, obs, out):
-        """Writes `obs` flattened into the row `out`; returns its mask."""
-        mask = None
+    def write(self, obs, out, mask_out):
+        """Writes `obs` flattened into the row `out`, and its action mask,
+        if the env has masks, into the row `mask_out`."""
         if self.mask_key is not None:
-            mask = np.asarray(obs[self.mask_key]).astype(np.uint8).ravel()
+            mask_out[:] = np.asarray(obs[self.mask_key]).astype(np.uint8).ravel()
             obs = {k: v for k, v in obs.items() if k != "action_mask"}
         if self.bytes:
             obs = np.asarray(obs)
             if obs.ndim == 3 and obs.shape[0] < obs.shape[1] and obs.shape[0] < obs.shape[2]:
                 obs = np.moveaxis(obs, 0, -1)
             out[:] = obs.ravel()
-            return mask
+            return
         values = []
         self._flatten(self.obs_space, obs, values)
         start = 0
@@ -256,7 +256,6 @@ class Layout:
             else:
                 out[start : start + size] = np.asarray(v, dtype=np.float32).ravel()
             start += size
-        return mask
 
     def _flatten(self, space, value, values):
         S = self.S
@@ -314,10 +313,18 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
-def make_env(env_id, kwargs, atari):
-    if ":" in env_id:
-        module, env_id = env_id.split(":", 1)
+def imported(name):
+    """`name` without its ``module:`` prefix, if it has one, after
+    importing that module (which registers the env): Gymnasium's and
+    PettingZoo's form for a user's own env."""
+    if ":" in name:
+        module, name = name.split(":", 1)
         importlib.import_module(module)
+    return name
+
+
+def make_env(env_id, kwargs, atari):
+    env_id = imported(env_id)
     if env_id.startswith("ALE/"):
         import ale_py
 
@@ -356,9 +363,7 @@ def make_pettingzoo(name, kwargs):
     or a user's own ``my_pkg.game``)."""
     import pettingzoo
 
-    if ":" in name:
-        module, name = name.split(":", 1)
-        importlib.import_module(module)
+    name = imported(name)
     for api in ("parallel", "aec"):
         if name in getattr(pettingzoo, f"{api}_registry", {}):
             return pettingzoo.make(api, name, **kwargs), api == "parallel"
@@ -405,9 +410,7 @@ class Agents:
         self.acting = bytearray(n)
 
     def observe(self, i, o):
-        mask = self.layout.write(o, self.obs[i])
-        if mask is not None:
-            self.masks[i] = mask
+        self.layout.write(o, self.obs[i], self.masks[i])
 
     def reset(self, seed):
         env = self.env
@@ -509,11 +512,6 @@ def serve_gym(hello, inp, out):
     reset_obs = np.zeros((n, layout.width), dtype=dtype)
     reset_masks = np.ones((n, layout.mask_width), dtype=np.uint8)
 
-    def observe(o, row, mask_row):
-        mask = layout.write(o, row)
-        if mask is not None:
-            mask_row[:] = mask
-
     while True:
         frame = inp.frame()
         tag = frame[:1]
@@ -531,7 +529,7 @@ def serve_gym(hello, inp, out):
                 if plain:
                     obs[i] = o.reshape(-1)
                 else:
-                    observe(o, obs[i], masks[i])
+                    layout.write(o, obs[i], masks[i])
                 if term or trunc:
                     flags[i] = 1 if term else 0
                     flags[n + i] = 1 if trunc else 0
@@ -539,7 +537,7 @@ def serve_gym(hello, inp, out):
                     if plain:
                         reset_obs[ended] = o.reshape(-1)
                     else:
-                        observe(o, reset_obs[ended], reset_masks[ended])
+                        layout.write(o, reset_obs[ended], reset_masks[ended])
                     ended += 1
             write_frame(
                 out,
@@ -556,7 +554,7 @@ def serve_gym(hello, inp, out):
             seeded = frame[1 + 8 * n :]
             for i, env in enumerate(envs):
                 o, _ = env.reset(seed=int(seeds[i]) if seeded[i] else None)
-                observe(o, obs[i], masks[i])
+                layout.write(o, obs[i], masks[i])
             write_frame(out, b"O", obs.tobytes(), masks.tobytes())
         elif tag == b"Q":
             return 0

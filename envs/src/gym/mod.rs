@@ -114,15 +114,7 @@ impl GymSpec {
     /// `env_config` that is not an object, or a bad `atari` value.
     pub fn parse(name: &str, env_config: &Value) -> Result<Self, EnvError> {
         let bad = |message: String| EnvError::BadArgument { env: name.to_string(), message };
-        let id = name.strip_prefix(PREFIX).ok_or_else(|| bad(format!("not a `{PREFIX}<id>` name")))?;
-        if id.is_empty() || id.ends_with(':') {
-            return Err(bad(format!("no Gymnasium id after `{PREFIX}` (e.g. `gym:LunarLander-v3`)")));
-        }
-        let mut kwargs = match env_config {
-            Value::Null => Map::new(),
-            Value::Object(map) => map.clone(),
-            other => return Err(bad(format!("env_config must be an object of keyword arguments, not {other}"))),
-        };
+        let (id, mut kwargs) = id_and_kwargs(name, PREFIX, "Gymnasium", "gym:LunarLander-v3", env_config)?;
         let atari = match kwargs.remove("atari") {
             None => id.starts_with("ALE/").then(AtariPreprocessing::default),
             Some(Value::Bool(false)) => None,
@@ -146,6 +138,33 @@ impl GymSpec {
     fn hello(&self, copies: usize) -> Value {
         serde_json::json!({"id": self.id, "kwargs": self.kwargs, "copies": copies, "atari": self.atari})
     }
+}
+
+/// The id after `prefix` in `name` and `env_config` as keyword arguments
+/// (null for none), for the Python envs' names (`gym:`, `pettingzoo:`);
+/// `library` and `example` word the error for a name without an id.
+///
+/// # Errors
+/// [`EnvError::BadArgument`] for a name without an id or an `env_config`
+/// that is not an object.
+fn id_and_kwargs<'a>(
+    name: &'a str,
+    prefix: &str,
+    library: &str,
+    example: &str,
+    env_config: &Value,
+) -> Result<(&'a str, Map<String, Value>), EnvError> {
+    let bad = |message: String| EnvError::BadArgument { env: name.to_string(), message };
+    let id = name.strip_prefix(prefix).ok_or_else(|| bad(format!("not a `{prefix}<id>` name")))?;
+    if id.is_empty() || id.ends_with(':') {
+        return Err(bad(format!("no {library} id after `{prefix}` (e.g. `{example}`)")));
+    }
+    let kwargs = match env_config {
+        Value::Null => Map::new(),
+        Value::Object(map) => map.clone(),
+        other => return Err(bad(format!("env_config must be an object of keyword arguments, not {other}"))),
+    };
+    Ok((id, kwargs))
 }
 
 /// What a worker process reports about its env in its hello.
@@ -222,6 +241,23 @@ fn remember(key: String, value: (EnvSignature, Spaces)) {
     }
 }
 
+/// The signature and spaces of the env a worker given `hello` hosts: those
+/// already asked of a worker for this hello and interpreter, or a new
+/// worker's answer, with that worker (started, so keep it).
+///
+/// # Errors
+/// A worker that cannot start or reports spaces rlx does not take.
+fn describe(name: &str, hello: &Value, timeout: Duration) -> Result<(EnvSignature, Spaces, Option<Worker>), EnvError> {
+    let key = format!("{hello}|{}", worker::interpreter().display());
+    if let Some((signature, spaces)) = known(&key) {
+        return Ok((signature, spaces, None));
+    }
+    let w = Worker::ready(hello, timeout).map_err(|e| other(name, e))?;
+    let signature = w.spaces.signature(name)?;
+    remember(key, (signature.clone(), w.spaces.clone()));
+    Ok((signature, w.spaces.clone(), Some(w)))
+}
+
 /// The reward threshold Gymnasium registers for `gym:<id>` (its
 /// `spec.reward_threshold`), asking a worker process if no env of this
 /// spec was made yet.
@@ -267,17 +303,7 @@ impl GymEnv {
     /// # Errors
     /// As [`make`].
     pub fn new(spec: GymSpec) -> Result<Self, EnvError> {
-        let name = spec.name();
-        let key = format!("{}|{}", serde_json::to_string(&spec).unwrap_or_default(), worker::interpreter().display());
-        let (signature, spaces, worker) = match known(&key) {
-            Some((signature, spaces)) => (signature, spaces, None),
-            None => {
-                let w = Worker::ready(&spec.hello(1), SINGLE_TIMEOUT).map_err(|e| other(&name, e))?;
-                let signature = w.spaces.signature(&name)?;
-                remember(key, (signature.clone(), w.spaces.clone()));
-                (signature, w.spaces.clone(), Some(w))
-            }
-        };
+        let (signature, spaces, worker) = describe(&spec.name(), &spec.hello(1), SINGLE_TIMEOUT)?;
         Ok(Self { spec: Arc::new(spec), signature, spaces, worker, mask: Vec::new(), pending: None, done: true })
     }
 
@@ -392,10 +418,16 @@ fn decode_reset(bytes: &[u8], spaces: &Spaces, n: usize, obs: &mut [f32], masks:
     let (m, rest) = split(rest, n * spaces.mask_width)?;
     masks.clear();
     masks.extend(m.iter().map(|&b| f32::from(u8::from(b != 0))));
-    if !rest.is_empty() {
-        return Err(format!("the Python worker sent {} bytes too many", rest.len()));
+    exhausted(rest)
+}
+
+/// Nothing is left of a reply once it is read.
+fn exhausted(rest: &[u8]) -> Result<(), String> {
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the Python worker sent {} bytes too many", rest.len()))
     }
-    Ok(())
 }
 
 /// A step reply of `n` copies, decoded.
@@ -429,9 +461,7 @@ impl StepReply {
         let rest = take_obs(rest, spaces, ended, &mut reset_obs)?;
         let (m, rest) = split(rest, ended * w)?;
         let reset_masks = m.iter().map(|&b| f32::from(u8::from(b != 0))).collect();
-        if !rest.is_empty() {
-            return Err(format!("the Python worker sent {} bytes too many", rest.len()));
-        }
+        exhausted(rest)?;
         Ok(Self { new_obs, rewards, terminated, truncated, masks, reset_obs, reset_masks })
     }
 }

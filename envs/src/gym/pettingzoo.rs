@@ -34,8 +34,8 @@
 //! error. Python envs take no snapshots: a checkpoint of a run on one
 //! resumes its episodes from a reset.
 
-use super::worker::{interpreter, Worker};
-use super::{known, other, remember, split, take_obs, Spaces};
+use super::worker::Worker;
+use super::{describe, exhausted, id_and_kwargs, other, split, take_obs, Spaces};
 use rlx::{Action, AgentSlots, Env, EnvError, EnvSignature, MultiAgentEnv, Space, Step};
 use serde_json::Value;
 use std::sync::Arc;
@@ -62,16 +62,7 @@ pub fn make(name: &str, env_config: &Value) -> Result<Box<dyn Env>, EnvError> {
 }
 
 fn hello(name: &str, env_config: &Value) -> Result<Value, EnvError> {
-    let bad = |message: String| EnvError::BadArgument { env: name.to_string(), message };
-    let id = name.strip_prefix(PREFIX).ok_or_else(|| bad(format!("not a `{PREFIX}<id>` name")))?;
-    if id.is_empty() || id.ends_with(':') {
-        return Err(bad(format!("no PettingZoo id after `{PREFIX}` (e.g. `pettingzoo:classic/tictactoe-v3`)")));
-    }
-    let kwargs = match env_config {
-        Value::Null => Value::Object(Default::default()),
-        Value::Object(map) => Value::Object(map.clone()),
-        other => return Err(bad(format!("env_config must be an object of keyword arguments, not {other}"))),
-    };
+    let (id, kwargs) = id_and_kwargs(name, PREFIX, "PettingZoo", "pettingzoo:classic/tictactoe-v3", env_config)?;
     Ok(serde_json::json!({"pettingzoo": id, "kwargs": kwargs}))
 }
 
@@ -94,19 +85,10 @@ impl PettingZooEnv {
     /// The env `name` of `hello`; starts its process now only if no env of
     /// this hello was made before (to learn its agents and spaces).
     fn new(name: &str, hello: Value) -> Result<Self, EnvError> {
-        let key = format!("{hello}|{}", interpreter().display());
-        let (signature, spaces, worker) = match known(&key) {
-            Some((signature, spaces)) => (signature, spaces, None),
-            None => {
-                let w = Worker::ready(&hello, STEP_TIMEOUT).map_err(|e| other(name, e))?;
-                let signature = w.spaces.signature(name)?;
-                if w.spaces.agents.is_empty() {
-                    return Err(EnvError::Other { env: name.into(), message: "the worker reported no agents".into() });
-                }
-                remember(key, (signature.clone(), w.spaces.clone()));
-                (signature, w.spaces.clone(), Some(w))
-            }
-        };
+        let (signature, spaces, worker) = describe(name, &hello, STEP_TIMEOUT)?;
+        if spaces.agents.is_empty() {
+            return Err(EnvError::Other { env: name.into(), message: "the worker reported no agents".into() });
+        }
         let n = spaces.agents.len();
         Ok(Self {
             name: name.to_string(),
@@ -169,14 +151,6 @@ impl PettingZooEnv {
             *acting = b != 0;
         }
         Ok(rest)
-    }
-}
-
-fn exhausted(rest: &[u8]) -> Result<(), String> {
-    if rest.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("the Python worker sent {} bytes too many", rest.len()))
     }
 }
 
