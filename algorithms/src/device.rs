@@ -197,16 +197,38 @@ pub fn on_device<F: OnDevice>(spec: DeviceSpec, seed: u64, f: F) -> Result<F::Ou
 /// # Errors
 /// [`BuildError::Unsupported`] if the device cannot be opened: no driver
 /// or GPU, or no such ordinal. cudarc 0.9 panics on those instead of
-/// returning an error, so the panic is caught here and reported.
+/// returning an error, so the panic is caught here and reported. Also a
+/// device on which dfdx cannot compile its run-time kernels (below).
 #[cfg(feature = "cuda")]
 pub fn open_cuda(ordinal: usize, seed: u64) -> Result<dfdx::prelude::Cuda, crate::BuildError> {
     use crate::BuildError;
-    let opened = std::panic::catch_unwind(|| dfdx::prelude::Cuda::try_build(ordinal, seed));
-    match opened {
-        Ok(Ok(dev)) => Ok(dev),
-        Ok(Err(e)) => Err(BuildError::Unsupported(format!("cannot open CUDA device cuda:{ordinal}: {e:?}"))),
-        Err(_) => Err(BuildError::Unsupported(format!(
-            "cannot open CUDA device cuda:{ordinal}: no CUDA driver or no such GPU (see the message above)"
+    use dfdx::prelude::*;
+    let opened = std::panic::catch_unwind(|| Cuda::try_build(ordinal, seed));
+    let dev = match opened {
+        Ok(Ok(dev)) => dev,
+        Ok(Err(e)) => return Err(BuildError::Unsupported(format!("cannot open CUDA device cuda:{ordinal}: {e:?}"))),
+        Err(_) => {
+            return Err(BuildError::Unsupported(format!(
+                "cannot open CUDA device cuda:{ordinal}: no CUDA driver or no such GPU (see the message above)"
+            )))
+        }
+    };
+    // dfdx compiles its concat, stack, reshape and cast kernels with NVRTC
+    // on first use, reading headers from the directories the binary was
+    // built against: dfdx's own build directory and the toolkit's `include`.
+    // A binary copied to another machine, or one whose build directory was
+    // cleaned, lacks them and would panic mid-training (SAC and LSTMs
+    // concatenate): compile one now and say so before any work starts.
+    let probe = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let a: Tensor<(usize,), f32, Cuda> = dev.zeros_like(&(1,));
+        (a.clone(), a).concat_along(Axis::<0>).as_vec().len()
+    }));
+    match probe {
+        Ok(2) => Ok(dev),
+        _ => Err(BuildError::Unsupported(format!(
+            "cuda:{ordinal} opened, but dfdx cannot compile its run-time kernels with NVRTC (see the message \
+             above): it reads cuda_utils.cuh from dfdx's build directory and the CUDA headers of the toolkit \
+             this binary was built with; build rlx on this machine (book: Building with CUDA)"
         ))),
     }
 }

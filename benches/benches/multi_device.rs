@@ -71,34 +71,68 @@ fn multi_device(c: &mut Criterion) {
     group.finish();
 }
 
-/// With `--features cuda` on a machine with a GPU: the same learner on a
-/// 65,536-row batch (128 minibatches of 512) with a 2×256 network, on the
-/// CPU and on `cuda:0`. Skipped (with a message) when no GPU can be opened.
+/// With `--features cuda` on a machine with a GPU: the same learners on the
+/// CPU and on `cuda:0`, at sizes where a GPU has work to do. PPO: one epoch
+/// of minibatches of 512 over 65,536 rows at 2×256 and over 8,192 rows at
+/// 2×1024. SAC: one update at 2×256 (its default) on 256 and 4,096 rows,
+/// and at 2×1024 on 1,024 rows. Skipped (with a message) when no GPU can be
+/// opened.
 #[cfg(feature = "cuda")]
 fn cpu_vs_gpu(c: &mut Criterion) {
+    use rand::SeedableRng;
     use rlx_algorithms::device::DeviceSpec;
-    const BIG: usize = 65_536;
-    let big = PpoConfig { train_batch_size: BIG, ..config(256) };
-    let mut batch = batch();
-    while batch.len() < BIG {
-        let copy = batch.clone();
-        batch.append(&copy).expect("append");
+    use rlx_algorithms::sac::{self, SacConfig};
+    for (rows, width) in [(65_536, 256), (8192, 1024)] {
+        let cfg = PpoConfig { batch: SyncBatch { train_batch_size: rows, ..config(width).batch }, ..config(width) };
+        let mut batch = batch();
+        while batch.len() < rows {
+            let copy = batch.clone();
+            batch.append(&copy).expect("append");
+        }
+        let batch = batch.slice(0..rows);
+        let (o, a) = spaces();
+        let make = |device| {
+            let learning = Learning { device, ..cfg.learning.clone() };
+            ppo::make_policy(&PpoConfig { learning, ..cfg.clone() }, &o, &a, 0)
+        };
+        let name = format!("ppo_learner/cartpole_{rows}x1_epoch_2x{width}");
+        on_both(c, &name, rows, make(DeviceSpec::Cpu), make(DeviceSpec::Cuda(0)), &batch);
     }
-    let batch = batch.slice(0..BIG);
-    let (o, a) = spaces();
-    let mut cpu = ppo::make_policy(&big, &o, &a, 0).expect("policy");
-    let mut gpu = match ppo::make_policy(&PpoConfig { device: DeviceSpec::Cuda(0), ..big }, &o, &a, 0) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("cpu_vs_gpu skipped: {e}");
+    let (o, a) = (common::pendulum_observations(), common::pendulum_actions());
+    for (rows, width) in [(256, 256), (4096, 256), (1024, 1024)] {
+        let batch = common::pendulum_transitions(&mut rand_chacha::ChaCha8Rng::seed_from_u64(0), rows);
+        let make = |device| {
+            let d = SacConfig::default();
+            let model = ModelConfig { fcnet_hiddens: vec![width, width], ..d.learning.model.clone() };
+            sac::make_policy(&SacConfig { learning: Learning { model, device, ..d.learning }, ..d }, &o, &a, 0)
+        };
+        let name = format!("sac_learner/pendulum_{rows}_2x{width}");
+        on_both(c, &name, 1, make(DeviceSpec::Cpu), make(DeviceSpec::Cuda(0)), &batch);
+    }
+}
+
+/// Times `learn_on_batch` of the same learner on the CPU and on the GPU.
+#[cfg(feature = "cuda")]
+fn on_both(
+    c: &mut Criterion,
+    name: &str,
+    elements: usize,
+    cpu: Result<Box<dyn PolicyGraph>, rlx_algorithms::BuildError>,
+    gpu: Result<Box<dyn PolicyGraph>, rlx_algorithms::BuildError>,
+    batch: &SampleBatch,
+) {
+    let (mut cpu, mut gpu) = match (cpu, gpu) {
+        (Ok(cpu), Ok(gpu)) => (cpu, gpu),
+        (_, Err(e)) | (Err(e), _) => {
+            eprintln!("{name} skipped: {e}");
             return;
         }
     };
-    let mut group = common::group(c, "ppo_learner/cartpole_65536x1_epoch_2x256");
+    let mut group = common::group(c, name);
     group.sample_size(10);
-    group.throughput(Throughput::Elements(BIG as u64));
-    group.bench_function("cpu", |b| b.iter(|| cpu.learn_on_batch(&batch).expect("learn")));
-    group.bench_function("cuda_0", |b| b.iter(|| gpu.learn_on_batch(&batch).expect("learn")));
+    group.throughput(Throughput::Elements(elements as u64));
+    group.bench_function("cpu", |b| b.iter(|| cpu.learn_on_batch(batch).expect("learn")));
+    group.bench_function("cuda_0", |b| b.iter(|| gpu.learn_on_batch(batch).expect("learn")));
     group.finish();
 }
 

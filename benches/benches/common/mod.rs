@@ -6,6 +6,10 @@
 
 use criterion::measurement::WallTime;
 use criterion::{Bencher, BenchmarkGroup, Criterion, SamplingMode};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rlx::postprocessing::N_STEP_DISCOUNTS;
+use rlx::{fields, SampleBatch, Space};
 use std::time::Duration;
 
 /// A benchmark group with the suites' settings ([`rlx_benches::criterion`]:
@@ -51,4 +55,28 @@ pub fn main_serving_nodes(benches: fn()) {
     }
     benches();
     Criterion::default().configure_from_args().final_summary();
+}
+
+/// Pendulum-v1's observation space (cos θ, sin θ, θ̇).
+pub fn pendulum_observations() -> Space {
+    Space::uniform_box(-8.0, 8.0, vec![3]).unwrap()
+}
+
+/// Pendulum-v1's action space (torque).
+pub fn pendulum_actions() -> Space {
+    Space::uniform_box(-2.0, 2.0, vec![1]).unwrap()
+}
+
+/// `rows` Pendulum-shaped replay transitions with random contents, for the
+/// off-policy learners' benchmarks.
+pub fn pendulum_transitions(rng: &mut ChaCha8Rng, rows: usize) -> SampleBatch {
+    let mut b = SampleBatch::new();
+    b.insert_f32(fields::OBS, (0..rows * 3).map(|_| rng.gen_range(-1.0..1.0)).collect(), 3).unwrap();
+    b.insert_f32(fields::NEW_OBS, (0..rows * 3).map(|_| rng.gen_range(-1.0..1.0)).collect(), 3).unwrap();
+    b.insert_f32(fields::ACTIONS, (0..rows).map(|_| rng.gen_range(-2.0..2.0)).collect(), 1).unwrap();
+    b.insert_f32(fields::REWARDS, (0..rows).map(|_| rng.gen_range(-16.0..0.0)).collect(), 1).unwrap();
+    b.insert_f32(fields::TERMINATEDS, vec![0.0; rows], 1).unwrap();
+    b.insert_f32(fields::TRUNCATEDS, (0..rows).map(|i| (i % 200 == 199) as u8 as f32).collect(), 1).unwrap();
+    b.insert_f32(N_STEP_DISCOUNTS, vec![0.99; rows], 1).unwrap();
+    b
 }
