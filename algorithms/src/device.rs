@@ -7,6 +7,7 @@
 //! config error that says how to rebuild, never a panic. See the book's
 //! "Building with CUDA" page for what the build needs.
 
+use dfdx::prelude::{Shape, Tape, Tensor};
 use rlx::config::ConfigError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -113,9 +114,12 @@ impl std::str::FromStr for DeviceSpec {
 /// calling thread before every allocation and kernel launch, and CUDA lets
 /// any host thread use a stream of its context.
 pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
-    /// Whether tensors live in host memory, where acting uses the fast
-    /// tanh ([`crate::model::tanh_approx`]) instead of the device's.
-    const HOST: bool;
+    /// `tanh` of a layer's output, recorded on the tape `T` if it is one:
+    /// dfdx's kernel unless the device has a faster one (the CPU's,
+    /// [`crate::model::tanh_approx`]).
+    fn tanh<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
+        x.tanh()
+    }
 
     /// The builder of a registered custom model for this device.
     fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self>;
@@ -131,7 +135,9 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
 // SAFETY: `Cpu` is `Send + Sync` (its RNG and allocation cache are behind
 // locks).
 unsafe impl NetDevice for dfdx::prelude::Cpu {
-    const HOST: bool = true;
+    fn tanh<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
+        crate::model::tanh_on_cpu(x)
+    }
 
     fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self> {
         model.cpu
@@ -151,8 +157,6 @@ unsafe impl NetDevice for dfdx::prelude::Cpu {
 // SAFETY: see the trait's safety section.
 #[cfg(feature = "cuda")]
 unsafe impl NetDevice for dfdx::prelude::Cuda {
-    const HOST: bool = false;
-
     fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self> {
         model.cuda
     }

@@ -36,27 +36,43 @@ pub enum Activation {
 }
 
 impl Activation {
-    /// Applies the nonlinearity. Acting on the CPU (no tape) uses
-    /// [`tanh_approx`] for `tanh`, which sampling spends most of its time
-    /// in otherwise; learning uses dfdx's exact kernels, so the learner
-    /// never sees the approximation.
+    /// Applies the nonlinearity to a layer's output (a fresh, contiguous
+    /// tensor). `tanh` is the device's ([`NetDevice::tanh`]): on the CPU,
+    /// [`tanh_approx`] both when acting and when learning, so that the
+    /// learner differentiates exactly the function the policy acted with.
     pub fn apply<S: Shape, D: NetDevice, T: Tape<f32, D>>(self, x: Tensor<S, f32, D, T>) -> Tensor<S, f32, D, T> {
         match self {
             Activation::Relu => x.relu(),
-            Activation::Tanh if D::HOST && !T::OWNS_TAPE => tanh_in_place(x),
-            Activation::Tanh => x.tanh(),
+            Activation::Tanh => D::tanh(x),
         }
     }
 }
 
-/// [`tanh_approx`] over a fresh, contiguous tensor (a layer's output, so
-/// its physical data is its logical data), in place.
-fn tanh_in_place<S: Shape, D: NetDevice, T>(mut t: Tensor<S, f32, D, T>) -> Tensor<S, f32, D, T> {
-    let mut v = vec![0.0; t.shape().num_elements()];
-    t.copy_into(&mut v);
-    v.iter_mut().for_each(|x| *x = tanh_approx(*x));
-    t.copy_from(&v);
-    t
+/// `tanh` on the CPU: [`tanh_approx`] over a fresh, contiguous tensor (a
+/// layer's output, so its physical data is its logical data) and, on a
+/// tape, the derivative `1 − y²` from the outputs kept for the backward
+/// pass. dfdx's own CPU kernel calls glibc's `tanhf` per element, which
+/// was 53 % of a default PPO run on CartPole (the book's performance page
+/// has the profile); its public ops cannot express this, so the backward
+/// step is added to the tape here, as dfdx's unary ops add theirs.
+pub(crate) fn tanh_on_cpu<S: Shape, T: Tape<f32, Cpu>>(x: Tensor<S, f32, Cpu, T>) -> Tensor<S, f32, Cpu, T> {
+    let (x, mut tape) = x.split_tape();
+    let mut y = vec![0.0; x.shape().num_elements()];
+    x.copy_into(&mut y);
+    y.iter_mut().for_each(|v| *v = tanh_approx(*v));
+    let out = x.device().tensor_from_vec(y.clone(), *x.shape());
+    if T::OWNS_TAPE {
+        let (x, out_ghost) = (x.ghost(), out.ghost());
+        tape.add_backward_op(move |grads| {
+            let g_out = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
+            let g_x = grads.get_or_alloc_mut(&x)?;
+            for ((g, d), y) in g_x.iter_mut().zip(g_out).zip(y) {
+                *g += d * (1.0 - y * y);
+            }
+            Ok(())
+        });
+    }
+    out.put_tape(tape)
 }
 
 /// `tanh(x)` to within 3e-7 absolute for every `f32` (NaN stays NaN), in a
@@ -339,6 +355,38 @@ mod tests {
         }
         assert!(worst < 3e-7, "worst absolute error {worst:e}");
         assert!(tanh_approx(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn the_cpus_taped_tanh_matches_dfdxs_values_and_gradients() {
+        // A tanh layer inside a small graph (used twice downstream, so its
+        // gradient accumulates), differentiated through the CPU's tanh and
+        // through dfdx's exact kernel.
+        let dev = Cpu::seed_from_u64(0);
+        let x: Vec<f32> = (0..6 * 5).map(|i| ((i * 7919) % 97) as f32 / 97.0 * 8.0 - 4.0).collect();
+        let run = |fast: bool| {
+            let x = dev.tensor_from_vec(x.clone(), (6usize, 5usize));
+            let h = (x.leaky_trace() * 1.5) + 0.25;
+            let y = if fast { tanh_on_cpu(h) } else { h.tanh() };
+            let loss = y.with_empty_tape().square().sum() + (y * 3.0).sum();
+            let grads = loss.backward();
+            (grads.get(&x).as_vec(), loss_value(&x, fast))
+        };
+        let (fast, fast_y) = run(true);
+        let (exact, exact_y) = run(false);
+        for (a, b) in fast.iter().zip(&exact) {
+            assert!((a - b).abs() < 2e-5, "gradient {a} against dfdx's {b}");
+        }
+        for (a, b) in fast_y.iter().zip(&exact_y) {
+            assert!((a - b).abs() < 3e-7, "value {a} against dfdx's {b}");
+        }
+        assert!(exact.iter().any(|g| g.abs() > 0.1), "the check compared vanishing gradients");
+    }
+
+    /// The layer's values without a tape, through either tanh.
+    fn loss_value(x: &Tensor<(usize, usize), f32, Cpu>, fast: bool) -> Vec<f32> {
+        let h = (x.clone() * 1.5) + 0.25;
+        if fast { tanh_on_cpu(h) } else { h.tanh() }.as_vec()
     }
 
     #[test]
