@@ -125,6 +125,12 @@ impl Asha {
     pub fn on_result(&mut self, trial: usize, time: f64, value: Option<f64>) -> bool {
         let sign = if self.config.mode == "min" { -1.0 } else { 1.0 };
         let Some(value) = value.filter(|v| v.is_finite()).map(|v| sign * v) else { return true };
+        // A trial at max_t has finished its budget: its own stop criterion
+        // ends it. Stopping it here raced its normal exit and marked a
+        // finished trial as stopped early.
+        if time >= self.config.max_t {
+            return true;
+        }
         let quantile = 1.0 - 1.0 / self.config.reduction_factor;
         // Only the highest rung reached counts, once (Ray's rule): a trial
         // that jumped over a rung does not fill it in later.
@@ -187,6 +193,10 @@ mod tests {
         assert!(asha.on_result(5, 6.0, Some(1.0)));
         assert!(!asha.rungs[2].recorded.contains_key(&5));
         assert_eq!(percentile(vec![1.0, 2.0, 3.0, 4.0], 0.5), Some(2.5));
+        // A trial first seen at max_t (it jumped over rung 8) has finished
+        // and is not stopped, however low, nor recorded.
+        assert!(asha.on_result(6, 10.0, Some(-100.0)));
+        assert!(!asha.rungs[0].recorded.contains_key(&6));
         // min: lower is better.
         let mut asha = Asha::new(config("min"));
         assert!(asha.on_result(0, 1.0, Some(10.0)));
