@@ -60,8 +60,10 @@ pub(crate) fn tanh_on_cpu<S: Shape, T: Tape<f32, Cpu>>(x: Tensor<S, f32, Cpu, T>
     let mut y = vec![0.0; x.shape().num_elements()];
     x.copy_into(&mut y);
     y.iter_mut().for_each(|v| *v = tanh_approx(*v));
-    let out = x.device().tensor_from_vec(y.clone(), *x.shape());
-    if T::OWNS_TAPE {
+    // Only a tape needs the outputs again; acting keeps no copy.
+    let kept = T::OWNS_TAPE.then(|| y.clone());
+    let out = x.device().tensor_from_vec(y, *x.shape());
+    if let Some(y) = kept {
         let (x, out_ghost) = (x.ghost(), out.ghost());
         tape.add_backward_op(move |grads| {
             let g_out = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
