@@ -7,7 +7,7 @@
 //! config error that says how to rebuild, never a panic. See the book's
 //! "Building with CUDA" page for what the build needs.
 
-use dfdx::prelude::{Shape, Tape, Tensor};
+use dfdx::prelude::{BroadcastTo, HasShape, Shape, Tape, Tensor};
 use rlx::config::ConfigError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -121,6 +121,31 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
         x.tanh()
     }
 
+    /// A convolution layer's forward pass, recorded on the tape `T` if it
+    /// is one (and the input's gradient only if `input_grad`): dfdx's
+    /// operations unless the device has a faster way (the CPU's
+    /// `conv2d_on_cpu`: im2col by slice copies, with its own backward step).
+    fn conv2d<T: Tape<f32, Self>>(
+        conv: &crate::model::Conv2d,
+        p: &crate::model::Params<Self>,
+        x: crate::model::Matrix<Self, T>,
+        height: usize,
+        width: usize,
+        input_grad: bool,
+    ) -> crate::model::Matrix<Self, T> {
+        conv.forward_with_dfdx(p, x, height, width, input_grad)
+    }
+
+    /// `y + b`, the bias `b` added to every row of the matrix product `y`:
+    /// dfdx's broadcast add unless the device has a faster one (the CPU's).
+    fn add_bias<T: Tape<f32, Self>>(
+        y: Tensor<(usize, usize), f32, Self, T>,
+        b: Tensor<(usize,), f32, Self, T>,
+    ) -> Tensor<(usize, usize), f32, Self, T> {
+        let shape = *y.shape();
+        y + b.broadcast_like::<(usize, usize), dfdx::prelude::Axis<0>>(&shape)
+    }
+
     /// The builder of a registered custom model for this device.
     fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self>;
 
@@ -137,6 +162,24 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
 unsafe impl NetDevice for dfdx::prelude::Cpu {
     fn tanh<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
         crate::model::tanh_on_cpu(x)
+    }
+
+    fn conv2d<T: Tape<f32, Self>>(
+        conv: &crate::model::Conv2d,
+        p: &crate::model::Params<Self>,
+        x: crate::model::Matrix<Self, T>,
+        height: usize,
+        width: usize,
+        input_grad: bool,
+    ) -> crate::model::Matrix<Self, T> {
+        conv.forward_on_cpu(p, x, height, width, input_grad)
+    }
+
+    fn add_bias<T: Tape<f32, Self>>(
+        y: Tensor<(usize, usize), f32, Self, T>,
+        b: Tensor<(usize,), f32, Self, T>,
+    ) -> Tensor<(usize, usize), f32, Self, T> {
+        crate::model::add_bias_on_cpu(y, b)
     }
 
     fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self> {

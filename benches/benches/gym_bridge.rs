@@ -1,8 +1,9 @@
 //! The Gymnasium bridge: env steps per second of 8 copies of a Gymnasium
 //! env in 1 and 2 Python worker processes (`gym:CartPole-v1`, and
 //! `gym:ALE/Breakout-v5` with DeepMind's preprocessing), stepped through a
-//! `VectorEnv` as an evaluator steps them; and PPO's default policy
-//! sampling `gym:CartPole-v1` (1024 rows per sample, one process).
+//! `VectorEnv` as an evaluator steps them; and PPO's policies sampling
+//! them: the default on `gym:CartPole-v1` (1024 rows per sample, one
+//! process), a CNN on Breakout (512 rows, 1 and 2 processes).
 //!
 //! `benches/scripts/gym_throughput.py` measures the same envs stepped in a
 //! plain Python loop, and in Stable-Baselines3's `SubprocVecEnv` and
@@ -58,16 +59,37 @@ fn gym_bridge(c: &mut Criterion) {
     group.finish();
 
     let rt = rlx_benches::runtime();
-    let config = serde_json::json!({"num_workers": 0, "seed": 1});
-    let (trainer, _) = rt.block_on(rlx_algorithms::build_trainer("PPO", "gym:CartPole-v1", &config)).unwrap();
     let mut group = common::group(c, "gym_bridge_sampling");
-    group.throughput(Throughput::Elements(1024));
-    group.bench_function("ppo_default_policy/CartPole-v1", |b| {
-        b.iter(|| {
-            let rollout = trainer.evaluators().local().sample().unwrap();
-            assert_eq!(rollout.batch.len(), 1024);
-        })
-    });
+    // PPO's default policy on CartPole; on Breakout the Nature CNN with one
+    // hidden layer of 256 shared by the policy and the value heads, as
+    // RLlib's env runners use in `benches/reference/harness.py`
+    // (`rllib_sampling --env ALE/Breakout-v5`), its 8 copies in 1 or 2
+    // Python processes.
+    let cnn = serde_json::json!({"fcnet_hiddens": [256], "vf_share_layers": true});
+    for (env, processes, model) in
+        [("gym:CartPole-v1", 1, Value::Null), ("gym:ALE/Breakout-v5", 1, cnn.clone()), ("gym:ALE/Breakout-v5", 2, cnn)]
+    {
+        let mut config = serde_json::json!({"num_workers": 0, "seed": 1, "env_shards": {"num_shards": processes}});
+        if !model.is_null() {
+            config["model"] = model;
+            config["train_batch_size"] = 512.into();
+        }
+        let (trainer, _) = rt.block_on(rlx_algorithms::build_trainer("PPO", env, &config)).unwrap();
+        let rows = trainer.evaluators().local().sample().unwrap().batch.len();
+        group.throughput(Throughput::Elements(rows as u64));
+        let label = env.trim_start_matches("gym:").replace('/', "-");
+        let id = if processes == 1 && label == "CartPole-v1" {
+            format!("ppo_default_policy/{label}")
+        } else {
+            format!("ppo_cnn_policy/{label}/{processes}_processes")
+        };
+        group.bench_function(id, |b| {
+            b.iter(|| {
+                let rollout = trainer.evaluators().local().sample().unwrap();
+                assert_eq!(rollout.batch.len(), rows);
+            })
+        });
+    }
     group.finish();
 }
 

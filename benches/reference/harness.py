@@ -10,6 +10,12 @@ for rlx, and writes one JSON file:
 * with ``--only rllib_multi_agent_sampling``: RLlib's multi-agent sampling
   on its MultiAgentCartPole with 2, 8 and 32 agents, one shared policy or a
   policy per agent, for 0/1/2 env runners x 1/8 envs, agent steps per second;
+* with ``--only rllib_sampling --env ALE/Breakout-v5``: the same on Atari
+  Breakout with RLlib's Atari preprocessing and the Nature CNN;
+* with ``--only rllib_impala_atari``: RLlib's IMPALA on an Atari game for
+  ``--budget-s`` seconds, its learning curve;
+* with ``--only sb3_halfcheetah --algo sac|ppo``: SB3 with the zoo's
+  HalfCheetah hyperparameters for ``--budget-s`` seconds, its curve;
 * RLlib PPO, SB3 PPO and SB3 DQN: wall seconds and env steps until the mean
   return of the last 100 training episodes reaches 475, and the peak memory of
   the run; for SB3 also until a greedy evaluation of 10 episodes, every
@@ -107,13 +113,53 @@ def _rates(sample_once, seconds):
     return sorted(s / t for s, t in zip(steps, times))
 
 
+NATURE_CNN = [[32, 8, 4], [64, 4, 2], [64, 3, 1]]
+
+
+def _rllib_atari(game):
+    """Registers RLlib's own Atari preprocessing for `ALE/<game>-v5` (its
+    `wrap_atari_for_new_api_stack`: 84x84 grayscale, frame skip 4 with the
+    max of the last two frames, up to 30 no-ops, a lost life ends the
+    episode, FIRE after reset, 4 stacked frames; rewards clipped by the
+    config) and returns the env's name. The emulator skips no frames
+    itself, as in rlx's preprocessing; sticky actions stay at -v5's 0.25."""
+    from ray.tune.registry import register_env
+
+    def make(cfg):
+        # In the env runner's process, which has not imported ale_py.
+        import ale_py
+        import gymnasium as gym
+        from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+
+        gym.register_envs(ale_py)
+        return wrap_atari_for_new_api_stack(gym.make(f"ALE/{game}-v5", frameskip=1), dim=84, framestack=4)
+
+    name = f"rllib_atari_{game}"
+    register_env(name, make)
+    return name
+
+
+def _rllib_cnn(config):
+    """The Nature DQN convolutions (as rlx picks for 84x84 frames), then a
+    hidden layer of 256 for the policy and value heads, which share the
+    convolutions (RLlib's default for an encoder)."""
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    filters = [[c, k, s, "valid"] for c, k, s in NATURE_CNN]
+    return config.rl_module(model_config=DefaultModelConfig(
+        conv_filters=filters, conv_activation="relu", head_fcnet_hiddens=[256]))
+
+
 def rllib_sampling(args):
     from ray.rllib.algorithms.ppo import PPOConfig
 
     _ray_init()
     runners = args.runners
-    config = PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=runners, num_envs_per_env_runner=8)
-    config = _rllib_model(config, [64, 64], "tanh", False)
+    atari = args.env.startswith("ALE/")
+    env = _rllib_atari(args.env.split("/")[1].split("-")[0]) if atari else args.env
+    config = PPOConfig().environment(env, clip_rewards=atari or None)
+    config = config.env_runners(num_env_runners=runners, num_envs_per_env_runner=args.envs)
+    config = _rllib_cnn(config) if atari else _rllib_model(config, [64, 64], "tanh", False)
     algo = config.build()
 
     def sample_once():
@@ -121,7 +167,10 @@ def rllib_sampling(args):
 
     rates = _rates(sample_once, args.seconds)
     algo.stop()
-    return {"runners": runners, "envs_per_runner": 8, "samples": len(rates), "steps_per_s": rates[len(rates) // 2]}
+    return {
+        "env": args.env, "runners": runners, "envs_per_runner": args.envs,
+        "samples": len(rates), "steps_per_s": rates[len(rates) // 2],
+    }
 
 
 def rllib_multi_agent_sampling(args):
@@ -164,6 +213,94 @@ def rllib_multi_agent_sampling(args):
         "samples": len(rates),
         "agent_steps_per_s": rates[len(rates) // 2],
     }
+
+
+def rllib_impala_atari(args):
+    """RLlib's IMPALA on `ALE/<game>-v5` with RLlib's Atari preprocessing,
+    `--runners` env runners x `--envs` envs, its Atari learning settings
+    (rollouts of 50, batches of 500, lr 5e-4, entropy 0.01, grad clip 40),
+    the Nature CNN, `--learners` learner actors (0: in the driver), for
+    `--budget-s` seconds. The curve: one point per training iteration
+    (RLlib's at least 10 s each)."""
+    from ray.rllib.algorithms.impala import IMPALAConfig
+
+    _ray_init()
+    env = _rllib_atari(args.env.split("/")[1].split("-")[0])
+    config = (
+        IMPALAConfig()
+        .environment(env, clip_rewards=True)
+        .env_runners(num_env_runners=args.runners, num_envs_per_env_runner=args.envs, rollout_fragment_length=50)
+        .learners(num_learners=args.learners)
+        .training(train_batch_size_per_learner=500, lr=5e-4, entropy_coeff=0.01, grad_clip=40.0, vf_loss_coeff=0.5)
+        .debugging(seed=args.seed)
+    )
+    algo = _rllib_cnn(config).build()
+    curve, t0 = [], time.perf_counter()
+    while time.perf_counter() - t0 < args.budget_s:
+        result = algo.train()
+        runners = result.get("env_runners", {})
+        learners = result.get("learners", {}).get("__all_modules__", {})
+        if not curve:
+            print(json.dumps({"learner_keys": sorted(learners)}), file=sys.stderr)
+        curve.append({
+            "time_s": time.perf_counter() - t0,
+            "agent_steps": runners.get("num_env_steps_sampled_lifetime", 0),
+            "trained_steps": learners.get("num_env_steps_trained_lifetime", 0),
+            "episodes": runners.get("num_episodes_lifetime", 0),
+            "episode_reward_mean": runners.get("episode_return_mean", float("nan")),
+        })
+    algo.stop()
+    last = curve[-1]
+    return {
+        "env": args.env, "runners": args.runners, "envs_per_runner": args.envs, "learners": args.learners,
+        "agent_steps_per_s": last["agent_steps"] / last["time_s"], "curve": curve,
+    }
+
+
+def sb3_halfcheetah(args):
+    """SB3's PPO or SAC (`--algo`) on HalfCheetah-v5 with the zoo's
+    HalfCheetah hyperparameters (hyperparams/ppo.yml and sac.yml, written
+    for -v3), for `--budget-s` seconds: the curve of the mean return of the
+    last 100 training episodes (each 1,000 steps), every 5,000 env steps."""
+    import torch.nn as nn
+    from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    class Curve(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.points, self.next = [], 5_000
+
+        def _on_step(self):
+            elapsed = time.perf_counter() - self.t0
+            if self.model.num_timesteps >= self.next or elapsed >= args.budget_s:
+                self.next += 5_000
+                buf = self.model.ep_info_buffer
+                self.points.append({
+                    "time_s": elapsed, "env_steps": self.model.num_timesteps, "episodes": self.model.num_timesteps // 1000,
+                    "episode_reward_mean": sum(e["r"] for e in buf) / len(buf) if buf else float("nan"),
+                })
+            return elapsed < args.budget_s
+
+    env = make_vec_env("HalfCheetah-v5", n_envs=1, seed=args.seed)
+    if args.algo == "ppo":
+        env = VecNormalize(env, gamma=0.98)
+        model = PPO(
+            "MlpPolicy", env, seed=args.seed, device="cpu",
+            batch_size=64, n_steps=512, gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762,
+            clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096,
+            policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU,
+                               net_arch=dict(pi=[256, 256], vf=[256, 256])),
+        )
+    else:
+        model = SAC("MlpPolicy", env, seed=args.seed, device="cpu", learning_starts=10_000)
+    c = Curve()
+    c.t0 = time.perf_counter()
+    model.learn(total_timesteps=1_000_000, callback=c)
+    last = c.points[-1]
+    return {"algo": args.algo, "env_steps_per_s": last["env_steps"] / last["time_s"], "curve": c.points}
 
 
 def _rllib_greedy_return(algo, env, episodes=10):
@@ -377,6 +514,8 @@ WORKLOADS = {
     "sb3_a2c": sb3_a2c,
     "sb3_sac_pendulum": sb3_sac_pendulum,
     "sb3_td3_pendulum": sb3_td3_pendulum,
+    "rllib_impala_atari": rllib_impala_atari,
+    "sb3_halfcheetah": sb3_halfcheetah,
 }
 
 
@@ -452,6 +591,9 @@ def main():
     p.add_argument("--eval-every", type=int, default=10_000, help="env steps between SB3's greedy evaluations")
     p.add_argument("--runners", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--envs", type=int, default=8, help=argparse.SUPPRESS)
+    p.add_argument("--env", default="CartPole-v1", help="rllib_sampling's env: CartPole-v1 or ALE/<Game>-v5")
+    p.add_argument("--learners", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--algo", choices=["ppo", "sac"], default="sac", help=argparse.SUPPRESS)
     p.add_argument("--agents", type=int, default=2, help=argparse.SUPPRESS)
     p.add_argument("--policies", choices=["shared", "per_agent"], default="shared", help=argparse.SUPPRESS)
     p.add_argument("--workload", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
@@ -482,7 +624,13 @@ def main():
         w["raw_cartpole"] = run_child("raw_cartpole", common, timeout)
     if not only or "rllib_sampling" in only:
         for runners in [0, 1, 2]:
-            w[f"sampling_{runners}"] = run_child("rllib_sampling", common + ["--runners", str(runners)], timeout)
+            extra = ["--runners", str(runners), "--env", args.env, "--envs", str(args.envs)]
+            w[f"sampling_{runners}"] = run_child("rllib_sampling", common + extra, timeout)
+    if only and "rllib_impala_atari" in only:
+        extra = ["--env", args.env, "--runners", str(max(args.runners, 1)), "--envs", str(args.envs)]
+        w["impala_atari"] = run_child("rllib_impala_atari", common + extra + ["--learners", str(args.learners)], timeout)
+    if only and "sb3_halfcheetah" in only:
+        w[f"{args.algo}_halfcheetah"] = run_child("sb3_halfcheetah", common + ["--algo", args.algo], timeout)
     if only and "rllib_multi_agent_sampling" in only:
         # Every configuration of env runners and env copies; the table
         # takes the best per agent count and mapping.

@@ -90,6 +90,10 @@ fn a_grid_with_asha_stops_trials_early_and_writes_the_summary() {
     // rung goes on; 2 and 3 (lr 1e-7) stay at a random policy's ~22 and
     // start (two trials at a time) after the first two recorded their
     // higher means at the rung at iteration 4, so ASHA stops them there.
+    // Batches of 4096 make an iteration take tens of milliseconds, so that
+    // the tuner (polling every 100 ms) sees a trial's rung before its last
+    // iteration: with 1024, a trial's 12 iterations took 0.2 s, and one that
+    // had finished before its results were read ran to its end.
     let experiment = "search:
   run: PPO
   env: CartPole-v1
@@ -97,6 +101,7 @@ fn a_grid_with_asha_stops_trials_early_and_writes_the_summary() {
   scheduler: {type: asha, metric: episode_reward_mean, mode: max, grace_period: 4, reduction_factor: 2, max_t: 12}
   config:
     num_workers: 0
+    train_batch_size: 4096
     lr: {grid_search: [0.001, 0.0000001]}
     num_sgd_iter: {grid_search: [4, 8]}
 ";

@@ -24,7 +24,7 @@ pub mod sequences;
 mod torso;
 
 pub use custom::{CustomInput, CustomModel, CustomNetwork};
-pub(crate) use layers::tanh_on_cpu;
+pub(crate) use layers::{add_bias_on_cpu, tanh_on_cpu};
 pub use layers::{tanh_approx, Activation, Conv2d, Linear, Lstm, Matrix, Taped};
 pub use params::{Flat, ParamId, Params};
 pub use torso::{default_conv_filters, to_vec, Body, Input, Mlp, SeqLayout, TapeKind, Torso};
