@@ -69,20 +69,18 @@ fn gym_bridge(c: &mut Criterion) {
     for (env, processes, model) in
         [("gym:CartPole-v1", 1, Value::Null), ("gym:ALE/Breakout-v5", 1, cnn.clone()), ("gym:ALE/Breakout-v5", 2, cnn)]
     {
+        let label = env.trim_start_matches("gym:").replace('/', "-");
         let mut config = serde_json::json!({"num_workers": 0, "seed": 1, "env_shards": {"num_shards": processes}});
-        if !model.is_null() {
+        let id = if model.is_null() {
+            format!("ppo_default_policy/{label}")
+        } else {
             config["model"] = model;
             config["train_batch_size"] = 512.into();
-        }
+            format!("ppo_cnn_policy/{label}/{processes}_processes")
+        };
         let (trainer, _) = rt.block_on(rlx_algorithms::build_trainer("PPO", env, &config)).unwrap();
         let rows = trainer.evaluators().local().sample().unwrap().batch.len();
         group.throughput(Throughput::Elements(rows as u64));
-        let label = env.trim_start_matches("gym:").replace('/', "-");
-        let id = if processes == 1 && label == "CartPole-v1" {
-            format!("ppo_default_policy/{label}")
-        } else {
-            format!("ppo_cnn_policy/{label}/{processes}_processes")
-        };
         group.bench_function(id, |b| {
             b.iter(|| {
                 let rollout = trainer.evaluators().local().sample().unwrap();

@@ -116,9 +116,10 @@ def _rates(sample_once, seconds):
 NATURE_CNN = [[32, 8, 4], [64, 4, 2], [64, 3, 1]]
 
 
-def _rllib_atari(game):
-    """Registers RLlib's own Atari preprocessing for `ALE/<game>-v5` (its
-    `wrap_atari_for_new_api_stack`: 84x84 grayscale, frame skip 4 with the
+def _rllib_atari(env_id):
+    """Registers RLlib's own Atari preprocessing for `env_id`, an
+    `ALE/<Game>-v5` id (its `wrap_atari_for_new_api_stack`: 84x84
+    grayscale, frame skip 4 with the
     max of the last two frames, up to 30 no-ops, a lost life ends the
     episode, FIRE after reset, 4 stacked frames; rewards clipped by the
     config) and returns the env's name. The emulator skips no frames
@@ -132,9 +133,9 @@ def _rllib_atari(game):
         from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
 
         gym.register_envs(ale_py)
-        return wrap_atari_for_new_api_stack(gym.make(f"ALE/{game}-v5", frameskip=1), dim=84, framestack=4)
+        return wrap_atari_for_new_api_stack(gym.make(env_id, frameskip=1), dim=84, framestack=4)
 
-    name = f"rllib_atari_{game}"
+    name = "rllib_" + env_id.replace("/", "_")
     register_env(name, make)
     return name
 
@@ -156,7 +157,7 @@ def rllib_sampling(args):
     _ray_init()
     runners = args.runners
     atari = args.env.startswith("ALE/")
-    env = _rllib_atari(args.env.split("/")[1].split("-")[0]) if atari else args.env
+    env = _rllib_atari(args.env) if atari else args.env
     config = PPOConfig().environment(env, clip_rewards=atari or None)
     config = config.env_runners(num_env_runners=runners, num_envs_per_env_runner=args.envs)
     config = _rllib_cnn(config) if atari else _rllib_model(config, [64, 64], "tanh", False)
@@ -225,7 +226,7 @@ def rllib_impala_atari(args):
     from ray.rllib.algorithms.impala import IMPALAConfig
 
     _ray_init()
-    env = _rllib_atari(args.env.split("/")[1].split("-")[0])
+    env = _rllib_atari(args.env)
     config = (
         IMPALAConfig()
         .environment(env, clip_rewards=True)
@@ -240,8 +241,6 @@ def rllib_impala_atari(args):
         result = algo.train()
         runners = result.get("env_runners", {})
         learners = result.get("learners", {}).get("__all_modules__", {})
-        if not curve:
-            print(json.dumps({"learner_keys": sorted(learners)}), file=sys.stderr)
         curve.append({
             "time_s": time.perf_counter() - t0,
             "agent_steps": runners.get("num_env_steps_sampled_lifetime", 0),

@@ -400,11 +400,11 @@ impl ConvGeometry {
 /// index vector, no gather) and multiplied with the filters in one matrix
 /// product; the backward step is two matrix products, the filters'
 /// gradient `Gᵀ·P` and, only when `input_grad`, the patches' `G·W`, whose
-/// rows are added back onto their pixels. The generic path
-/// ([`Conv2d::forward_with_dfdx`]) builds an index per patch value (a
-/// 400 MB vector for 500 Atari frames at the first layer), gathers
-/// through it, broadcasts the bias with dfdx's generic kernel and
-/// scatter-adds the patches' gradient.
+/// rows are added back onto their pixels. The bias is
+/// [`add_bias_on_cpu`]'s. The generic path ([`Conv2d::forward_with_dfdx`])
+/// builds an index per patch value (a 400 MB vector for 500 Atari frames
+/// at the first layer), gathers through it, broadcasts the bias with
+/// dfdx's generic kernel and scatter-adds the patches' gradient.
 ///
 /// # Shapes
 /// `x` is `(rows, height · width · in_channels)`, `filters` `(out_channels,
@@ -422,33 +422,24 @@ pub(crate) fn conv2d_on_cpu<T: Tape<f32, Cpu>>(
     let (x, mut tape) = x.contiguous().split_tape();
     let dev = x.device().clone();
     let (oh, ow) = g.out_sides();
-    let (n, run, o) = (g.rows * oh * ow, g.kernel * g.in_channels, g.out_channels);
+    let (n, run) = (g.rows * oh * ow, g.kernel * g.in_channels);
     let mut image = vec![0.0; x.shape().num_elements()];
     x.copy_into(&mut image);
     let mut cut = vec![0.0; n * g.patch()];
     g.for_each_run(|i, at| cut[i * run..(i + 1) * run].copy_from_slice(&image[at..at + run]));
     let patches = dev.tensor_from_vec(cut, (n, g.patch()));
     let w_t = filters.clone().permute::<(usize, usize), Axes2<1, 0>>();
-    let mut y = patches.clone().matmul(w_t).as_vec();
-    let b = bias.as_vec();
-    for row in y.chunks_exact_mut(o) {
-        row.iter_mut().zip(&b).for_each(|(v, b)| *v += b);
-    }
-    let out = dev.tensor_from_vec(y, (g.rows, oh * ow * o));
+    let y = patches.clone().matmul(w_t);
     if T::OWNS_TAPE {
-        let (x_ghost, out_ghost) = (x.ghost(), out.ghost());
-        let (w_ghost, b_ghost, filters) = (filters.ghost(), bias.ghost(), filters.clone());
+        let (x_ghost, y_ghost) = (x.ghost(), y.ghost());
+        let (w_ghost, filters) = (filters.ghost(), filters.clone());
         tape.add_backward_op(move |grads| {
-            let g_out = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
-            let g_b = grads.get_or_alloc_mut(&b_ghost)?;
-            for row in g_out.chunks_exact(o) {
-                g_b.iter_mut().zip(row).for_each(|(g, d)| *g += d);
-            }
-            let g_out = dev.tensor_from_vec(g_out, (n, o));
-            let g_w = g_out.clone().permute::<(usize, usize), Axes2<1, 0>>().matmul(patches).as_vec();
+            let g_y = grads.get_or_alloc_mut(&y_ghost)?.to_vec();
+            let g_y = dev.tensor_from_vec(g_y, (n, g.out_channels));
+            let g_w = g_y.clone().permute::<(usize, usize), Axes2<1, 0>>().matmul(patches).as_vec();
             grads.get_or_alloc_mut(&w_ghost)?.iter_mut().zip(g_w).for_each(|(g, d)| *g += d);
             if input_grad {
-                let g_patches = g_out.matmul(filters).as_vec();
+                let g_patches = g_y.matmul(filters).as_vec();
                 let g_x = grads.get_or_alloc_mut(&x_ghost)?;
                 g.for_each_run(|i, at| {
                     g_x[at..at + run].iter_mut().zip(&g_patches[i * run..(i + 1) * run]).for_each(|(g, d)| *g += d)
@@ -457,7 +448,7 @@ pub(crate) fn conv2d_on_cpu<T: Tape<f32, Cpu>>(
             Ok(())
         });
     }
-    out.put_tape(tape)
+    add_bias_on_cpu(y.put_tape(tape), bias.retaped::<T>()).reshape_like(&(g.rows, oh * ow * g.out_channels))
 }
 
 /// A long short-term memory cell (Hochreiter & Schmidhuber 1997, with the

@@ -10,6 +10,7 @@
 //! trial waits for others to reach a rung.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The `scheduler` of an experiment file for `rlx tune`.
@@ -117,6 +118,16 @@ impl Asha {
         }
         rungs.reverse();
         Self { config, rungs }
+    }
+
+    /// A result's time: its `time_attr` (0 if it has none).
+    pub fn time_of(&self, result: &Value) -> f64 {
+        result.get(&self.config.time_attr).and_then(Value::as_f64).unwrap_or(0.0)
+    }
+
+    /// Whether a result has reached `max_t`: its trial has used its budget.
+    pub fn at_max_t(&self, result: &Value) -> bool {
+        self.time_of(result) >= self.config.max_t
     }
 
     /// Takes a trial's result at time `time` with its latest value of the

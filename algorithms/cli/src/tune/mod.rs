@@ -190,7 +190,10 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
                 // What it wrote between the read above and its exit.
                 read_new_results(&dir, &mut state, k)?;
                 // Asked to stop as it finished its budget: it ran to its end.
-                if state.trials[k].status == Status::Stopped && at_max_t(&state, k) {
+                let last = state.trials[k].last.as_ref();
+                if state.trials[k].status == Status::Stopped
+                    && state.scheduler.as_ref().zip(last).is_some_and(|(asha, last)| asha.at_max_t(last))
+                {
                     state.trials[k].status = Status::Terminated;
                 }
             }
@@ -422,21 +425,15 @@ fn read_new_results(dir: &Path, state: &mut TuneState, k: usize) -> Result<bool,
     if lines.len() <= trial.seen {
         return Ok(false);
     }
+    let results: Vec<Value> = lines[trial.seen..].iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
     // A fast trial may have written several results since the last read,
     // up to its last: one that has finished its budget is not stopped for
     // an earlier rung (the rung still records its value).
-    let time_of = |line: &str, asha: &Asha| {
-        serde_json::from_str::<Value>(line).ok()?.get(&asha.config.time_attr).and_then(Value::as_f64)
-    };
-    let finished = state
-        .scheduler
-        .as_ref()
-        .is_some_and(|asha| lines.last().and_then(|l| time_of(l, asha)).is_some_and(|t| t >= asha.config.max_t));
-    for line in &lines[trial.seen..] {
-        let Ok(result) = serde_json::from_str::<Value>(line) else { continue };
+    let finished = state.scheduler.as_ref().zip(results.last()).is_some_and(|(asha, last)| asha.at_max_t(last));
+    for result in results {
         trial.score = attr.value(&result).or(trial.score);
         if let Some(asha) = &mut state.scheduler {
-            let time = result.get(&asha.config.time_attr).and_then(Value::as_f64).unwrap_or(0.0);
+            let time = asha.time_of(&result);
             if !asha.on_result(k, time, trial.score) && !trial.stopping && !finished {
                 trial.stopping = true;
                 signal_stop(trial);
@@ -446,12 +443,6 @@ fn read_new_results(dir: &Path, state: &mut TuneState, k: usize) -> Result<bool,
     }
     trial.seen = lines.len();
     Ok(true)
-}
-
-/// Whether trial `k`'s last result has reached the scheduler's `max_t`.
-fn at_max_t(state: &TuneState, k: usize) -> bool {
-    let (Some(asha), Some(last)) = (&state.scheduler, &state.trials[k].last) else { return false };
-    last.get(&asha.config.time_attr).and_then(Value::as_f64).is_some_and(|t| t >= asha.config.max_t)
 }
 
 /// Asks a trial's process to stop after its iteration, with a checkpoint.
