@@ -91,7 +91,8 @@ impl ActorCriticLoss for A2cConfig {
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: A2cConfig) -> Result<Trainer, BuildError> {
     let (batch, sampling) = (cfg.batch.clone(), cfg.sampling.clone());
-    A2cStep::trainer("A2C", make_env, cfg, &batch, &sampling).await
+    let gamma = cfg.learning.gamma;
+    A2cStep::trainer("A2C", make_env, cfg, &batch, &sampling, gamma).await
 }
 
 /// A2C's training step, once per iteration (PG's too): sample, standardize
@@ -103,17 +104,19 @@ pub struct A2cStep {
 
 impl A2cStep {
     /// Evaluators from `make_env` with `loss`'s policies (`name`'s),
-    /// sampling as `batch` and `sampling` say, running this step.
+    /// sampling as `batch` and `sampling` say (`gamma` discounts the
+    /// returns of reward scaling), running this step.
     pub(crate) async fn trainer<L: ActorCriticLoss>(
         name: &'static str,
         make_env: EnvMaker,
         loss: L,
         batch: &SyncBatch,
         sampling: &Sampling,
+        gamma: f64,
     ) -> Result<Trainer, BuildError> {
         let step = Self { min_sample_fraction: batch.min_sample_fraction };
         let evaluators =
-            spawn_evaluators(make_env, actor_critic_policies(name, loss), batch.settings(sampling)).await?;
+            spawn_evaluators(make_env, actor_critic_policies(name, loss), batch.settings(sampling, gamma)).await?;
         Ok(Trainer::new(evaluators, Box::new(step)))
     }
 }

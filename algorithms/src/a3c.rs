@@ -82,9 +82,12 @@ impl ActorCriticLoss for A3cConfig {
 /// If the env cannot be built or has unsupported spaces, or an evaluator
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: A3cConfig) -> Result<Trainer, BuildError> {
-    let evaluators =
-        spawn_evaluators(make_env, actor_critic_policies("A3C", cfg.clone()), cfg.0.batch.settings(&cfg.0.sampling))
-            .await?;
+    let evaluators = spawn_evaluators(
+        make_env,
+        actor_critic_policies("A3C", cfg.clone()),
+        cfg.0.batch.settings(&cfg.0.sampling, cfg.0.learning.gamma),
+    )
+    .await?;
     let plan = AsyncGradientsConfig { grads_per_step: 10 * cfg.0.sampling.samplers() };
     Ok(Trainer::new(evaluators, Box::new(AsyncGradientsOptimizer::new(plan))))
 }

@@ -235,7 +235,16 @@ impl<D: NetDevice> ActorCriticNet<D> {
             if model.vf_share_layers || model.use_lstm { None } else { Some(Torso::build(model, obs, p, "vf.torso")?) };
         let vf_head = Linear::new(p, "vf.head", vf.as_ref().map_or(pi.features(), Torso::features), 1);
         let log_std = match &dist {
-            ActionDist::DiagGaussian { dim } => Some(p.constant("log_std", &[*dim], &vec![0.0; *dim])),
+            ActionDist::DiagGaussian { dim } => {
+                Some(p.constant("log_std", &[*dim], &vec![model.log_std_init as f32; *dim]))
+            }
+            _ if model.log_std_init != 0.0 => {
+                return Err(BuildError::Unsupported(format!(
+                    "model.log_std_init is {}, but {algorithm}'s actions here are not continuous ({act:?}): \
+                     only a Gaussian policy has a log standard deviation",
+                    model.log_std_init
+                )))
+            }
             _ => None,
         };
         Ok(Self { pi, pi_head, vf, vf_head, log_std, dist })

@@ -139,7 +139,13 @@ impl Default for DqnConfig {
 
 impl Validate for DqnConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport { algorithm: "DQN", conv: true, lstm: false, custom: true })?;
+        self.learning.validate(ModelSupport {
+            algorithm: "DQN",
+            conv: true,
+            lstm: false,
+            custom: true,
+            log_std: false,
+        })?;
         self.sampling.validate()?;
         self.replay.validate()?;
         self.q_learning.validate()?;

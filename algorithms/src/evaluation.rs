@@ -162,6 +162,8 @@ pub async fn attach(
         num_envs_per_worker: num_envs.max(1),
         sample_size: 1,
         observation_filter,
+        // Evaluation returns are the env's own; no learner sees its rewards.
+        reward_scaling: None,
         seed,
         restart,
         env_shards,

@@ -24,6 +24,9 @@ pub struct SamplingSettings {
     pub sample_size: usize,
     /// Observation filter.
     pub observation_filter: ObservationFilter,
+    /// Scale rewards by the running std of the discounted return with this
+    /// discount (`normalize_rewards`).
+    pub reward_scaling: Option<f64>,
     /// Run seed.
     pub seed: u64,
     /// Restart policy of the evaluator actors.
@@ -67,11 +70,14 @@ pub async fn spawn_evaluators(
         let policy = make_policy(env.observation_space(), env.action_space(), seed, index)
             .map_err(|e| EvaluatorError::Config(e.to_string()))?;
         let dim = env.obs_dim();
-        let evaluator = PolicyEvaluator::new(policy, env, settings.sample_size, seed)?;
-        Ok(match settings.observation_filter.build(dim) {
-            Some(filter) => evaluator.with_observation_filter(filter),
-            None => evaluator,
-        })
+        let mut evaluator = PolicyEvaluator::new(policy, env, settings.sample_size, seed)?;
+        if let Some(filter) = settings.observation_filter.build(dim) {
+            evaluator = evaluator.with_observation_filter(filter);
+        }
+        if let Some(gamma) = settings.reward_scaling {
+            evaluator = evaluator.with_reward_scaling(gamma);
+        }
+        Ok(evaluator)
     });
     Ok(Evaluators::spawn(factory, s.num_workers, s.restart).await?)
 }

@@ -96,5 +96,6 @@ impl ActorCriticLoss for PgConfig {
 /// fails to start.
 pub async fn build(make_env: EnvMaker, cfg: PgConfig) -> Result<Trainer, BuildError> {
     let (batch, sampling) = (cfg.batch.clone(), cfg.sampling.clone());
-    A2cStep::trainer("PG", make_env, cfg, &batch, &sampling).await
+    let gamma = cfg.learning.gamma;
+    A2cStep::trainer("PG", make_env, cfg, &batch, &sampling, gamma).await
 }

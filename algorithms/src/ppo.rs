@@ -203,7 +203,7 @@ pub fn make_policy(
 /// If the env cannot be built or has unsupported spaces, a device cannot be
 /// opened, or an evaluator fails to start.
 pub async fn build(make_env: EnvMaker, cfg: PpoConfig) -> Result<Trainer, BuildError> {
-    let sampling = cfg.batch.settings(&cfg.sampling);
+    let sampling = cfg.batch.settings(&cfg.sampling, cfg.learning.gamma);
     let evaluators = spawn_evaluators(make_env, actor_critic_policies("PPO", cfg.clone()), sampling).await?;
     let devices = multi_device_learner("PPO", &cfg, &evaluators, cfg.num_devices)?;
     let step = PpoStep { min_sample_fraction: cfg.batch.min_sample_fraction, devices };

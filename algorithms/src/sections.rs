@@ -107,6 +107,7 @@ impl Sampling {
             num_envs_per_worker: self.num_envs_per_worker,
             sample_size,
             observation_filter,
+            reward_scaling: None,
             seed: self.seed,
             restart: self.restart,
             env_shards: self.env_shards,
@@ -215,11 +216,22 @@ pub struct SyncBatch {
     /// returned (the late batches are dropped and counted as
     /// `straggler_batches_dropped`); 1.0 waits for all.
     pub min_sample_fraction: f64,
+    /// Divide the rewards the learner sees by the running std of the
+    /// discounted return (with `gamma`), clipped to ±10: Stable-Baselines3's
+    /// `VecNormalize` reward normalization, which rl-baselines3-zoo uses
+    /// for MuJoCo. Each evaluator keeps its own statistics; reported
+    /// episode returns are unscaled.
+    pub normalize_rewards: bool,
 }
 
 impl Default for SyncBatch {
     fn default() -> Self {
-        Self { train_batch_size: 1024, observation_filter: ObservationFilter::NoFilter, min_sample_fraction: 1.0 }
+        Self {
+            train_batch_size: 1024,
+            observation_filter: ObservationFilter::NoFilter,
+            min_sample_fraction: 1.0,
+            normalize_rewards: false,
+        }
     }
 }
 
@@ -239,9 +251,11 @@ impl SyncBatch {
     }
 
     /// How `sampling`'s evaluators sample: each returns its share of the
-    /// train batch.
-    pub fn settings(&self, sampling: &Sampling) -> SamplingSettings {
-        sampling.settings(self.train_batch_size.div_ceil(sampling.samplers()), self.observation_filter)
+    /// train batch, its rewards scaled with discount `gamma` if
+    /// `normalize_rewards`.
+    pub fn settings(&self, sampling: &Sampling, gamma: f64) -> SamplingSettings {
+        let settings = sampling.settings(self.train_batch_size.div_ceil(sampling.samplers()), self.observation_filter);
+        SamplingSettings { reward_scaling: self.normalize_rewards.then_some(gamma), ..settings }
     }
 }
 

@@ -40,7 +40,8 @@ async fn restore_continues_exactly() {
 }
 
 /// The same for an LSTM (its carried states and stored sequences), a
-/// Gaussian policy (its log-std) and an env with action masks. (DQN's
+/// Gaussian policy (its log-std), one with scaled rewards, and an env with
+/// action masks. (DQN's
 /// checkpoints do not save the replay buffer, so they say they are not
 /// exact.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,6 +51,11 @@ async fn recurrent_continuous_and_masked_runs_restore_exactly() {
     restores_exactly("PPO", "StatelessCartPole-v1", lstm, "lstm").await;
     restores_exactly("PPO", "Pendulum-v1", config(), "gaussian").await;
     restores_exactly("PPO", "MaskedMaze-v0", config(), "masked").await;
+    // Reward scaling's statistics and each copy's discounted return.
+    let mut scaled = config();
+    scaled["normalize_rewards"] = json!(true);
+    scaled["model"] = json!({"log_std_init": -1.0});
+    restores_exactly("PPO", "Pendulum-v1", scaled, "reward-scaled").await;
 }
 
 /// Multi-agent runs too: two policies on MultiAgentCartPole (each

@@ -55,6 +55,34 @@ async fn ppo_learns_pendulum_with_continuous_actions() {
     assert!(r.learner.get("entropy").is_some() && r.learner.get("kl").is_some());
 }
 
+/// `model.log_std_init` sets where a Gaussian policy's exploration
+/// starts: the log-probability of a sampled action averages
+/// `-(log_std + ½ ln 2πe)`, 0.58 at SB3's −2 and −1.42 at the default 0.
+/// A discrete action space, or an algorithm whose standard deviation is
+/// not a free parameter, refuses the key by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_std_init_sets_the_gaussians_starting_spread() {
+    let half_log_2pi_e = 0.5 * (2.0 * std::f64::consts::PI * std::f64::consts::E).ln();
+    for log_std_init in [0.0, -2.0] {
+        let config =
+            json!({"seed": 3, "num_workers": 0, "train_batch_size": 4000, "model": {"log_std_init": log_std_init}});
+        let (trainer, _) = build_trainer("PPO", "Pendulum-v1", &config).await.unwrap();
+        let batch = trainer.evaluators().local().sample().unwrap().batch;
+        let logp = batch.f32(fields::ACTION_LOGP).unwrap();
+        let mean = logp.iter().map(|&x| x as f64).sum::<f64>() / logp.len() as f64;
+        let expected = -(log_std_init + half_log_2pi_e);
+        assert!(
+            (mean - expected).abs() < 0.05,
+            "log_std_init {log_std_init}: mean logp {mean:.3}, expected {expected:.3}"
+        );
+    }
+    let config = json!({"model": {"log_std_init": -2.0}});
+    let err = build_trainer("PPO", "CartPole-v1", &config).await.err().unwrap().to_string();
+    assert!(err.contains("model.log_std_init") && err.contains("not continuous"), "{err}");
+    let err = build_trainer("SAC", "Pendulum-v1", &config).await.err().unwrap().to_string();
+    assert!(err.contains("model.log_std_init") && err.contains("SAC has no free log standard deviation"), "{err}");
+}
+
 /// Steps `policy` for `steps` steps in MaskedMaze-v0 copies (through an
 /// evaluator when `explore`, greedily otherwise) and returns how many
 /// actions the mask allowed and how many it did not.

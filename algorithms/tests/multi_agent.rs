@@ -213,6 +213,7 @@ async fn a_callers_own_plan_gets_multi_agent_policies_from_its_maker() {
         num_envs_per_worker: 2,
         sample_size: 64,
         observation_filter: Default::default(),
+        reward_scaling: None,
         seed: 3,
         restart: Default::default(),
         env_shards: Default::default(),

@@ -3,7 +3,8 @@
 //! `gym:ALE/Breakout-v5` with DeepMind's preprocessing), stepped through a
 //! `VectorEnv` as an evaluator steps them; and PPO's policies sampling
 //! them: the default on `gym:CartPole-v1` (1024 rows per sample, one
-//! process), a CNN on Breakout (512 rows, 1 and 2 processes).
+//! process), a CNN on Breakout (512 rows from 8 copies in 1 or 2 processes,
+//! or 512 from each of 2 evaluator actors with 8 copies each).
 //!
 //! `benches/scripts/gym_throughput.py` measures the same envs stepped in a
 //! plain Python loop, and in Stable-Baselines3's `SubprocVecEnv` and
@@ -63,30 +64,40 @@ fn gym_bridge(c: &mut Criterion) {
     // PPO's default policy on CartPole; on Breakout the Nature CNN with one
     // hidden layer of 256 shared by the policy and the value heads, as
     // RLlib's env runners use in `benches/reference/harness.py`
-    // (`rllib_sampling --env ALE/Breakout-v5`), its 8 copies in 1 or 2
-    // Python processes.
+    // (`rllib_sampling --env ALE/Breakout-v5`). Breakout's 8 copies run in
+    // the driver's evaluator (1 or 2 Python processes), or 8 copies in each
+    // of 2 evaluator actors (one process each: RLlib's 2 runners x 8 envs,
+    // each runner acting with its own network).
     let cnn = serde_json::json!({"fcnet_hiddens": [256], "vf_share_layers": true});
-    for (env, processes, model) in
-        [("gym:CartPole-v1", 1, Value::Null), ("gym:ALE/Breakout-v5", 1, cnn.clone()), ("gym:ALE/Breakout-v5", 2, cnn)]
-    {
+    for (env, workers, processes, model) in [
+        ("gym:CartPole-v1", 0, 1, Value::Null),
+        ("gym:ALE/Breakout-v5", 0, 1, cnn.clone()),
+        ("gym:ALE/Breakout-v5", 0, 2, cnn.clone()),
+        ("gym:ALE/Breakout-v5", 2, 1, cnn),
+    ] {
         let label = env.trim_start_matches("gym:").replace('/', "-");
-        let mut config = serde_json::json!({"num_workers": 0, "seed": 1, "env_shards": {"num_shards": processes}});
+        let mut config =
+            serde_json::json!({"num_workers": workers, "seed": 1, "env_shards": {"num_shards": processes}});
         let id = if model.is_null() {
             format!("ppo_default_policy/{label}")
         } else {
             config["model"] = model;
-            config["train_batch_size"] = 512.into();
-            format!("ppo_cnn_policy/{label}/{processes}_processes")
+            // 512 rows per sample from each sampler.
+            config["train_batch_size"] = (512 * workers.max(1)).into();
+            if workers == 0 {
+                format!("ppo_cnn_policy/{label}/{processes}_processes")
+            } else {
+                format!("ppo_cnn_policy/{label}/{workers}_actors")
+            }
         };
         let (trainer, _) = rt.block_on(rlx_algorithms::build_trainer("PPO", env, &config)).unwrap();
-        let rows = trainer.evaluators().local().sample().unwrap().batch.len();
+        let sample = || -> usize {
+            let rollouts = rt.block_on(rlx::operators::parallel_rollouts(trainer.evaluators())).unwrap();
+            rollouts.iter().map(|r| r.batch.len()).sum()
+        };
+        let rows = sample();
         group.throughput(Throughput::Elements(rows as u64));
-        group.bench_function(id, |b| {
-            b.iter(|| {
-                let rollout = trainer.evaluators().local().sample().unwrap();
-                assert_eq!(rollout.batch.len(), rows);
-            })
-        });
+        group.bench_function(id, |b| b.iter(|| assert_eq!(sample(), rows)));
     }
     group.finish();
 }

@@ -378,7 +378,8 @@ def rllib_ppo(args):
     return result
 
 
-def _sb3_solve(args, algorithm, n_envs, n_timesteps, env_id="CartPole-v1", threshold=SOLVE_RETURN, **hyperparams):
+def _sb3_solve(args, algorithm, n_envs, n_timesteps, env_id="CartPole-v1", threshold=SOLVE_RETURN, normalize=False,
+               **hyperparams):
     """Trains `algorithm` (SB3's PPO or DQN class) with the zoo's
     `hyperparams` on `n_envs` CartPole-v1 copies, on one torch thread, for at
     most the zoo's `n_timesteps`, and records both criteria: the first time
@@ -390,12 +391,19 @@ def _sb3_solve(args, algorithm, n_envs, n_timesteps, env_id="CartPole-v1", thres
     (DQN's `exploration_fraction`, PPO's linear learning rate and clip
     range) are fractions of it. An earlier version of this harness passed
     its step budget (1M) instead, which stretched DQN's ε decay from 8k to
-    160k steps, and SB3's DQN never learned within 600 s."""
+    160k steps, and SB3's DQN never learned within 600 s.
+
+    `normalize` is the zoo's `normalize: true`: `VecNormalize` over the
+    training envs (observations and rewards, with the algorithm's γ, as
+    the zoo's ExperimentManager passes it); the greedy evaluation sees
+    observations normalized with the training statistics at that time
+    and counts raw rewards, as the zoo's evaluation env does."""
     import gymnasium as gym
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize, sync_envs_normalization
 
     class Criteria(BaseCallback):
         def __init__(self):
@@ -405,6 +413,8 @@ def _sb3_solve(args, algorithm, n_envs, n_timesteps, env_id="CartPole-v1", thres
             self.next_eval = args.eval_every
             self.eval_env = gym.make(env_id)
             self.eval_env.reset(seed=args.seed + 1000)
+            if normalize:
+                self.eval_env = VecNormalize(DummyVecEnv([lambda: self.eval_env]), training=False, norm_reward=False)
 
         def _on_step(self):
             now = (self.model.num_timesteps, time.perf_counter() - self.t0)
@@ -417,6 +427,8 @@ def _sb3_solve(args, algorithm, n_envs, n_timesteps, env_id="CartPole-v1", thres
                     self.train_at = now
             if self.model.num_timesteps >= self.next_eval:
                 self.next_eval += args.eval_every
+                if normalize:
+                    sync_envs_normalization(self.model.get_env(), self.eval_env)
                 mean, _ = evaluate_policy(self.model, self.eval_env, n_eval_episodes=10, deterministic=True)
                 self.best_eval = max(self.best_eval, mean)
                 if mean >= threshold and self.eval_at is None:
@@ -426,6 +438,8 @@ def _sb3_solve(args, algorithm, n_envs, n_timesteps, env_id="CartPole-v1", thres
 
     torch.set_num_threads(1)
     env = make_vec_env(env_id, n_envs=n_envs, seed=args.seed)
+    if normalize:
+        env = VecNormalize(env, gamma=hyperparams.get("gamma", 0.99))
     model = algorithm("MlpPolicy", env, seed=args.seed, device="cpu", **hyperparams)
     c = Criteria()
     c.t0 = time.perf_counter()
@@ -484,18 +498,78 @@ def sb3_sac_pendulum(args):
     return _sb3_solve(args, SAC, n_envs=1, n_timesteps=20_000, env_id="Pendulum-v1", threshold=-200.0, learning_rate=1e-3)
 
 
-def sb3_td3_pendulum(args):
-    # rl-baselines3-zoo's tuned Pendulum-v1 hyperparameters (hyperparams/td3.yml);
-    # solved at a mean return of -200.
+def _sb3_deterministic_pendulum(args, algorithm):
+    # rl-baselines3-zoo's tuned Pendulum-v1 hyperparameters, the same in
+    # hyperparams/td3.yml and ddpg.yml; solved at a mean return of -200.
     import numpy as np
-    from stable_baselines3 import TD3
     from stable_baselines3.common.noise import NormalActionNoise
 
     return _sb3_solve(
-        args, TD3, n_envs=1, n_timesteps=20_000, env_id="Pendulum-v1", threshold=-200.0,
+        args, algorithm, n_envs=1, n_timesteps=20_000, env_id="Pendulum-v1", threshold=-200.0,
         gamma=0.98, buffer_size=200_000, learning_starts=10_000,
         action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
         gradient_steps=1, train_freq=1, learning_rate=1e-3, policy_kwargs={"net_arch": [400, 300]},
+    )
+
+
+def sb3_td3_pendulum(args):
+    from stable_baselines3 import TD3
+
+    return _sb3_deterministic_pendulum(args, TD3)
+
+
+def sb3_ddpg_pendulum(args):
+    from stable_baselines3 import DDPG
+
+    return _sb3_deterministic_pendulum(args, DDPG)
+
+
+# Acrobot-v1 is solved at a mean return of -100 (Gymnasium's reward_threshold).
+ACROBOT_SOLVED = -100.0
+
+
+def sb3_ppo_acrobot(args):
+    # rl-baselines3-zoo's tuned Acrobot-v1 hyperparameters (hyperparams/ppo.yml).
+    from stable_baselines3 import PPO
+
+    return _sb3_solve(
+        args, PPO, n_envs=16, n_timesteps=1_000_000, env_id="Acrobot-v1", threshold=ACROBOT_SOLVED, normalize=True,
+        n_steps=256, gae_lambda=0.94, gamma=0.99, n_epochs=4, ent_coef=0.0,
+    )
+
+
+def sb3_a2c_acrobot(args):
+    # rl-baselines3-zoo's tuned Acrobot-v1 hyperparameters (hyperparams/a2c.yml).
+    from stable_baselines3 import A2C
+
+    return _sb3_solve(
+        args, A2C, n_envs=16, n_timesteps=500_000, env_id="Acrobot-v1", threshold=ACROBOT_SOLVED, normalize=True,
+        ent_coef=0.0,
+    )
+
+
+def sb3_dqn_acrobot(args):
+    # rl-baselines3-zoo's tuned Acrobot-v1 hyperparameters (hyperparams/dqn.yml).
+    from stable_baselines3 import DQN
+
+    return _sb3_solve(
+        args, DQN, n_envs=1, n_timesteps=100_000, env_id="Acrobot-v1", threshold=ACROBOT_SOLVED,
+        learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0, gamma=0.99,
+        target_update_interval=250, train_freq=4, gradient_steps=-1,
+        exploration_fraction=0.12, exploration_final_eps=0.1, policy_kwargs={"net_arch": [256, 256]},
+    )
+
+
+def sb3_dqn_mountaincar(args):
+    # rl-baselines3-zoo's tuned MountainCar-v0 hyperparameters (hyperparams/dqn.yml);
+    # solved at a mean return of -110 (Gymnasium's reward_threshold).
+    from stable_baselines3 import DQN
+
+    return _sb3_solve(
+        args, DQN, n_envs=1, n_timesteps=120_000, env_id="MountainCar-v0", threshold=-110.0,
+        learning_rate=4e-3, batch_size=128, buffer_size=10_000, learning_starts=1000, gamma=0.98,
+        target_update_interval=600, train_freq=16, gradient_steps=8,
+        exploration_fraction=0.2, exploration_final_eps=0.07, policy_kwargs={"net_arch": [256, 256]},
     )
 
 
@@ -513,6 +587,11 @@ WORKLOADS = {
     "sb3_a2c": sb3_a2c,
     "sb3_sac_pendulum": sb3_sac_pendulum,
     "sb3_td3_pendulum": sb3_td3_pendulum,
+    "sb3_ddpg_pendulum": sb3_ddpg_pendulum,
+    "sb3_ppo_acrobot": sb3_ppo_acrobot,
+    "sb3_a2c_acrobot": sb3_a2c_acrobot,
+    "sb3_dqn_acrobot": sb3_dqn_acrobot,
+    "sb3_dqn_mountaincar": sb3_dqn_mountaincar,
     "rllib_impala_atari": rllib_impala_atari,
     "sb3_halfcheetah": sb3_halfcheetah,
 }

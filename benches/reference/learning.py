@@ -2,7 +2,9 @@
 """Cells of the learning-quality table (an algorithm on an env), rlx
 against Stable-Baselines3, both criteria, several seeds, interleaved in one
 sitting: `--cells ppo-cartpole,dqn-cartpole` (the default), `a2c-cartpole`,
-`sac-pendulum`.
+`sac-pendulum`, `td3-pendulum`, `ddpg-pendulum`, `ppo-acrobot`,
+`a2c-acrobot`, `dqn-acrobot` (Acrobot-v1 is solved at -100),
+`dqn-mountaincar` (MountainCar-v0, at -110).
 
 For each seed in turn it runs each cell's rlx and SB3 runs, and records for
 each run:
@@ -20,18 +22,19 @@ file is kept: rlx's run directories and one JSON per SB3 run under --out,
 and `summary.json` with the medians and ranges.
 
 `--sides` picks who runs (default `rlx,sb3`): also `rlx-tuned` (rlx with
-its tuned example's settings, `tuned_examples/<algo>-cartpole.yaml`) and,
+its tuned example, `tuned_examples/<cell>.yaml`, e.g. `ppo-acrobot.yaml`) and,
 for PPO on CartPole, RLlib's tuned example as `rllib-default` (as shipped:
 RLlib's default env runners) or `rllib-RxE` (R env runners x E envs each,
 e.g. `rllib-0x8`), harness.py's `rllib_ppo`.
 
-    target/python-bench/bin/python benches/reference/learning_cartpole.py \\
+    target/python-bench/bin/python benches/reference/learning.py \\
         --rlx target/release/rlx --out benches/reference/results/learning-cartpole-<date>
 """
 
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -47,30 +50,66 @@ CELLS = {
     "a2c-cartpole": ("A2C", "CartPole-v1", 475.0, 40, "sb3_a2c", 10_000, 1_000_000),
     "sac-pendulum": ("SAC", "Pendulum-v1", -200.0, 2, "sb3_sac_pendulum", 2_000, 60_000),
     "td3-pendulum": ("TD3", "Pendulum-v1", -200.0, 2, "sb3_td3_pendulum", 2_000, 60_000),
+    "ddpg-pendulum": ("DDPG", "Pendulum-v1", -200.0, 2, "sb3_ddpg_pendulum", 2_000, 60_000),
+    "ppo-acrobot": ("PPO", "Acrobot-v1", -100.0, 10, "sb3_ppo_acrobot", 10_000, 1_000_000),
+    "a2c-acrobot": ("A2C", "Acrobot-v1", -100.0, 40, "sb3_a2c_acrobot", 10_000, 1_000_000),
+    "dqn-acrobot": ("DQN", "Acrobot-v1", -100.0, 10, "sb3_dqn_acrobot", 10_000, 300_000),
+    "dqn-mountaincar": ("DQN", "MountainCar-v0", -110.0, 10, "sb3_dqn_mountaincar", 10_000, 300_000),
 }
 
 
-# rlx's tuned examples' settings, per cell (`rlx-tuned`).
-TUNED = {"ppo-cartpole": {"num_sgd_iter": 4, "lr": 0.003, "num_devices": 2}}
+# rlx's tuned example of a cell (`rlx-tuned`): `rlx train -f` runs it, with
+# the cell's evaluation settings, seed and stop criteria.
+def tuned_example(cell):
+    return os.path.join(HERE, "..", "..", "tuned_examples", f"{cell}.yaml")
 
 
 def rlx_run(rlx, cell, seed, out, tuned=False):
     algorithm, env, threshold, interval, _, _, budget = CELLS[cell]
     name = f"{algorithm}-{env}-seed{seed}" if cell != f"{algorithm.lower()}-cartpole" else f"{algorithm}-seed{seed}"
     runs = os.path.join(out, "rlx-tuned-runs" if tuned else "rlx-runs", name)
+    # A tuned example may set its own evaluation interval (about every 10k
+    # env steps, on its own iteration size); the cell's is for the defaults.
     settings = {"evaluation_interval": interval, "evaluation_duration": 10}
-    if tuned:
-        settings.update(TUNED[cell])
+    if tuned and "evaluation_interval:" in open(tuned_example(cell)).read():
+        del settings["evaluation_interval"]
     config = json.dumps(settings)
-    stop = json.dumps({"episode_reward_mean": threshold, "timesteps_total": budget})
-    cmd = [rlx, "train", "--run", algorithm, "--env", env, "--seed", str(seed),
-           "--config", config, "--stop", stop, "--results-dir", runs]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run_dir = os.path.join(runs, sorted(os.listdir(runs))[-1])
-    results = [json.loads(line) for line in open(os.path.join(run_dir, "result.json"))]
+    # Both criteria are recorded, so the run goes on until both are met (or
+    # the budget is spent): rlx's stop criteria end a run at the first one
+    # reached, so they are set out of reach (overriding a tuned example's
+    # own) and this script interrupts the run (SIGINT: rlx finishes the
+    # iteration, writes it and exits) once result.json shows both, as the
+    # SB3 side's callback does.
+    stop = json.dumps({"episode_reward_mean": 1e12, "evaluation/episode_reward_mean": 1e12, "timesteps_total": budget})
+    what = ["-f", tuned_example(cell)] if tuned else ["--run", algorithm, "--env", env]
+    cmd = [rlx, "train", *what, "--seed", str(seed), "--config", config, "--stop", stop, "--results-dir", runs]
     low = float("-inf")
-    train = next((r for r in results if r["episodes_total"] >= 20 and (r["episode_reward_mean"] or low) >= threshold), None)
-    evaluation = next((r for r in results if r.get("evaluation", {}).get("episode_reward_mean", low) >= threshold), None)
+
+    def criteria(results):
+        train = next((r for r in results if r["episodes_total"] >= 20 and (r["episode_reward_mean"] or low) >= threshold), None)
+        evaluation = next((r for r in results if r.get("evaluation", {}).get("episode_reward_mean", low) >= threshold), None)
+        return train, evaluation
+
+    def read(run_dir):
+        path = os.path.join(run_dir, "result.json")
+        lines = open(path).read().splitlines() if os.path.exists(path) else []
+        # The last line may be half written while rlx runs.
+        return [json.loads(line) for line in lines if line.endswith("}")]
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = None
+    while proc.poll() is None:
+        time.sleep(0.2)
+        if run_dir is None and os.path.isdir(runs) and os.listdir(runs):
+            run_dir = os.path.join(runs, sorted(os.listdir(runs))[-1])
+        if run_dir is not None and all(criteria(read(run_dir))):
+            proc.send_signal(signal.SIGINT)
+            break
+    if proc.wait(timeout=120) not in (0, 130):
+        raise SystemExit(f"{' '.join(cmd)} failed with exit status {proc.returncode}")
+    run_dir = os.path.join(runs, sorted(os.listdir(runs))[-1])
+    results = read(run_dir)
+    train, evaluation = criteria(results)
     last = results[-1]
     return {
         "side": "rlx-tuned" if tuned else "rlx", "cell": cell, "algorithm": algorithm, "seed": seed, "run_dir": os.path.relpath(run_dir, out),

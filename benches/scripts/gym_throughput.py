@@ -9,7 +9,12 @@
   process) and SubprocVecEnv (one process per copy) over the 8 copies;
 - `sb3_ppo_sampling`: SB3's PPO collecting 1024 rows (8 copies x 128
   steps) with its default MLP policy, the same as rlx's
-  `gym_bridge_sampling` (CartPole only).
+  `gym_bridge_sampling` (CartPole only);
+- with `--atari-policy` only: SB3's PPO collecting 512 rows (8 copies x
+  64 steps) of Breakout with its `CnnPolicy` cut to the network of rlx's
+  `ppo_cnn_policy` and RLlib's side (the Nature CNN, then one shared
+  hidden layer of 256), in each of SB3's shapes: `DummyVecEnv` with torch
+  on 1 and on 2 threads, and `SubprocVecEnv` with torch on 1.
 
 The envs are made by rlx's own worker module (`envs/python/rlx_gym.py`),
 so they carry the same wrappers (DeepMind's preprocessing for Atari). The
@@ -73,24 +78,44 @@ def sb3_vec(cls, env_id, n_actions, atari, seconds):
     return rate
 
 
-def sb3_ppo_sampling(seconds):
-    import torch
-    from stable_baselines3 import PPO
+def collect_rate(model, steps, seconds):
+    """Rows per second of SB3's `collect_rollouts`, `steps` per copy a call,
+    over `seconds`."""
     from stable_baselines3.common.callbacks import CallbackList
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
-    torch.set_num_threads(1)
-    venv = DummyVecEnv([make("CartPole-v1", None) for _ in range(COPIES)])
-    model = PPO("MlpPolicy", venv, n_steps=128, seed=1, device="cpu")
     model._setup_learn(10**9, CallbackList([]))
     callback = CallbackList([])
     callback.init_callback(model)
     rows = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        model.collect_rollouts(venv, callback, model.rollout_buffer, n_rollout_steps=128)
-        rows += 128 * COPIES
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=steps)
+        rows += steps * COPIES
     return rows / (time.perf_counter() - t0)
+
+
+def sb3_ppo_sampling(seconds):
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    torch.set_num_threads(1)
+    venv = DummyVecEnv([make("CartPole-v1", None) for _ in range(COPIES)])
+    return collect_rate(PPO("MlpPolicy", venv, n_steps=128, seed=1, device="cpu"), 128, seconds)
+
+
+def sb3_ppo_atari_sampling(seconds, vec_cls, threads):
+    import torch
+    from stable_baselines3 import PPO
+
+    torch.set_num_threads(threads)
+    env_id, _, atari = ENVS[1]
+    venv = vec_cls([make(env_id, atari) for _ in range(COPIES)])
+    model = PPO("CnnPolicy", venv, n_steps=64, seed=1, device="cpu",
+                policy_kwargs={"features_extractor_kwargs": {"features_dim": 256}})
+    rate = collect_rate(model, 64, seconds)
+    model.env.close()
+    return rate
 
 
 def main():
@@ -98,8 +123,23 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--atari-policy", action="store_true", help="only SB3's PPO sampling Breakout with a CNN")
     args = parser.parse_args()
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    if args.atari_policy:
+        runs = {}
+        for name, cls, threads in [("dummy_1_thread", DummyVecEnv, 1), ("dummy_2_threads", DummyVecEnv, 2),
+                                   ("subproc_1_thread", SubprocVecEnv, 1)]:
+            rates = [sb3_ppo_atari_sampling(args.seconds, cls, threads) for _ in range(args.repeats)]
+            runs[f"ALE/Breakout-v5/sb3_ppo_cnn_sampling/{name}"] = rates
+            print(f"Breakout sb3_ppo_cnn {name:16} median {statistics.median(rates):8.0f} rows/s  {[round(r) for r in rates]}", flush=True)
+        import stable_baselines3, torch
+
+        meta = {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__, "seconds": args.seconds}
+        with open(args.out, "w") as f:
+            json.dump({"meta": meta, "steps_per_s": runs}, f, indent=1)
+        return
 
     runs = {}
     for env_id, n_actions, atari in ENVS:

@@ -8,7 +8,7 @@
 
 use crate::acting::Acting;
 use crate::env::EnvError;
-use crate::filter::{MeanStdFilter, RunningStat};
+use crate::filter::{MeanStdFilter, RewardScaler, RunningStat};
 use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
 use crate::sample_batch::{fields, BatchError, Column, SampleBatch};
 use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
@@ -98,6 +98,10 @@ pub struct EvaluatorState {
     pub env: Option<VectorEnvState>,
     /// The observation filter with its statistics.
     pub filter: Option<MeanStdFilter>,
+    /// The reward scaler with its statistics and each copy's discounted
+    /// return.
+    #[serde(default)]
+    pub reward_scaler: Option<RewardScaler>,
     /// Env steps sampled so far.
     pub steps_sampled: u64,
     /// Each env copy's recurrent state (empty for a feed-forward policy),
@@ -149,6 +153,7 @@ pub struct PolicyEvaluator {
     carry: Vec<Option<SampleBatch>>,
     steps_sampled: u64,
     filter: Option<MeanStdFilter>,
+    reward_scaler: Option<RewardScaler>,
 }
 
 impl PolicyEvaluator {
@@ -196,6 +201,7 @@ impl PolicyEvaluator {
             carry: Vec::new(),
             steps_sampled: 0,
             filter: None,
+            reward_scaler: None,
         })
     }
 
@@ -204,6 +210,18 @@ impl PolicyEvaluator {
     pub fn with_observation_filter(mut self, filter: MeanStdFilter) -> Self {
         self.filter = Some(filter);
         self
+    }
+
+    /// Scales the rewards of the batches it returns by the running std of
+    /// the discounted return with discount `gamma` (see [`RewardScaler`]).
+    pub fn with_reward_scaling(mut self, gamma: f64) -> Self {
+        self.reward_scaler = Some(RewardScaler::new(self.env.num_envs(), gamma, 10.0));
+        self
+    }
+
+    /// The reward scaler, if any.
+    pub fn reward_scaler(&self) -> Option<&RewardScaler> {
+        self.reward_scaler.as_ref()
     }
 
     /// The observation filter, if any.
@@ -287,7 +305,13 @@ impl PolicyEvaluator {
                 f.normalize(&mut new_obs);
             }
             self.step_out.insert_f32(fields::NEW_OBS, new_obs, d)?;
-            self.step_out.insert_f32(fields::REWARDS, self.step.rewards.clone(), 1)?;
+            let mut rewards = self.step.rewards.clone();
+            if let Some(scaler) = &mut self.reward_scaler {
+                let s = &self.step;
+                let ended: Vec<bool> = (0..n).map(|i| s.terminated[i] || s.truncated[i] || s.interrupted[i]).collect();
+                scaler.apply(&mut rewards, &ended).map_err(|e| EvaluatorError::Config(e.to_string()))?;
+            }
+            self.step_out.insert_f32(fields::REWARDS, rewards, 1)?;
             self.step_out.insert_f32(fields::TERMINATEDS, flag(&self.step.terminated), 1)?;
             self.step_out.insert_f32(fields::TRUNCATEDS, flag(&self.step.truncated), 1)?;
             if let Some(masks) = masks {
@@ -526,6 +550,7 @@ impl PolicyEvaluator {
             policy: self.policy.save_state().map(serde_bytes::ByteBuf::from),
             env: self.env.save_state(),
             filter: self.filter.clone(),
+            reward_scaler: self.reward_scaler.clone(),
             steps_sampled: self.steps_sampled,
             recurrent_state: self.acting.state().to_vec(),
             pending_rows: self
@@ -562,6 +587,19 @@ impl PolicyEvaluator {
                     saved.as_ref().map_or("none".into(), |f| format!("width {}", f.global().mean().len())),
                     mine.as_ref().map_or("none".into(), |f| format!("width {}", f.global().mean().len())),
                 )))
+            }
+        }
+        match (&mut self.reward_scaler, &state.reward_scaler) {
+            (Some(mine), Some(saved)) if saved.copies() == mine.copies() => *mine = saved.clone(),
+            (None, None) => {}
+            (mine, saved) => {
+                let describe =
+                    |s: Option<&RewardScaler>| s.map_or("none".into(), |s| format!("for {} env copies", s.copies()));
+                return Err(EvaluatorError::Config(format!(
+                    "the saved reward scaler ({}) does not fit this evaluator's ({})",
+                    describe(saved.as_ref()),
+                    describe(mine.as_ref()),
+                )));
             }
         }
         if self.acting.state_size() > 0 {

@@ -1,5 +1,8 @@
-//! Observation filters: a running mean/std normalizer whose statistics merge
-//! across evaluators (RLlib's `MeanStdFilter`).
+//! Running-statistics filters on what the policy learns from: observations
+//! normalized by a running mean/std whose statistics merge across
+//! evaluators (RLlib's `MeanStdFilter`), and rewards scaled by the running
+//! std of the discounted return ([`RewardScaler`], SB3's `VecNormalize`
+//! with `norm_reward`).
 //!
 //! Each evaluator normalizes observations with the statistics it was last
 //! given and, meanwhile, accumulates what it saw into a *delta*. After each
@@ -226,6 +229,111 @@ impl MeanStdFilter {
     }
 }
 
+/// Scales each reward by the running standard deviation of the discounted
+/// return, clipping the result at `±clip`: the reward normalization of
+/// Stable-Baselines3's `VecNormalize` (`norm_reward`), which
+/// rl-baselines3-zoo's PPO settings for MuJoCo use. Rewards of very
+/// different sizes (HalfCheetah's run to hundreds per episode) then reach
+/// the value function on a scale near 1, without moving the optimum: every
+/// reward is divided by the same positive number at a time.
+///
+/// Each copy keeps its discounted return `R ← γR + r`, reset when its
+/// episode ends; after each step the copies' returns are added to the
+/// statistics and then the rewards divided by their std. The statistics are
+/// per evaluator (not merged across evaluators as the observation filter's
+/// are; each estimates the same quantity) and are saved in its state, so a
+/// restored run scales as the original did. Only the rewards the learner
+/// sees are scaled: episode returns in results stay the env's own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawRewardScaler")]
+pub struct RewardScaler {
+    gamma: f64,
+    clip: f64,
+    /// Each copy's discounted return so far in its episode.
+    returns: Vec<f64>,
+    /// Statistics of the discounted returns seen.
+    stat: RunningStat,
+}
+
+/// [`RewardScaler`] as it is read from a checkpoint, before its checks.
+#[derive(Deserialize)]
+struct RawRewardScaler {
+    gamma: f64,
+    clip: f64,
+    returns: Vec<f64>,
+    stat: RunningStat,
+}
+
+impl TryFrom<RawRewardScaler> for RewardScaler {
+    type Error = FilterError;
+
+    fn try_from(raw: RawRewardScaler) -> Result<Self, FilterError> {
+        let RawRewardScaler { gamma, clip, returns, stat } = raw;
+        if !(0.0..=1.0).contains(&gamma) {
+            return Err(FilterError(format!("reward scaler: gamma {gamma} is not in [0, 1]")));
+        }
+        if !(clip.is_finite() && clip > 0.0) {
+            return Err(FilterError(format!("reward scaler: clip {clip} is not a positive number")));
+        }
+        if let Some(i) = returns.iter().position(|r| !r.is_finite()) {
+            return Err(FilterError(format!("reward scaler: copy {i}'s return is {}", returns[i])));
+        }
+        stat.check_width(1)?;
+        Ok(Self { gamma, clip, returns, stat })
+    }
+}
+
+impl RewardScaler {
+    /// A scaler for `copies` env copies, discounting by `gamma` and
+    /// clipping at `clip` (SB3 uses 10).
+    pub fn new(copies: usize, gamma: f64, clip: f64) -> Self {
+        Self { gamma, clip, returns: vec![0.0; copies], stat: RunningStat::new(1) }
+    }
+
+    /// Scales one step's rewards of every copy in place (`rewards[i]` is
+    /// copy `i`'s); `ended[i]` says copy `i`'s episode ended with this step
+    /// (terminated, truncated, or cut by a restart).
+    ///
+    /// # Errors
+    /// If `rewards` or `ended` does not have one entry per copy.
+    pub fn apply(&mut self, rewards: &mut [f32], ended: &[bool]) -> Result<(), FilterError> {
+        let n = self.returns.len();
+        if rewards.len() != n || ended.len() != n {
+            return Err(FilterError(format!(
+                "reward scaling: {} rewards and {} end flags for {n} env copies",
+                rewards.len(),
+                ended.len()
+            )));
+        }
+        for (ret, &r) in self.returns.iter_mut().zip(rewards.iter()) {
+            *ret = *ret * self.gamma + r as f64;
+            self.stat.push(&[*ret as f32]);
+        }
+        let scale = self.std();
+        for r in rewards.iter_mut() {
+            *r = (*r as f64 / scale).clamp(-self.clip, self.clip) as f32;
+        }
+        for (ret, &end) in self.returns.iter_mut().zip(ended) {
+            if end {
+                *ret = 0.0;
+            }
+        }
+        Ok(())
+    }
+
+    /// What rewards are divided by now: the std of the discounted returns
+    /// (1 before two have been seen), with SB3's 1e-8 under the root.
+    pub fn std(&self) -> f64 {
+        let var = if self.stat.count < 2 { 1.0 } else { self.stat.m2[0] / self.stat.count as f64 };
+        (var + 1e-8).sqrt()
+    }
+
+    /// The env copies this scaler is for.
+    pub fn copies(&self) -> usize {
+        self.returns.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +398,61 @@ mod tests {
         assert!(serde_json::from_str::<RunningStat>(negative).is_err());
         let bytes = crate::codec::encode_value(&RunningStat::new(2)).unwrap();
         assert_eq!(crate::codec::decode_value::<RunningStat>(&bytes).unwrap(), RunningStat::new(2));
+    }
+
+    /// The scaler against a direct computation of SB3's `VecNormalize`
+    /// reward normalization: per copy `R ← γR + r`, the population variance
+    /// of every return so far, `r / sqrt(var + 1e-8)` clipped, `R` reset
+    /// at an episode's end.
+    #[test]
+    fn reward_scaler_divides_by_the_std_of_the_discounted_return() {
+        let (gamma, copies) = (0.9, 2);
+        let mut scaler = RewardScaler::new(copies, gamma, 10.0);
+        let mut returns = vec![0.0f64; copies];
+        let mut seen: Vec<f64> = Vec::new();
+        for t in 0..40 {
+            let raw: Vec<f32> = (0..copies).map(|i| ((t * 7 + i * 3) % 11) as f32 - 3.0).collect();
+            let ended: Vec<bool> = (0..copies).map(|i| (t + i) % 13 == 12).collect();
+            let mut scaled = raw.clone();
+            scaler.apply(&mut scaled, &ended).unwrap();
+            for i in 0..copies {
+                returns[i] = returns[i] * gamma + raw[i] as f64;
+                seen.push(returns[i] as f32 as f64);
+            }
+            let mean = seen.iter().sum::<f64>() / seen.len() as f64;
+            let var = seen.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / seen.len() as f64;
+            let std = if seen.len() < 2 { 1.0 } else { (var + 1e-8).sqrt() };
+            for i in 0..copies {
+                let expected = (raw[i] as f64 / std).clamp(-10.0, 10.0);
+                assert!((scaled[i] as f64 - expected).abs() < 1e-5, "step {t} copy {i}: {} vs {expected}", scaled[i]);
+                if ended[i] {
+                    returns[i] = 0.0;
+                }
+            }
+        }
+        // After 100 zero rewards a spike is about sqrt(100) = 10 stds:
+        // clipped to 5, not passed through.
+        let mut flat = RewardScaler::new(1, 0.99, 5.0);
+        for _ in 0..100 {
+            flat.apply(&mut [0.0], &[false]).unwrap();
+        }
+        let mut spike = [1.0f32];
+        flat.apply(&mut spike, &[false]).unwrap();
+        assert_eq!(spike[0], 5.0);
+        let err = flat.apply(&mut [1.0, 2.0], &[false]).unwrap_err().to_string();
+        assert!(err.contains("2 rewards and 1 end flags for 1 env copies"), "{err}");
+        // Saved with the evaluator's state and restored unchanged; a
+        // damaged one is refused by name.
+        let bytes = crate::codec::encode_value(&scaler).unwrap();
+        assert_eq!(crate::codec::decode_value::<RewardScaler>(&bytes).unwrap(), scaler);
+        let json = serde_json::to_value(&scaler).unwrap();
+        let mut bad = json.clone();
+        bad["gamma"] = serde_json::json!(1.5);
+        let err = serde_json::from_value::<RewardScaler>(bad).unwrap_err().to_string();
+        assert!(err.contains("gamma 1.5 is not in [0, 1]"), "{err}");
+        let mut bad = json;
+        bad["stat"] = serde_json::to_value(RunningStat::new(3)).unwrap();
+        assert!(serde_json::from_value::<RewardScaler>(bad).is_err());
     }
 
     #[test]

@@ -71,6 +71,12 @@ pub struct ModelConfig {
     pub custom_model: Option<String>,
     /// Options handed to the custom model's builder.
     pub custom_model_config: serde_json::Value,
+    /// The starting log standard deviation of a Gaussian policy's actions
+    /// (continuous actions of the actor-critic family; SB3's
+    /// `log_std_init`). 0 starts every action dimension at a standard
+    /// deviation of 1; rl-baselines3-zoo's MuJoCo settings start PPO at −2
+    /// (0.14), which explores less at first.
+    pub log_std_init: f64,
 }
 
 impl Default for ModelConfig {
@@ -87,6 +93,7 @@ impl Default for ModelConfig {
             vf_share_layers: false,
             custom_model: None,
             custom_model_config: serde_json::Value::Null,
+            log_std_init: 0.0,
         }
     }
 }
@@ -102,18 +109,20 @@ pub struct ModelSupport {
     pub lstm: bool,
     /// `custom_model`.
     pub custom: bool,
+    /// `log_std_init`: a Gaussian with a free log standard deviation.
+    pub log_std: bool,
 }
 
 impl ModelSupport {
     /// Every part of `model`: the actor-critic family.
     pub const fn all(algorithm: &'static str) -> Self {
-        Self { algorithm, conv: true, lstm: true, custom: true }
+        Self { algorithm, conv: true, lstm: true, custom: true, log_std: true }
     }
 
     /// Fully connected layers only (the continuous-control and evolution
     /// algorithms' own networks).
     pub const fn mlp(algorithm: &'static str) -> Self {
-        Self { algorithm, conv: false, lstm: false, custom: false }
+        Self { algorithm, conv: false, lstm: false, custom: false, log_std: false }
     }
 }
 
@@ -142,6 +151,9 @@ impl ModelConfig {
         }
         check("model.lstm_cell_size", self.lstm_cell_size, self.lstm_cell_size >= 1, "must be >= 1")?;
         check("model.max_seq_len", self.max_seq_len, self.max_seq_len >= 1, "must be >= 1")?;
+        // exp(±20) is already 2e-9 or 5e8: beyond that is a typo, not a choice.
+        let ok = self.log_std_init.is_finite() && self.log_std_init.abs() <= 20.0;
+        check("model.log_std_init", self.log_std_init, ok, "must be a finite number in [-20, 20]")?;
         let unsupported = |key: &str, what: &str| ConfigError::Invalid {
             key: format!("model.{key}"),
             message: format!("{} {what}", support.algorithm),
@@ -154,6 +166,14 @@ impl ModelConfig {
         }
         if self.conv_filters.as_ref().is_some_and(|f| !f.is_empty()) && !support.conv {
             return Err(unsupported("conv_filters", "takes vector observations only (conv_filters: null or [])"));
+        }
+        if self.log_std_init != 0.0 && !support.log_std {
+            return Err(unsupported(
+                "log_std_init",
+                "has no free log standard deviation (its policy is deterministic or computes the \
+                 standard deviation from the observation); log_std_init works with PPO, A2C, A3C, PG, \
+                 IMPALA and APPO on continuous actions",
+            ));
         }
         if let Some(name) = &self.custom_model {
             if !support.custom {
@@ -180,7 +200,7 @@ mod tests {
     use super::*;
 
     fn support(lstm: bool) -> ModelSupport {
-        ModelSupport { algorithm: "DQN", conv: true, lstm, custom: true }
+        ModelSupport { algorithm: "DQN", conv: true, lstm, custom: true, log_std: false }
     }
 
     #[test]
@@ -195,6 +215,10 @@ mod tests {
         assert!(err(ModelConfig { max_seq_len: 0, ..Default::default() }, true).contains("model.max_seq_len"));
         let e = err(ModelConfig { use_lstm: true, ..Default::default() }, false);
         assert!(e.contains("model.use_lstm") && e.contains("DQN has no recurrent policy"), "{e}");
+        let e = err(ModelConfig { log_std_init: f64::NAN, ..Default::default() }, true);
+        assert!(e.contains("model.log_std_init"), "{e}");
+        let e = err(ModelConfig { log_std_init: -2.0, ..Default::default() }, true);
+        assert!(e.contains("model.log_std_init") && e.contains("DQN has no free log standard deviation"), "{e}");
         let e = err(ModelConfig { custom_model: Some("nope".into()), ..Default::default() }, true);
         assert!(e.contains("no custom model `nope` is registered"), "{e}");
     }
