@@ -92,22 +92,33 @@ def rlx_run(rlx, cell, seed, out, tuned=False):
 
     def read(run_dir):
         path = os.path.join(run_dir, "result.json")
-        lines = open(path).read().splitlines() if os.path.exists(path) else []
-        # The last line may be half written while rlx runs.
-        return [json.loads(line) for line in lines if line.endswith("}")]
+        text = open(path).read() if os.path.exists(path) else ""
+        # Only whole lines: the last may be half written while rlx runs.
+        return [json.loads(line) for line in text.split("\n")[:-1] if line]
 
+    def listing():
+        return set(os.listdir(runs)) if os.path.isdir(runs) else set()
+
+    # This run's directory is the one that appears after the start (an
+    # earlier run's may be there when --out is reused).
+    before = listing()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_dir = None
-    while proc.poll() is None:
-        time.sleep(0.2)
-        if run_dir is None and os.path.isdir(runs) and os.listdir(runs):
-            run_dir = os.path.join(runs, sorted(os.listdir(runs))[-1])
-        if run_dir is not None and all(criteria(read(run_dir))):
-            proc.send_signal(signal.SIGINT)
-            break
-    if proc.wait(timeout=120) not in (0, 130):
-        raise SystemExit(f"{' '.join(cmd)} failed with exit status {proc.returncode}")
-    run_dir = os.path.join(runs, sorted(os.listdir(runs))[-1])
+    try:
+        while proc.poll() is None:
+            time.sleep(0.2)
+            if run_dir is None and listing() - before:
+                run_dir = os.path.join(runs, sorted(listing() - before)[-1])
+            if run_dir is not None and all(criteria(read(run_dir))):
+                proc.send_signal(signal.SIGINT)
+                break
+        status = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if status not in (0, 130):
+        raise SystemExit(f"{' '.join(cmd)} failed with exit status {status}")
+    run_dir = os.path.join(runs, sorted(listing() - before)[-1])
     results = read(run_dir)
     train, evaluation = criteria(results)
     last = results[-1]

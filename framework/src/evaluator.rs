@@ -98,10 +98,6 @@ pub struct EvaluatorState {
     pub env: Option<VectorEnvState>,
     /// The observation filter with its statistics.
     pub filter: Option<MeanStdFilter>,
-    /// The reward scaler with its statistics and each copy's discounted
-    /// return.
-    #[serde(default)]
-    pub reward_scaler: Option<RewardScaler>,
     /// Env steps sampled so far.
     pub steps_sampled: u64,
     /// Each env copy's recurrent state (empty for a feed-forward policy),
@@ -113,6 +109,12 @@ pub struct EvaluatorState {
     /// batch; empty for other envs.
     #[serde(default)]
     pub pending_rows: Vec<Option<serde_bytes::ByteBuf>>,
+    /// The reward scaler with its statistics and each copy's discounted
+    /// return. Last, as every field added after the first format: the
+    /// codec writes fields by position, so a checkpoint written before a
+    /// field existed still reads (the field takes its default).
+    #[serde(default)]
+    pub reward_scaler: Option<RewardScaler>,
 }
 
 impl EvaluatorState {
@@ -309,7 +311,8 @@ impl PolicyEvaluator {
             if let Some(scaler) = &mut self.reward_scaler {
                 let s = &self.step;
                 let ended: Vec<bool> = (0..n).map(|i| s.terminated[i] || s.truncated[i] || s.interrupted[i]).collect();
-                scaler.apply(&mut rewards, &ended).map_err(|e| EvaluatorError::Config(e.to_string()))?;
+                let step: Vec<bool> = (0..n).map(|i| !(s.waiting[i] || s.interrupted[i])).collect();
+                scaler.apply(&mut rewards, &ended, &step).map_err(|e| EvaluatorError::Config(e.to_string()))?;
             }
             self.step_out.insert_f32(fields::REWARDS, rewards, 1)?;
             self.step_out.insert_f32(fields::TERMINATEDS, flag(&self.step.terminated), 1)?;
@@ -550,7 +553,6 @@ impl PolicyEvaluator {
             policy: self.policy.save_state().map(serde_bytes::ByteBuf::from),
             env: self.env.save_state(),
             filter: self.filter.clone(),
-            reward_scaler: self.reward_scaler.clone(),
             steps_sampled: self.steps_sampled,
             recurrent_state: self.acting.state().to_vec(),
             pending_rows: self
@@ -560,6 +562,7 @@ impl PolicyEvaluator {
                     row.as_ref().map(|r| serde_bytes::ByteBuf::from(crate::codec::encode(r).expect("a row encodes")))
                 })
                 .collect(),
+            reward_scaler: self.reward_scaler.clone(),
         }
     }
 
@@ -590,7 +593,9 @@ impl PolicyEvaluator {
             }
         }
         match (&mut self.reward_scaler, &state.reward_scaler) {
-            (Some(mine), Some(saved)) if saved.copies() == mine.copies() => *mine = saved.clone(),
+            (Some(mine), Some(saved)) if saved.copies() == mine.copies() => {
+                mine.restore(saved).map_err(|e| EvaluatorError::Config(e.to_string()))?
+            }
             (None, None) => {}
             (mine, saved) => {
                 let describe =
@@ -653,4 +658,49 @@ pub type EvaluatorFactory = Arc<dyn Fn(usize, u64) -> Result<PolicyEvaluator, Ev
 /// run's seed.
 pub fn evaluator_seed(base: u64, index: usize, generation: u64) -> u64 {
     base.wrapping_add(10_007 * index as u64).wrapping_add(1_000_003 * generation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An evaluator's state as checkpoints wrote it before the reward
+    /// scaler existed: the codec writes fields by position, so the new
+    /// field must come last for these to keep reading.
+    #[derive(Serialize)]
+    struct StateBeforeRewardScaling {
+        index: usize,
+        policy: Option<serde_bytes::ByteBuf>,
+        env: Option<VectorEnvState>,
+        filter: Option<MeanStdFilter>,
+        steps_sampled: u64,
+        recurrent_state: Vec<f32>,
+        pending_rows: Vec<Option<serde_bytes::ByteBuf>>,
+    }
+
+    #[test]
+    fn a_state_saved_before_reward_scaling_still_reads() {
+        let mut filter = MeanStdFilter::new(2, 10.0);
+        filter.apply(&mut [1.0, 2.0, 3.0, 5.0]);
+        let old = StateBeforeRewardScaling {
+            index: 1,
+            policy: Some(serde_bytes::ByteBuf::from(vec![7u8; 5])),
+            env: None,
+            filter: Some(filter.clone()),
+            steps_sampled: 1234,
+            recurrent_state: vec![0.5, -0.5],
+            pending_rows: vec![None, None],
+        };
+        let bytes = crate::codec::encode_value(&old).unwrap();
+        let state: EvaluatorState = crate::codec::decode_value(&bytes).unwrap();
+        assert_eq!((state.index, state.steps_sampled, &state.filter), (1, 1234, &Some(filter)));
+        assert_eq!(state.recurrent_state, vec![0.5, -0.5]);
+        assert_eq!(state.reward_scaler, None);
+        // And a state with a scaler reads back whole.
+        let mut scaler = RewardScaler::new(2, 0.99, 10.0);
+        scaler.apply(&mut [1.0, -1.0], &[false, true], &[true, true]).unwrap();
+        let new = EvaluatorState { reward_scaler: Some(scaler), ..state };
+        let back: EvaluatorState = crate::codec::decode_value(&crate::codec::encode_value(&new).unwrap()).unwrap();
+        assert_eq!(back, new);
+    }
 }

@@ -37,7 +37,7 @@ impl ObservationFilter {
 /// Statistics that cannot be used: of another width than the filter's, or
 /// inconsistent (they came from a damaged file or a faulty peer).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("observation filter statistics: {0}")]
+#[error("filter statistics: {0}")]
 pub struct FilterError(String);
 
 /// Count, mean and sum of squared deviations per element (Welford), merged
@@ -239,11 +239,17 @@ impl MeanStdFilter {
 ///
 /// Each copy keeps its discounted return `R ← γR + r`, reset when its
 /// episode ends; after each step the copies' returns are added to the
-/// statistics and then the rewards divided by their std. The statistics are
-/// per evaluator (not merged across evaluators as the observation filter's
-/// are; each estimates the same quantity) and are saved in its state, so a
-/// restored run scales as the original did. Only the rewards the learner
-/// sees are scaled: episode returns in results stay the env's own.
+/// statistics and then the rewards divided by their std. A row that is no
+/// transition of its own (a player waiting for its turn, whose reward
+/// completes its last move) adds its reward to `R` undiscounted and adds
+/// nothing to the statistics; a row cut by an env shard's restart resets
+/// `R`. The statistics are per evaluator (not merged across evaluators as
+/// the observation filter's are; each estimates the same quantity) and are
+/// saved in its state, so a restored run scales as the original did. An
+/// evaluator actor restarted after a failure, or a PBT trial that copies
+/// another's weights, starts its statistics afresh (only the observation
+/// filter travels with the weights). Only the rewards the learner sees are
+/// scaled: episode returns in results stay the env's own.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawRewardScaler")]
 pub struct RewardScaler {
@@ -292,22 +298,33 @@ impl RewardScaler {
 
     /// Scales one step's rewards of every copy in place (`rewards[i]` is
     /// copy `i`'s); `ended[i]` says copy `i`'s episode ended with this step
-    /// (terminated, truncated, or cut by a restart).
+    /// (terminated, truncated, or cut by a restart), and `step[i]` whether
+    /// the row is a transition of its own (false for a player waiting for
+    /// its turn, or a row cut by a restart).
     ///
     /// # Errors
-    /// If `rewards` or `ended` does not have one entry per copy.
-    pub fn apply(&mut self, rewards: &mut [f32], ended: &[bool]) -> Result<(), FilterError> {
+    /// If the slices do not have one entry per copy, or a reward is not
+    /// finite (nothing is changed).
+    pub fn apply(&mut self, rewards: &mut [f32], ended: &[bool], step: &[bool]) -> Result<(), FilterError> {
         let n = self.returns.len();
-        if rewards.len() != n || ended.len() != n {
+        if rewards.len() != n || ended.len() != n || step.len() != n {
             return Err(FilterError(format!(
-                "reward scaling: {} rewards and {} end flags for {n} env copies",
+                "reward scaling: {} rewards, {} end flags and {} step flags for {n} env copies",
                 rewards.len(),
-                ended.len()
+                ended.len(),
+                step.len()
             )));
         }
-        for (ret, &r) in self.returns.iter_mut().zip(rewards.iter()) {
-            *ret = *ret * self.gamma + r as f64;
-            self.stat.push(&[*ret as f32]);
+        if let Some(i) = rewards.iter().position(|r| !r.is_finite()) {
+            return Err(FilterError(format!("reward scaling: env copy {i}'s reward is {}", rewards[i])));
+        }
+        for ((ret, &r), &counted) in self.returns.iter_mut().zip(rewards.iter()).zip(step) {
+            if counted {
+                *ret = *ret * self.gamma + r as f64;
+                self.stat.push(&[*ret as f32]);
+            } else {
+                *ret += r as f64;
+            }
         }
         let scale = self.std();
         for r in rewards.iter_mut() {
@@ -331,6 +348,24 @@ impl RewardScaler {
     /// The env copies this scaler is for.
     pub fn copies(&self) -> usize {
         self.returns.len()
+    }
+
+    /// Takes a saved scaler's statistics and returns, keeping this one's
+    /// γ and clip (the run's config, which a restore may have changed).
+    ///
+    /// # Errors
+    /// A saved scaler for another number of env copies (nothing changes).
+    pub fn restore(&mut self, saved: &RewardScaler) -> Result<(), FilterError> {
+        if saved.copies() != self.copies() {
+            return Err(FilterError(format!(
+                "a saved reward scaler for {} env copies does not fit one for {}",
+                saved.copies(),
+                self.copies()
+            )));
+        }
+        self.returns.clone_from(&saved.returns);
+        self.stat = saved.stat.clone();
+        Ok(())
     }
 }
 
@@ -414,7 +449,7 @@ mod tests {
             let raw: Vec<f32> = (0..copies).map(|i| ((t * 7 + i * 3) % 11) as f32 - 3.0).collect();
             let ended: Vec<bool> = (0..copies).map(|i| (t + i) % 13 == 12).collect();
             let mut scaled = raw.clone();
-            scaler.apply(&mut scaled, &ended).unwrap();
+            scaler.apply(&mut scaled, &ended, &[true; 2]).unwrap();
             for i in 0..copies {
                 returns[i] = returns[i] * gamma + raw[i] as f64;
                 seen.push(returns[i] as f32 as f64);
@@ -434,13 +469,27 @@ mod tests {
         // clipped to 5, not passed through.
         let mut flat = RewardScaler::new(1, 0.99, 5.0);
         for _ in 0..100 {
-            flat.apply(&mut [0.0], &[false]).unwrap();
+            flat.apply(&mut [0.0], &[false], &[true]).unwrap();
         }
         let mut spike = [1.0f32];
-        flat.apply(&mut spike, &[false]).unwrap();
+        flat.apply(&mut spike, &[false], &[true]).unwrap();
         assert_eq!(spike[0], 5.0);
-        let err = flat.apply(&mut [1.0, 2.0], &[false]).unwrap_err().to_string();
-        assert!(err.contains("2 rewards and 1 end flags for 1 env copies"), "{err}");
+        let err = flat.apply(&mut [1.0, 2.0], &[false], &[true]).unwrap_err().to_string();
+        assert!(err.contains("2 rewards, 1 end flags and 1 step flags for 1 env copies"), "{err}");
+        let err = flat.apply(&mut [f32::NAN], &[false], &[true]).unwrap_err().to_string();
+        assert!(err.contains("env copy 0's reward is NaN"), "{err}");
+        // A waiting player's row adds its reward undiscounted and is not
+        // counted; the scaler's statistics do not move.
+        let before = flat.clone();
+        let mut waiting = [2.0f32];
+        flat.apply(&mut waiting, &[false], &[false]).unwrap();
+        assert_eq!(flat.stat, before.stat);
+        assert_eq!(flat.returns[0], before.returns[0] + 2.0);
+        // A restore keeps the configured γ and clip.
+        let mut other = RewardScaler::new(1, 0.5, 3.0);
+        other.restore(&flat).unwrap();
+        assert_eq!((other.gamma, other.clip, other.stat.count()), (0.5, 3.0, flat.stat.count()));
+        assert!(other.restore(&scaler).is_err());
         // Saved with the evaluator's state and restored unchanged; a
         // damaged one is refused by name.
         let bytes = crate::codec::encode_value(&scaler).unwrap();

@@ -149,6 +149,9 @@ wide_loop! {
     /// `v.len()`): the bias add, and, with `v` as long as `rows`, an
     /// elementwise sum.
     fn add_to_rows(rows: &mut [f32], v: &[f32]) {
+        if v.is_empty() {
+            return;
+        }
         for row in rows.chunks_exact_mut(v.len()) {
             row.iter_mut().zip(v).for_each(|(o, b)| *o += b);
         }
@@ -158,6 +161,9 @@ wide_loop! {
 wide_loop! {
     /// `acc += row` for every row of `rows` (`acc.len()` wide).
     fn sum_rows_into(acc: &mut [f32], rows: &[f32]) {
+        if acc.is_empty() {
+            return;
+        }
         for row in rows.chunks_exact(acc.len()) {
             acc.iter_mut().zip(row).for_each(|(g, d)| *g += d);
         }
@@ -170,7 +176,6 @@ wide_loop! {
 /// degree-7 Taylor polynomial, relative error below 1e-8). glibc's `tanhf`,
 /// which dfdx's CPU kernel calls per element, was 42 % of sampling's time
 /// (see the profile on the book's performance page).
-#[inline]
 #[inline]
 pub fn tanh_approx(x: f32) -> f32 {
     // tanh(±9) rounds to ±1 in f32; the clamp keeps 2^n a normal float.
@@ -588,11 +593,13 @@ mod tests {
         assert!(tanh_approx(f32::NAN).is_nan());
         // The vector loop (AVX2 where the CPU has it) gives the scalar
         // function's floats, bit for bit, at every length's tail too.
-        let xs: Vec<f32> = (0..1003).map(|i| (i as f32 - 501.0) * 0.0217).chain([f32::NAN, 1e-30, -9.5]).collect();
-        let mut ys = xs.clone();
-        tanh_in_place(&mut ys);
-        for (x, y) in xs.iter().zip(&ys) {
-            assert_eq!(y.to_bits(), tanh_approx(*x).to_bits(), "tanh({x})");
+        let all: Vec<f32> = (0..1003).map(|i| (i as f32 - 501.0) * 0.0217).chain([f32::NAN, 1e-30, -9.5]).collect();
+        for len in (0..=17).chain([all.len()]) {
+            let mut ys = all[..len].to_vec();
+            tanh_in_place(&mut ys);
+            for (x, y) in all.iter().zip(&ys) {
+                assert_eq!(y.to_bits(), tanh_approx(*x).to_bits(), "tanh({x}) at length {len}");
+            }
         }
     }
 
