@@ -593,17 +593,15 @@ impl PolicyEvaluator {
             }
         }
         match (&mut self.reward_scaler, &state.reward_scaler) {
-            (Some(mine), Some(saved)) if saved.copies() == mine.copies() => {
-                mine.restore(saved).map_err(|e| EvaluatorError::Config(e.to_string()))?
-            }
+            // `restore` refuses one for another number of copies.
+            (Some(mine), Some(saved)) => mine.restore(saved).map_err(|e| EvaluatorError::Config(e.to_string()))?,
             (None, None) => {}
             (mine, saved) => {
-                let describe =
-                    |s: Option<&RewardScaler>| s.map_or("none".into(), |s| format!("for {} env copies", s.copies()));
+                let describe = |s: bool| if s { "one" } else { "none" };
                 return Err(EvaluatorError::Config(format!(
-                    "the saved reward scaler ({}) does not fit this evaluator's ({})",
-                    describe(saved.as_ref()),
-                    describe(mine.as_ref()),
+                    "the saved reward scaler ({}) does not fit this evaluator's ({}): normalize_rewards differs",
+                    describe(saved.is_some()),
+                    describe(mine.is_some()),
                 )));
             }
         }

@@ -150,7 +150,19 @@ impl RunningStat {
 
     /// The (population) standard deviation per element; 1 before two rows.
     pub fn std(&self) -> Vec<f64> {
-        self.m2.iter().map(|s| if self.count < 2 { 1.0 } else { (s / self.count as f64).sqrt() }).collect()
+        (0..self.m2.len()).map(|i| self.variance(i).sqrt()).collect()
+    }
+
+    /// The (population) variance of element `i`; 1 before two rows.
+    ///
+    /// # Panics
+    /// If `i` is not below the width.
+    pub fn variance(&self, i: usize) -> f64 {
+        if self.count < 2 {
+            1.0
+        } else {
+            self.m2[i] / self.count as f64
+        }
     }
 }
 
@@ -341,8 +353,7 @@ impl RewardScaler {
     /// What rewards are divided by now: the std of the discounted returns
     /// (1 before two have been seen), with SB3's 1e-8 under the root.
     pub fn std(&self) -> f64 {
-        let var = if self.stat.count < 2 { 1.0 } else { self.stat.m2[0] / self.stat.count as f64 };
-        (var + 1e-8).sqrt()
+        (self.stat.variance(0) + 1e-8).sqrt()
     }
 
     /// The env copies this scaler is for.
