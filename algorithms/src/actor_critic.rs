@@ -15,7 +15,7 @@ use crate::distributions::{ActionDist, TapedRows};
 use crate::model::sequences::{self, SEQ_MASK};
 use crate::model::{Body, Linear, ModelConfig, ParamId, Params, Taped, Torso};
 use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
-use crate::sections::{ActorCriticLearner, Learning, Sampling};
+use crate::sections::{ActorCriticLearner, Learning, OptimizerChoice, Sampling};
 use crate::BuildError;
 use dfdx::prelude::*;
 use rand::Rng;
@@ -75,8 +75,10 @@ pub struct Forward<D: NetDevice> {
 /// How the learner steps.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LearnerSettings {
-    /// Adam learning rate.
+    /// Learning rate.
     pub lr: f64,
+    /// The update rule.
+    pub optimizer: OptimizerChoice,
     /// Epochs over each train batch.
     pub num_sgd_iter: usize,
     /// Shuffled minibatches of about this many rows; `None` takes the whole
@@ -96,6 +98,7 @@ impl LearnerSettings {
     pub fn new(actor_critic: &ActorCriticLearner, learning: &Learning, seed: u64) -> Self {
         Self {
             lr: actor_critic.lr,
+            optimizer: actor_critic.optimizer,
             num_sgd_iter: 1,
             sgd_minibatch_size: None,
             grad_clip: learning.grad_clip,
@@ -523,7 +526,11 @@ impl<L: ActorCriticLoss> OnDevice for Build<'_, L> {
         let net = ActorCriticNet::build(self.algorithm, self.loss.model(), self.obs, self.act, &mut params)?;
         let learner = self.loss.learner();
         let mut core = PolicyCore::new(params, self.obs.clone(), self.act.clone(), self.rng_seed);
-        core.add_optimizer(0..core.num_params(), learner.lr, 1e-5, learner.grad_clip);
+        let all = 0..core.num_params();
+        match learner.optimizer {
+            OptimizerChoice::Adam => core.add_optimizer(all, learner.lr, 1e-5, learner.grad_clip),
+            OptimizerChoice::Rmsprop => core.add_rmsprop(all, learner.lr, 0.99, 1e-5, learner.grad_clip),
+        };
         Ok(Box::new(CorePolicy::new(core, ActorCritic { loss_fn: self.loss.clone(), net })))
     }
 }

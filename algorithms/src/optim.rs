@@ -1,5 +1,6 @@
-//! Adam over flat vectors, and gradient-norm clipping: the optimizer side
-//! of every built-in deep policy ([`crate::policy_core::PolicyCore`]).
+//! Adam and RMSprop over flat vectors, and gradient-norm clipping: the
+//! optimizer side of every built-in deep policy
+//! ([`crate::policy_core::PolicyCore`]).
 
 use rlx::PolicyError;
 
@@ -46,12 +47,7 @@ impl Adam {
     /// [`PolicyError::WrongLength`] if a vector's length differs from the
     /// parameter count.
     pub fn update(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), PolicyError> {
-        let expected = self.m.len();
-        for (what, got) in [("weights", params.len()), ("gradients", grads.len())] {
-            if got != expected {
-                return Err(PolicyError::WrongLength { what, expected, got });
-            }
-        }
+        check_lengths(self.m.len(), params.len(), grads.len())?;
         self.t += 1;
         let (b1, b2) = (self.beta1, self.beta2);
         let (r1, r2) = ((1.0 - b1.powi(self.t)).recip(), (1.0 - b2.powi(self.t)).recip());
@@ -62,6 +58,96 @@ impl Adam {
         }
         Ok(())
     }
+}
+
+/// RMSprop (Tieleman & Hinton 2012) as `torch.optim.RMSprop` with its
+/// defaults (no momentum, not centred): `v ← αv + (1−α)g²`, `p -= lr · g /
+/// (√v + eps)`. Stable-Baselines3's A2C uses it (α 0.99, eps 1e-5) rather
+/// than Adam; with the zoo's A2C settings, rlx's A2C needed about 1.5×
+/// SB3's env steps on Acrobot with Adam (book: Learning quality).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RmsProp {
+    /// Learning rate.
+    pub lr: f32,
+    /// Decay α of the running mean of squared gradients.
+    pub alpha: f32,
+    /// Added to the denominator for stability.
+    pub eps: f32,
+    v: Vec<f32>,
+}
+
+impl RmsProp {
+    /// RMSprop for `n` parameters.
+    pub fn new(n: usize, lr: f32, alpha: f32, eps: f32) -> Self {
+        Self { lr, alpha, eps, v: vec![0.0; n] }
+    }
+
+    /// One step.
+    ///
+    /// # Errors
+    /// [`PolicyError::WrongLength`] if a vector's length differs from the
+    /// parameter count.
+    pub fn update(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), PolicyError> {
+        check_lengths(self.v.len(), params.len(), grads.len())?;
+        let a = self.alpha;
+        for ((p, &g), v) in params.iter_mut().zip(grads).zip(&mut self.v) {
+            *v = *v * a + g * g * (1.0 - a);
+            *p -= self.lr * g / (v.sqrt() + self.eps);
+        }
+        Ok(())
+    }
+}
+
+/// The update rule of one group of weights: a config picks it (Adam unless
+/// it says `optimizer: rmsprop`) and checkpoints save it with its moments.
+///
+/// Untagged, so a checkpoint written when every group was Adam (the plain
+/// `Adam` struct) still reads: the two encode with different field counts.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Optimizer {
+    /// [`Adam`].
+    Adam(Adam),
+    /// [`RmsProp`].
+    RmsProp(RmsProp),
+}
+
+impl Optimizer {
+    /// Number of parameters it updates.
+    pub fn num_params(&self) -> usize {
+        match self {
+            Self::Adam(a) => a.num_params(),
+            Self::RmsProp(r) => r.v.len(),
+        }
+    }
+
+    /// One step of the rule.
+    ///
+    /// # Errors
+    /// As [`Adam::update`].
+    pub fn update(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), PolicyError> {
+        match self {
+            Self::Adam(a) => a.update(params, grads),
+            Self::RmsProp(r) => r.update(params, grads),
+        }
+    }
+
+    /// `adam` or `rmsprop`, as a config names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Adam(_) => "adam",
+            Self::RmsProp(_) => "rmsprop",
+        }
+    }
+}
+
+fn check_lengths(expected: usize, params: usize, grads: usize) -> Result<(), PolicyError> {
+    for (what, got) in [("weights", params), ("gradients", grads)] {
+        if got != expected {
+            return Err(PolicyError::WrongLength { what, expected, got });
+        }
+    }
+    Ok(())
 }
 
 /// Scales a flat gradient so its global L2 norm is at most `max_norm` (as
@@ -112,5 +198,36 @@ mod tests {
         assert!((p[0] - 0.9).abs() < 1e-6 && (p[1] + 0.9).abs() < 1e-6, "{p:?}");
         assert_eq!(adam.steps(), 1);
         assert!(adam.update(&mut p, &[1.0]).is_err());
+    }
+
+    #[test]
+    fn rmsprop_matches_torchs_update() {
+        // Two steps of torch.optim.RMSprop(lr=0.1, alpha=0.99, eps=1e-5) by
+        // hand: v1 = 0.01·g1², p1 = p0 − 0.1·g1/(√v1 + eps); then again.
+        let mut r = RmsProp::new(1, 0.1, 0.99, 1e-5);
+        let mut p = vec![1.0f32];
+        r.update(&mut p, &[2.0]).unwrap();
+        let v1 = 0.01f64 * 4.0;
+        let p1 = 1.0 - 0.1 * 2.0 / (v1.sqrt() + 1e-5);
+        assert!((p[0] as f64 - p1).abs() < 1e-5, "{} vs {p1}", p[0]);
+        r.update(&mut p, &[-1.0]).unwrap();
+        let v2 = 0.99 * v1 + 0.01;
+        let p2 = p1 + 0.1 / (v2.sqrt() + 1e-5);
+        assert!((p[0] as f64 - p2).abs() < 1e-5, "{} vs {p2}", p[0]);
+        assert!(r.update(&mut p, &[1.0, 2.0]).is_err());
+    }
+
+    #[test]
+    fn an_adam_saved_before_the_optimizer_choice_still_reads() {
+        // Checkpoints before RMSprop saved each group's plain `Adam`.
+        let mut adam = Adam::new(3, 0.01, 1e-8);
+        let mut p = vec![0.5f32; 3];
+        adam.update(&mut p, &[0.1, 0.2, 0.3]).unwrap();
+        let old = rlx::codec::encode_value(&adam).unwrap();
+        let read: Optimizer = rlx::codec::decode_value(&old).unwrap();
+        assert_eq!(read, Optimizer::Adam(adam));
+        let rms = Optimizer::RmsProp(RmsProp::new(3, 0.01, 0.99, 1e-5));
+        let back: Optimizer = rlx::codec::decode_value(&rlx::codec::encode_value(&rms).unwrap()).unwrap();
+        assert_eq!(back, rms);
     }
 }

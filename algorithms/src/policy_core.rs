@@ -11,7 +11,7 @@
 
 use crate::device::NetDevice;
 use crate::model::Params;
-use crate::optim::{clip_grad_norm, Adam};
+use crate::optim::{clip_grad_norm, Adam, Optimizer, RmsProp};
 use dfdx::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -23,11 +23,11 @@ use std::ops::Range;
 /// A taped scalar loss on device `D`.
 pub type Loss<D> = Tensor<Rank0, f32, D, OwnedTape<f32, D>>;
 
-/// One Adam optimizer over a span of the flat weights.
+/// One optimizer over a span of the flat weights.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct Group {
     range: Range<usize>,
-    adam: Adam,
+    optimizer: Optimizer,
     grad_clip: Option<f32>,
 }
 
@@ -78,8 +78,19 @@ impl<D: NetDevice> PolicyCore<D> {
     /// over `range` of the weights, clipping its gradient's global norm to
     /// `grad_clip`; returns its index for [`step`](Self::step).
     pub fn add_optimizer(&mut self, range: Range<usize>, lr: f64, eps: f32, grad_clip: Option<f64>) -> usize {
-        let adam = Adam::new(range.len(), lr as f32, eps);
-        self.groups.push(Group { range, adam, grad_clip: grad_clip.map(|c| c as f32) });
+        let adam = Optimizer::Adam(Adam::new(range.len(), lr as f32, eps));
+        self.add_group(range, adam, grad_clip)
+    }
+
+    /// Adds an RMSprop optimizer (decay `alpha`, no momentum) over `range`,
+    /// otherwise as [`add_optimizer`](Self::add_optimizer).
+    pub fn add_rmsprop(&mut self, range: Range<usize>, lr: f64, alpha: f32, eps: f32, grad_clip: Option<f64>) -> usize {
+        let rmsprop = Optimizer::RmsProp(RmsProp::new(range.len(), lr as f32, alpha, eps));
+        self.add_group(range, rmsprop, grad_clip)
+    }
+
+    fn add_group(&mut self, range: Range<usize>, optimizer: Optimizer, grad_clip: Option<f64>) -> usize {
+        self.groups.push(Group { range, optimizer, grad_clip: grad_clip.map(|c| c as f32) });
         self.groups.len() - 1
     }
 
@@ -89,7 +100,7 @@ impl<D: NetDevice> PolicyCore<D> {
     }
 
     /// One step of optimizer `group` with `grad` (its span's gradient):
-    /// clip, then Adam. Returns the norm before clipping.
+    /// clip, then the update rule. Returns the norm before clipping.
     ///
     /// # Errors
     /// A non-finite gradient, or one of the wrong length.
@@ -97,7 +108,7 @@ impl<D: NetDevice> PolicyCore<D> {
         let g = &mut self.groups[group];
         let norm = clip_grad_norm(grad, g.grad_clip)?;
         let mut params = self.params.read(g.range.clone());
-        g.adam.update(&mut params, grad)?;
+        g.optimizer.update(&mut params, grad)?;
         self.params.write(g.range.clone(), &params);
         Ok(norm)
     }
@@ -361,8 +372,17 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
                 .groups
                 .iter()
                 .zip(&self.core.groups)
-                .all(|(s, g)| s.range == g.range && s.adam.num_params() == g.range.len())
+                .all(|(s, g)| s.range == g.range && s.optimizer.num_params() == g.range.len())
             && saved.target.as_ref().map(Vec::len) == self.core.target.as_ref().map(Params::len);
+        if let Some((s, g)) =
+            saved.groups.iter().zip(&self.core.groups).find(|(s, g)| s.optimizer.name() != g.optimizer.name())
+        {
+            return Err(PolicyError::Other(format!(
+                "the saved optimizer is {}, this policy's `optimizer` is {}",
+                s.optimizer.name(),
+                g.optimizer.name()
+            )));
+        }
         if !same_layout {
             return Err(PolicyError::Other(format!(
                 "the saved optimizer state is for another network (this one has {} parameters)",

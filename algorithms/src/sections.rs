@@ -171,22 +171,36 @@ impl Learning {
     }
 }
 
-/// The actor-critic learner: one learning rate, the value-loss and entropy
-/// weights.
+/// The actor-critic learner: the optimizer and its learning rate, the
+/// value-loss and entropy weights.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, DocumentedFields)]
 #[serde(default)]
 pub struct ActorCriticLearner {
-    /// Adam learning rate.
+    /// Learning rate.
     pub lr: f64,
     /// Weight of the value loss.
     pub vf_loss_coeff: f64,
     /// Weight of the entropy bonus.
     pub entropy_coeff: f64,
+    /// `adam` (eps 1e-5), or `rmsprop` (α 0.99, eps 1e-5, no momentum:
+    /// Stable-Baselines3's A2C optimizer).
+    pub optimizer: OptimizerChoice,
+}
+
+/// Which update rule an actor-critic learner uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerChoice {
+    /// Adam (Kingma & Ba 2015).
+    #[default]
+    Adam,
+    /// RMSprop as `torch.optim.RMSprop`.
+    Rmsprop,
 }
 
 impl Default for ActorCriticLearner {
     fn default() -> Self {
-        Self { lr: 1e-3, vf_loss_coeff: 0.5, entropy_coeff: 0.0 }
+        Self { lr: 1e-3, vf_loss_coeff: 0.5, entropy_coeff: 0.0, optimizer: OptimizerChoice::Adam }
     }
 }
 

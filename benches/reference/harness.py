@@ -16,11 +16,15 @@ for rlx, and writes one JSON file:
   ``--budget-s`` seconds, its learning curve;
 * with ``--only sb3_halfcheetah --algo sac|ppo``: SB3 with the zoo's
   HalfCheetah hyperparameters for ``--budget-s`` seconds, its curve;
-* RLlib PPO, SB3 PPO and SB3 DQN: wall seconds and env steps until the mean
-  return of the last 100 training episodes reaches 475, and the peak memory of
-  the run; for SB3 also until a greedy evaluation of 10 episodes, every
-  10k env steps, reaches 475 (the zoo's criterion), within the zoo's
-  n_timesteps.
+* with ``--workload rllib_solve --algo dqn|appo|impala|sac`` (as
+  learning.py runs it): RLlib's own example for DQN, APPO or IMPALA on
+  CartPole-v1 or SAC on Pendulum-v1, until both criteria below are met;
+* RLlib PPO (its tuned example with its best env runners here, 2 x 8, and
+  as shipped), SB3 PPO and SB3 DQN: wall seconds and env steps until the
+  mean return of the last 100 training episodes reaches 475, and until a
+  greedy evaluation of 10 episodes, about every 10k env steps, reaches 475
+  (the zoo's criterion; SB3 within the zoo's n_timesteps), and the peak
+  memory of the run.
 
 Every workload runs in a child process of this script. Peak memory is the
 largest sum of the resident set sizes of that child and all its descendants
@@ -344,6 +348,15 @@ def rllib_ppo(args):
     algo = config.build()
     eval_env = gym.make("CartPole-v1")
     eval_env.reset(seed=args.seed + 1000)
+    return _rllib_until_solved(algo, args, SOLVE_RETURN, lambda: _rllib_greedy_return(algo, eval_env))
+
+
+def _rllib_until_solved(algo, args, threshold, evaluate, min_episodes=0):
+    """Trains `algo` until both criteria are met, or `--budget-s` seconds or
+    `--budget-steps` env steps pass: RLlib's training mean (once
+    `min_episodes` have ended) reaches `threshold`, and `evaluate()` (a
+    greedy evaluation, every `--eval-every` env steps, inside the clock)
+    does. Returns the result record with each criterion's steps and time."""
     t0 = time.perf_counter()
     best, best_eval, steps = float("-inf"), float("-inf"), 0
     train_at = eval_at = None
@@ -352,16 +365,17 @@ def rllib_ppo(args):
         result = algo.train()
         runners = result.get("env_runners", {})
         mean = runners.get("episode_return_mean", float("nan"))
+        episodes = runners.get("num_episodes_lifetime", 0)
         steps = result.get("num_env_steps_sampled_lifetime", runners.get("num_env_steps_sampled_lifetime", 0))
-        if mean == mean:
+        if mean == mean and episodes >= min_episodes:
             best = max(best, mean)
-            if mean >= SOLVE_RETURN and train_at is None:
+            if mean >= threshold and train_at is None:
                 train_at = (steps, time.perf_counter() - t0)
         if steps >= next_eval:
             next_eval = steps + args.eval_every
-            evaluation = _rllib_greedy_return(algo, eval_env)
+            evaluation = evaluate()
             best_eval = max(best_eval, evaluation)
-            if evaluation >= SOLVE_RETURN and eval_at is None:
+            if evaluation >= threshold and eval_at is None:
                 eval_at = (steps, time.perf_counter() - t0)
         elapsed = time.perf_counter() - t0
         if (train_at and eval_at) or elapsed > args.budget_s or steps > args.budget_steps:
@@ -376,6 +390,99 @@ def rllib_ppo(args):
         "runners": "default" if args.runners < 0 else args.runners, "envs_per_runner": args.envs,
     })
     return result
+
+
+# RLlib's own examples for the cells beyond PPO, as in the Ray repository's
+# `rllib/examples/algorithms/<algo>/` (the layout of the Ray 2.60 era):
+# the env, the threshold (the zoo's, which the rlx side uses), and the
+# example's settings. The env runners are the harness's `--runners` x
+# `--envs` (-1: the algorithm's default).
+def _rllib_example(algo):
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    if algo == "dqn":  # dqn/cartpole_dqn.py
+        from ray.rllib.algorithms.dqn import DQNConfig
+
+        config = DQNConfig().environment("CartPole-v1").training(
+            lr=0.0005, train_batch_size_per_learner=32,
+            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50_000, "alpha": 0.6, "beta": 0.4},
+            n_step=(2, 5), double_q=True, dueling=True, epsilon=[(0, 1.0), (25_000, 0.02)],
+        ).rl_module(model_config=DefaultModelConfig(
+            fcnet_hiddens=[256], fcnet_activation="tanh", fcnet_bias_initializer="zeros_",
+            head_fcnet_hiddens=[256], head_fcnet_bias_initializer="zeros_",
+        ))
+        return config, "CartPole-v1", SOLVE_RETURN
+    if algo == "appo":  # appo/cartpole_appo.py
+        from ray.rllib.algorithms.appo import APPOConfig
+
+        config = APPOConfig().environment("CartPole-v1").training(
+            circular_buffer_iterations_per_batch=2, vf_loss_coeff=0.05, entropy_coeff=0.0,
+        ).rl_module(model_config=DefaultModelConfig(vf_share_layers=True))
+        return config, "CartPole-v1", SOLVE_RETURN
+    if algo == "impala":  # impala/cartpole_impala.py
+        from ray.rllib.algorithms.impala import IMPALAConfig
+        from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
+
+        config = IMPALAConfig().environment("CartPole-v1").env_runners(
+            env_to_module_connector=lambda env, spaces, device: MeanStdFilter(),
+        ).training(
+            train_batch_size_per_learner=500, grad_clip=40.0, grad_clip_by="global_norm", lr=0.0005,
+            vf_loss_coeff=0.05, entropy_coeff=0.0,
+        ).rl_module(model_config=DefaultModelConfig(vf_share_layers=True))
+        return config, "CartPole-v1", SOLVE_RETURN
+    if algo == "sac":  # sac/pendulum_sac.py
+        from torch import nn
+        from ray.rllib.algorithms.sac.sac import SACConfig
+
+        config = SACConfig().environment("Pendulum-v1").training(
+            initial_alpha=1.001, actor_lr=2e-4, critic_lr=8e-4, alpha_lr=9e-4, lr=None, target_entropy="auto",
+            n_step=(2, 5), tau=0.005, train_batch_size_per_learner=256, target_network_update_freq=1,
+            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 100000, "alpha": 1.0, "beta": 0.0},
+            num_steps_sampled_before_learning_starts=256,
+        ).rl_module(model_config=DefaultModelConfig(
+            fcnet_hiddens=[256, 256], fcnet_activation="relu", fcnet_kernel_initializer=nn.init.xavier_uniform_,
+            head_fcnet_hiddens=[], head_fcnet_activation=None, head_fcnet_kernel_initializer="orthogonal_",
+            head_fcnet_kernel_initializer_kwargs={"gain": 0.01}, fusionnet_hiddens=[256, 256, 256],
+            fusionnet_activation="relu",
+        )).reporting(metrics_num_episodes_for_smoothing=5)
+        return config, "Pendulum-v1", -200.0
+    raise SystemExit(f"no RLlib example for {algo}")
+
+
+def rllib_solve(args):
+    """RLlib's own example for `--algo` (DQN, APPO or IMPALA on CartPole-v1,
+    SAC on Pendulum-v1), with both criteria as `rllib_ppo`: the training
+    mean over RLlib's own window (100 episodes, 5 for SAC, as the example
+    sets) once 20 episodes have ended, and a greedy evaluation of 10
+    episodes (RLlib's own evaluation with `explore=False`, on a separate
+    local env runner) every `--eval-every` env steps, inside the clock."""
+    config, env_id, threshold = _rllib_example(args.algo)
+    _ray_init()
+    config = config.debugging(seed=args.seed).evaluation(
+        # An interval out of reach: the eval env runner exists and this loop
+        # calls `evaluate()` itself, on the env-step grid.
+        evaluation_interval=10**9, evaluation_num_env_runners=0, evaluation_duration=10,
+        evaluation_duration_unit="episodes", evaluation_config={"explore": False},
+    )
+    if args.runners >= 0:
+        config = config.env_runners(num_env_runners=args.runners, num_envs_per_env_runner=args.envs)
+    if args.algo in ("appo", "impala"):
+        # `--learners` (default 0: the learner in the driver). The examples'
+        # one remote learner beside 2 env runners asks Ray for 3 CPUs, and
+        # on this 2-core machine `build()` waits for them forever.
+        config = config.learners(num_learners=args.learners)
+    algo = config.build()
+
+    def evaluate():
+        evaluation = algo.evaluate()
+        return evaluation.get("evaluation", evaluation).get("env_runners", {}).get("episode_return_mean", float("-inf"))
+
+    out = _rllib_until_solved(algo, args, threshold, evaluate, min_episodes=20)
+    out.update({
+        "algo": args.algo, "env": env_id, "threshold": threshold,
+        "learners": args.learners if args.algo in ("appo", "impala") else "default",
+    })
+    return out
 
 
 def _sb3_solve(args, algorithm, n_envs, n_timesteps, env_id="CartPole-v1", threshold=SOLVE_RETURN, normalize=False,
@@ -581,6 +688,7 @@ WORKLOADS = {
     "raw_cartpole": raw_cartpole,
     "rllib_sampling": rllib_sampling,
     "rllib_ppo": rllib_ppo,
+    "rllib_solve": rllib_solve,
     "rllib_multi_agent_sampling": rllib_multi_agent_sampling,
     "sb3_ppo": sb3_ppo,
     "sb3_dqn": sb3_dqn,
@@ -671,7 +779,7 @@ def main():
     p.add_argument("--envs", type=int, default=8, help=argparse.SUPPRESS)
     p.add_argument("--env", default="CartPole-v1", help="rllib_sampling's env: CartPole-v1 or ALE/<Game>-v5")
     p.add_argument("--learners", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--algo", choices=["ppo", "sac"], default="sac", help=argparse.SUPPRESS)
+    p.add_argument("--algo", choices=["ppo", "sac", "dqn", "appo", "impala"], default="sac", help=argparse.SUPPRESS)
     p.add_argument("--agents", type=int, default=2, help=argparse.SUPPRESS)
     p.add_argument("--policies", choices=["shared", "per_agent"], default="shared", help=argparse.SUPPRESS)
     p.add_argument("--workload", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
@@ -719,9 +827,18 @@ def main():
                         extra = ["--agents", str(agents), "--policies", policies, "--runners", str(runners)]
                         key = f"multi_agent_{agents}_{policies}_{runners}x{envs}"
                         w[key] = run_child("rllib_multi_agent_sampling", common + extra + ["--envs", str(envs)], timeout)
-    for name, key in [("rllib_ppo", "rllib_ppo_solve"), ("sb3_ppo", "sb3_ppo_solve"), ("sb3_dqn", "sb3_dqn_solve")]:
+    # RLlib's PPO twice: with its best env runners on this machine (2 x 8,
+    # found by trying 0/1/2 x 1/8 on 2026-11-26; see the book's Learning
+    # quality page) and as its tuned example ships (RLlib's default runners).
+    solves = [
+        ("rllib_ppo", "rllib_ppo_solve", ["--runners", "2", "--envs", "8"]),
+        ("rllib_ppo", "rllib_ppo_shipped_solve", []),
+        ("sb3_ppo", "sb3_ppo_solve", []),
+        ("sb3_dqn", "sb3_dqn_solve", []),
+    ]
+    for name, key, extra in solves:
         if not only or name in only:
-            w[key] = run_child(name, common, timeout)
+            w[key] = run_child(name, common + extra, timeout)
 
     text = json.dumps(report, indent=2)
     if args.out:

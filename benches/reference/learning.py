@@ -4,7 +4,8 @@ against Stable-Baselines3, both criteria, several seeds, interleaved in one
 sitting: `--cells ppo-cartpole,dqn-cartpole` (the default), `a2c-cartpole`,
 `sac-pendulum`, `td3-pendulum`, `ddpg-pendulum`, `ppo-acrobot`,
 `a2c-acrobot`, `dqn-acrobot` (Acrobot-v1 is solved at -100),
-`dqn-mountaincar` (MountainCar-v0, at -110).
+`dqn-mountaincar` (MountainCar-v0, at -110), and against RLlib only
+`appo-cartpole` and `impala-cartpole`.
 
 For each seed in turn it runs each cell's rlx and SB3 runs, and records for
 each run:
@@ -23,9 +24,10 @@ and `summary.json` with the medians and ranges.
 
 `--sides` picks who runs (default `rlx,sb3`): also `rlx-tuned` (rlx with
 its tuned example, `tuned_examples/<cell>.yaml`, e.g. `ppo-acrobot.yaml`) and,
-for PPO on CartPole, RLlib's tuned example as `rllib-default` (as shipped:
-RLlib's default env runners) or `rllib-RxE` (R env runners x E envs each,
-e.g. `rllib-0x8`), harness.py's `rllib_ppo`.
+for PPO, DQN, APPO and IMPALA on CartPole and SAC on Pendulum, RLlib's own
+example as `rllib-default` (as shipped: the example's env runners) or
+`rllib-RxE` (R env runners x E envs each, e.g. `rllib-0x8`), harness.py's
+`rllib_ppo` and `rllib_solve`.
 
     target/python-bench/bin/python benches/reference/learning.py \\
         --rlx target/release/rlx --out benches/reference/results/learning-cartpole-<date>
@@ -55,7 +57,15 @@ CELLS = {
     "a2c-acrobot": ("A2C", "Acrobot-v1", -100.0, 40, "sb3_a2c_acrobot", 10_000, 1_000_000),
     "dqn-acrobot": ("DQN", "Acrobot-v1", -100.0, 10, "sb3_dqn_acrobot", 10_000, 300_000),
     "dqn-mountaincar": ("DQN", "MountainCar-v0", -110.0, 10, "sb3_dqn_mountaincar", 10_000, 300_000),
+    # No SB3 counterpart (RLlib's side only): 2 iterations of 4,096 env steps.
+    "appo-cartpole": ("APPO", "CartPole-v1", 475.0, 2, None, 10_000, 1_000_000),
+    "impala-cartpole": ("IMPALA", "CartPole-v1", 475.0, 2, None, 10_000, 1_000_000),
 }
+
+# The cells with an RLlib side: harness.py's `rllib_ppo` for PPO (RLlib's
+# tuned CartPole example), `rllib_solve --algo <algo>` for the others
+# (RLlib's own example for that algorithm and env).
+RLLIB_CELLS = {"ppo-cartpole", "dqn-cartpole", "appo-cartpole", "impala-cartpole", "sac-pendulum"}
 
 
 # rlx's tuned example of a cell (`rlx-tuned`): `rlx train -f` runs it, with
@@ -133,6 +143,8 @@ def rlx_run(rlx, cell, seed, out, tuned=False):
 
 def sb3_run(python, cell, seed, out, budget_s):
     algorithm, _, _, _, workload, eval_every, _ = CELLS[cell]
+    if workload is None:
+        raise SystemExit(f"sb3: the {cell} cell has no SB3 counterpart")
     cmd = [python, os.path.join(HERE, "harness.py"), "--workload", workload, "--seed", str(seed), "--budget-s", str(budget_s),
            "--eval-every", str(eval_every)]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -145,19 +157,21 @@ def sb3_run(python, cell, seed, out, budget_s):
 
 
 def rllib_run(python, cell, side, seed, out, budget_s):
-    """RLlib's tuned PPO example on CartPole (`side` is `rllib-default` or
-    `rllib-RxE`)."""
+    """RLlib's example for the cell. `side` is `rllib-default` (the example's
+    own env runners) or `rllib-RxE` (R env runners x E envs each)."""
     algorithm, _, _, _, _, eval_every, _ = CELLS[cell]
-    if cell != "ppo-cartpole":
-        raise SystemExit(f"{side}: only the ppo-cartpole cell has an RLlib side")
+    if cell not in RLLIB_CELLS:
+        raise SystemExit(f"{side}: the {cell} cell has no RLlib side (those that do: {sorted(RLLIB_CELLS)})")
     shape = side.removeprefix("rllib-")
     runners, envs = ("-1", "1") if shape == "default" else shape.split("x")
-    cmd = [python, os.path.join(HERE, "harness.py"), "--workload", "rllib_ppo", "--seed", str(seed),
+    workload = ["rllib_ppo"] if cell == "ppo-cartpole" else ["rllib_solve", "--algo", algorithm.lower()]
+    cmd = [python, os.path.join(HERE, "harness.py"), "--workload", *workload, "--seed", str(seed),
            "--budget-s", str(budget_s), "--eval-every", str(eval_every), "--runners", runners, "--envs", envs]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     result = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
     result.update({"side": side, "cell": cell, "algorithm": algorithm, "seed": seed})
-    with open(os.path.join(out, f"{side}-{algorithm}-seed{seed}.json"), "w") as f:
+    name = f"{side}-{algorithm}-seed{seed}.json" if cell.endswith("-cartpole") else f"{side}-{cell}-seed{seed}.json"
+    with open(os.path.join(out, name), "w") as f:
         json.dump(result, f, indent=2)
     return result
 

@@ -52,8 +52,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
 }
 
-/// How a run to a target return went: the time-to-solve suites and
-/// `rlx-compare solve` share it.
+/// How a run to a target return went (the time-to-solve suites).
 pub struct Solve {
     /// Whether the 100-episode mean training return reached the target.
     pub solved: bool,

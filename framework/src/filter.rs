@@ -202,9 +202,12 @@ impl MeanStdFilter {
         }
     }
 
+    /// Element by element, without collecting the std into a vector: this
+    /// runs for every observation sampled, and needs no allocation. The
+    /// floats are those of [`RunningStat::std`].
     fn normalize_row(&self, row: &mut [f32]) {
-        let std = self.global.std();
-        for ((x, m), s) in row.iter_mut().zip(&self.global.mean).zip(std) {
+        for (i, (x, m)) in row.iter_mut().zip(&self.global.mean).enumerate() {
+            let s = self.global.variance(i).sqrt();
             *x = ((*x as f64 - m) / (s + 1e-8)).clamp(-self.clip, self.clip) as f32;
         }
     }

@@ -10,7 +10,8 @@
 //! `measure` runs the same workloads as `benches/reference/harness.py` does
 //! for RLlib and Stable-Baselines3 (raw CartPole stepping, PPO-policy sampling
 //! with 0/1/2 evaluators and 8 envs each, PPO and DQN until the 100-episode
-//! mean return reaches 475) and writes one JSON file. Each solve runs in a
+//! mean return and a greedy evaluation of 10 episodes both reach 475) and
+//! writes one JSON file. Each solve runs in a
 //! child process of this tool, so its peak memory (`VmHWM`, the kernel's
 //! high-water mark of resident memory) is that run's alone. `table` turns
 //! the two files into one Markdown table of ratios.
@@ -57,9 +58,9 @@ enum Cmd {
         ppo_tuned: PathBuf,
     },
     /// Train one algorithm on CartPole-v1 until the 100-episode mean return
-    /// reaches 475 (or the budget ends); print one JSON line with the time,
-    /// the steps and this process's peak memory. `measure` runs this as a
-    /// child process.
+    /// and a greedy evaluation both reach 475 (or the budget ends); print
+    /// one JSON line with each criterion's time and steps and this
+    /// process's peak memory. `measure` runs this as a child process.
     Solve {
         /// The algorithm (e.g. PPO, DQN).
         #[arg(long)]
@@ -119,9 +120,20 @@ fn measure(out: Option<PathBuf>, seed: u64, seconds: f64, budget_steps: u64, ppo
         );
     }
     let me = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    for (run, key, config) in
-        [("PPO", "ppo_solve", "{}"), ("PPO", "ppo_tuned_solve", tuned.as_str()), ("DQN", "dqn_solve", "{}")]
-    {
+    // Both criteria: a greedy evaluation of 10 episodes every 10 iterations
+    // (about 10k env steps for PPO and DQN) besides the training mean.
+    let evaluated = |config: &str| -> Result<String> {
+        let mut v: Value = serde_json::from_str(config).map_err(|e| format!("bad solve config: {e}"))?;
+        v["evaluation_interval"] = json!(10);
+        v["evaluation_duration"] = json!(10);
+        Ok(v.to_string())
+    };
+    let (defaults, tuned_evaluated) = (evaluated("{}")?, evaluated(&tuned)?);
+    for (run, key, config) in [
+        ("PPO", "ppo_solve", defaults.as_str()),
+        ("PPO", "ppo_tuned_solve", tuned_evaluated.as_str()),
+        ("DQN", "dqn_solve", defaults.as_str()),
+    ] {
         eprintln!("[rlx-compare] {run} to {SOLVE_RETURN}, config {config}");
         let output = Command::new(&me)
             .args(["solve", "--run", run, "--seed", &seed.to_string(), "--budget-steps", &budget_steps.to_string()])
@@ -225,24 +237,59 @@ fn median(xs: &mut [f64]) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// Trains `run` on CartPole-v1 until the 100-episode training mean reaches
+/// 475, and, when the config evaluates (`evaluation_interval` > 0; `measure`
+/// sets 10, about 10k env steps for PPO and DQN), until a greedy
+/// evaluation reaches 475 too, or until `budget_steps` run out. The
+/// harness's reference runs measure the same two, inside the clock as here.
 fn solve(run: &str, seed: u64, budget_steps: u64, config: &str) -> Result<Value> {
     let mut config: Value = serde_json::from_str(config).map_err(|e| format!("--config is not JSON: {e}"))?;
     let Some(object) = config.as_object_mut() else {
         return Err(format!("--config must be a JSON object, not {config}"));
     };
     object.insert("seed".into(), json!(seed));
+    let evaluates = object.get("evaluation_interval").and_then(Value::as_u64).unwrap_or(0) > 0;
     let rt = rlx_benches::runtime();
-    let s = rt.block_on(async {
+    let (train_at, eval_at, end, best, best_eval) = rt.block_on(async {
         let (mut trainer, _) = build_trainer(run, "CartPole-v1", &config).await.map_err(|e| e.to_string())?;
-        rlx_benches::train_until(&mut trainer, SOLVE_RETURN, budget_steps).await.map_err(|e| e.to_string())
+        let t0 = Instant::now();
+        let (mut train_at, mut eval_at) = (None, None);
+        let (mut best, mut best_eval) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+        loop {
+            let r = trainer.train().await.map_err(|e| e.to_string())?;
+            let now = (r.timesteps_total, t0.elapsed().as_secs_f64());
+            let mean = r.episode_reward_mean.unwrap_or(f64::NEG_INFINITY);
+            best = best.max(mean);
+            if mean >= SOLVE_RETURN {
+                train_at.get_or_insert(now);
+            }
+            if let Some(e) = &r.evaluation {
+                best_eval = best_eval.max(e.episode_reward_mean);
+                if e.episode_reward_mean >= SOLVE_RETURN {
+                    eval_at.get_or_insert(now);
+                }
+            }
+            if (train_at.is_some() && (eval_at.is_some() || !evaluates)) || r.timesteps_total >= budget_steps {
+                return Ok::<_, String>((train_at, eval_at, now, best, best_eval));
+            }
+        }
     })?;
-    Ok(json!({
-        "solved": s.solved,
-        "wall_s": s.wall.as_secs_f64(),
-        "env_steps": s.env_steps,
-        "best_mean_return": s.best_mean,
+    let train = train_at.unwrap_or(end);
+    let mut out = json!({
+        "solved": train_at.is_some(),
+        "wall_s": train.1,
+        "env_steps": train.0,
+        "best_mean_return": best,
         "peak_rss_bytes": peak_rss_bytes(),
-    }))
+    });
+    if evaluates {
+        let evaluation = eval_at.unwrap_or(end);
+        out["eval_solved"] = json!(eval_at.is_some());
+        out["eval_wall_s"] = json!(evaluation.1);
+        out["eval_env_steps"] = json!(evaluation.0);
+        out["best_eval_return"] = json!(best_eval);
+    }
+    Ok(out)
 }
 
 /// This process's peak resident set size (`VmHWM` in /proc/self/status).
@@ -298,10 +345,12 @@ fn read_side(paths: &[PathBuf], side: &str) -> Result<Value> {
             }
         }
         out["runs"] = json!(measured.len());
+        out["samples"] = json!(measured);
         workloads.insert(name, out);
     }
     merged["workloads"] = Value::Object(workloads);
     merged["runs"] = json!(runs.len());
+    merged["seeds"] = json!(runs.iter().map(|r| r["settings"]["seed"].clone()).collect::<Vec<_>>());
     Ok(merged)
 }
 
@@ -323,12 +372,13 @@ fn table(rlx_paths: &[PathBuf], reference_paths: &[PathBuf]) -> Result<String> {
         reference["versions"]["torch"].as_str().unwrap_or("?"),
     );
     let tuned = &rlx["settings"]["ppo_tuned"];
-    let seeds = (&rlx["settings"]["seed"], &reference["settings"]["seed"]);
     out += &format!(
-        "Solve runs use seed {} (rlx) and {} (reference). \"rlx tuned\" is {} (`{}`); RLlib runs its own tuned \
-         example, SB3 the rl-baselines3-zoo hyperparameters.\n\n",
-        seeds.0,
-        seeds.1,
+        "Solve runs use seeds {} (rlx) and {} (reference); a solve cell is the median [range] over the runs that \
+         solved, and says how many did when not all. \"rlx tuned\" is {} (`{}`); RLlib runs its own tuned \
+         example, SB3 the rl-baselines3-zoo hyperparameters. Training mean: the last 100 training episodes; \
+         greedy: 10 evaluation episodes with the most likely actions, about every 10k env steps.\n\n",
+        seeds(&rlx),
+        seeds(&reference),
         tuned["file"].as_str().unwrap_or("?"),
         tuned["config"]
     );
@@ -357,18 +407,25 @@ fn table(rlx_paths: &[PathBuf], reference_paths: &[PathBuf]) -> Result<String> {
     };
     out += &row(More, "sampling, the best of the three (env steps/s)", &best(r), &best(x), "RLlib PPO", rate, fmt_rate);
     for (rk, alg, xk, who) in [
-        ("ppo_solve", "PPO (rlx defaults)", "rllib_ppo_solve", "RLlib PPO"),
+        ("ppo_solve", "PPO (rlx defaults)", "rllib_ppo_solve", "RLlib PPO, 2 env runners × 8 envs (its best here)"),
+        ("ppo_solve", "PPO (rlx defaults)", "rllib_ppo_shipped_solve", "RLlib PPO, as shipped (2 env runners × 1 env)"),
         ("ppo_solve", "PPO (rlx defaults)", "sb3_ppo_solve", "SB3 PPO"),
-        ("ppo_tuned_solve", "PPO (rlx tuned)", "rllib_ppo_solve", "RLlib PPO"),
+        ("ppo_tuned_solve", "PPO (rlx tuned)", "rllib_ppo_solve", "RLlib PPO, 2 env runners × 8 envs (its best here)"),
         ("ppo_tuned_solve", "PPO (rlx tuned)", "sb3_ppo_solve", "SB3 PPO"),
-        ("dqn_solve", "DQN", "sb3_dqn_solve", "SB3 DQN"),
+        ("dqn_solve", "DQN (rlx defaults)", "sb3_dqn_solve", "SB3 DQN"),
     ] {
         let (rw, xw) = (&r[rk], &x[xk]);
-        let solved = |w: &Value, key: &str| w["solved"].as_bool().filter(|s| *s).and(w[key].as_f64());
-        let to_475: [(&str, &str, fn(f64) -> String); 2] =
-            [("wall time", "wall_s", |s| format!("{s:.1} s")), ("env steps", "env_steps", |s| format!("{s:.0}"))];
-        for (figure, key, fmt) in to_475 {
-            out += &row(Less, &format!("{alg} to mean return 475, {figure}"), rw, xw, who, |w| solved(w, key), fmt);
+        for (criterion, flag, prefix) in
+            [("training mean", "solved", ""), ("greedy evaluation", "eval_solved", "eval_")]
+        {
+            let to_475: [(&str, String, fn(f64) -> String); 2] = [
+                ("wall time", format!("{prefix}wall_s"), |s| format!("{s:.1} s")),
+                ("env steps", format!("{prefix}env_steps"), fmt_steps),
+            ];
+            for (figure, key, fmt) in to_475 {
+                let what = format!("{alg} to a {criterion} of 475, {figure}");
+                out += &solve_row(&what, rw, xw, who, flag, &key, fmt);
+            }
         }
         out += &row(Less, &format!("{alg} run, peak memory"), rw, xw, who, |w| w["peak_rss_bytes"].as_f64(), fmt_bytes);
     }
@@ -423,6 +480,69 @@ fn row(
     let cell = |x: Option<f64>, w: &Value| x.map_or_else(|| missing(w), &fmt);
     let n = |w: &Value| w["runs"].as_u64().map_or("0".into(), |n| n.to_string());
     format!("| {what} | {} | {} | {who} | {ratio} | {}/{} |\n", cell(a, rlx), cell(b, reference), n(rlx), n(reference))
+}
+
+/// The seeds of a side's runs, e.g. `1, 2, 3`.
+fn seeds(side: &Value) -> String {
+    let runs = side["seeds"].as_array().cloned().unwrap_or_default();
+    runs.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn fmt_steps(x: f64) -> String {
+    if x >= 1e3 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// One row of a solve criterion: each side's median [range] of `key` over
+/// its runs whose `flag` is true. The ratio compares the medians, and only
+/// when every run of both sides solved.
+fn solve_row(
+    what: &str,
+    rlx: &Value,
+    reference: &Value,
+    who: &str,
+    flag: &str,
+    key: &str,
+    fmt: fn(f64) -> String,
+) -> String {
+    let stat = |w: &Value| -> (Option<f64>, String, bool) {
+        let samples = w["samples"].as_array().cloned().unwrap_or_default();
+        let mut xs: Vec<f64> =
+            samples.iter().filter(|s| s[flag].as_bool() == Some(true)).filter_map(|s| s[key].as_f64()).collect();
+        if xs.is_empty() {
+            let best = samples
+                .iter()
+                .filter_map(|s| s[if flag == "solved" { "best_mean_return" } else { "best_eval_return" }].as_f64())
+                .fold(f64::NEG_INFINITY, f64::max);
+            let text = match (samples.len(), w["error"].as_str()) {
+                (0, _) => "not measured".to_string(),
+                (_, Some(e)) => format!("failed ({e})"),
+                (n, None) if best.is_finite() => format!("0/{n} solved (best {best:.0})"),
+                (n, None) => format!("0/{n} solved"),
+            };
+            return (None, text, false);
+        }
+        let all = xs.len() == samples.len();
+        xs.sort_by(f64::total_cmp);
+        // The middle value, or the mean of the two middle ones.
+        let n = xs.len();
+        let m = if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 };
+        let (lo, hi) = (xs[0], xs[n - 1]);
+        let prefix = if all { String::new() } else { format!("{}/{} solved: ", xs.len(), samples.len()) };
+        let bare = |x: f64| fmt(x).trim_end_matches(" s").to_string();
+        (Some(m), format!("{prefix}{} [{}–{}]", fmt(m), bare(lo), bare(hi)), all)
+    };
+    let ((a, a_text, a_all), (b, b_text, b_all)) = (stat(rlx), stat(reference));
+    let ratio = match (a, b) {
+        (Some(a), Some(b)) if a_all && b_all && a > 0.0 && a <= b => format!("**{:.1}×** less", b / a),
+        (Some(a), Some(b)) if a_all && b_all && b > 0.0 => format!("{:.1}× more", a / b),
+        _ => "—".into(),
+    };
+    let n = |w: &Value| w["runs"].as_u64().map_or("0".into(), |n| n.to_string());
+    format!("| {what} | {a_text} | {b_text} | {who} | {ratio} | {}/{} |\n", n(rlx), n(reference))
 }
 
 /// What a cell says when its figure is absent: the error, or how far an
