@@ -82,6 +82,11 @@ impl RmsProp {
         Self { lr, alpha, eps, v: vec![0.0; n] }
     }
 
+    /// Number of parameters it updates.
+    pub fn num_params(&self) -> usize {
+        self.v.len()
+    }
+
     /// One step.
     ///
     /// # Errors
@@ -95,49 +100,6 @@ impl RmsProp {
             *p -= self.lr * g / (v.sqrt() + self.eps);
         }
         Ok(())
-    }
-}
-
-/// The update rule of one group of weights: a config picks it (Adam unless
-/// it says `optimizer: rmsprop`) and checkpoints save it with its moments.
-///
-/// Untagged, so a checkpoint written when every group was Adam (the plain
-/// `Adam` struct) still reads: the two encode with different field counts.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(untagged)]
-pub enum Optimizer {
-    /// [`Adam`].
-    Adam(Adam),
-    /// [`RmsProp`].
-    RmsProp(RmsProp),
-}
-
-impl Optimizer {
-    /// Number of parameters it updates.
-    pub fn num_params(&self) -> usize {
-        match self {
-            Self::Adam(a) => a.num_params(),
-            Self::RmsProp(r) => r.v.len(),
-        }
-    }
-
-    /// One step of the rule.
-    ///
-    /// # Errors
-    /// As [`Adam::update`].
-    pub fn update(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), PolicyError> {
-        match self {
-            Self::Adam(a) => a.update(params, grads),
-            Self::RmsProp(r) => r.update(params, grads),
-        }
-    }
-
-    /// `adam` or `rmsprop`, as a config names it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Adam(_) => "adam",
-            Self::RmsProp(_) => "rmsprop",
-        }
     }
 }
 
@@ -215,19 +177,5 @@ mod tests {
         let p2 = p1 + 0.1 / (v2.sqrt() + 1e-5);
         assert!((p[0] as f64 - p2).abs() < 1e-5, "{} vs {p2}", p[0]);
         assert!(r.update(&mut p, &[1.0, 2.0]).is_err());
-    }
-
-    #[test]
-    fn an_adam_saved_before_the_optimizer_choice_still_reads() {
-        // Checkpoints before RMSprop saved each group's plain `Adam`.
-        let mut adam = Adam::new(3, 0.01, 1e-8);
-        let mut p = vec![0.5f32; 3];
-        adam.update(&mut p, &[0.1, 0.2, 0.3]).unwrap();
-        let old = rlx::codec::encode_value(&adam).unwrap();
-        let read: Optimizer = rlx::codec::decode_value(&old).unwrap();
-        assert_eq!(read, Optimizer::Adam(adam));
-        let rms = Optimizer::RmsProp(RmsProp::new(3, 0.01, 0.99, 1e-5));
-        let back: Optimizer = rlx::codec::decode_value(&rlx::codec::encode_value(&rms).unwrap()).unwrap();
-        assert_eq!(back, rms);
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::device::NetDevice;
 use crate::model::Params;
-use crate::optim::{clip_grad_norm, Adam, Optimizer, RmsProp};
+use crate::optim::{clip_grad_norm, Adam, RmsProp};
 use dfdx::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -23,12 +23,41 @@ use std::ops::Range;
 /// A taped scalar loss on device `D`.
 pub type Loss<D> = Tensor<Rank0, f32, D, OwnedTape<f32, D>>;
 
-/// One optimizer over a span of the flat weights.
+/// One optimizer over a span of the flat weights: Adam, or RMSprop when
+/// `rmsprop` is set (`adam` is then an empty placeholder).
+///
+/// The layout is for checkpoints: the codec writes fields by position, and
+/// groups saved before RMSprop existed are `(range, adam, grad_clip)`, so
+/// the RMSprop state is a last field that such a group reads as `None`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct Group {
     range: Range<usize>,
-    optimizer: Optimizer,
+    adam: Adam,
     grad_clip: Option<f32>,
+    #[serde(default)]
+    rmsprop: Option<RmsProp>,
+}
+
+impl Group {
+    fn update(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), PolicyError> {
+        match &mut self.rmsprop {
+            Some(rmsprop) => rmsprop.update(params, grads),
+            None => self.adam.update(params, grads),
+        }
+    }
+
+    fn num_params(&self) -> usize {
+        self.rmsprop.as_ref().map_or(self.adam.num_params(), RmsProp::num_params)
+    }
+
+    /// The config's name of the rule.
+    fn rule(&self) -> &'static str {
+        if self.rmsprop.is_some() {
+            "rmsprop"
+        } else {
+            "adam"
+        }
+    }
 }
 
 /// The tensors, optimizers and randomness of a policy on device `D`.
@@ -78,19 +107,24 @@ impl<D: NetDevice> PolicyCore<D> {
     /// over `range` of the weights, clipping its gradient's global norm to
     /// `grad_clip`; returns its index for [`step`](Self::step).
     pub fn add_optimizer(&mut self, range: Range<usize>, lr: f64, eps: f32, grad_clip: Option<f64>) -> usize {
-        let adam = Optimizer::Adam(Adam::new(range.len(), lr as f32, eps));
-        self.add_group(range, adam, grad_clip)
+        let adam = Adam::new(range.len(), lr as f32, eps);
+        self.add_group(Group { range, adam, grad_clip: grad_clip.map(|c| c as f32), rmsprop: None })
     }
 
     /// Adds an RMSprop optimizer (decay `alpha`, no momentum) over `range`,
     /// otherwise as [`add_optimizer`](Self::add_optimizer).
     pub fn add_rmsprop(&mut self, range: Range<usize>, lr: f64, alpha: f32, eps: f32, grad_clip: Option<f64>) -> usize {
-        let rmsprop = Optimizer::RmsProp(RmsProp::new(range.len(), lr as f32, alpha, eps));
-        self.add_group(range, rmsprop, grad_clip)
+        let rmsprop = Some(RmsProp::new(range.len(), lr as f32, alpha, eps));
+        self.add_group(Group {
+            range,
+            adam: Adam::new(0, lr as f32, eps),
+            grad_clip: grad_clip.map(|c| c as f32),
+            rmsprop,
+        })
     }
 
-    fn add_group(&mut self, range: Range<usize>, optimizer: Optimizer, grad_clip: Option<f64>) -> usize {
-        self.groups.push(Group { range, optimizer, grad_clip: grad_clip.map(|c| c as f32) });
+    fn add_group(&mut self, group: Group) -> usize {
+        self.groups.push(group);
         self.groups.len() - 1
     }
 
@@ -108,7 +142,7 @@ impl<D: NetDevice> PolicyCore<D> {
         let g = &mut self.groups[group];
         let norm = clip_grad_norm(grad, g.grad_clip)?;
         let mut params = self.params.read(g.range.clone());
-        g.optimizer.update(&mut params, grad)?;
+        g.update(&mut params, grad)?;
         self.params.write(g.range.clone(), &params);
         Ok(norm)
     }
@@ -372,15 +406,13 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
                 .groups
                 .iter()
                 .zip(&self.core.groups)
-                .all(|(s, g)| s.range == g.range && s.optimizer.num_params() == g.range.len())
+                .all(|(s, g)| s.range == g.range && s.num_params() == g.range.len())
             && saved.target.as_ref().map(Vec::len) == self.core.target.as_ref().map(Params::len);
-        if let Some((s, g)) =
-            saved.groups.iter().zip(&self.core.groups).find(|(s, g)| s.optimizer.name() != g.optimizer.name())
-        {
+        if let Some((s, g)) = saved.groups.iter().zip(&self.core.groups).find(|(s, g)| s.rule() != g.rule()) {
             return Err(PolicyError::Other(format!(
                 "the saved optimizer is {}, this policy's `optimizer` is {}",
-                s.optimizer.name(),
-                g.optimizer.name()
+                s.rule(),
+                g.rule()
             )));
         }
         if !same_layout {
@@ -413,5 +445,38 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for CorePolicy<A, D> {
             .map_err(|e| PolicyError::Other(format!("{}: not weights of this network: {e}", path.display())))?;
         let weights = params.to_vec();
         self.set_weights(&weights)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group as saved before RMSprop existed.
+    #[derive(Serialize)]
+    struct GroupBeforeRmsprop {
+        range: Range<usize>,
+        adam: Adam,
+        grad_clip: Option<f32>,
+    }
+
+    #[test]
+    fn optimizer_groups_saved_before_rmsprop_still_read() {
+        let mut adam = Adam::new(3, 0.01, 1e-8);
+        let mut p = vec![0.5f32; 3];
+        adam.update(&mut p, &[0.1, 0.2, 0.3]).unwrap();
+        let old = vec![GroupBeforeRmsprop { range: 0..3, adam: adam.clone(), grad_clip: Some(0.5) }];
+        let read: Vec<Group> = rlx::codec::decode_value(&rlx::codec::encode_value(&old).unwrap()).unwrap();
+        assert_eq!(read, vec![Group { range: 0..3, adam, grad_clip: Some(0.5), rmsprop: None }]);
+        assert_eq!(read[0].rule(), "adam");
+        let rms = vec![Group {
+            range: 0..2,
+            adam: Adam::new(0, 0.1, 1e-5),
+            grad_clip: None,
+            rmsprop: Some(RmsProp::new(2, 0.1, 0.99, 1e-5)),
+        }];
+        let back: Vec<Group> = rlx::codec::decode_value(&rlx::codec::encode_value(&rms).unwrap()).unwrap();
+        assert_eq!(back, rms);
+        assert_eq!((back[0].rule(), back[0].num_params()), ("rmsprop", 2));
     }
 }

@@ -387,7 +387,8 @@ def _rllib_until_solved(algo, args, threshold, evaluate, min_episodes=0):
     result.update({
         "eval_solved": eval_at is not None, "eval_wall_s": evaluation[1], "eval_env_steps": int(evaluation[0]),
         "best_eval_return": best_eval, "eval_every": args.eval_every,
-        "runners": "default" if args.runners < 0 else args.runners, "envs_per_runner": args.envs,
+        "runners": "default" if args.runners < 0 else args.runners,
+        "envs_per_runner": "default" if args.runners < 0 else args.envs,
     })
     return result
 

@@ -232,9 +232,15 @@ async fn sampling(workers: usize, seconds: Duration) -> Result<f64> {
     Ok(median(&mut rates))
 }
 
+/// The middle value, or the mean of the two middle ones.
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
 }
 
 /// Trains `run` on CartPole-v1 until the 100-episode training mean reaches
@@ -526,11 +532,8 @@ fn solve_row(
             return (None, text, false);
         }
         let all = xs.len() == samples.len();
-        xs.sort_by(f64::total_cmp);
-        // The middle value, or the mean of the two middle ones.
-        let n = xs.len();
-        let m = if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 };
-        let (lo, hi) = (xs[0], xs[n - 1]);
+        let m = median(&mut xs);
+        let (lo, hi) = (xs[0], xs[xs.len() - 1]);
         let prefix = if all { String::new() } else { format!("{}/{} solved: ", xs.len(), samples.len()) };
         let bare = |x: f64| fmt(x).trim_end_matches(" s").to_string();
         (Some(m), format!("{prefix}{} [{}–{}]", fmt(m), bare(lo), bare(hi)), all)
