@@ -142,15 +142,24 @@ def rlx_run(rlx, cell, seed, out, tuned=False):
 
 
 def sb3_run(python, cell, seed, out, budget_s):
-    algorithm, _, _, _, workload, eval_every, _ = CELLS[cell]
+    _, _, _, _, workload, eval_every, _ = CELLS[cell]
     if workload is None:
         raise SystemExit(f"sb3: the {cell} cell has no SB3 counterpart")
-    cmd = [python, os.path.join(HERE, "harness.py"), "--workload", workload, "--seed", str(seed), "--budget-s", str(budget_s),
-           "--eval-every", str(eval_every)]
+    return harness_run(python, ["--workload", workload, "--budget-s", str(budget_s), "--eval-every", str(eval_every)],
+                       "sb3", cell, seed, out)
+
+
+def harness_run(python, args, side, cell, seed, out):
+    """One reference run: harness.py with `args` and `--seed`; its result,
+    labelled with the side, cell and seed, is returned and written to
+    `out` (`<side>-<algorithm>-seed<N>.json` for CartPole's cells,
+    `<side>-<cell>-seed<N>.json` for the others)."""
+    algorithm = CELLS[cell][0]
+    cmd = [python, os.path.join(HERE, "harness.py"), *args, "--seed", str(seed)]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     result = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
-    result.update({"side": "sb3", "cell": cell, "algorithm": algorithm, "seed": seed})
-    name = f"sb3-{algorithm}-seed{seed}.json" if cell.endswith("-cartpole") else f"sb3-{cell}-seed{seed}.json"
+    result.update({"side": side, "cell": cell, "algorithm": algorithm, "seed": seed})
+    name = f"{side}-{algorithm}-seed{seed}.json" if cell.endswith("-cartpole") else f"{side}-{cell}-seed{seed}.json"
     with open(os.path.join(out, name), "w") as f:
         json.dump(result, f, indent=2)
     return result
@@ -165,15 +174,9 @@ def rllib_run(python, cell, side, seed, out, budget_s):
     shape = side.removeprefix("rllib-")
     runners, envs = ("-1", "1") if shape == "default" else shape.split("x")
     workload = ["rllib_ppo"] if cell == "ppo-cartpole" else ["rllib_solve", "--algo", algorithm.lower()]
-    cmd = [python, os.path.join(HERE, "harness.py"), "--workload", *workload, "--seed", str(seed),
-           "--budget-s", str(budget_s), "--eval-every", str(eval_every), "--runners", runners, "--envs", envs]
-    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    result = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
-    result.update({"side": side, "cell": cell, "algorithm": algorithm, "seed": seed})
-    name = f"{side}-{algorithm}-seed{seed}.json" if cell.endswith("-cartpole") else f"{side}-{cell}-seed{seed}.json"
-    with open(os.path.join(out, name), "w") as f:
-        json.dump(result, f, indent=2)
-    return result
+    args = ["--workload", *workload, "--budget-s", str(budget_s), "--eval-every", str(eval_every),
+            "--runners", runners, "--envs", envs]
+    return harness_run(python, args, side, cell, seed, out)
 
 
 def summarize(runs, cells, sides):

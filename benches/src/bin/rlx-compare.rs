@@ -476,16 +476,27 @@ fn row(
     fmt: impl Fn(f64) -> String,
 ) -> String {
     let (a, b) = (figure(rlx), figure(reference));
-    let ratio = match (better, a, b) {
+    let cell = |x: Option<f64>, w: &Value| x.map_or_else(|| missing(w), &fmt);
+    let ratio = ratio(better, a, b);
+    format!("| {what} | {} | {} | {who} | {ratio} | {} |\n", cell(a, rlx), cell(b, reference), runs(rlx, reference))
+}
+
+/// rlx's figure `a` against the reference's `b`, written so that > 1
+/// favours rlx; a dash where either is missing.
+fn ratio(better: Better, a: Option<f64>, b: Option<f64>) -> String {
+    match (better, a, b) {
         (More, Some(a), Some(b)) if a >= b && b > 0.0 => format!("**{:.1}×** faster", a / b),
         (More, Some(a), Some(b)) if a > 0.0 => format!("{:.1}× slower", b / a),
         (Less, Some(a), Some(b)) if a <= b && a > 0.0 => format!("**{:.1}×** less", b / a),
         (Less, Some(a), Some(b)) if b > 0.0 => format!("{:.1}× more", a / b),
         _ => "—".into(),
-    };
-    let cell = |x: Option<f64>, w: &Value| x.map_or_else(|| missing(w), &fmt);
-    let n = |w: &Value| w["runs"].as_u64().map_or("0".into(), |n| n.to_string());
-    format!("| {what} | {} | {} | {who} | {ratio} | {}/{} |\n", cell(a, rlx), cell(b, reference), n(rlx), n(reference))
+    }
+}
+
+/// The `n` column: the runs of each side that measured the workload.
+fn runs(rlx: &Value, reference: &Value) -> String {
+    let n = |w: &Value| w["runs"].as_u64().unwrap_or(0);
+    format!("{}/{}", n(rlx), n(reference))
 }
 
 /// The seeds of a side's runs, e.g. `1, 2, 3`.
@@ -539,13 +550,9 @@ fn solve_row(
         (Some(m), format!("{prefix}{} [{}–{}]", fmt(m), bare(lo), bare(hi)), all)
     };
     let ((a, a_text, a_all), (b, b_text, b_all)) = (stat(rlx), stat(reference));
-    let ratio = match (a, b) {
-        (Some(a), Some(b)) if a_all && b_all && a > 0.0 && a <= b => format!("**{:.1}×** less", b / a),
-        (Some(a), Some(b)) if a_all && b_all && b > 0.0 => format!("{:.1}× more", a / b),
-        _ => "—".into(),
-    };
-    let n = |w: &Value| w["runs"].as_u64().map_or("0".into(), |n| n.to_string());
-    format!("| {what} | {a_text} | {b_text} | {who} | {ratio} | {}/{} |\n", n(rlx), n(reference))
+    let both_all = a_all && b_all;
+    let ratio = ratio(Less, a.filter(|_| both_all), b.filter(|_| both_all));
+    format!("| {what} | {a_text} | {b_text} | {who} | {ratio} | {} |\n", runs(rlx, reference))
 }
 
 /// What a cell says when its figure is absent: the error, or how far an
