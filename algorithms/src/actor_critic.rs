@@ -13,7 +13,7 @@
 use crate::device::{on_device, DeviceSpec, NetDevice, OnDevice};
 use crate::distributions::{ActionDist, TapedRows};
 use crate::model::sequences::{self, SEQ_MASK};
-use crate::model::{Body, Linear, ModelConfig, ParamId, Params, Taped, Torso};
+use crate::model::{Body, HostNet, Linear, ModelConfig, ParamId, Params, Taped, Torso};
 use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
 use crate::sections::{ActorCriticLearner, Learning, OptimizerChoice, Sampling};
 use crate::BuildError;
@@ -253,6 +253,29 @@ impl<D: NetDevice> ActorCriticNet<D> {
         Ok(Self { pi, pi_head, vf, vf_head, log_std, dist })
     }
 
+    /// The policy's and the value's layers as [`HostNet`]s, for acting on
+    /// the CPU without dfdx's tensors; `None` on another device, or for a
+    /// network with convolutions, a custom torso or an LSTM.
+    fn host(&self, p: &Params<D>) -> Option<HostActing> {
+        let on_cpu = (p.device() as &dyn std::any::Any).is::<Cpu>();
+        let Torso::Mlp { mlp, .. } = &self.pi.torso else { return None };
+        if !on_cpu || self.pi.lstm.is_some() {
+            return None;
+        }
+        let vf = match &self.vf {
+            None => None,
+            Some(Torso::Mlp { mlp, .. }) => Some(mlp),
+            Some(_) => return None,
+        };
+        Some(HostActing {
+            version: p.version(),
+            pi: HostNet::new(p, Some(mlp), None),
+            pi_head: HostNet::new(p, None, Some(&self.pi_head)),
+            vf: HostNet::new(p, vf, Some(&self.vf_head)),
+            vf_on_features: vf.is_none(),
+        })
+    }
+
     /// `V(s)` of observation rows without gradient, from `state` for an
     /// LSTM.
     fn values(&self, p: &Params<D>, obs: &[f32], state: Option<&[f32]>) -> Result<Vec<f32>, PolicyError> {
@@ -264,10 +287,25 @@ impl<D: NetDevice> ActorCriticNet<D> {
     }
 }
 
+/// [`ActorCriticNet`]'s fully connected layers copied to the host
+/// ([`HostNet`]), current while `version` is the weights' version.
+struct HostActing {
+    version: u64,
+    pi: HostNet,
+    pi_head: HostNet,
+    /// The value's layers and head, or its head alone on the policy's
+    /// features when they share layers (`vf_on_features`).
+    vf: HostNet,
+    vf_on_features: bool,
+}
+
 /// An actor-critic policy's algorithm part: the loss `L` and the network.
 pub struct ActorCritic<L, D: NetDevice> {
     loss_fn: L,
     net: ActorCriticNet<D>,
+    /// The network on the host for acting, when it is on the CPU and fully
+    /// connected.
+    host: Option<HostActing>,
 }
 
 impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
@@ -375,24 +413,42 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
 impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> {
     type State = ();
 
+    /// On the CPU, a fully connected network acts through its copy on the
+    /// host ([`HostNet`]), taken again when the weights change.
     fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let p = &core.params;
+        if self.host.as_ref().is_none_or(|h| h.version != p.version()) {
+            self.host = self.net.host(p);
+        }
         // The policy's and the value's torsos encode observations alike.
-        let x = self.net.pi.torso.input().encode(p.device(), input.obs)?;
-        let values = match &self.net.vf {
-            Some(torso) => Some(self.net.vf_head.forward(p, torso.forward(p, x.clone()))),
-            None => None,
+        let encoding = self.net.pi.torso.input();
+        let (logits, values, state_out) = match &self.host {
+            Some(host) => {
+                let x = encoding.encode_host(input.obs)?;
+                let rows = x.len() / encoding.features().max(1);
+                let features = host.pi.forward(&x, rows);
+                let values = host.vf.forward(if host.vf_on_features { &features } else { &x }, rows);
+                (host.pi_head.forward(&features, rows), values, None)
+            }
+            None => {
+                let x = encoding.encode(p.device(), input.obs)?;
+                let values = match &self.net.vf {
+                    Some(torso) => Some(self.net.vf_head.forward(p, torso.forward(p, x.clone()))),
+                    None => None,
+                };
+                let (features, state_out) = self.net.pi.act_on(p, x, input.state)?;
+                let values = values.unwrap_or_else(|| self.net.vf_head.forward(p, features.clone()));
+                let logits = crate::model::to_vec(&self.net.pi_head.forward(p, features));
+                (logits, crate::model::to_vec(&values), state_out)
+            }
         };
-        let (features, state_out) = self.net.pi.act_on(p, x, input.state)?;
-        let values = values.unwrap_or_else(|| self.net.vf_head.forward(p, features.clone()));
-        let logits = crate::model::to_vec(&self.net.pi_head.forward(p, features));
         let log_std = self.net.log_std.map(|id| crate::model::to_vec(p.get(id)));
         let (actions, logp) =
             self.net.dist.sample(&logits, log_std.as_deref(), input.action_mask, input.explore, &mut core.rng)?;
         let mut out = SampleBatch::new();
         out.insert(fields::ACTIONS, actions)?;
         out.insert_f32(fields::ACTION_LOGP, logp, 1)?;
-        out.insert_f32(fields::VF_PREDS, crate::model::to_vec(&values), 1)?;
+        out.insert_f32(fields::VF_PREDS, values, 1)?;
         if let Some(state) = state_out {
             out.insert_f32(fields::STATE_OUT, state, self.net.pi.state_size())?;
         }
@@ -531,6 +587,6 @@ impl<L: ActorCriticLoss> OnDevice for Build<'_, L> {
             OptimizerChoice::Adam => core.add_optimizer(all, learner.lr, 1e-5, learner.grad_clip),
             OptimizerChoice::Rmsprop => core.add_rmsprop(all, learner.lr, 0.99, 1e-5, learner.grad_clip),
         };
-        Ok(Box::new(CorePolicy::new(core, ActorCritic { loss_fn: self.loss.clone(), net })))
+        Ok(Box::new(CorePolicy::new(core, ActorCritic { loss_fn: self.loss.clone(), net, host: None })))
     }
 }

@@ -274,8 +274,8 @@ pub(crate) fn bellman_targets(batch: &SampleBatch, next_value: &[f32]) -> Result
 /// `core`'s weights over the replayed `(s, a)` of `batch` (observations
 /// encoded by `input`, actions normalized by `bounds`), with `mean_q`,
 /// `mean_td_error` (of the first critic), `critic_loss` and
-/// `mean_target_q` in the stats, and its gradient for `range` (the
-/// critics' span of the weights).
+/// `mean_target_q` in the returned stats, and its gradient for `range`
+/// (the critics' span of the weights).
 pub(crate) fn critic_gradient<D: NetDevice>(
     core: &PolicyCore<D>,
     critics: &[Critic],
@@ -283,8 +283,8 @@ pub(crate) fn critic_gradient<D: NetDevice>(
     batch: &SampleBatch,
     targets: &[f32],
     range: std::ops::Range<usize>,
-    stats: &mut LearnerStats,
-) -> Result<Vec<f32>, PolicyError> {
+) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+    let mut stats = LearnerStats::default();
     let u = bounds.to_normalized(batch.f32(fields::ACTIONS)?);
     let s = input.encode_host(batch.f32(fields::OBS)?)?;
     let x = critic_input(core.params.device(), &u, bounds.dim(), &s, input.features())?;
@@ -308,7 +308,7 @@ pub(crate) fn critic_gradient<D: NetDevice>(
     let (value, grad) = core.backward(total.expect("at least one critic"), "critic loss", range)?;
     stats.set("critic_loss", value as f64);
     stats.set("mean_target_q", targets.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64);
-    Ok(grad)
+    Ok((grad, stats))
 }
 
 /// One Adam step of optimizer `group` on its span of `grad`, with its

@@ -54,7 +54,7 @@ use crate::continuous::{
 };
 use crate::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
-use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::policy_core::{join_on_cpu, CorePolicy, PolicyAlgorithm, PolicyCore};
 use crate::sections::{Learning, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
@@ -185,34 +185,45 @@ impl Ddpg {
     }
 
     /// The target `y = R + γ^k (1 − terminated) min_j Q'_j(s', u')` of every
-    /// row, with `u' = μ'(s')`, smoothed with clipped noise if configured.
-    fn td_targets<D: NetDevice>(&self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+    /// row, with `u' = μ'(s')`, smoothed with clipped noise from the
+    /// standard-normal draws `eps` (`rows × A`, empty without smoothing).
+    fn td_targets<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        eps: &[f32],
+    ) -> Result<Vec<f32>, PolicyError> {
         let target = core.target.as_ref().expect("DDPG keeps target networks");
         let new_obs = batch.f32(fields::NEW_OBS)?;
         let mut next = self.actions(target, new_obs)?;
         if self.cfg.smooth_target_policy {
             let (sigma, c) = (self.cfg.target_noise as f32, self.cfg.target_noise_clip as f32);
-            for u in &mut next {
-                let eps: f32 = core.rng.sample(StandardNormal);
+            for (u, eps) in next.iter_mut().zip(eps) {
                 *u = (*u + (sigma * eps).clamp(-c, c)).clamp(-1.0, 1.0);
             }
         }
-        let target = core.target.as_ref().expect("DDPG keeps target networks");
         let s = self.input.encode_host(new_obs)?;
         let x = critic_input(target.device(), &next, self.bounds.dim(), &s, self.input.features())?;
         bellman_targets(batch, &min_q(&self.critics, target, &x))
     }
 
-    /// The critics' summed MSE gradient on `batch` (critics' span).
+    /// The target smoothing's standard-normal draws for `batch`: none
+    /// without smoothing.
+    fn target_noise<D: NetDevice>(&self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Vec<f32> {
+        let n = if self.cfg.smooth_target_policy { batch.len() * self.bounds.dim() } else { 0 };
+        (0..n).map(|_| core.rng.sample(StandardNormal)).collect()
+    }
+
+    /// The critics' summed MSE gradient on `batch` (critics' span), with
+    /// the target smoothing's draws `eps`.
     fn critic_gradient<D: NetDevice>(
         &self,
-        core: &mut PolicyCore<D>,
+        core: &PolicyCore<D>,
         batch: &SampleBatch,
-        stats: &mut LearnerStats,
-    ) -> Result<Vec<f32>, PolicyError> {
-        let targets = self.td_targets(core, batch)?;
-        let (sa, range) = ((&self.input, &self.bounds), core.range(CRITICS));
-        critic_gradient(core, &self.critics, sa, batch, &targets, range, stats)
+        eps: &[f32],
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let targets = self.td_targets(core, batch, eps)?;
+        critic_gradient(core, &self.critics, (&self.input, &self.bounds), batch, &targets, core.range(CRITICS))
     }
 
     /// The actor loss `−mean Q_1(s, μ(s))` and its gradient (actor's span).
@@ -220,15 +231,32 @@ impl Ddpg {
         &self,
         core: &PolicyCore<D>,
         batch: &SampleBatch,
-        stats: &mut LearnerStats,
-    ) -> Result<Vec<f32>, PolicyError> {
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let p = &core.params;
         let s = self.input.encode(p.device(), batch.f32(fields::OBS)?)?;
         let u = self.actor.head.forward(p, self.actor.mlp.forward(p, s.clone().leaky_traced())).tanh();
         let q = self.critics[0].forward(p, critic_input_taped(u, s));
         let (value, grad) = core.backward(q.mean() * -1.0, "actor loss", core.range(ACTOR))?;
+        let mut stats = LearnerStats::default();
         stats.set("actor_loss", value as f64);
-        Ok(grad)
+        Ok((grad, stats))
+    }
+
+    /// Both gradients, in the weights' layout: the critics' and the
+    /// actor's read the same weights and run side by side on the CPU
+    /// ([`join_on_cpu`]).
+    fn both_gradients<D: NetDevice>(
+        &self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let eps = self.target_noise(core, batch);
+        let (critic, actor) =
+            join_on_cpu!(&*core, |c| self.critic_gradient(c, batch, &eps), self.actor_gradient(c, batch));
+        let ((critic_grad, mut stats), (mut grad, actor_stats)) = (critic?, actor?);
+        stats.merge(actor_stats);
+        grad.extend(critic_grad);
+        Ok((grad, stats))
     }
 
     /// Whether the next update moves the actor.
@@ -278,11 +306,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
-        let mut stats = LearnerStats::default();
-        let critic_grad = self.critic_gradient(core, batch, &mut stats)?;
-        let mut grad = self.actor_gradient(core, batch, &mut stats)?;
-        grad.extend(critic_grad);
-        Ok((grad, stats))
+        self.both_gradients(core, batch)
     }
 
     /// The critics always; the actor and the targets every
@@ -303,14 +327,15 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
     /// One update: the critics, and every `policy_delay`-th time the actor
     /// and the targets (the actor's gradient is only computed then).
     fn learn(&mut self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<LearnerStats, PolicyError> {
-        let mut stats = LearnerStats::default();
-        let critic_grad = self.critic_gradient(core, batch, &mut stats)?;
-        let mut grad = if self.actor_due() {
-            self.actor_gradient(core, batch, &mut stats)?
+        let (mut grad, mut stats) = if self.actor_due() {
+            self.both_gradients(core, batch)?
         } else {
-            vec![0.0; core.range(ACTOR).len()]
+            let eps = self.target_noise(core, batch);
+            let (critic_grad, stats) = self.critic_gradient(core, batch, &eps)?;
+            let mut grad = vec![0.0; core.range(ACTOR).len()];
+            grad.extend(critic_grad);
+            (grad, stats)
         };
-        grad.extend(critic_grad);
         stats.merge(self.apply(core, &mut grad)?);
         Ok(stats)
     }
@@ -432,7 +457,8 @@ mod tests {
         let critics = &p.algorithm().critics;
         let (q1, q2) = (critics[0].forward(&target, x.clone()).as_vec(), critics[1].forward(&target, x).as_vec());
         let (core, algo) = p.parts_mut();
-        let targets = algo.td_targets(core, &b).unwrap();
+        let eps = algo.target_noise(core, &b);
+        let targets = algo.td_targets(core, &b, &eps).unwrap();
         let r = b.f32(fields::REWARDS).unwrap();
         for i in 0..4 {
             let next = if i == 2 { 0.0 } else { 0.99 * q1[i].min(q2[i]) };
@@ -444,7 +470,8 @@ mod tests {
         let x = critic_input(target.device(), &mu, 1, &new_obs, 3).unwrap();
         let q = p.algorithm().critics[0].forward(&target, x).as_vec();
         let (core, algo) = p.parts_mut();
-        let targets = algo.td_targets(core, &b).unwrap();
+        let eps = algo.target_noise(core, &b);
+        let targets = algo.td_targets(core, &b, &eps).unwrap();
         assert!((targets[3] - (2.0 + 0.99 * q[3])).abs() < 1e-5, "truncation bootstraps");
     }
 

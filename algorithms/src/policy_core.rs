@@ -83,7 +83,37 @@ pub struct PolicyCore<D: NetDevice> {
 // (`PolicyGraph` is not `Sync`). The other fields are plain data.
 unsafe impl<D: NetDevice> Send for PolicyCore<D> {}
 
+/// `($a, $b)` for two computations that only read a core `$core`, named
+/// `$c` in both: on two of rayon's threads when the core is on the CPU, one
+/// after the other on any other device, whose handle may not be shared
+/// between threads.
+///
+/// Off-policy updates are two such halves, the critics' and the actor's
+/// gradients of the same minibatch and weights: on this 2-core machine
+/// running them side by side takes most of the time off a small network's
+/// update. A macro rather than a function because each expression is
+/// generic in the device and is instantiated once for `Cpu` and once for
+/// `D`.
+macro_rules! join_on_cpu {
+    ($core:expr, |$c:ident| $a:expr, $b:expr) => {{
+        let core = $core;
+        match core.as_cpu() {
+            Some($c) => rayon::join(|| $a, || $b),
+            None => {
+                let $c = core;
+                ($a, $b)
+            }
+        }
+    }};
+}
+pub(crate) use join_on_cpu;
+
 impl<D: NetDevice> PolicyCore<D> {
+    /// This core, if its device is the CPU (see [`join_on_cpu`]).
+    pub fn as_cpu(&self) -> Option<&PolicyCore<Cpu>> {
+        (self as &dyn std::any::Any).downcast_ref()
+    }
+
     /// A core over `params`, for the given spaces; sampling draws from
     /// `rng_seed`.
     pub fn new(params: Params<D>, observation_space: Space, action_space: Space, rng_seed: u64) -> Self {

@@ -45,7 +45,7 @@ use crate::continuous::{
 };
 use crate::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
-use crate::policy_core::{CorePolicy, PolicyAlgorithm, PolicyCore};
+use crate::policy_core::{join_on_cpu, CorePolicy, PolicyAlgorithm, PolicyCore};
 use crate::sections::{Learning, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
@@ -208,16 +208,21 @@ impl Sac {
     }
 
     /// The target `y = R + γ^k (1 − terminated) (min_j Q'_j(s', u') − α log
-    /// π(u'|s'))` of every row, `u' ~ π(·|s')`.
-    fn td_targets<D: NetDevice>(&self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+    /// π(u'|s'))` of every row, `u' ~ π(·|s')` with the standard-normal
+    /// draws `eps` (`rows × A`).
+    fn td_targets<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        eps: &[f32],
+    ) -> Result<Vec<f32>, PolicyError> {
         let new_obs = batch.f32(fields::NEW_OBS)?;
         let s = self.input.encode_host(new_obs)?;
         let rows = batch.len();
-        let eps = Self::normal(core, rows * self.bounds.dim());
         let (p, target) = (&core.params, core.target.as_ref().expect("SAC keeps target critics"));
         let dev = p.device();
         let (mean, raw) = self.actor.forward(p, dev.tensor_from_vec(s.clone(), (rows, self.input.features())));
-        let (u, logp) = squashed_sample(dev, mean, raw, &eps);
+        let (u, logp) = squashed_sample(dev, mean, raw, eps);
         let x = critic_input(dev, &u.as_vec(), self.bounds.dim(), &s, self.input.features())?;
         let q_min = min_q(&self.critics, target, &x);
         let alpha = self.alpha(p);
@@ -225,22 +230,34 @@ impl Sac {
         bellman_targets(batch, &soft)
     }
 
+    /// The critics' half of an update: the targets, then the critics'
+    /// summed MSE gradient (critics' span).
+    fn critic_half<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        eps: &[f32],
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let targets = self.td_targets(core, batch, eps)?;
+        critic_gradient(core, &self.critics, (&self.input, &self.bounds), batch, &targets, core.range(CRITICS))
+    }
+
     /// The actor loss `mean(α log π(ũ|s) − min_j Q_j(s, ũ))` and its
     /// gradient (actor's span), and the gradient of the temperature loss
     /// `−log α · mean(log π(ũ|s) + H̄)` with respect to `log α`.
     fn actor_gradient<D: NetDevice>(
         &self,
-        core: &mut PolicyCore<D>,
+        core: &PolicyCore<D>,
         batch: &SampleBatch,
-        stats: &mut LearnerStats,
-    ) -> Result<(Vec<f32>, f32), PolicyError> {
+        eps: &[f32],
+    ) -> Result<(Vec<f32>, f32, LearnerStats), PolicyError> {
+        let mut stats = LearnerStats::default();
         let rows = batch.len();
-        let eps = Self::normal(core, rows * self.bounds.dim());
         let p = &core.params;
         let dev = p.device();
         let s = self.input.encode(dev, batch.f32(fields::OBS)?)?;
         let (mean, raw) = self.actor.forward(p, s.clone().leaky_traced());
-        let (u, logp) = squashed_sample(dev, mean, raw, &eps);
+        let (u, logp) = squashed_sample(dev, mean, raw, eps);
         let logp_host = logp.as_vec();
         let q1 = self.critics[0].forward(p, critic_input_taped(u.with_empty_tape(), s.clone()));
         let q2 = self.critics[1].forward(p, critic_input_taped(u, s));
@@ -254,7 +271,7 @@ impl Sac {
         stats.set("entropy", -mean_logp);
         stats.set("alpha", alpha as f64);
         stats.set("alpha_loss", -(log_alpha as f64) * (mean_logp + self.target_entropy as f64));
-        Ok((grad, alpha_grad))
+        Ok((grad, alpha_grad, stats))
     }
 }
 
@@ -297,17 +314,23 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     }
 
     /// The gradients of the actor, the critics and `log α`, in the weights'
-    /// layout.
+    /// layout. The critics' half and the actor's read the same weights and
+    /// run side by side on the CPU ([`join_on_cpu`]).
     fn gradient(
         &mut self,
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
-        let mut stats = LearnerStats::default();
-        let targets = self.td_targets(core, batch)?;
-        let (sa, range) = ((&self.input, &self.bounds), core.range(CRITICS));
-        let critic_grad = critic_gradient(core, &self.critics, sa, batch, &targets, range, &mut stats)?;
-        let (mut grad, alpha_grad) = self.actor_gradient(core, batch, &mut stats)?;
+        let n = batch.len() * self.bounds.dim();
+        // Both halves' draws, in the order they have always been taken.
+        let (target_eps, actor_eps) = (Self::normal(core, n), Self::normal(core, n));
+        let (critic, actor) = join_on_cpu!(
+            &*core,
+            |c| self.critic_half(c, batch, &target_eps),
+            self.actor_gradient(c, batch, &actor_eps)
+        );
+        let ((critic_grad, mut stats), (mut grad, alpha_grad, actor_stats)) = (critic?, actor?);
+        stats.merge(actor_stats);
         grad.extend(critic_grad);
         grad.push(alpha_grad);
         Ok((grad, stats))
@@ -470,7 +493,7 @@ mod tests {
 
     #[test]
     fn targets_are_soft_bellman_with_the_min_of_twin_targets() {
-        let mut p = policy(SacConfig { initial_alpha: 0.5, ..SacConfig::default() });
+        let p = policy(SacConfig { initial_alpha: 0.5, ..SacConfig::default() });
         let b = batch();
         let new_obs = b.f32(fields::NEW_OBS).unwrap().to_vec();
         let mut rng = p.core().rng.clone();
@@ -481,8 +504,7 @@ mod tests {
             p.algorithm().actor.forward(&params, params.device().tensor_from_vec(new_obs.clone(), (4usize, 3usize)));
         let (mean, raw) = (mean.as_vec(), raw.as_vec());
         let r = b.f32(fields::REWARDS).unwrap().to_vec();
-        let (core, algo) = p.parts_mut();
-        let targets = algo.td_targets(core, &b).unwrap();
+        let targets = p.algorithm().td_targets(p.core(), &b, &eps).unwrap();
         for i in 0..4 {
             let (log_std, x) = (squash_log_std(raw[i]), mean[i] + squash_log_std(raw[i]).exp() * eps[i]);
             let a = x.tanh();
@@ -493,6 +515,24 @@ mod tests {
             let next = if i == 2 { 0.0 } else { 0.99 * (q1.min(q2) - 0.5 * logp) };
             assert!((targets[i] - (r[i] + next)).abs() < 1e-4, "row {i}: {} vs {}", targets[i], r[i] + next);
         }
+    }
+
+    #[test]
+    fn the_halves_side_by_side_equal_the_halves_one_after_the_other() {
+        // On the CPU the critics' and the actor's halves run on two threads;
+        // the gradient is the one they give in turn on one thread.
+        let mut p = policy(SacConfig::default());
+        let b = batch();
+        let mut rng = p.core().rng.clone();
+        let mut draws = || -> Vec<f32> { (0..4).map(|_| rng.sample(StandardNormal)).collect() };
+        let (target_eps, actor_eps) = (draws(), draws());
+        let (critic, _) = p.algorithm().critic_half(p.core(), &b, &target_eps).unwrap();
+        let (mut expected, alpha, _) = p.algorithm().actor_gradient(p.core(), &b, &actor_eps).unwrap();
+        expected.extend(critic);
+        expected.push(alpha);
+        let (got, stats) = p.compute_gradients(&b).unwrap();
+        assert_eq!(got, expected);
+        assert!(stats.get("critic_loss").is_some() && stats.get("actor_loss").is_some(), "{stats:?}");
     }
 
     #[test]

@@ -113,9 +113,9 @@ pub(crate) fn add_bias_on_cpu<T: Tape<f32, Cpu>>(
 /// operations give the same floats at either width (Rust never fuses a
 /// multiply and an add on its own), so the choice changes speed only.
 macro_rules! wide_loop {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $body:block) => {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) $body:block) => {
         $(#[$doc])*
-        fn $name($($arg: $ty),*) {
+        $vis fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             if std::is_x86_feature_detected!("avx2") {
                 #[target_feature(enable = "avx2")]
@@ -128,9 +128,11 @@ macro_rules! wide_loop {
     };
 }
 
+pub(crate) use wide_loop;
+
 wide_loop! {
     /// `y ← tanh_approx(y)` elementwise.
-    fn tanh_in_place(y: &mut [f32]) {
+    pub(crate) fn tanh_in_place(y: &mut [f32]) {
         y.iter_mut().for_each(|v| *v = tanh_approx(*v));
     }
 }
@@ -224,6 +226,16 @@ impl Linear {
     /// Output features.
     pub fn outputs(&self) -> usize {
         self.outputs
+    }
+
+    /// Input features.
+    pub fn inputs(&self) -> usize {
+        self.inputs
+    }
+
+    /// A copy of the weight (`(outputs, inputs)`, row-major) and the bias.
+    pub fn weights<D: NetDevice>(&self, p: &Params<D>) -> (Vec<f32>, Vec<f32>) {
+        (p.get(self.w).as_vec(), p.get(self.b).as_vec())
     }
 
     /// `x Wᵀ + b`.

@@ -18,12 +18,14 @@
 //! algorithm puts its heads on top; all of it lives in one [`Params`].
 
 pub mod custom;
+mod host;
 mod layers;
 mod params;
 pub mod sequences;
 mod torso;
 
 pub use custom::{CustomInput, CustomModel, CustomNetwork};
+pub use host::HostNet;
 pub(crate) use layers::{add_bias_on_cpu, tanh_on_cpu};
 pub use layers::{tanh_approx, Activation, Conv2d, Linear, Lstm, Matrix, Taped};
 pub use params::{Flat, ParamId, Params};

@@ -34,12 +34,31 @@ pub struct Params<D: NetDevice> {
     shapes: Vec<Vec<usize>>,
     /// Where each tensor starts in the flat vector, and the total at the end.
     offsets: Vec<usize>,
+    /// See [`version`](Self::version).
+    version: u64,
+}
+
+/// The source of [`Params::version`]s, shared by every `Params`, so that
+/// two of them with different contents never have the same version.
+static VERSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn next_version() -> u64 {
+    VERSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }
 
 impl<D: NetDevice> Params<D> {
     /// No tensors yet, on `dev` (whose random generator initializes them).
     pub fn new(dev: D) -> Self {
-        Self { dev, tensors: Vec::new(), names: Vec::new(), shapes: Vec::new(), offsets: vec![0] }
+        let version = next_version();
+        Self { dev, tensors: Vec::new(), names: Vec::new(), shapes: Vec::new(), offsets: vec![0], version }
+    }
+
+    /// A number that changes whenever a tensor is added or written, and
+    /// that no other `Params` shares unless cloned from this one with the
+    /// same contents: what a copy of the weights elsewhere (a
+    /// [`HostNet`](super::HostNet)) checks to know it is current.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The device.
@@ -71,6 +90,7 @@ impl<D: NetDevice> Params<D> {
         self.names.push(name.to_string());
         self.shapes.push(shape.to_vec());
         self.offsets.push(end);
+        self.version = next_version();
         ParamId(self.tensors.len() - 1)
     }
 
@@ -143,6 +163,7 @@ impl<D: NetDevice> Params<D> {
     /// Overwrites the scalars of `range` (whole tensors) from `src`.
     pub fn write(&mut self, range: Range<usize>, src: &[f32]) {
         debug_assert_eq!(range.len(), src.len());
+        self.version = next_version();
         for i in 0..self.tensors.len() {
             let (at, end) = (self.offsets[i], self.offsets[i + 1]);
             if at >= range.start && at < range.end {

@@ -153,6 +153,16 @@ impl Mlp {
         Self { inputs, layers, activation }
     }
 
+    /// The layers, first to last.
+    pub fn layers(&self) -> &[Linear] {
+        &self.layers
+    }
+
+    /// The nonlinearity after each layer.
+    pub fn activation(&self) -> Activation {
+        self.activation
+    }
+
     /// Output features (the input's without layers).
     pub fn features(&self) -> usize {
         self.layers.last().map_or(self.inputs, Linear::outputs)
