@@ -198,6 +198,7 @@ impl Ddpg {
         let mut next = self.actions(target, new_obs)?;
         if self.cfg.smooth_target_policy {
             let (sigma, c) = (self.cfg.target_noise as f32, self.cfg.target_noise_clip as f32);
+            debug_assert_eq!(eps.len(), next.len(), "one draw per action value");
             for (u, eps) in next.iter_mut().zip(eps) {
                 *u = (*u + (sigma * eps).clamp(-c, c)).clamp(-1.0, 1.0);
             }

@@ -32,7 +32,11 @@ fn tune_cpu_matmul() {
 /// A dfdx device: the CPU, or a CUDA GPU by ordinal.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DeviceSpec {
-    /// dfdx's `Cpu` device (matrix multiplies on the calling thread).
+    /// dfdx's `Cpu` device: products of at least
+    /// `GEMM_THREADING_THRESHOLD` multiply-adds are split over rayon's
+    /// threads, and an off-policy update runs its two halves on two of
+    /// them ([`crate::policy_core::join_on_cpu`]); the rest runs on the
+    /// calling thread.
     #[default]
     Cpu,
     /// dfdx's `Cuda` device on GPU `N` (`"cuda"` is `"cuda:0"`).
@@ -46,8 +50,9 @@ impl DeviceSpec {
     }
 
     /// The device of replica `i` of a multi-device learner: CPU replicas
-    /// all use the CPU (one thread each); GPU replicas take consecutive
-    /// ordinals from this one.
+    /// all use the CPU (each on its own thread, sharing rayon's threads for
+    /// large products and off-policy halves); GPU replicas take
+    /// consecutive ordinals from this one.
     pub fn replica(self, i: usize) -> DeviceSpec {
         match self {
             DeviceSpec::Cpu => DeviceSpec::Cpu,

@@ -79,8 +79,10 @@ pub struct PolicyCore<D: NetDevice> {
 // policy alone, and no method hands a tensor out (layers and custom
 // networks hold ids, not tensors; `NetDevice::conv2d` and the losses get
 // tensors only for the length of a call). Sending the core sends them all
-// together, which `NetDevice` promises is sound; the core is never shared
-// (`PolicyGraph` is not `Sync`). The other fields are plain data.
+// together, which `NetDevice` promises is sound. The core is shared between
+// threads only as a `PolicyCore<Cpu>` (`as_cpu`, in `join_on_cpu!`), whose
+// `Sync` the compiler checks; a core on another device is never shared.
+// The other fields are plain data.
 unsafe impl<D: NetDevice> Send for PolicyCore<D> {}
 
 /// `($a, $b)` for two computations that only read a core `$core`, named
@@ -89,9 +91,9 @@ unsafe impl<D: NetDevice> Send for PolicyCore<D> {}
 /// between threads.
 ///
 /// Off-policy updates are two such halves, the critics' and the actor's
-/// gradients of the same minibatch and weights: on this 2-core machine
-/// running them side by side takes most of the time off a small network's
-/// update. A macro rather than a function because each expression is
+/// gradients of the same minibatch and weights; side by side, a small
+/// network's update takes about the time of its larger half (the book's
+/// performance page has the figures). A macro rather than a function because each expression is
 /// generic in the device and is instantiated once for `Cpu` and once for
 /// `D`.
 macro_rules! join_on_cpu {

@@ -292,12 +292,13 @@ mod tests {
         // On the CPU the policy acts through a copy of its layers on the
         // host; the copy is taken again after an update and after
         // set_weights, so the log-probabilities recorded while acting are
-        // the learner's (KL 0) each time, though the policy moved.
+        // the learner's (KL 0) each time, and the value predictions (the
+        // same observations each time) moved with the weights.
         let mut p = policy();
         let mut mb = minibatch(p.as_mut());
         let mut moved = Vec::new();
         for change in 0..2 {
-            let before = mb.f32(fields::ACTION_LOGP).unwrap().to_vec();
+            let before = mb.f32(fields::VF_PREDS).unwrap().to_vec();
             if change == 0 {
                 for _ in 0..5 {
                     let (g, _) = p.compute_gradients(&mb).unwrap();
@@ -310,7 +311,7 @@ mod tests {
             mb = minibatch(p.as_mut());
             let (_, stats) = p.compute_gradients(&mb).unwrap();
             assert!(stats.get("kl").unwrap().abs() < 1e-6, "after change {change}: {stats:?}");
-            let after = mb.f32(fields::ACTION_LOGP).unwrap();
+            let after = mb.f32(fields::VF_PREDS).unwrap();
             moved.push(before.iter().zip(after).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max));
         }
         assert!(moved.iter().all(|&m| m > 1e-3), "the policy did not move: {moved:?}");

@@ -522,6 +522,7 @@ mod tests {
         // On the CPU the critics' and the actor's halves run on two threads;
         // the gradient is the one they give in turn on one thread.
         let mut p = policy(SacConfig::default());
+        assert!(p.core().as_cpu().is_some(), "the CPU path is the one under test");
         let b = batch();
         let mut rng = p.core().rng.clone();
         let mut draws = || -> Vec<f32> { (0..4).map(|_| rng.sample(StandardNormal)).collect() };

@@ -131,5 +131,16 @@ mod tests {
                 assert!((g - e).abs() < 1e-5, "{activation:?}: {g} vs {e}");
             }
         }
+        // No hidden layers (`fcnet_hiddens: []`): the head alone; and no rows.
+        let mut p = Params::new(Cpu::seed_from_u64(4));
+        let mlp = Mlp::new(&mut p, "t", 5, &[], Activation::Tanh);
+        let head = Linear::new(&mut p, "h", 5, 17);
+        let x: Vec<f32> = (0..10).map(|i| i as f32 * 0.1 - 0.5).collect();
+        let dev = p.device().clone();
+        let expected = to_vec(&head.forward(&p, mlp.forward(&p, dev.tensor_from_vec(x.clone(), (2usize, 5usize)))));
+        let net = HostNet::new(&p, Some(&mlp), Some(&head));
+        let got = net.forward(&x, 2);
+        assert!(got.iter().zip(&expected).all(|(g, e)| (g - e).abs() < 1e-5), "{got:?} vs {expected:?}");
+        assert!(net.forward(&[], 0).is_empty());
     }
 }
