@@ -100,6 +100,8 @@ fn models(c: &mut Criterion) {
         ("dqn_breakout_flat_mlp_64", "DQN", "MinAtar/Breakout-v1", dqn(flat.clone()), 64),
         ("dqn_breakout_cnn_64", "DQN", "MinAtar/Breakout-v1", dqn(json!({})), 64),
         ("sac_pendulum_256", "SAC", "Pendulum-v1", json!({}), 256),
+        ("td3_pendulum_256", "TD3", "Pendulum-v1", json!({}), 256),
+        ("ddpg_pendulum_256", "DDPG", "Pendulum-v1", json!({}), 256),
     ] {
         let (mut policy, batch) = batch(algorithm, env, &config, rows);
         group.bench_function(BenchmarkId::new("update", id), |b| {
