@@ -10,7 +10,7 @@
 
 use crate::device::{on_device, NetDevice, OnDevice};
 use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, Params, Taped};
-use crate::policy_core::PolicyCore;
+use crate::policy_core::{join_on_cpu, PolicyCore};
 use crate::sections::{Learning, Replay, Sampling};
 use crate::{BuildError, EnvMaker};
 use dfdx::prelude::*;
@@ -221,6 +221,18 @@ impl Critic {
     pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
         self.out.forward(p, self.mlp.forward(p, x))
     }
+
+    /// Scalars of the critic's weights (its span of the flat vector).
+    pub fn num_params(&self) -> usize {
+        self.mlp.layers().iter().chain([&self.out]).map(|l| (l.inputs() + 1) * l.outputs()).sum()
+    }
+
+    /// `Q(x)` as a function of the input alone, the critic's weights
+    /// constants of the pass: for an actor's loss, which differentiates
+    /// through the critic but never trains it ([`Linear::forward_frozen`]).
+    pub fn forward_frozen<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        self.out.forward_frozen(p, self.mlp.forward_frozen(p, x))
+    }
 }
 
 /// The critic input `[u, s]` of every row, from normalized actions `u`
@@ -256,11 +268,37 @@ pub(crate) fn critic_input_taped<D: NetDevice>(u: Matrix<D, Taped<D>>, s: Matrix
     (u, s).concat_along(Axis::<1>)
 }
 
-/// Q-values of the rows of `x` under each critic on `p` (no gradient),
-/// then their element-wise minimum.
-pub(crate) fn min_q<D: NetDevice>(critics: &[Critic], p: &Params<D>, x: &Matrix<D>) -> Vec<f32> {
-    let each: Vec<Vec<f32>> = critics.iter().map(|c| c.forward(p, x.clone()).as_vec()).collect();
-    (0..each[0].len()).map(|i| each.iter().map(|q| q[i]).fold(f32::INFINITY, f32::min)).collect()
+/// The rows of a critic's input on the host: normalized actions, their
+/// width, observations, their width ([`critic_input`]).
+pub(crate) type CriticRows<'a> = (&'a [f32], usize, &'a [f32], usize);
+
+/// Q-values of the rows `x` under each critic on `p` (no gradient), then
+/// their element-wise minimum; twin critics side by side on the CPU when
+/// `side_by_side` (an update whose other core is free, as in
+/// [`critic_gradient`]).
+pub(crate) fn min_q<D: NetDevice>(
+    critics: &[Critic],
+    p: &Params<D>,
+    x: CriticRows<'_>,
+    side_by_side: bool,
+) -> Result<Vec<f32>, PolicyError> {
+    let each = match critics {
+        [a, b] if side_by_side => {
+            let (a, b) = join_on_cpu!(p, |p| q_values(a, p, x), q_values(b, p, x));
+            vec![a?, b?]
+        }
+        _ => critics.iter().map(|c| q_values(c, p, x)).collect::<Result<Vec<_>, _>>()?,
+    };
+    Ok((0..each[0].len()).map(|i| each.iter().map(|q| q[i]).fold(f32::INFINITY, f32::min)).collect())
+}
+
+/// `critic`'s Q-values of the rows `x` on `p`, no gradient.
+fn q_values<D: NetDevice>(
+    critic: &Critic,
+    p: &Params<D>,
+    (u, a, s, f): CriticRows<'_>,
+) -> Result<Vec<f32>, PolicyError> {
+    Ok(critic.forward(p, critic_input(p.device(), u, a, s, f)?).as_vec())
 }
 
 /// `R + γ^k (1 − terminated) · next_value` of every row.
@@ -275,40 +313,80 @@ pub(crate) fn bellman_targets(batch: &SampleBatch, next_value: &[f32]) -> Result
 /// encoded by `input`, actions normalized by `bounds`), with `mean_q`,
 /// `mean_td_error` (of the first critic), `critic_loss` and
 /// `mean_target_q` in the returned stats, and its gradient for `range`
-/// (the critics' span of the weights).
+/// (the critics' span of the weights, one critic after the other).
+///
+/// Each critic's gradient depends only on its own loss, so each is
+/// differentiated on its own (the floats are those of differentiating the
+/// sum), and with `twins_side_by_side` twin critics run side by side on
+/// the CPU ([`join_on_cpu`]). That is for an update whose other core is
+/// free: TD3's updates without the actor's half; beside the actor's half,
+/// a third thread on two cores only waits for one.
 pub(crate) fn critic_gradient<D: NetDevice>(
     core: &PolicyCore<D>,
     critics: &[Critic],
     (input, bounds): (&Input, &ActionBounds),
     batch: &SampleBatch,
     targets: &[f32],
-    range: std::ops::Range<usize>,
+    (range, twins_side_by_side): (std::ops::Range<usize>, bool),
 ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
-    let mut stats = LearnerStats::default();
+    let sizes: Vec<usize> = critics.iter().map(Critic::num_params).collect();
+    if sizes.iter().sum::<usize>() != range.len() {
+        return Err(PolicyError::Other(format!(
+            "the critics hold {} weights, but their span of the weights is {} long",
+            sizes.iter().sum::<usize>(),
+            range.len()
+        )));
+    }
     let u = bounds.to_normalized(batch.f32(fields::ACTIONS)?);
     let s = input.encode_host(batch.f32(fields::OBS)?)?;
-    let x = critic_input(core.params.device(), &u, bounds.dim(), &s, input.features())?;
-    let (p, n) = (&core.params, targets.len());
-    let y = p.device().tensor_from_vec(targets.to_vec(), (n, 1));
-    let mut total = None;
-    for (j, critic) in critics.iter().enumerate() {
-        let q = critic.forward(p, x.clone().leaky_traced());
-        if j == 0 {
-            let q = q.as_vec();
-            stats.set("mean_q", q.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
-            let td = q.iter().zip(targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
-            stats.set("mean_td_error", td / n as f64);
+    let x = (u.as_slice(), bounds.dim(), s.as_slice(), input.features());
+    let span = |j: usize| {
+        let at = range.start + sizes[..j].iter().sum::<usize>();
+        at..at + sizes[j]
+    };
+    let each = match critics {
+        [a, b] if twins_side_by_side => {
+            let (a, b) = join_on_cpu!(
+                core,
+                |c| one_critic_gradient(c, a, x, targets, span(0)),
+                one_critic_gradient(c, b, x, targets, span(1))
+            );
+            vec![a?, b?]
         }
-        let loss = (q - y.clone()).square().mean();
-        total = Some(match total {
-            None => loss,
-            Some(t) => t + loss,
-        });
-    }
-    let (value, grad) = core.backward(total.expect("at least one critic"), "critic loss", range)?;
-    stats.set("critic_loss", value as f64);
+        _ => critics
+            .iter()
+            .enumerate()
+            .map(|(j, c)| one_critic_gradient(core, c, x, targets, span(j)))
+            .collect::<Result<_, _>>()?,
+    };
+    let n = targets.len();
+    let mut stats = LearnerStats::default();
+    let q = &each.first().expect("at least one critic").2;
+    stats.set("mean_q", q.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
+    let td = q.iter().zip(targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
+    stats.set("mean_td_error", td / n as f64);
+    stats.set("critic_loss", each.iter().map(|(loss, ..)| loss).sum::<f32>() as f64);
     stats.set("mean_target_q", targets.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64);
-    Ok((grad, stats))
+    Ok((each.into_iter().flat_map(|(_, grad, _)| grad).collect(), stats))
+}
+
+/// One critic's MSE loss against `targets` on the rows `x` (normalized
+/// actions, their width, observations, their width), its gradient for
+/// `range` (its span of the weights), and its Q-values.
+fn one_critic_gradient<D: NetDevice>(
+    core: &PolicyCore<D>,
+    critic: &Critic,
+    (u, a, s, f): CriticRows<'_>,
+    targets: &[f32],
+    range: std::ops::Range<usize>,
+) -> Result<(f32, Vec<f32>, Vec<f32>), PolicyError> {
+    let dev = core.params.device();
+    let x = critic_input(dev, u, a, s, f)?;
+    let y = dev.tensor_from_vec(targets.to_vec(), (targets.len(), 1));
+    let q = critic.forward(&core.params, x.leaky_traced());
+    let q_host = q.as_vec();
+    let (loss, grad) = core.backward((q - y).square().mean(), "critic loss", range)?;
+    Ok((loss, grad, q_host))
 }
 
 /// One Adam step of optimizer `group` on its span of `grad`, with its
@@ -373,6 +451,42 @@ mod tests {
         assert_eq!(b.to_normalized(&[-2.0, 0.0, 0.0, 1.0, 5.0, -3.0]), vec![-1.0, -1.0, 0.0, 1.0, 1.0, -1.0]);
         let unbounded = Space::uniform_box(f32::NEG_INFINITY, f32::INFINITY, vec![1]).unwrap();
         assert!(ActionBounds::new(&unbounded, "X").unwrap_err().to_string().contains("finite bounds"));
+    }
+
+    #[test]
+    fn twin_critics_apart_and_side_by_side_give_the_summed_losss_gradient() {
+        // critic_gradient differentiates each critic's loss on its own
+        // (side by side, or one after the other); both must give, bit for
+        // bit, the gradient of the summed loss differentiated at once.
+        let (o, a) = fixtures::spaces();
+        let (input, bounds) = continuous_spaces("TD3", &o, &a).unwrap();
+        let mut p = Params::new(Cpu::seed_from_u64(5));
+        let model = ModelConfig { fcnet_hiddens: vec![16, 16], ..ModelConfig::default() };
+        let critics: Vec<Critic> = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), 1 + 3, &model)).collect();
+        let core = PolicyCore::new(p, o, a, 0);
+        let batch = fixtures::batch();
+        let targets = [0.5, -1.0, 2.0, 0.0];
+        let range = 0..core.num_params();
+        let run = |side_by_side| {
+            let spaces = (&input, &bounds);
+            critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), side_by_side)).unwrap()
+        };
+        let ((apart, stats), (one_by_one, _)) = (run(true), run(false));
+        let u = bounds.to_normalized(batch.f32(fields::ACTIONS).unwrap());
+        let x = critic_input(core.params.device(), &u, 1, batch.f32(fields::OBS).unwrap(), 3).unwrap();
+        let y = core.params.device().tensor_from_vec(targets.to_vec(), (4usize, 1usize));
+        let loss = |c: &Critic| (c.forward(&core.params, x.clone().leaky_traced()) - y.clone()).square().mean();
+        let (value, summed) =
+            core.backward(loss(&critics[0]) + loss(&critics[1]), "critic loss", range.clone()).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&apart), bits(&summed));
+        assert_eq!(bits(&one_by_one), bits(&summed));
+        assert!((stats.get("critic_loss").unwrap() - value as f64).abs() < 1e-6);
+        assert!(summed.iter().filter(|g| g.abs() > 1e-3).count() > 100, "the check compared vanishing gradients");
+        // A span that does not match the critics is an error, not a panic.
+        let short = (0..range.end - 1, true);
+        let err = critic_gradient(&core, &critics, (&input, &bounds), &batch, &targets, short).unwrap_err();
+        assert!(err.to_string().contains("span of the weights"), "{err}");
     }
 
     #[test]

@@ -49,8 +49,8 @@
 //! `num_actor_updates`, `num_updates` and `replay_buffer_size`.
 
 use crate::continuous::{
-    self, bellman_targets, critic_gradient, critic_input, critic_input_taped, min_q, replay_trainer,
-    soft_update_target, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+    self, bellman_targets, critic_gradient, critic_input_taped, min_q, replay_trainer, soft_update_target, step_group,
+    ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
 };
 use crate::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
@@ -186,12 +186,14 @@ impl Ddpg {
 
     /// The target `y = R + γ^k (1 − terminated) min_j Q'_j(s', u')` of every
     /// row, with `u' = μ'(s')`, smoothed with clipped noise from the
-    /// standard-normal draws `eps` (`rows × A`, empty without smoothing).
+    /// standard-normal draws `eps` (`rows × A`, empty without smoothing);
+    /// twin target critics side by side when `alone`.
     fn td_targets<D: NetDevice>(
         &self,
         core: &PolicyCore<D>,
         batch: &SampleBatch,
         eps: &[f32],
+        alone: bool,
     ) -> Result<Vec<f32>, PolicyError> {
         let target = core.target.as_ref().expect("DDPG keeps target networks");
         let new_obs = batch.f32(fields::NEW_OBS)?;
@@ -204,8 +206,8 @@ impl Ddpg {
             }
         }
         let s = self.input.encode_host(new_obs)?;
-        let x = critic_input(target.device(), &next, self.bounds.dim(), &s, self.input.features())?;
-        bellman_targets(batch, &min_q(&self.critics, target, &x))
+        let x = (next.as_slice(), self.bounds.dim(), s.as_slice(), self.input.features());
+        bellman_targets(batch, &min_q(&self.critics, target, x, alone)?)
     }
 
     /// The target smoothing's standard-normal draws for `batch`: none
@@ -216,15 +218,18 @@ impl Ddpg {
     }
 
     /// The critics' summed MSE gradient on `batch` (critics' span), with
-    /// the target smoothing's draws `eps`.
+    /// the target smoothing's draws `eps`; twin critics side by side when
+    /// `alone` (no actor's half beside it).
     fn critic_gradient<D: NetDevice>(
         &self,
         core: &PolicyCore<D>,
         batch: &SampleBatch,
         eps: &[f32],
+        alone: bool,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
-        let targets = self.td_targets(core, batch, eps)?;
-        critic_gradient(core, &self.critics, (&self.input, &self.bounds), batch, &targets, core.range(CRITICS))
+        let targets = self.td_targets(core, batch, eps, alone)?;
+        let critics = (&self.input, &self.bounds);
+        critic_gradient(core, &self.critics, critics, batch, &targets, (core.range(CRITICS), alone))
     }
 
     /// The actor loss `−mean Q_1(s, μ(s))` and its gradient (actor's span).
@@ -236,7 +241,7 @@ impl Ddpg {
         let p = &core.params;
         let s = self.input.encode(p.device(), batch.f32(fields::OBS)?)?;
         let u = self.actor.head.forward(p, self.actor.mlp.forward(p, s.clone().leaky_traced())).tanh();
-        let q = self.critics[0].forward(p, critic_input_taped(u, s));
+        let q = self.critics[0].forward_frozen(p, critic_input_taped(u, s));
         let (value, grad) = core.backward(q.mean() * -1.0, "actor loss", core.range(ACTOR))?;
         let mut stats = LearnerStats::default();
         stats.set("actor_loss", value as f64);
@@ -253,7 +258,7 @@ impl Ddpg {
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let eps = self.target_noise(core, batch);
         let (critic, actor) =
-            join_on_cpu!(&*core, |c| self.critic_gradient(c, batch, &eps), self.actor_gradient(c, batch));
+            join_on_cpu!(&*core, |c| self.critic_gradient(c, batch, &eps, false), self.actor_gradient(c, batch));
         let ((critic_grad, mut stats), (mut grad, actor_stats)) = (critic?, actor?);
         stats.merge(actor_stats);
         grad.extend(critic_grad);
@@ -332,7 +337,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
             self.both_gradients(core, batch)?
         } else {
             let eps = self.target_noise(core, batch);
-            let (critic_grad, stats) = self.critic_gradient(core, batch, &eps)?;
+            let (critic_grad, stats) = self.critic_gradient(core, batch, &eps, true)?;
             let mut grad = vec![0.0; core.range(ACTOR).len()];
             grad.extend(critic_grad);
             (grad, stats)
@@ -412,6 +417,7 @@ pub async fn build(make_env: EnvMaker, cfg: DdpgConfig) -> Result<Trainer, Build
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::continuous::critic_input;
     use crate::continuous::fixtures::{batch, spaces};
 
     type Policy = CorePolicy<Ddpg, Cpu>;
@@ -459,7 +465,7 @@ mod tests {
         let (q1, q2) = (critics[0].forward(&target, x.clone()).as_vec(), critics[1].forward(&target, x).as_vec());
         let (core, algo) = p.parts_mut();
         let eps = algo.target_noise(core, &b);
-        let targets = algo.td_targets(core, &b, &eps).unwrap();
+        let targets = algo.td_targets(core, &b, &eps, true).unwrap();
         let r = b.f32(fields::REWARDS).unwrap();
         for i in 0..4 {
             let next = if i == 2 { 0.0 } else { 0.99 * q1[i].min(q2[i]) };
@@ -472,7 +478,7 @@ mod tests {
         let q = p.algorithm().critics[0].forward(&target, x).as_vec();
         let (core, algo) = p.parts_mut();
         let eps = algo.target_noise(core, &b);
-        let targets = algo.td_targets(core, &b, &eps).unwrap();
+        let targets = algo.td_targets(core, &b, &eps, true).unwrap();
         assert!((targets[3] - (2.0 + 0.99 * q[3])).abs() < 1e-5, "truncation bootstraps");
     }
 

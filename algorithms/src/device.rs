@@ -35,7 +35,7 @@ pub enum DeviceSpec {
     /// dfdx's `Cpu` device: products of at least
     /// `GEMM_THREADING_THRESHOLD` multiply-adds are split over rayon's
     /// threads, and an off-policy update runs its two halves on two of
-    /// them ([`crate::policy_core::join_on_cpu`]); the rest runs on the
+    /// them (`join_on_cpu!` in `policy_core.rs`); the rest runs on the
     /// calling thread.
     #[default]
     Cpu,
@@ -141,6 +141,32 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
         conv.forward_with_dfdx(p, x, height, width, input_grad)
     }
 
+    /// `max(x, 0)`, recorded on the tape `T` if it is one: dfdx's kernel
+    /// unless the device has a faster one (the CPU's).
+    fn relu<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
+        x.relu()
+    }
+
+    /// A fully connected layer's `act(x Wᵀ + b)`, recorded on the tape `T`
+    /// if it is one (the weights' gradient only if `weights_grad`): dfdx's
+    /// operations unless the device has a faster way (the CPU's
+    /// `linear_on_cpu`: one product into rows that start as the bias, the
+    /// nonlinearity in place).
+    fn linear<T: Tape<f32, Self>>(
+        layer: &crate::model::Linear,
+        p: &crate::model::Params<Self>,
+        x: crate::model::Matrix<Self, T>,
+        act: Option<crate::model::Activation>,
+        weights_grad: bool,
+    ) -> crate::model::Matrix<Self, T> {
+        let _ = weights_grad;
+        let y = layer.forward_with_dfdx(p, x);
+        match act {
+            Some(act) => act.apply(y),
+            None => y,
+        }
+    }
+
     /// `y + b`, the bias `b` added to every row of the matrix product `y`:
     /// dfdx's broadcast add unless the device has a faster one (the CPU's).
     fn add_bias<T: Tape<f32, Self>>(
@@ -166,7 +192,7 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
 // locks).
 unsafe impl NetDevice for dfdx::prelude::Cpu {
     fn tanh<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
-        crate::model::tanh_on_cpu(x)
+        crate::model::activation_on_cpu(x, crate::model::Activation::Tanh)
     }
 
     fn conv2d<T: Tape<f32, Self>>(
@@ -185,6 +211,20 @@ unsafe impl NetDevice for dfdx::prelude::Cpu {
         b: Tensor<(usize,), f32, Self, T>,
     ) -> Tensor<(usize, usize), f32, Self, T> {
         crate::model::add_bias_on_cpu(y, b)
+    }
+
+    fn relu<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
+        crate::model::activation_on_cpu(x, crate::model::Activation::Relu)
+    }
+
+    fn linear<T: Tape<f32, Self>>(
+        layer: &crate::model::Linear,
+        p: &crate::model::Params<Self>,
+        x: crate::model::Matrix<Self, T>,
+        act: Option<crate::model::Activation>,
+        weights_grad: bool,
+    ) -> crate::model::Matrix<Self, T> {
+        layer.forward_on_cpu(p, x, act, weights_grad)
     }
 
     fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self> {

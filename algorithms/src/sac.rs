@@ -40,8 +40,8 @@
 //! clipping), `num_updates` and `replay_buffer_size`.
 
 use crate::continuous::{
-    self, bellman_targets, critic_gradient, critic_input, critic_input_taped, min_q, replay_trainer,
-    soft_update_target, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+    self, bellman_targets, critic_gradient, critic_input_taped, min_q, replay_trainer, soft_update_target, step_group,
+    ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
 };
 use crate::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
@@ -223,8 +223,8 @@ impl Sac {
         let dev = p.device();
         let (mean, raw) = self.actor.forward(p, dev.tensor_from_vec(s.clone(), (rows, self.input.features())));
         let (u, logp) = squashed_sample(dev, mean, raw, eps);
-        let x = critic_input(dev, &u.as_vec(), self.bounds.dim(), &s, self.input.features())?;
-        let q_min = min_q(&self.critics, target, &x);
+        let u = u.as_vec();
+        let q_min = min_q(&self.critics, target, (&u, self.bounds.dim(), &s, self.input.features()), false)?;
         let alpha = self.alpha(p);
         let soft: Vec<f32> = q_min.iter().zip(logp.as_vec()).map(|(q, lp)| q - alpha * lp).collect();
         bellman_targets(batch, &soft)
@@ -239,7 +239,8 @@ impl Sac {
         eps: &[f32],
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let targets = self.td_targets(core, batch, eps)?;
-        critic_gradient(core, &self.critics, (&self.input, &self.bounds), batch, &targets, core.range(CRITICS))
+        let critics = (&self.input, &self.bounds);
+        critic_gradient(core, &self.critics, critics, batch, &targets, (core.range(CRITICS), false))
     }
 
     /// The actor loss `mean(α log π(ũ|s) − min_j Q_j(s, ũ))` and its
@@ -259,8 +260,8 @@ impl Sac {
         let (mean, raw) = self.actor.forward(p, s.clone().leaky_traced());
         let (u, logp) = squashed_sample(dev, mean, raw, eps);
         let logp_host = logp.as_vec();
-        let q1 = self.critics[0].forward(p, critic_input_taped(u.with_empty_tape(), s.clone()));
-        let q2 = self.critics[1].forward(p, critic_input_taped(u, s));
+        let q1 = self.critics[0].forward_frozen(p, critic_input_taped(u.with_empty_tape(), s.clone()));
+        let q2 = self.critics[1].forward_frozen(p, critic_input_taped(u, s));
         let q = q1.minimum(q2).reshape_like(&(rows,));
         let alpha = self.alpha(p);
         let (value, grad) = core.backward((logp * alpha - q).mean(), "actor loss", core.range(ACTOR))?;
@@ -427,6 +428,7 @@ pub async fn build(make_env: EnvMaker, cfg: SacConfig) -> Result<Trainer, BuildE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::continuous::critic_input;
     use crate::continuous::fixtures::{batch, spaces};
 
     type Policy = CorePolicy<Sac, Cpu>;

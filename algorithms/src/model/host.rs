@@ -15,7 +15,8 @@
 //! path, so the learner's log-probabilities of acted actions agree with
 //! the acting ones to float rounding (PPO's `on_policy_ratio_is_one`).
 
-use super::layers::{tanh_in_place, Activation, Linear};
+use super::cpu::tanh_in_place;
+use super::layers::{Activation, Linear};
 use super::params::Params;
 use super::torso::Mlp;
 use crate::device::NetDevice;
@@ -92,7 +93,7 @@ fn product(x: &[f32], w: &[f32], b: &[f32], y: &mut [f32], rows: usize, k: usize
     }
 }
 
-super::layers::wide_loop! {
+super::cpu::wide_loop! {
     /// The first `full` outputs (a multiple of [`BLOCK`]) of one row:
     /// each block summed over the inputs in a register-sized array.
     fn blocks(xr: &[f32], w: &[f32], b: &[f32], yr: &mut [f32], full: usize, n: usize) {

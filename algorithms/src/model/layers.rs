@@ -13,6 +13,7 @@
 //! the order layers are built. So a network built here from a seed starts
 //! from the same weights as the const-shaped dfdx network it replaces.
 
+use super::cpu::add_bias_on_cpu;
 use super::params::{ParamId, Params};
 use crate::device::NetDevice;
 use dfdx::prelude::*;
@@ -42,132 +43,8 @@ impl Activation {
     /// learner differentiates exactly the function the policy acted with.
     pub fn apply<S: Shape, D: NetDevice, T: Tape<f32, D>>(self, x: Tensor<S, f32, D, T>) -> Tensor<S, f32, D, T> {
         match self {
-            Activation::Relu => x.relu(),
+            Activation::Relu => D::relu(x),
             Activation::Tanh => D::tanh(x),
-        }
-    }
-}
-
-/// `tanh` on the CPU: [`tanh_approx`] over a fresh, contiguous tensor (a
-/// layer's output, so its physical data is its logical data) and, on a
-/// tape, the derivative `1 − y²` from the outputs kept for the backward
-/// pass. dfdx's own CPU kernel calls glibc's `tanhf` per element, which
-/// was 53 % of a default PPO run on CartPole (the book's performance page
-/// has the profile); its public ops cannot express this, so the backward
-/// step is added to the tape here, as dfdx's unary ops add theirs.
-pub(crate) fn tanh_on_cpu<S: Shape, T: Tape<f32, Cpu>>(x: Tensor<S, f32, Cpu, T>) -> Tensor<S, f32, Cpu, T> {
-    let (x, mut tape) = x.split_tape();
-    let mut y = vec![0.0; x.shape().num_elements()];
-    x.copy_into(&mut y);
-    tanh_in_place(&mut y);
-    // Only a tape needs the outputs again; acting keeps no copy.
-    let kept = T::OWNS_TAPE.then(|| y.clone());
-    let out = x.device().tensor_from_vec(y, *x.shape());
-    if let Some(y) = kept {
-        let (x, out_ghost) = (x.ghost(), out.ghost());
-        tape.add_backward_op(move |grads| {
-            let g_out = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
-            tanh_backward(grads.get_or_alloc_mut(&x)?, &g_out, &y);
-            Ok(())
-        });
-    }
-    out.put_tape(tape)
-}
-
-/// `y + b` with `b` added to every row of `y` on the CPU, for a fresh,
-/// contiguous `y` (a matrix product). dfdx adds a broadcast bias with its
-/// generic strided kernel, and sums the bias's gradient back the same way;
-/// its binary kernels were 22 % of a profile of SAC's update, the bias adds
-/// among them. Here both are plain loops over rows, on the tape as
-/// [`tanh_on_cpu`] is.
-pub(crate) fn add_bias_on_cpu<T: Tape<f32, Cpu>>(
-    y: Matrix<Cpu, T>,
-    b: Tensor<(usize,), f32, Cpu, T>,
-) -> Matrix<Cpu, T> {
-    let (y, tape) = y.split_tape();
-    let (b, b_tape) = b.split_tape();
-    let mut tape = tape.merge(b_tape);
-    let (rows, cols) = *y.shape();
-    let (mut out, mut bias) = (vec![0.0; rows * cols], vec![0.0; cols]);
-    y.copy_into(&mut out);
-    b.copy_into(&mut bias);
-    add_to_rows(&mut out, &bias);
-    let out = y.device().tensor_from_vec(out, (rows, cols));
-    if T::OWNS_TAPE {
-        let (y, b, out_ghost) = (y.ghost(), b.ghost(), out.ghost());
-        tape.add_backward_op(move |grads| {
-            let g_out = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
-            add_to_rows(grads.get_or_alloc_mut(&y)?, &g_out);
-            sum_rows_into(grads.get_or_alloc_mut(&b)?, &g_out);
-            Ok(())
-        });
-    }
-    out.put_tape(tape)
-}
-
-/// Defines `fn $name` whose loop body is compiled twice: for AVX2 (8
-/// floats a vector), run where the CPU has it, and for baseline x86-64
-/// (SSE2, 4 a vector) elsewhere. The workspace is built for any x86-64 (no
-/// `target-cpu`), so without this the CPU layers' loops ran 4 wide; the
-/// tanh's division made it 23 % of sampling CartPole that way. IEEE
-/// operations give the same floats at either width (Rust never fuses a
-/// multiply and an add on its own), so the choice changes speed only.
-macro_rules! wide_loop {
-    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) $body:block) => {
-        $(#[$doc])*
-        $vis fn $name($($arg: $ty),*) {
-            #[cfg(target_arch = "x86_64")]
-            if std::is_x86_feature_detected!("avx2") {
-                #[target_feature(enable = "avx2")]
-                unsafe fn wide($($arg: $ty),*) $body
-                // SAFETY: the CPU has AVX2, checked just above.
-                return unsafe { wide($($arg),*) };
-            }
-            $body
-        }
-    };
-}
-
-pub(crate) use wide_loop;
-
-wide_loop! {
-    /// `y ← tanh_approx(y)` elementwise.
-    pub(crate) fn tanh_in_place(y: &mut [f32]) {
-        y.iter_mut().for_each(|v| *v = tanh_approx(*v));
-    }
-}
-
-wide_loop! {
-    /// `g_x += g_out · (1 − y²)`: tanh's backward step from its outputs.
-    fn tanh_backward(g_x: &mut [f32], g_out: &[f32], y: &[f32]) {
-        for ((g, d), y) in g_x.iter_mut().zip(g_out).zip(y) {
-            *g += d * (1.0 - y * y);
-        }
-    }
-}
-
-wide_loop! {
-    /// `row += v` for every row of `rows` (a whole number of rows of
-    /// `v.len()`): the bias add, and, with `v` as long as `rows`, an
-    /// elementwise sum.
-    fn add_to_rows(rows: &mut [f32], v: &[f32]) {
-        if v.is_empty() {
-            return;
-        }
-        for row in rows.chunks_exact_mut(v.len()) {
-            row.iter_mut().zip(v).for_each(|(o, b)| *o += b);
-        }
-    }
-}
-
-wide_loop! {
-    /// `acc += row` for every row of `rows` (`acc.len()` wide).
-    fn sum_rows_into(acc: &mut [f32], rows: &[f32]) {
-        if acc.is_empty() {
-            return;
-        }
-        for row in rows.chunks_exact(acc.len()) {
-            acc.iter_mut().zip(row).for_each(|(g, d)| *g += d);
         }
     }
 }
@@ -201,8 +78,8 @@ pub fn tanh_approx(x: f32) -> f32 {
 /// A fully connected layer `y = x Wᵀ + b`, `W` of shape `(out, in)`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Linear {
-    w: ParamId,
-    b: ParamId,
+    pub(crate) w: ParamId,
+    pub(crate) b: ParamId,
     inputs: usize,
     outputs: usize,
 }
@@ -243,8 +120,40 @@ impl Linear {
     /// # Shapes
     /// `x` is `(rows, inputs)`; the result `(rows, outputs)`.
     pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        D::linear(self, p, x, None, true)
+    }
+
+    /// [`forward`](Self::forward) as a function of `x` alone: the weights
+    /// are constants of the pass and get no gradient. An actor's loss
+    /// differentiates through its critic this way (DDPG, TD3, SAC), which
+    /// on the CPU skips the critic's weight-gradient products; dfdx's
+    /// other devices compute that gradient and nobody reads it.
+    pub fn forward_frozen<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        D::linear(self, p, x, None, false)
+    }
+
+    /// `x Wᵀ + b` with dfdx's operations (devices without their own
+    /// kernel; the CPU's is `linear_on_cpu`).
+    pub(crate) fn forward_with_dfdx<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        x: Matrix<D, T>,
+    ) -> Matrix<D, T> {
         let w = p.matrix(self.w, self.outputs, self.inputs).retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
         D::add_bias(x.matmul(w), p.get(self.b).retaped::<T>())
+    }
+
+    /// The layer and its nonlinearity `act` on the CPU: `linear_on_cpu`
+    /// with this layer's weights.
+    pub(crate) fn forward_on_cpu<T: Tape<f32, Cpu>>(
+        &self,
+        p: &Params<Cpu>,
+        x: Matrix<Cpu, T>,
+        act: Option<Activation>,
+        weights_grad: bool,
+    ) -> Matrix<Cpu, T> {
+        let w = p.matrix(self.w, self.outputs, self.inputs);
+        super::cpu::linear_on_cpu(x, (&w, p.get(self.b)), act, weights_grad)
     }
 }
 
@@ -464,7 +373,7 @@ impl ConvGeometry {
 }
 
 /// A convolution plus bias on the CPU, with its own backward step on dfdx's
-/// tape (as [`tanh_on_cpu`]). The patches are cut with slice copies (no
+/// tape (as [`activation_on_cpu`](super::cpu::activation_on_cpu)). The patches are cut with slice copies (no
 /// index vector, no gather) and multiplied with the filters in one matrix
 /// product; the backward step is two matrix products, the filters'
 /// gradient `Gᵀ·P` and, only when `input_grad`, the patches' `G·W`, whose
@@ -589,6 +498,7 @@ impl Lstm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::cpu::tanh_in_place;
 
     #[test]
     fn tanh_approx_is_within_3e7_of_tanh_everywhere() {
@@ -613,32 +523,6 @@ mod tests {
                 assert_eq!(y.to_bits(), tanh_approx(*x).to_bits(), "tanh({x}) at length {len}");
             }
         }
-    }
-
-    #[test]
-    fn the_cpus_taped_tanh_matches_dfdxs_values_and_gradients() {
-        // A tanh layer inside a small graph (used twice downstream, so its
-        // gradient accumulates), differentiated through the CPU's tanh and
-        // through dfdx's exact kernel.
-        let dev = Cpu::seed_from_u64(0);
-        let x: Vec<f32> = (0..6 * 5).map(|i| ((i * 7919) % 97) as f32 / 97.0 * 8.0 - 4.0).collect();
-        let run = |fast: bool| {
-            let x = dev.tensor_from_vec(x.clone(), (6usize, 5usize));
-            let h = (x.leaky_trace() * 1.5) + 0.25;
-            let y = if fast { tanh_on_cpu(h) } else { h.tanh() };
-            let loss = y.with_empty_tape().square().sum() + (y * 3.0).sum();
-            let grads = loss.backward();
-            (grads.get(&x).as_vec(), loss_value(&x, fast))
-        };
-        let (fast, fast_y) = run(true);
-        let (exact, exact_y) = run(false);
-        for (a, b) in fast.iter().zip(&exact) {
-            assert!((a - b).abs() < 2e-5, "gradient {a} against dfdx's {b}");
-        }
-        for (a, b) in fast_y.iter().zip(&exact_y) {
-            assert!((a - b).abs() < 3e-7, "value {a} against dfdx's {b}");
-        }
-        assert!(exact.iter().any(|g| g.abs() > 0.1), "the check compared vanishing gradients");
     }
 
     #[test]
@@ -684,43 +568,6 @@ mod tests {
                 assert!((a - b).abs() < 1e-4 * (1.0 + b.abs()), "gradient {a} against dfdx's {b}");
             }
         }
-    }
-
-    #[test]
-    fn the_cpus_bias_add_matches_dfdxs_values_and_gradients() {
-        // A linear layer through the CPU's bias add and through dfdx's
-        // broadcast add: the same outputs and the same gradients for the
-        // input, the weight and the bias.
-        let dev = Cpu::seed_from_u64(0);
-        let mut p = Params::new(Cpu::seed_from_u64(1));
-        let layer = Linear::new(&mut p, "l", 5, 3);
-        let x: Vec<f32> = (0..4 * 5).map(|i| ((i * 31) % 17) as f32 / 17.0 - 0.5).collect();
-        let x = dev.tensor_from_vec(x, (4usize, 5usize));
-        let run = |fast: bool| {
-            let w = p.matrix(layer.w, 3, 5).retaped::<OwnedTape<f32, Cpu>>().permute::<(usize, usize), Axes2<1, 0>>();
-            let b = p.get(layer.b).retaped::<OwnedTape<f32, Cpu>>();
-            let z = x.leaky_trace().matmul(w);
-            let y = if fast { add_bias_on_cpu(z, b) } else { z + b.broadcast_like::<(usize, usize), Axis<0>>(&(4, 3)) };
-            let values = y.with_empty_tape().as_vec();
-            let weights = dev.tensor_from_vec((0..12).map(|i| i as f32 - 5.0).collect(), (4usize, 3usize));
-            let grads = (y * weights).sum().backward();
-            let mut g = grads.get(&x).as_vec();
-            g.extend(grads.get(&p.matrix(layer.w, 3, 5)).as_vec());
-            g.extend(grads.get(p.get(layer.b)).as_vec());
-            (values, g)
-        };
-        let (fast, exact) = (run(true), run(false));
-        assert_eq!(fast.0, exact.0);
-        for (a, b) in fast.1.iter().zip(&exact.1) {
-            assert!((a - b).abs() < 1e-5, "gradient {a} against dfdx's {b}");
-        }
-        assert!(exact.1.iter().any(|g| g.abs() > 0.5), "the check compared vanishing gradients");
-    }
-
-    /// The layer's values without a tape, through either tanh.
-    fn loss_value(x: &Tensor<(usize, usize), f32, Cpu>, fast: bool) -> Vec<f32> {
-        let h = (x.clone() * 1.5) + 0.25;
-        if fast { tanh_on_cpu(h) } else { h.tanh() }.as_vec()
     }
 
     #[test]

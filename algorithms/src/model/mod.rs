@@ -17,6 +17,7 @@
 //! stored sequences of at most `max_seq_len` steps ([`sequences`]). The
 //! algorithm puts its heads on top; all of it lives in one [`Params`].
 
+mod cpu;
 pub mod custom;
 mod host;
 mod layers;
@@ -24,9 +25,9 @@ mod params;
 pub mod sequences;
 mod torso;
 
+pub(crate) use cpu::{activation_on_cpu, add_bias_on_cpu};
 pub use custom::{CustomInput, CustomModel, CustomNetwork};
 pub use host::HostNet;
-pub(crate) use layers::{add_bias_on_cpu, tanh_on_cpu};
 pub use layers::{tanh_approx, Activation, Conv2d, Linear, Lstm, Matrix, Taped};
 pub use params::{Flat, ParamId, Params};
 pub use torso::{default_conv_filters, to_vec, Body, Input, Mlp, SeqLayout, TapeKind, Torso};

@@ -94,6 +94,12 @@ impl<D: NetDevice> Params<D> {
         ParamId(self.tensors.len() - 1)
     }
 
+    /// These weights, if their device is the CPU (see
+    /// `join_on_cpu!`).
+    pub fn as_cpu(&self) -> Option<&Params<dfdx::prelude::Cpu>> {
+        (self as &dyn std::any::Any).downcast_ref()
+    }
+
     /// The tensor `id`, flat.
     pub fn get(&self, id: ParamId) -> &Flat<D> {
         &self.tensors[id.0]

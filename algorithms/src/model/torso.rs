@@ -172,9 +172,24 @@ impl Mlp {
     ///
     /// # Shapes
     /// `x` is `(rows, inputs)`; the result `(rows, features())`.
-    pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, mut x: Matrix<D, T>) -> Matrix<D, T> {
+    pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        self.forward_with(p, x, true)
+    }
+
+    /// [`forward`](Self::forward) as a function of `x` alone, the weights
+    /// constants of the pass ([`Linear::forward_frozen`]).
+    pub fn forward_frozen<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        self.forward_with(p, x, false)
+    }
+
+    fn forward_with<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        mut x: Matrix<D, T>,
+        weights_grad: bool,
+    ) -> Matrix<D, T> {
         for layer in &self.layers {
-            x = self.activation.apply(layer.forward(p, x));
+            x = D::linear(layer, p, x, Some(self.activation), weights_grad);
         }
         x
     }

@@ -1,0 +1,438 @@
+//! The CPU's own operations on dfdx's tape, for the layers every network
+//! is made of: a fully connected layer ([`linear_on_cpu`]), its bias
+//! ([`add_bias_on_cpu`]), `tanh` and `relu`.
+//!
+//! dfdx 0.13's CPU kernels are generic: element-wise operations go through
+//! strided iterators one float at a time, a bias is broadcast and summed
+//! back with the same machinery, and a layer is a product into a zeroed
+//! tensor plus a copy for the bias. At the 2×64 networks' sizes that was
+//! as much time as the products themselves (the profiles are on the
+//! book's performance page). Each operation here computes its values with
+//! plain loops (compiled for AVX2 where the CPU has it, [`wide_loop`]) or
+//! one call of the `gemm` crate dfdx itself calls, and adds its backward
+//! step to the tape as dfdx's own operations add theirs, so the rest of
+//! the graph, and dfdx's other devices, are unchanged.
+//!
+//! Every operation takes its input through `contiguous()` (free for a
+//! layer's output), so the data read is the tensor's logical data.
+
+use super::layers::{tanh_approx, Activation};
+use dfdx::prelude::*;
+
+/// Defines `fn $name` whose loop body is compiled twice: for AVX2 (8
+/// floats a vector), run where the CPU has it, and for baseline x86-64
+/// (SSE2, 4 a vector) elsewhere. The workspace is built for any x86-64 (no
+/// `target-cpu`), so without this the CPU layers' loops ran 4 wide; the
+/// tanh's division made it 23 % of sampling CartPole that way. IEEE
+/// operations give the same floats at either width (Rust never fuses a
+/// multiply and an add on its own), so the choice changes speed only.
+macro_rules! wide_loop {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) $body:block) => {
+        $(#[$doc])*
+        $vis fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                #[target_feature(enable = "avx2")]
+                unsafe fn wide($($arg: $ty),*) $body
+                // SAFETY: the CPU has AVX2, checked just above.
+                return unsafe { wide($($arg),*) };
+            }
+            $body
+        }
+    };
+}
+
+pub(crate) use wide_loop;
+
+/// A `(rows, features)` matrix on the CPU with tape `T`.
+type Matrix<T = NoneTape> = super::layers::Matrix<Cpu, T>;
+
+/// `act(x Wᵀ + b)` for a `(rows, inputs)` `x`, the weight `w` `(outputs,
+/// inputs)`, the bias `b` `(outputs,)` and an optional nonlinearity `act`:
+/// one product into rows that start as the bias, then the nonlinearity in
+/// place, where dfdx's path is a product into a zeroed tensor, a view of
+/// the transposed weight, a second pass for the bias and a third for the
+/// nonlinearity, each a new tensor with its own gradient buffer.
+///
+/// The backward step turns the output's gradient `G` into the
+/// pre-activation's (`G · act'`, from the outputs kept for it), adds `G·W`
+/// to the input's gradient and, when `weights_grad`, `Gᵀ·X` and the column
+/// sums of `G` to the weight's and the bias's. Without `weights_grad` the
+/// weights are constants of the pass: a loss that differentiates through a
+/// network it does not train, such as an actor's loss through its critic,
+/// skips a third of that network's backward products. The products are
+/// dfdx's own calls, operand for operand, and the nonlinearities those of
+/// [`activation_on_cpu`], so the floats are the ones the separate
+/// operations give.
+pub(crate) fn linear_on_cpu<T: Tape<f32, Cpu>>(
+    x: Matrix<T>,
+    (w, b): (&Matrix, &Tensor<(usize,), f32, Cpu>),
+    act: Option<Activation>,
+    weights_grad: bool,
+) -> Matrix<T> {
+    let (x, mut tape) = x.contiguous().split_tape();
+    let ((rows, inputs), (outputs, w_inputs)) = (*x.shape(), *w.shape());
+    assert_eq!(inputs, w_inputs, "a ({rows}, {inputs}) input to a layer of {w_inputs} inputs");
+    let (mut xs, mut ws, mut bias) = (vec![0.0; rows * inputs], vec![0.0; outputs * inputs], vec![0.0; outputs]);
+    x.copy_into(&mut xs);
+    w.clone().contiguous().copy_into(&mut ws);
+    b.copy_into(&mut bias);
+    let mut out = Vec::with_capacity(rows * outputs);
+    (0..rows).for_each(|_| out.extend_from_slice(&bias));
+    // out (rows × outputs) += X (rows × inputs) · Wᵀ (inputs × outputs).
+    let dims = Dims { m: rows, k: inputs, n: outputs };
+    product(dims, (&xs, [inputs, 1]), (&ws, [1, inputs]), (&mut out, [outputs, 1]));
+    if let Some(act) = act {
+        activate(act, &mut out);
+    }
+    // The derivative of a nonlinearity is computed from its outputs.
+    let kept = (T::OWNS_TAPE && act.is_some()).then(|| out.clone());
+    let out = x.device().tensor_from_vec(out, (rows, outputs));
+    if T::OWNS_TAPE {
+        let (x_ghost, w_ghost, b_ghost, out_ghost) = (x.ghost(), w.ghost(), b.ghost(), out.ghost());
+        tape.add_backward_op(move |grads| {
+            let mut g = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
+            if let (Some(act), Some(y)) = (act, &kept) {
+                differentiate(act, &mut g, y);
+            }
+            // dX (rows × inputs) += G (rows × outputs) · W (outputs × inputs).
+            let dims = Dims { m: rows, k: outputs, n: inputs };
+            product(dims, (&g, [outputs, 1]), (&ws, [inputs, 1]), (grads.get_or_alloc_mut(&x_ghost)?, [inputs, 1]));
+            if weights_grad {
+                // dWᵀ (inputs × outputs) += Xᵀ (inputs × rows) · G (rows × outputs).
+                let dims = Dims { m: inputs, k: rows, n: outputs };
+                product(dims, (&xs, [1, inputs]), (&g, [outputs, 1]), (grads.get_or_alloc_mut(&w_ghost)?, [1, inputs]));
+                sum_rows_into(grads.get_or_alloc_mut(&b_ghost)?, &g);
+            }
+            Ok(())
+        });
+    }
+    out.put_tape(tape)
+}
+
+/// The sizes of a product `(m × k) · (k × n)`.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+/// `dst += a · b`, each operand a slice with its `[row, column]` strides,
+/// through the `gemm` crate as dfdx's CPU `matmul` calls it (its rayon
+/// threads for products of at least
+/// [`GEMM_THREADING_THRESHOLD`](crate::device::GEMM_THREADING_THRESHOLD)
+/// multiply-adds).
+///
+/// # Panics
+/// If an operand's last element lies outside its slice.
+fn product(d: Dims, (a, sa): (&[f32], [usize; 2]), (b, sb): (&[f32], [usize; 2]), (dst, sd): (&mut [f32], [usize; 2])) {
+    if d.m == 0 || d.n == 0 {
+        return;
+    }
+    let last = |rows: usize, cols: usize, s: [usize; 2]| (rows.max(1) - 1) * s[0] + (cols.max(1) - 1) * s[1];
+    assert!(d.k == 0 || last(d.m, d.k, sa) < a.len(), "the left operand overruns its {} values", a.len());
+    assert!(d.k == 0 || last(d.k, d.n, sb) < b.len(), "the right operand overruns its {} values", b.len());
+    assert!(last(d.m, d.n, sd) < dst.len(), "the product overruns its {} values", dst.len());
+    let i = |s: usize| s as isize;
+    // SAFETY: every element the product reads or writes lies inside its
+    // slice (checked above), and `dst` is borrowed mutably, apart from
+    // `a` and `b`.
+    unsafe {
+        gemm::gemm(
+            d.m,
+            d.n,
+            d.k,
+            dst.as_mut_ptr(),
+            i(sd[1]),
+            i(sd[0]),
+            true,
+            a.as_ptr(),
+            i(sa[1]),
+            i(sa[0]),
+            b.as_ptr(),
+            i(sb[1]),
+            i(sb[0]),
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::Rayon(rayon::current_num_threads()),
+        );
+    }
+}
+
+wide_loop! {
+    /// `y ← max(y, 0)` elementwise (NaN becomes 0, as in dfdx).
+    fn relu_in_place(y: &mut [f32]) {
+        y.iter_mut().for_each(|v| *v = v.max(0.0));
+    }
+}
+
+wide_loop! {
+    /// `g ← g · [y > 0]`: relu's derivative from its outputs, in place.
+    fn relu_derivative(g: &mut [f32], y: &[f32]) {
+        for (g, y) in g.iter_mut().zip(y) {
+            *g *= if *y > 0.0 { 1.0 } else { 0.0 };
+        }
+    }
+}
+
+wide_loop! {
+    /// `g ← g · (1 − y²)`: tanh's derivative from its outputs, in place.
+    fn tanh_derivative(g: &mut [f32], y: &[f32]) {
+        for (g, y) in g.iter_mut().zip(y) {
+            *g *= 1.0 - y * y;
+        }
+    }
+}
+
+/// A nonlinearity on the CPU, and on a tape its backward step from the
+/// outputs kept for it: `relu` (`g · [y > 0]`, `y > 0` exactly where `x >
+/// 0`, dfdx's test) or `tanh` ([`tanh_approx`], `g · (1 − y²)`). dfdx's
+/// CPU kernels went through a strided iterator one float at a time, and
+/// its `tanh` called glibc's `tanhf` per element, 53 % of a default PPO run
+/// on CartPole (the book's performance page has the profiles); its public
+/// ops cannot express this, so the backward step is added to the tape
+/// here, as dfdx's unary ops add theirs.
+pub(crate) fn activation_on_cpu<S: Shape, T: Tape<f32, Cpu>>(
+    x: Tensor<S, f32, Cpu, T>,
+    act: Activation,
+) -> Tensor<S, f32, Cpu, T> {
+    let (x, mut tape) = x.contiguous().split_tape();
+    let mut y = vec![0.0; x.shape().num_elements()];
+    x.copy_into(&mut y);
+    activate(act, &mut y);
+    // Only a tape needs the outputs again; acting keeps no copy.
+    let kept = T::OWNS_TAPE.then(|| y.clone());
+    let out = x.device().tensor_from_vec(y, *x.shape());
+    if let Some(y) = kept {
+        let (x, out_ghost) = (x.ghost(), out.ghost());
+        tape.add_backward_op(move |grads| {
+            let mut g = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
+            differentiate(act, &mut g, &y);
+            add_to_rows(grads.get_or_alloc_mut(&x)?, &g);
+            Ok(())
+        });
+    }
+    out.put_tape(tape)
+}
+
+/// `y ← act(y)` elementwise.
+fn activate(act: Activation, y: &mut [f32]) {
+    match act {
+        Activation::Relu => relu_in_place(y),
+        Activation::Tanh => tanh_in_place(y),
+    }
+}
+
+/// `g ← g · act'(x)`, the derivative computed from the outputs `y`.
+fn differentiate(act: Activation, g: &mut [f32], y: &[f32]) {
+    match act {
+        Activation::Relu => relu_derivative(g, y),
+        Activation::Tanh => tanh_derivative(g, y),
+    }
+}
+
+/// `y + b` with `b` added to every row of `y` on the CPU, for a fresh,
+/// contiguous `y` (a matrix product). dfdx adds a broadcast bias with its
+/// generic strided kernel, and sums the bias's gradient back the same way;
+/// its binary kernels were 22 % of a profile of SAC's update, the bias adds
+/// among them. Here both are plain loops over rows, on the tape as
+/// [`activation_on_cpu`] is.
+pub(crate) fn add_bias_on_cpu<T: Tape<f32, Cpu>>(y: Matrix<T>, b: Tensor<(usize,), f32, Cpu, T>) -> Matrix<T> {
+    let (y, tape) = y.split_tape();
+    let (b, b_tape) = b.split_tape();
+    let mut tape = tape.merge(b_tape);
+    let (rows, cols) = *y.shape();
+    let (mut out, mut bias) = (vec![0.0; rows * cols], vec![0.0; cols]);
+    y.copy_into(&mut out);
+    b.copy_into(&mut bias);
+    add_to_rows(&mut out, &bias);
+    let out = y.device().tensor_from_vec(out, (rows, cols));
+    if T::OWNS_TAPE {
+        let (y, b, out_ghost) = (y.ghost(), b.ghost(), out.ghost());
+        tape.add_backward_op(move |grads| {
+            let g_out = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
+            add_to_rows(grads.get_or_alloc_mut(&y)?, &g_out);
+            sum_rows_into(grads.get_or_alloc_mut(&b)?, &g_out);
+            Ok(())
+        });
+    }
+    out.put_tape(tape)
+}
+
+wide_loop! {
+    /// `y ← tanh_approx(y)` elementwise.
+    pub(crate) fn tanh_in_place(y: &mut [f32]) {
+        y.iter_mut().for_each(|v| *v = tanh_approx(*v));
+    }
+}
+
+wide_loop! {
+    /// `row += v` for every row of `rows` (a whole number of rows of
+    /// `v.len()`): the bias add, and, with `v` as long as `rows`, an
+    /// elementwise sum.
+    fn add_to_rows(rows: &mut [f32], v: &[f32]) {
+        if v.is_empty() {
+            return;
+        }
+        for row in rows.chunks_exact_mut(v.len()) {
+            row.iter_mut().zip(v).for_each(|(o, b)| *o += b);
+        }
+    }
+}
+
+wide_loop! {
+    /// `acc += row` for every row of `rows` (`acc.len()` wide).
+    fn sum_rows_into(acc: &mut [f32], rows: &[f32]) {
+        if acc.is_empty() {
+            return;
+        }
+        for row in rows.chunks_exact(acc.len()) {
+            acc.iter_mut().zip(row).for_each(|(g, d)| *g += d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Linear, Params};
+
+    #[test]
+    fn the_cpus_taped_tanh_matches_dfdxs_values_and_gradients() {
+        // A tanh layer inside a small graph (used twice downstream, so its
+        // gradient accumulates), differentiated through the CPU's tanh and
+        // through dfdx's exact kernel.
+        let dev = Cpu::seed_from_u64(0);
+        let x: Vec<f32> = (0..6 * 5).map(|i| ((i * 7919) % 97) as f32 / 97.0 * 8.0 - 4.0).collect();
+        let run = |fast: bool| {
+            let x = dev.tensor_from_vec(x.clone(), (6usize, 5usize));
+            let h = (x.leaky_trace() * 1.5) + 0.25;
+            let y = if fast { activation_on_cpu(h, Activation::Tanh) } else { h.tanh() };
+            let loss = y.with_empty_tape().square().sum() + (y * 3.0).sum();
+            let grads = loss.backward();
+            (grads.get(&x).as_vec(), loss_value(&x, fast))
+        };
+        let (fast, fast_y) = run(true);
+        let (exact, exact_y) = run(false);
+        for (a, b) in fast.iter().zip(&exact) {
+            assert!((a - b).abs() < 2e-5, "gradient {a} against dfdx's {b}");
+        }
+        for (a, b) in fast_y.iter().zip(&exact_y) {
+            assert!((a - b).abs() < 3e-7, "value {a} against dfdx's {b}");
+        }
+        assert!(exact.iter().any(|g| g.abs() > 0.1), "the check compared vanishing gradients");
+    }
+
+    #[test]
+    fn the_cpus_bias_add_matches_dfdxs_values_and_gradients() {
+        // A linear layer through the CPU's bias add and through dfdx's
+        // broadcast add: the same outputs and the same gradients for the
+        // input, the weight and the bias.
+        let dev = Cpu::seed_from_u64(0);
+        let mut p = Params::new(Cpu::seed_from_u64(1));
+        let layer = Linear::new(&mut p, "l", 5, 3);
+        let x: Vec<f32> = (0..4 * 5).map(|i| ((i * 31) % 17) as f32 / 17.0 - 0.5).collect();
+        let x = dev.tensor_from_vec(x, (4usize, 5usize));
+        let run = |fast: bool| {
+            let w = p.matrix(layer.w, 3, 5).retaped::<OwnedTape<f32, Cpu>>().permute::<(usize, usize), Axes2<1, 0>>();
+            let b = p.get(layer.b).retaped::<OwnedTape<f32, Cpu>>();
+            let z = x.leaky_trace().matmul(w);
+            let y = if fast { add_bias_on_cpu(z, b) } else { z + b.broadcast_like::<(usize, usize), Axis<0>>(&(4, 3)) };
+            let values = y.with_empty_tape().as_vec();
+            let weights = dev.tensor_from_vec((0..12).map(|i| i as f32 - 5.0).collect(), (4usize, 3usize));
+            let grads = (y * weights).sum().backward();
+            let mut g = grads.get(&x).as_vec();
+            g.extend(grads.get(&p.matrix(layer.w, 3, 5)).as_vec());
+            g.extend(grads.get(p.get(layer.b)).as_vec());
+            (values, g)
+        };
+        let (fast, exact) = (run(true), run(false));
+        assert_eq!(fast.0, exact.0);
+        for (a, b) in fast.1.iter().zip(&exact.1) {
+            assert!((a - b).abs() < 1e-5, "gradient {a} against dfdx's {b}");
+        }
+        assert!(exact.1.iter().any(|g| g.abs() > 0.5), "the check compared vanishing gradients");
+    }
+
+    /// The layer's values without a tape, through either tanh.
+    fn loss_value(x: &Tensor<(usize, usize), f32, Cpu>, fast: bool) -> Vec<f32> {
+        let h = (x.clone() * 1.5) + 0.25;
+        if fast { activation_on_cpu(h, Activation::Tanh) } else { h.tanh() }.as_vec()
+    }
+
+    #[test]
+    fn the_cpus_linear_layer_gives_dfdxs_floats_and_freezes_its_weights_on_request() {
+        // Two stacked layers (7 → 5 → 3, the first with a nonlinearity) on
+        // 6 rows, through the CPU's fused layer and through dfdx's product,
+        // broadcast add and nonlinearity: the same values and gradients, bit
+        // for bit (tanh against the CPU's separate taped tanh, whose floats
+        // differ from dfdx's in the last bits). Frozen, the second layer
+        // passes the same gradient to its input and none to its weights.
+        let mut p = Params::new(Cpu::seed_from_u64(1));
+        let (first, second) = (Linear::new(&mut p, "a", 7, 5), Linear::new(&mut p, "b", 5, 3));
+        let dev = Cpu::seed_from_u64(0);
+        let x: Vec<f32> = (0..6 * 7).map(|i| ((i * 7919) % 97) as f32 / 97.0 * 4.0 - 2.0).collect();
+        let x = dev.tensor_from_vec(x, (6usize, 7usize));
+        for act in [Activation::Relu, Activation::Tanh] {
+            let run = |cpu: bool, frozen: bool| {
+                let h = if cpu {
+                    first.forward_on_cpu(&p, x.leaky_trace(), Some(act), true)
+                } else {
+                    let z = first.forward_with_dfdx(&p, x.leaky_trace());
+                    if act == Activation::Relu {
+                        z.relu()
+                    } else {
+                        activation_on_cpu(z, act)
+                    }
+                };
+                let y = if cpu { second.forward_on_cpu(&p, h, None, !frozen) } else { second.forward_with_dfdx(&p, h) };
+                let values = y.with_empty_tape().as_vec();
+                let weights = dev.tensor_from_vec((0..18).map(|i| i as f32 - 8.5).collect(), (6usize, 3usize));
+                let mut grads = (y.with_empty_tape().square().sum() + (y * weights).sum()).backward();
+                let mut all = grads.get(&x).as_vec();
+                all.extend(p.grads(&mut grads, 0..p.len()));
+                (values, all)
+            };
+            let (cpu, dfdx) = (run(true, false), run(false, false));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&cpu.0), bits(&dfdx.0), "{act:?}: values");
+            assert_eq!(bits(&cpu.1), bits(&dfdx.1), "{act:?}: gradients of the input and every weight");
+            assert!(dfdx.1.iter().filter(|g| g.abs() > 0.5).count() > 20, "the check compared vanishing gradients");
+            // Frozen: the input's and the first layer's gradients are
+            // unchanged; the second layer's weight and bias get none.
+            let frozen = run(true, true);
+            let second_starts = 6 * 7 + 7 * 5 + 5;
+            assert_eq!(bits(&frozen.1[..second_starts]), bits(&cpu.1[..second_starts]));
+            assert!(frozen.1[second_starts..].iter().all(|&g| g == 0.0));
+            assert!(cpu.1[second_starts..].iter().any(|g| g.abs() > 0.5));
+        }
+    }
+
+    #[test]
+    fn the_cpus_relu_gives_dfdxs_floats() {
+        // Inputs on both sides of 0, 0 itself and NaN, at lengths that
+        // leave a tail after the vector loop; the output used twice so that
+        // the gradient accumulates.
+        let dev = Cpu::seed_from_u64(0);
+        for len in [1usize, 7, 8, 19, 64] {
+            let mut v: Vec<f32> = (0..len).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
+            v[len / 2] = f32::NAN;
+            let x = dev.tensor_from_vec(v, (len,));
+            let run = |cpu: bool| {
+                let y = if cpu { activation_on_cpu(x.leaky_trace(), Activation::Relu) } else { x.leaky_trace().relu() };
+                let values = y.with_empty_tape().as_vec();
+                let w = dev.tensor_from_vec((0..len).map(|i| i as f32 - 3.0).collect(), (len,));
+                let grads = (y.with_empty_tape().square().sum() + (y * w).sum()).backward();
+                (values, grads.get(&x).as_vec())
+            };
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let (cpu, dfdx) = (run(true), run(false));
+            assert_eq!(bits(&cpu.0), bits(&dfdx.0), "values at length {len}");
+            assert_eq!(bits(&cpu.1), bits(&dfdx.1), "gradients at length {len}");
+        }
+    }
+}
