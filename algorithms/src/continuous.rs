@@ -454,7 +454,7 @@ mod tests {
     }
 
     #[test]
-    fn twin_critics_apart_and_side_by_side_give_the_summed_losss_gradient() {
+    fn twin_critics_side_by_side_and_one_by_one_give_the_summed_losses_gradient() {
         // critic_gradient differentiates each critic's loss on its own
         // (side by side, or one after the other); both must give, bit for
         // bit, the gradient of the summed loss differentiated at once.
@@ -471,7 +471,7 @@ mod tests {
             let spaces = (&input, &bounds);
             critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), side_by_side)).unwrap()
         };
-        let ((apart, stats), (one_by_one, _)) = (run(true), run(false));
+        let ((side_by_side, stats), (one_by_one, _)) = (run(true), run(false));
         let u = bounds.to_normalized(batch.f32(fields::ACTIONS).unwrap());
         let x = critic_input(core.params.device(), &u, 1, batch.f32(fields::OBS).unwrap(), 3).unwrap();
         let y = core.params.device().tensor_from_vec(targets.to_vec(), (4usize, 1usize));
@@ -479,7 +479,7 @@ mod tests {
         let (value, summed) =
             core.backward(loss(&critics[0]) + loss(&critics[1]), "critic loss", range.clone()).unwrap();
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&apart), bits(&summed));
+        assert_eq!(bits(&side_by_side), bits(&summed));
         assert_eq!(bits(&one_by_one), bits(&summed));
         assert!((stats.get("critic_loss").unwrap() - value as f64).abs() < 1e-6);
         assert!(summed.iter().filter(|g| g.abs() > 1e-3).count() > 100, "the check compared vanishing gradients");

@@ -34,8 +34,8 @@ fn tune_cpu_matmul() {
 pub enum DeviceSpec {
     /// dfdx's `Cpu` device: products of at least
     /// `GEMM_THREADING_THRESHOLD` multiply-adds are split over rayon's
-    /// threads, and an off-policy update runs its two halves on two of
-    /// them (`join_on_cpu!` in `policy_core.rs`); the rest runs on the
+    /// threads, and an off-policy update runs one of its two halves on one
+    /// of them (`join_on_cpu!` in `policy_core.rs`); the rest runs on the
     /// calling thread.
     #[default]
     Cpu,

@@ -79,9 +79,10 @@ pub struct PolicyCore<D: NetDevice> {
 // policy alone, and no method hands a tensor out (layers and custom
 // networks hold ids, not tensors; `NetDevice::conv2d` and the losses get
 // tensors only for the length of a call). Sending the core sends them all
-// together, which `NetDevice` promises is sound. The core is shared between
-// threads only as a `PolicyCore<Cpu>` (`as_cpu`, in `join_on_cpu!`), whose
-// `Sync` the compiler checks; a core on another device is never shared.
+// together, which `NetDevice` promises is sound. The core (or its weights)
+// is shared between threads only as a `PolicyCore<Cpu>` or `Params<Cpu>`
+// (`as_cpu`, in `join_on_cpu!`), whose `Sync` the compiler checks; a core on
+// another device is never shared.
 // The other fields are plain data.
 unsafe impl<D: NetDevice> Send for PolicyCore<D> {}
 
@@ -100,7 +101,9 @@ unsafe impl<D: NetDevice> Send for PolicyCore<D> {}
 /// hand both to the pool and put the caller to sleep until they finish,
 /// which cost 10–25 µs per update on the 2-core machine.) A macro rather
 /// than a function because each expression is generic in the device and is
-/// instantiated once for `Cpu` and once for `D`.
+/// instantiated once for `Cpu` and once for `D`; on the CPU each runs
+/// inside a closure, so neither may use `?` or `return` (apply `?` to the
+/// results).
 macro_rules! join_on_cpu {
     ($core:expr, |$c:ident| $a:expr, $b:expr) => {{
         let core = $core;

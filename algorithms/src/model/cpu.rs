@@ -48,11 +48,12 @@ pub(crate) use wide_loop;
 type Matrix<T = NoneTape> = super::layers::Matrix<Cpu, T>;
 
 /// `act(x Wᵀ + b)` for a `(rows, inputs)` `x`, the weight `w` `(outputs,
-/// inputs)`, the bias `b` `(outputs,)` and an optional nonlinearity `act`:
-/// one product into rows that start as the bias, then the nonlinearity in
-/// place, where dfdx's path is a product into a zeroed tensor, a view of
-/// the transposed weight, a second pass for the bias and a third for the
-/// nonlinearity, each a new tensor with its own gradient buffer.
+/// inputs)`, the bias `b` `(outputs,)` and an optional nonlinearity `act`,
+/// in one buffer: the product, the bias added to each row and the
+/// nonlinearity in place, with one backward step on the tape. dfdx's path
+/// makes a tensor for each of the three, each with its own gradient
+/// buffer, and adds the bias and the nonlinearity through its generic
+/// strided kernels.
 ///
 /// The backward step turns the output's gradient `G` into the
 /// pre-activation's (`G · act'`, from the outputs kept for it), adds `G·W`
@@ -60,10 +61,14 @@ type Matrix<T = NoneTape> = super::layers::Matrix<Cpu, T>;
 /// sums of `G` to the weight's and the bias's. Without `weights_grad` the
 /// weights are constants of the pass: a loss that differentiates through a
 /// network it does not train, such as an actor's loss through its critic,
-/// skips a third of that network's backward products. The products are
-/// dfdx's own calls, operand for operand, and the nonlinearities those of
+/// skips the weight-gradient product of each of that network's layers,
+/// half of its backward products. The products are dfdx's own `gemm`
+/// calls, operand for operand, the bias is added after the product as
+/// [`add_bias_on_cpu`] adds it, and the nonlinearities are those of
 /// [`activation_on_cpu`], so the floats are the ones the separate
-/// operations give.
+/// operations give (folding the bias into the product's first sum would
+/// round differently where gemm splits a sum: 2 inputs, or more than its
+/// depth block of about 512).
 pub(crate) fn linear_on_cpu<T: Tape<f32, Cpu>>(
     x: Matrix<T>,
     (w, b): (&Matrix, &Tensor<(usize,), f32, Cpu>),
@@ -77,11 +82,11 @@ pub(crate) fn linear_on_cpu<T: Tape<f32, Cpu>>(
     x.copy_into(&mut xs);
     w.clone().contiguous().copy_into(&mut ws);
     b.copy_into(&mut bias);
-    let mut out = Vec::with_capacity(rows * outputs);
-    (0..rows).for_each(|_| out.extend_from_slice(&bias));
-    // out (rows × outputs) += X (rows × inputs) · Wᵀ (inputs × outputs).
+    let mut out = vec![0.0; rows * outputs];
+    // out (rows × outputs) = X (rows × inputs) · Wᵀ (inputs × outputs), then + b.
     let dims = Dims { m: rows, k: inputs, n: outputs };
-    product(dims, (&xs, [inputs, 1]), (&ws, [1, inputs]), (&mut out, [outputs, 1]));
+    product(dims, (&xs, [inputs, 1]), (&ws, [1, inputs]), (&mut out, [outputs, 1]), false);
+    add_to_rows(&mut out, &bias);
     if let Some(act) = act {
         activate(act, &mut out);
     }
@@ -89,6 +94,8 @@ pub(crate) fn linear_on_cpu<T: Tape<f32, Cpu>>(
     let kept = (T::OWNS_TAPE && act.is_some()).then(|| out.clone());
     let out = x.device().tensor_from_vec(out, (rows, outputs));
     if T::OWNS_TAPE {
+        // The input is needed again only for the weights' gradient.
+        let xs = weights_grad.then_some(xs);
         let (x_ghost, w_ghost, b_ghost, out_ghost) = (x.ghost(), w.ghost(), b.ghost(), out.ghost());
         tape.add_backward_op(move |grads| {
             let mut g = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
@@ -97,11 +104,18 @@ pub(crate) fn linear_on_cpu<T: Tape<f32, Cpu>>(
             }
             // dX (rows × inputs) += G (rows × outputs) · W (outputs × inputs).
             let dims = Dims { m: rows, k: outputs, n: inputs };
-            product(dims, (&g, [outputs, 1]), (&ws, [inputs, 1]), (grads.get_or_alloc_mut(&x_ghost)?, [inputs, 1]));
-            if weights_grad {
+            product(
+                dims,
+                (&g, [outputs, 1]),
+                (&ws, [inputs, 1]),
+                (grads.get_or_alloc_mut(&x_ghost)?, [inputs, 1]),
+                true,
+            );
+            if let Some(xs) = &xs {
                 // dWᵀ (inputs × outputs) += Xᵀ (inputs × rows) · G (rows × outputs).
                 let dims = Dims { m: inputs, k: rows, n: outputs };
-                product(dims, (&xs, [1, inputs]), (&g, [outputs, 1]), (grads.get_or_alloc_mut(&w_ghost)?, [1, inputs]));
+                let dst = (&mut grads.get_or_alloc_mut(&w_ghost)?[..], [1, inputs]);
+                product(dims, (xs, [1, inputs]), (&g, [outputs, 1]), dst, true);
                 sum_rows_into(grads.get_or_alloc_mut(&b_ghost)?, &g);
             }
             Ok(())
@@ -118,26 +132,36 @@ struct Dims {
     n: usize,
 }
 
-/// `dst += a · b`, each operand a slice with its `[row, column]` strides,
-/// through the `gemm` crate as dfdx's CPU `matmul` calls it (its rayon
-/// threads for products of at least
-/// [`GEMM_THREADING_THRESHOLD`](crate::device::GEMM_THREADING_THRESHOLD)
-/// multiply-adds).
+/// `dst ← a · b`, or `dst += a · b` when `accumulate`, each operand a
+/// slice with its `[row, column]` strides, through the `gemm` crate as
+/// dfdx's CPU `matmul` calls it (its rayon threads for products of at
+/// least [`GEMM_THREADING_THRESHOLD`](crate::device::GEMM_THREADING_THRESHOLD)
+/// multiply-adds). `gemm` is the version dfdx uses (the workspace's
+/// `Cargo.toml` pins both), so the floats are its.
 ///
 /// # Panics
-/// If an operand's last element lies outside its slice.
-fn product(d: Dims, (a, sa): (&[f32], [usize; 2]), (b, sb): (&[f32], [usize; 2]), (dst, sd): (&mut [f32], [usize; 2])) {
+/// If an operand's last element lies outside its slice, or `dst` is not
+/// dense (row-major `[n, 1]` or column-major `[1, m]`: gemm's threads
+/// write its elements at once, so no two may share an address).
+fn product(
+    d: Dims,
+    (a, sa): (&[f32], [usize; 2]),
+    (b, sb): (&[f32], [usize; 2]),
+    (dst, sd): (&mut [f32], [usize; 2]),
+    accumulate: bool,
+) {
     if d.m == 0 || d.n == 0 {
         return;
     }
     let last = |rows: usize, cols: usize, s: [usize; 2]| (rows.max(1) - 1) * s[0] + (cols.max(1) - 1) * s[1];
     assert!(d.k == 0 || last(d.m, d.k, sa) < a.len(), "the left operand overruns its {} values", a.len());
     assert!(d.k == 0 || last(d.k, d.n, sb) < b.len(), "the right operand overruns its {} values", b.len());
+    assert!(sd == [d.n, 1] || sd == [1, d.m], "the product's destination strides {sd:?} are not dense");
     assert!(last(d.m, d.n, sd) < dst.len(), "the product overruns its {} values", dst.len());
     let i = |s: usize| s as isize;
     // SAFETY: every element the product reads or writes lies inside its
-    // slice (checked above), and `dst` is borrowed mutably, apart from
-    // `a` and `b`.
+    // slice, no two elements of `dst` share an address (both checked
+    // above), and `dst` is borrowed mutably, apart from `a` and `b`.
     unsafe {
         gemm::gemm(
             d.m,
@@ -146,14 +170,14 @@ fn product(d: Dims, (a, sa): (&[f32], [usize; 2]), (b, sb): (&[f32], [usize; 2])
             dst.as_mut_ptr(),
             i(sd[1]),
             i(sd[0]),
-            true,
+            accumulate,
             a.as_ptr(),
             i(sa[1]),
             i(sa[0]),
             b.as_ptr(),
             i(sb[1]),
             i(sb[0]),
-            1.0,
+            if accumulate { 1.0 } else { 0.0 },
             1.0,
             false,
             false,
@@ -366,49 +390,61 @@ mod tests {
 
     #[test]
     fn the_cpus_linear_layer_gives_dfdxs_floats_and_freezes_its_weights_on_request() {
-        // Two stacked layers (7 → 5 → 3, the first with a nonlinearity) on
-        // 6 rows, through the CPU's fused layer and through dfdx's product,
-        // broadcast add and nonlinearity: the same values and gradients, bit
-        // for bit (tanh against the CPU's separate taped tanh, whose floats
-        // differ from dfdx's in the last bits). Frozen, the second layer
-        // passes the same gradient to its input and none to its weights.
-        let mut p = Params::new(Cpu::seed_from_u64(1));
-        let (first, second) = (Linear::new(&mut p, "a", 7, 5), Linear::new(&mut p, "b", 5, 3));
-        let dev = Cpu::seed_from_u64(0);
-        let x: Vec<f32> = (0..6 * 7).map(|i| ((i * 7919) % 97) as f32 / 97.0 * 4.0 - 2.0).collect();
-        let x = dev.tensor_from_vec(x, (6usize, 7usize));
-        for act in [Activation::Relu, Activation::Tanh] {
-            let run = |cpu: bool, frozen: bool| {
-                let h = if cpu {
-                    first.forward_on_cpu(&p, x.leaky_trace(), Some(act), true)
-                } else {
-                    let z = first.forward_with_dfdx(&p, x.leaky_trace());
-                    if act == Activation::Relu {
-                        z.relu()
+        // Two stacked layers (n → 5 → 3, the first with a nonlinearity) on
+        // 6 rows, through the CPU's layer and through dfdx's product,
+        // broadcast add and relu: the same values and gradients, bit for bit
+        // (tanh against the CPU's separate taped tanh, whose floats differ
+        // from dfdx's in the last bits). n = 2 and 600 are where gemm splits
+        // a sum (its 2-deep path and its depth blocks), so a bias folded into
+        // the product would round differently there. Frozen, the second
+        // layer passes the same gradient to its input and none to its
+        // weights.
+        type Taped = OwnedTape<f32, Cpu>;
+        let dfdx_layer = |p: &Params<Cpu>, l: &Linear, h: Matrix<Taped>| {
+            let rows = h.shape().0;
+            let w = p.matrix(l.w, l.outputs(), l.inputs()).retaped::<Taped>();
+            let b = p.get(l.b).retaped::<Taped>().broadcast_like::<(usize, usize), Axis<0>>(&(rows, l.outputs()));
+            h.matmul(w.permute::<(usize, usize), Axes2<1, 0>>()) + b
+        };
+        for n in [7, 2, 600] {
+            let mut p = Params::new(Cpu::seed_from_u64(1));
+            let (first, second) = (Linear::new(&mut p, "a", n, 5), Linear::new(&mut p, "b", 5, 3));
+            let dev = Cpu::seed_from_u64(0);
+            let x: Vec<f32> = (0..6 * n).map(|i| ((i * 7919) % 97) as f32 / 97.0 * 4.0 - 2.0).collect();
+            let x = dev.tensor_from_vec(x, (6usize, n));
+            for act in [Activation::Relu, Activation::Tanh] {
+                let run = |cpu: bool, frozen: bool| {
+                    let h = if cpu {
+                        first.forward_on_cpu(&p, x.leaky_trace(), Some(act), true)
                     } else {
-                        activation_on_cpu(z, act)
-                    }
+                        let z = dfdx_layer(&p, &first, x.leaky_trace());
+                        if act == Activation::Relu {
+                            z.relu()
+                        } else {
+                            activation_on_cpu(z, act)
+                        }
+                    };
+                    let y = if cpu { second.forward_on_cpu(&p, h, None, !frozen) } else { dfdx_layer(&p, &second, h) };
+                    let values = y.with_empty_tape().as_vec();
+                    let weights = dev.tensor_from_vec((0..18).map(|i| i as f32 - 8.5).collect(), (6usize, 3usize));
+                    let mut grads = (y.with_empty_tape().square().sum() + (y * weights).sum()).backward();
+                    let mut all = grads.get(&x).as_vec();
+                    all.extend(p.grads(&mut grads, 0..p.len()));
+                    (values, all)
                 };
-                let y = if cpu { second.forward_on_cpu(&p, h, None, !frozen) } else { second.forward_with_dfdx(&p, h) };
-                let values = y.with_empty_tape().as_vec();
-                let weights = dev.tensor_from_vec((0..18).map(|i| i as f32 - 8.5).collect(), (6usize, 3usize));
-                let mut grads = (y.with_empty_tape().square().sum() + (y * weights).sum()).backward();
-                let mut all = grads.get(&x).as_vec();
-                all.extend(p.grads(&mut grads, 0..p.len()));
-                (values, all)
-            };
-            let (cpu, dfdx) = (run(true, false), run(false, false));
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&cpu.0), bits(&dfdx.0), "{act:?}: values");
-            assert_eq!(bits(&cpu.1), bits(&dfdx.1), "{act:?}: gradients of the input and every weight");
-            assert!(dfdx.1.iter().filter(|g| g.abs() > 0.5).count() > 20, "the check compared vanishing gradients");
-            // Frozen: the input's and the first layer's gradients are
-            // unchanged; the second layer's weight and bias get none.
-            let frozen = run(true, true);
-            let second_starts = 6 * 7 + 7 * 5 + 5;
-            assert_eq!(bits(&frozen.1[..second_starts]), bits(&cpu.1[..second_starts]));
-            assert!(frozen.1[second_starts..].iter().all(|&g| g == 0.0));
-            assert!(cpu.1[second_starts..].iter().any(|g| g.abs() > 0.5));
+                let (cpu, dfdx) = (run(true, false), run(false, false));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&cpu.0), bits(&dfdx.0), "{n} inputs, {act:?}: values");
+                assert_eq!(bits(&cpu.1), bits(&dfdx.1), "{n} inputs, {act:?}: gradients of the input and every weight");
+                assert!(dfdx.1.iter().filter(|g| g.abs() > 0.5).count() > 20, "the check compared vanishing gradients");
+                // Frozen: the input's and the first layer's gradients are
+                // unchanged; the second layer's weight and bias get none.
+                let frozen = run(true, true);
+                let second_starts = 6 * n + n * 5 + 5;
+                assert_eq!(bits(&frozen.1[..second_starts]), bits(&cpu.1[..second_starts]));
+                assert!(frozen.1[second_starts..].iter().all(|&g| g == 0.0));
+                assert!(cpu.1[second_starts..].iter().any(|g| g.abs() > 0.5));
+            }
         }
     }
 
