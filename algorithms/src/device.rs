@@ -7,7 +7,7 @@
 //! config error that says how to rebuild, never a panic. See the book's
 //! "Building with CUDA" page for what the build needs.
 
-use dfdx::prelude::{BroadcastTo, HasShape, Shape, Tape, Tensor};
+use dfdx::prelude::{Shape, Tape, Tensor};
 use rlx::config::ConfigError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -167,16 +167,6 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
         }
     }
 
-    /// `y + b`, the bias `b` added to every row of the matrix product `y`:
-    /// dfdx's broadcast add unless the device has a faster one (the CPU's).
-    fn add_bias<T: Tape<f32, Self>>(
-        y: Tensor<(usize, usize), f32, Self, T>,
-        b: Tensor<(usize,), f32, Self, T>,
-    ) -> Tensor<(usize, usize), f32, Self, T> {
-        let shape = *y.shape();
-        y + b.broadcast_like::<(usize, usize), dfdx::prelude::Axis<0>>(&shape)
-    }
-
     /// The builder of a registered custom model for this device.
     fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self>;
 
@@ -204,13 +194,6 @@ unsafe impl NetDevice for dfdx::prelude::Cpu {
         input_grad: bool,
     ) -> crate::model::Matrix<Self, T> {
         conv.forward_on_cpu(p, x, height, width, input_grad)
-    }
-
-    fn add_bias<T: Tape<f32, Self>>(
-        y: Tensor<(usize, usize), f32, Self, T>,
-        b: Tensor<(usize,), f32, Self, T>,
-    ) -> Tensor<(usize, usize), f32, Self, T> {
-        crate::model::add_bias_on_cpu(y, b)
     }
 
     fn relu<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {

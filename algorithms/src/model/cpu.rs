@@ -1,6 +1,7 @@
 //! The CPU's own operations on dfdx's tape, for the layers every network
-//! is made of: a fully connected layer ([`linear_on_cpu`]), its bias
-//! ([`add_bias_on_cpu`]), `tanh` and `relu`.
+//! is made of: a fully connected layer ([`linear_on_cpu`]), `tanh` and
+//! `relu` ([`activation_on_cpu`]), and a convolution's bias
+//! ([`add_bias_on_cpu`]).
 //!
 //! dfdx 0.13's CPU kernels are generic: element-wise operations go through
 //! strided iterators one float at a time, a bias is broadcast and summed
@@ -244,7 +245,7 @@ pub(crate) fn activation_on_cpu<S: Shape, T: Tape<f32, Cpu>>(
 }
 
 /// `y ← act(y)` elementwise.
-fn activate(act: Activation, y: &mut [f32]) {
+pub(crate) fn activate(act: Activation, y: &mut [f32]) {
     match act {
         Activation::Relu => relu_in_place(y),
         Activation::Tanh => tanh_in_place(y),
@@ -260,7 +261,9 @@ fn differentiate(act: Activation, g: &mut [f32], y: &[f32]) {
 }
 
 /// `y + b` with `b` added to every row of `y` on the CPU, for a fresh,
-/// contiguous `y` (a matrix product). dfdx adds a broadcast bias with its
+/// contiguous `y` (a matrix product: the convolution's, `conv2d_on_cpu`;
+/// [`linear_on_cpu`] adds its bias in its own buffer with the same loop).
+/// dfdx adds a broadcast bias with its
 /// generic strided kernel, and sums the bias's gradient back the same way;
 /// its binary kernels were 22 % of a profile of SAC's update, the bias adds
 /// among them. Here both are plain loops over rows, on the tape as

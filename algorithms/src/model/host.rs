@@ -15,7 +15,7 @@
 //! path, so the learner's log-probabilities of acted actions agree with
 //! the acting ones to float rounding (PPO's `on_policy_ratio_is_one`).
 
-use super::cpu::tanh_in_place;
+use super::cpu::activate;
 use super::layers::{Activation, Linear};
 use super::params::Params;
 use super::torso::Mlp;
@@ -52,10 +52,8 @@ impl HostNet {
         for layer in &self.layers {
             let mut y = vec![0.0; rows * layer.outputs];
             product(&x, &layer.w, &layer.b, &mut y, rows, layer.inputs, layer.outputs);
-            match layer.activation {
-                Some(Activation::Tanh) => tanh_in_place(&mut y),
-                Some(Activation::Relu) => y.iter_mut().for_each(|v| *v = v.max(0.0)),
-                None => {}
+            if let Some(act) = layer.activation {
+                activate(act, &mut y);
             }
             x = y;
         }

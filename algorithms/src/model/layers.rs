@@ -140,7 +140,8 @@ impl Linear {
         x: Matrix<D, T>,
     ) -> Matrix<D, T> {
         let w = p.matrix(self.w, self.outputs, self.inputs).retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
-        D::add_bias(x.matmul(w), p.get(self.b).retaped::<T>())
+        let b = p.get(self.b).retaped::<T>().broadcast_like::<(usize, usize), Axis<0>>(&(x.shape().0, self.outputs));
+        x.matmul(w) + b
     }
 
     /// The layer and its nonlinearity `act` on the CPU: `linear_on_cpu`

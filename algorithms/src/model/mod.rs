@@ -25,7 +25,7 @@ mod params;
 pub mod sequences;
 mod torso;
 
-pub(crate) use cpu::{activation_on_cpu, add_bias_on_cpu};
+pub(crate) use cpu::activation_on_cpu;
 pub use custom::{CustomInput, CustomModel, CustomNetwork};
 pub use host::HostNet;
 pub use layers::{tanh_approx, Activation, Conv2d, Linear, Lstm, Matrix, Taped};
