@@ -72,7 +72,8 @@ pub struct Plan {
 }
 
 fn invalid(key: &str, message: impl Into<String>) -> BuildError {
-    BuildError::Config(ConfigError::Invalid { key: format!("{KEY}.{key}"), message: message.into() })
+    let key = if key.is_empty() { KEY.to_string() } else { format!("{KEY}.{key}") };
+    BuildError::Config(ConfigError::Invalid { key, message: message.into() })
 }
 
 /// Splits the `multiagent` section off `overrides`.

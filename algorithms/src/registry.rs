@@ -49,6 +49,17 @@ pub trait Algorithm: Sync {
     /// A bad config, an env the algorithm cannot handle, or an evaluator
     /// that fails to start.
     fn build(&self, make_env: EnvMaker, overrides: &Value) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>>;
+    /// Every top-level key the config takes: its own, the evaluation
+    /// keys and `multiagent` where the algorithm takes them. The one list
+    /// behind "valid keys" and "did you mean".
+    fn config_keys(&self) -> Vec<String>;
+    /// Checks `overrides` as [`build`](Self::build) would, without an env
+    /// or evaluators, and returns the resolved config: every key, type and
+    /// range (what `rlx tune` checks before its first trial).
+    ///
+    /// # Errors
+    /// The first bad key or value.
+    fn check_config(&self, overrides: &Value) -> Result<Value, BuildError>;
 }
 
 /// Every built-in algorithm, by name.
@@ -213,7 +224,7 @@ struct Entry<C> {
     resolve: Option<fn(C) -> C>,
 }
 
-impl<C: Default + Serialize + DeserializeOwned + Validate> Entry<C> {
+impl<C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'static> Entry<C> {
     /// Whether the algorithm takes the evaluation keys: not ES and ARS,
     /// whose policies keep observation statistics in their state (not in
     /// the weights an evaluation copies), nor PBT, which trains several
@@ -229,6 +240,87 @@ impl<C: Default + Serialize + DeserializeOwned + Validate> Entry<C> {
             None => cfg,
         })
     }
+
+    /// The config's keys ([`Algorithm::config_keys`]).
+    fn keys(&self) -> Vec<String> {
+        let defaults = self.resolve.map_or_else(C::default, |resolve| resolve(C::default()));
+        // A struct's fields, or (flattened sections, read as a map) the
+        // keys its defaults serialize to, as `merge_json` takes them.
+        let mut keys = rlx::config::field_names::<C>();
+        if keys.is_empty() {
+            if let Value::Object(map) = serde_json::to_value(defaults).expect("configs serialize") {
+                keys = map.into_iter().map(|(k, _)| k).collect();
+            }
+        }
+        if self.evaluates() {
+            keys.extend(evaluation::keys().iter().map(|k| k.to_string()));
+            keys.push(multi_agent::KEY.to_string());
+        }
+        keys
+    }
+
+    /// Refuses a top-level key outside [`keys`](Self::keys), naming the
+    /// whole list (the algorithm's config alone lists its own keys, not the
+    /// sections split off before it is read).
+    fn check_keys(&self, overrides: &Value) -> Result<(), BuildError> {
+        Ok(rlx::config::check_keys(overrides, &self.keys())?)
+    }
+
+    /// What a build needs from the config, checked: the `multiagent`
+    /// section, the evaluation keys, the algorithm's config, the resolved
+    /// config, and the evaluators' config and policies if it evaluates.
+    fn plan(&self, overrides: &Value) -> Result<Plan<C>, BuildError> {
+        self.check_keys(overrides)?;
+        let (multiagent, overrides) = multi_agent::split(overrides);
+        if !self.evaluates() && multiagent.is_some() {
+            return Err(self.no_multi_agent());
+        }
+        let (eval, overrides) = evaluation::split(&overrides)?;
+        if eval.evaluation_interval > 0 && !self.evaluates() {
+            return Err(BuildError::Unsupported(format!(
+                "{} does not evaluate during training (`evaluation_interval`): {}",
+                self.name, "its policies keep observation statistics in their state, or it trains several trainers"
+            )));
+        }
+        let cfg = self.configure(&overrides)?;
+        let mut resolved = serde_json::to_value(&cfg).expect("configs serialize");
+        // The evaluators' policies: this config with `evaluation_config` on top.
+        let evaluators = match eval.evaluation_interval {
+            0 => None,
+            _ => {
+                let (merged, explore) = evaluation::evaluator_config(&resolved, &eval)?;
+                let eval_cfg = self.configure(&merged).map_err(|e| match e {
+                    BuildError::Config(e) => BuildError::Config(evaluation::in_evaluation_config(e)),
+                    other => other,
+                })?;
+                let make = self.make_policy;
+                let policies: PolicyMaker = Arc::new(move |o: &Space, a: &Space, seed, _| make(&eval_cfg, o, a, seed));
+                Some((merged, explore, policies))
+            }
+        };
+        if self.evaluates() {
+            deep_merge(&mut resolved, &serde_json::to_value(&eval).expect("serializes"));
+        }
+        Ok(Plan { multiagent, eval, cfg, resolved, evaluators })
+    }
+
+    fn no_multi_agent(&self) -> BuildError {
+        BuildError::Unsupported(format!(
+            "{} does not train multi-agent envs or several policies (`{}`): it perturbs or breeds one policy's weights",
+            self.name,
+            multi_agent::KEY
+        ))
+    }
+}
+
+/// A checked config, ready to build ([`Entry::plan`]).
+struct Plan<C> {
+    multiagent: Option<Value>,
+    eval: EvaluationConfig,
+    cfg: C,
+    resolved: Value,
+    /// The evaluators' merged config, whether they explore, and their policies.
+    evaluators: Option<(Value, bool, PolicyMaker)>,
 }
 
 impl<C> Algorithm for Entry<C>
@@ -252,6 +344,18 @@ where
         value
     }
 
+    fn config_keys(&self) -> Vec<String> {
+        self.keys()
+    }
+
+    fn check_config(&self, overrides: &Value) -> Result<Value, BuildError> {
+        let mut plan = self.plan(overrides)?;
+        if let Some(section) = plan.multiagent {
+            plan.resolved[multi_agent::KEY] = section;
+        }
+        Ok(plan.resolved)
+    }
+
     fn config_docs(&self) -> Vec<(&'static str, &'static str)> {
         let mut docs = (self.docs)();
         if self.evaluates() {
@@ -272,49 +376,15 @@ where
     }
 
     fn build(&self, make_env: EnvMaker, overrides: &Value) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>> {
-        let (multiagent, overrides) = multi_agent::split(overrides);
-        let overrides = &overrides;
-        let plan = || -> Result<_, BuildError> {
-            let multi_agent_env = || make_env().ok().is_some_and(|env| env.agent_ids().is_some());
+        let plan = self.plan(overrides).and_then(|plan| {
             // Only these algorithms pay for the probe.
-            if !self.evaluates() && (multiagent.is_some() || multi_agent_env()) {
-                return Err(BuildError::Unsupported(format!(
-                    "{} does not train multi-agent envs or several policies (`{}`): it perturbs or breeds one \
-                     policy's weights",
-                    self.name,
-                    multi_agent::KEY
-                )));
+            let multi_agent_env = || make_env().ok().is_some_and(|env| env.agent_ids().is_some());
+            if !self.evaluates() && multi_agent_env() {
+                return Err(self.no_multi_agent());
             }
-            let (eval, overrides) = evaluation::split(overrides)?;
-            if eval.evaluation_interval > 0 && !self.evaluates() {
-                return Err(BuildError::Unsupported(format!(
-                    "{} does not evaluate during training (`evaluation_interval`): {}",
-                    self.name, "its policies keep observation statistics in their state, or it trains several trainers"
-                )));
-            }
-            let cfg = self.configure(&overrides)?;
-            let mut resolved = serde_json::to_value(&cfg).expect("configs serialize");
-            // The evaluators' policies: this config with `evaluation_config` on top.
-            let evaluators = match eval.evaluation_interval {
-                0 => None,
-                _ => {
-                    let (merged, explore) = evaluation::evaluator_config(&resolved, &eval)?;
-                    let eval_cfg = self.configure(&merged).map_err(|e| match e {
-                        BuildError::Config(e) => BuildError::Config(evaluation::in_evaluation_config(e)),
-                        other => other,
-                    })?;
-                    let make = self.make_policy;
-                    let policies: PolicyMaker =
-                        Arc::new(move |o: &Space, a: &Space, seed, _| make(&eval_cfg, o, a, seed));
-                    Some((merged, explore, policies))
-                }
-            };
-            if self.evaluates() {
-                deep_merge(&mut resolved, &serde_json::to_value(&eval).expect("serializes"));
-            }
-            Ok((eval, cfg, resolved, evaluators))
-        };
-        let (eval, cfg, mut resolved, evaluators) = match plan() {
+            Ok(plan)
+        });
+        let Plan { multiagent, eval, cfg, mut resolved, evaluators } = match plan {
             Ok(plan) => plan,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };

@@ -188,10 +188,15 @@ impl Server {
         if settings.sampling {
             let listener = TcpListener::bind(spec.listen).map_err(|e| EnvError::Other {
                 env: name.clone(),
-                message: format!(
-                    "cannot listen on {} ({e}); only one evaluator may sample an external env (num_workers 0 or 1)",
-                    spec.listen
-                ),
+                message: if e.kind() == std::io::ErrorKind::AddrInUse {
+                    format!(
+                        "cannot listen on {}: another process already listens there (another rlx run or server?); \
+                         stop it, or give this run another port",
+                        spec.listen
+                    )
+                } else {
+                    format!("cannot listen on {} ({e})", spec.listen)
+                },
             })?;
             listener
                 .set_nonblocking(true)
@@ -258,13 +263,20 @@ impl Server {
         filled
     }
 
-    /// Waits until some slot has a client (the run cannot sample without).
-    fn wait_for_clients(&mut self, obs: &mut [f32]) -> Vec<usize> {
+    /// Waits until some slot has a client (the run cannot sample without),
+    /// or until the process is asked to stop ([`rlx::interrupt`]).
+    fn wait_for_clients(&mut self, obs: &mut [f32]) -> Result<Vec<usize>, EnvError> {
         let mut said = Instant::now();
         loop {
             let filled = self.fill_slots(obs);
             if !filled.is_empty() || self.slots.iter().any(Option::is_some) {
-                return filled;
+                return Ok(filled);
+            }
+            if rlx::interrupt::requested() {
+                return Err(EnvError::Other {
+                    env: self.name().to_string(),
+                    message: "stopped while waiting for a client to connect".into(),
+                });
             }
             if said.elapsed() > Duration::from_secs(10) {
                 tracing::info!(env = %self.name(), "no external client connected; waiting");
@@ -422,7 +434,7 @@ impl BatchedEnv for Server {
         out.terminated.iter_mut().for_each(|x| *x = false);
         out.truncated.iter_mut().for_each(|x| *x = false);
         if self.slots.iter().all(Option::is_none) {
-            for i in self.wait_for_clients(obs) {
+            for i in self.wait_for_clients(obs)? {
                 out.new_obs[i * d..(i + 1) * d].copy_from_slice(&obs[i * d..(i + 1) * d]);
             }
             return Ok(());

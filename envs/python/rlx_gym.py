@@ -52,6 +52,7 @@ actions. Only the stdout of this process carries frames: ``print`` in an
 env goes to stderr.
 """
 
+import difflib
 import importlib
 import json
 import os
@@ -319,8 +320,36 @@ def imported(name):
     PettingZoo's form for a user's own env."""
     if ":" in name:
         module, name = name.split(":", 1)
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            # The module itself (or its package) is missing, not something
+            # it imports: that one keeps its own traceback.
+            if e.name is None or not (module == e.name or module.startswith(e.name + ".")):
+                raise
+            raise LookupError(
+                f"no module `{module}` to import before making `{name}`: install it into {sys.executable}, "
+                "or run rlx in the directory that holds it"
+            ) from None
     return name
+
+
+def close_ids(name, ids):
+    """Up to five of `ids` that look like `name`, as a sentence's tail."""
+    close = difflib.get_close_matches(name, list(ids), n=5, cutoff=0.6)
+    return f"; close ids: {', '.join(close)}" if close else ""
+
+
+def check_registered(env_id):
+    """Refuses an id Gymnasium does not know, naming the ids close to it
+    (Gymnasium's own message names the id but not its neighbours)."""
+    try:
+        gym.spec(env_id)
+    except gym.error.UnregisteredEnv:
+        raise LookupError(
+            f"Gymnasium has no env `{env_id}`{close_ids(env_id, gym.registry.keys())} "
+            "(gymnasium.pprint_registry() lists them all)"
+        ) from None
 
 
 def make_env(env_id, kwargs, atari):
@@ -329,6 +358,7 @@ def make_env(env_id, kwargs, atari):
         import ale_py
 
         gym.register_envs(ale_py)
+    check_registered(env_id)
     if atari is not None:
         # DeepMind's Atari preprocessing (Mnih et al. 2015): the frame skip
         # happens in the wrapper, so the emulator must not skip too.
@@ -372,9 +402,9 @@ def make_pettingzoo(name, kwargs):
     except ModuleNotFoundError as e:
         if e.name is None or not name.startswith(e.name):
             raise
+        ids = [i for api in ("parallel", "aec") for i in getattr(pettingzoo, f"{api}_registry", {})]
         raise LookupError(
-            f"`{name}` is neither an id of PettingZoo's registry (pettingzoo.pprint_registry() lists them) "
-            "nor an importable module"
+            f"`{name}` is neither an id of PettingZoo's registry{close_ids(name, ids)} nor an importable module"
         ) from None
     if hasattr(module, "parallel_env"):
         return module.parallel_env(**kwargs), True

@@ -115,8 +115,13 @@ fn unsupported_spaces_and_bad_names_are_errors_that_name_them() {
     }
     let err = rlx_envs::make("gym:rlx_test_envs:TextObservations-v0").err().unwrap().to_string();
     assert!(err.contains("Text") && err.contains("observation"), "{err}");
-    let err = rlx_envs::make("gym:NoSuchEnv-v0").err().unwrap().to_string();
-    assert!(err.contains("NoSuchEnv") && err.contains("Traceback"), "{err}");
+    // One line, naming the id and its neighbours in Gymnasium's registry.
+    let err = rlx_envs::make("gym:CartPol-v1").err().unwrap().to_string();
+    assert!(err.contains("Gymnasium has no env `CartPol-v1`; close ids: CartPole-v1"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
+    let err = rlx_envs::make("gym:nosuchmodule:Foo-v0").err().unwrap().to_string();
+    assert!(err.contains("no module `nosuchmodule` to import before making `Foo-v0`"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
     let err = rlx_envs::make("gym:").err().unwrap().to_string();
     assert!(err.contains("no Gymnasium id"), "{err}");
     let err = rlx_envs::make_with("gym:CartPole-v1", &json!([1])).err().unwrap().to_string();

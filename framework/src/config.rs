@@ -233,6 +233,19 @@ fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> ConfigError {
     ConfigError::Invalid { key: path, message }
 }
 
+/// Refuses the first top-level key of `overrides` (a JSON object; anything
+/// else passes) that is not in `valid`, naming the closest valid key and
+/// the whole list.
+///
+/// # Errors
+/// [`ConfigError::UnknownKey`].
+pub fn check_keys(overrides: &Value, valid: &[String]) -> Result<(), ConfigError> {
+    match overrides.as_object().and_then(|map| map.keys().find(|k| !valid.contains(k))) {
+        Some(key) => Err(unknown_key(key, valid)),
+        None => Ok(()),
+    }
+}
+
 fn unknown_key(key: &str, valid: &[String]) -> ConfigError {
     ConfigError::UnknownKey {
         key: key.to_string(),

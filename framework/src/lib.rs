@@ -37,6 +37,7 @@ pub mod evaluator_set;
 pub mod filter;
 pub mod fuzz;
 pub mod handle;
+pub mod interrupt;
 pub mod metrics;
 pub mod multi_agent;
 pub mod multi_policy;

@@ -240,3 +240,14 @@ mod tests {
         assert!(parse_size("5x5").unwrap_err().contains("[100, 10000]"));
     }
 }
+
+/// The experiment-file flag as the user typed it, `-f` or `--config-file`,
+/// for error messages (clap does not tell which form matched).
+pub(crate) fn config_file_flag() -> &'static str {
+    let short = std::env::args().skip(1).any(|a| a == "-f" || (a.starts_with("-f") && !a.starts_with("--")));
+    if short {
+        "-f"
+    } else {
+        "--config-file"
+    }
+}

@@ -16,7 +16,7 @@ pub const COOKIE_ENV: &str = "RLX_COOKIE";
 /// An unreadable or empty cookie file, or an empty cookie.
 pub fn resolve(flag: Option<&str>, file: Option<&Path>) -> Result<Option<String>, CliError> {
     let cookie = if let Some(cookie) = flag {
-        eprintln!(
+        errln!(
             "warning: --cookie is visible to every user of this machine in the process list; \
              use --cookie-file or {COOKIE_ENV}"
         );
@@ -44,7 +44,7 @@ fn read_file(path: &Path) -> Result<String, CliError> {
     {
         use std::os::unix::fs::PermissionsExt;
         if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
-            eprintln!("warning: --cookie-file {} can be read by other users (chmod 600 it)", path.display());
+            errln!("warning: --cookie-file {} can be read by other users (chmod 600 it)", path.display());
         }
     }
     Ok(cookie)

@@ -48,6 +48,7 @@ use std::time::Duration;
 /// Unknown algorithm or env, a bad config key or value, an evaluator that
 /// fails to start, or no usable node.
 pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Result<(Trainer, Value), BuildError> {
+    check_keys(algorithm, overrides)?;
     let (deployment, overrides) = split(overrides)?;
     let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
     let make_env = env_maker(env, &kwargs)?;
@@ -221,6 +222,41 @@ fn invalid(key: &str, message: &str) -> BuildError {
 /// their own perturbation workers, PBT builds one trainer per member.
 const LOCAL_ONLY: &[&str] = &["ES", "ARS", "PBT"];
 
+/// The keys [`split`] takes off a config before the algorithm reads it.
+pub const DEPLOYMENT_KEYS: &[&str] = &["nodes", "cookie", "backend", "cluster"];
+
+/// Every top-level key `rlx train` takes for `algorithm`: the algorithm's
+/// own ([`rlx_algorithms::Algorithm::config_keys`]) and the deployment keys.
+///
+/// # Errors
+/// An unknown algorithm.
+pub fn config_keys(algorithm: &str) -> Result<Vec<String>, BuildError> {
+    let mut keys = rlx_algorithms::registry::algorithm(algorithm)?.config_keys();
+    keys.extend(DEPLOYMENT_KEYS.iter().map(|k| k.to_string()));
+    Ok(keys)
+}
+
+/// Refuses a top-level key that is not in [`config_keys`], with the
+/// closest valid one and the whole list.
+///
+/// # Errors
+/// An unknown algorithm or key.
+pub fn check_keys(algorithm: &str, overrides: &Value) -> Result<(), BuildError> {
+    Ok(rlx::config::check_keys(overrides, &config_keys(algorithm)?)?)
+}
+
+/// Checks `overrides` for `algorithm` as `rlx train` would, without an env
+/// or evaluators: the keys, the deployment keys' types, and the
+/// algorithm's keys, types and ranges ([`rlx_algorithms::Algorithm::check_config`]).
+///
+/// # Errors
+/// The first bad key or value.
+pub fn check_config(algorithm: &str, overrides: &Value) -> Result<(), BuildError> {
+    check_keys(algorithm, overrides)?;
+    let (_, rest) = split(overrides)?;
+    rlx_algorithms::registry::algorithm(algorithm)?.check_config(&rest).map(drop)
+}
+
 /// Splits `"nodes"`, `"cookie"`, `"backend"` and `"cluster"` off a config.
 ///
 /// # Errors
@@ -282,7 +318,7 @@ pub async fn build_on_nodes(
     let cookie = deployment.cookie.clone().or_else(|| std::env::var("RLX_COOKIE").ok()).ok_or_else(|| {
         BuildError::Config(ConfigError::Invalid {
             key: "cookie".into(),
-            message: "\"nodes\" needs the nodes' cookie (\"cookie\", --cookie or RLX_COOKIE)".into(),
+            message: "\"nodes\" needs the nodes' cookie: --cookie-file FILE (or \"cookie\", --cookie, RLX_COOKIE)".into(),
         })
     })?;
     let spec = SpawnSpec { algorithm: algorithm.to_string(), env: env.to_string(), config_json: overrides.to_string() };
@@ -290,7 +326,7 @@ pub async fn build_on_nodes(
     let cluster =
         Cluster::connect(&deployment.nodes, spec, options).await.map_err(|e| BuildError::Unsupported(e.to_string()))?;
     for line in cluster.failures() {
-        eprintln!("warning: {line}");
+        errln!("warning: {line}");
     }
     with_placement(Arc::new(cluster), build_trainer_with_env(algorithm, make_env, overrides)).await
 }

@@ -41,6 +41,38 @@ pub struct Experiment {
     /// What "best" means for `keep_checkpoints_num` and `rlx rollout --pick
     /// best` (`None`: the newest are best).
     pub checkpoint_score_attr: Option<String>,
+    /// The experiment file and experiment it came from, as errors name
+    /// them (`exp.yaml: experiment \`cartpole\``), if it came from one.
+    pub file: Option<String>,
+    /// The `--config` flag's JSON, to tell a key given there from one
+    /// given in the file.
+    pub config_flag: Value,
+    /// Whether the stop criteria were given (`--stop` or the file's
+    /// `stop`), even as an empty map.
+    pub stop_given: bool,
+    /// Whether `--stop` gave some of them.
+    pub stop_flag: bool,
+}
+
+impl Experiment {
+    /// Where the config key `key` (a path such as `model.fcnet_hiddens`)
+    /// was given: `--config`, or the file and experiment's `config`.
+    pub fn config_source(&self, key: Option<&str>) -> String {
+        let top = key.map(|k| k.split(['.', '/']).next().unwrap_or(k));
+        match (&self.file, top) {
+            (Some(file), Some(top)) if self.config_flag.get(top).is_none() => format!("{file}: config"),
+            (Some(file), None) if self.config_flag.is_null() => format!("{file}: config"),
+            _ => "--config".into(),
+        }
+    }
+
+    /// Where the stop criteria came from: `--stop`, or the file's `stop`.
+    pub fn stop_source(&self) -> String {
+        match &self.file {
+            Some(file) if !self.stop_flag => format!("{file}: stop"),
+            _ => "--stop".into(),
+        }
+    }
 }
 
 pub(crate) const EXPERIMENT_KEYS: &[&str] = &[
@@ -91,21 +123,26 @@ const STOP_RENAMED: &[(&str, &str)] = &[
 ];
 
 /// Renames RLlib's keys to rlx's and drops those rlx has no use for,
-/// printing a note for each.
-fn translate_rllib(obj: &mut Value, renamed: &[(&str, &str)], ignored: &[&str]) {
+/// printing a note for each if `notes`.
+fn translate_rllib(obj: &mut Value, renamed: &[(&str, &str)], ignored: &[&str], notes: bool) {
     let Some(map) = obj.as_object_mut() else { return };
+    let note = |text: String| {
+        if notes {
+            errln!("note: {text}");
+        }
+    };
     for key in ignored {
         if map.remove(*key).is_some() {
-            eprintln!("note: ignoring RLlib setting `{key}` (it has no meaning in rlx)");
+            note(format!("ignoring RLlib setting `{key}` (it has no meaning in rlx)"));
         }
     }
     for (from, to) in renamed {
         if let Some(v) = map.remove(*from) {
             match map.get(*to) {
                 // The rlx name wins (e.g. a `--config` flag over the file).
-                Some(kept) => eprintln!("note: ignoring RLlib's `{from}` = {v}: rlx's `{to}` = {kept} is also given"),
+                Some(kept) => note(format!("ignoring RLlib's `{from}` = {v}: rlx's `{to}` = {kept} is also given")),
                 None => {
-                    eprintln!("note: RLlib's `{from}` is rlx's `{to}`");
+                    note(format!("RLlib's `{from}` is rlx's `{to}`"));
                     map.insert(to.to_string(), v);
                 }
             }
@@ -115,7 +152,14 @@ fn translate_rllib(obj: &mut Value, renamed: &[(&str, &str)], ignored: &[&str]) 
 
 /// Renames RLlib's stop metrics to rlx's.
 pub(crate) fn translate_stop(stop: &mut Value) {
-    translate_rllib(stop, STOP_RENAMED, &[]);
+    translate_rllib(stop, STOP_RENAMED, &[], true);
+}
+
+/// A config as `rlx train` reads it: RLlib's names renamed, the settings
+/// rlx has no use for dropped, with no notes (`rlx tune` checks its
+/// trials' configs with it; each trial prints its own notes).
+pub(crate) fn translate_config_quietly(config: &mut Value) {
+    translate_rllib(config, RLLIB_RENAMED, RLLIB_IGNORED, false);
 }
 
 /// An experiment file's entry: its name (if the file names experiments)
@@ -125,7 +169,7 @@ pub(crate) type Entry = (Option<String>, Map<String, Value>);
 /// Reads an experiment file: YAML (`.yaml`/`.yml`) or JSON, either a map of
 /// experiment name → experiment (RLlib's tuned examples) or one experiment.
 pub(crate) fn read_experiment_file(path: &Path) -> Result<Vec<Entry>, CliError> {
-    let flag = format!("--config-file {}", path.display());
+    let flag = format!("{} {}", crate::args::config_file_flag(), path.display());
     let text = std::fs::read_to_string(path)
         .map_err(|e| arg_error(&flag, ConfigError::Malformed(format!("cannot read: {e}"))))?;
     let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
@@ -212,7 +256,7 @@ pub fn experiments(
             config.as_object_mut().and_then(|c| c.remove("env")).and_then(|e| e.as_str().map(String::from));
         let file_run = text(&entry, "run")?;
         let file_env = text(&entry, "env")?.or(env_in_config);
-        let run = match (run, file_run) {
+        let run = match (run, file_run.clone()) {
             (Some(a), Some(b)) if a != b => {
                 return Err(CliError::Usage(format!("{flag} says `run: {b}` but this is `{a}`; drop one of them")))
             }
@@ -223,6 +267,9 @@ pub fn experiments(
                 None => return Err(CliError::Usage("no algorithm: pass --run ALGO (see `rlx list`)".into())),
             },
         };
+        // An unknown algorithm is named where it was given, before anything runs.
+        let run_flag = if file_run.as_deref() == Some(run.as_str()) { format!("{flag}: run") } else { "--run".into() };
+        rlx_algorithms::registry::algorithm(&run).map_err(|e| CliError::Usage(format!("{run_flag}: {e}")))?;
         let env = match (args.env.clone().or(file_env), restored) {
             (Some(e), _) => e,
             (None, Some(c)) => c.metadata.env.clone(),
@@ -255,8 +302,25 @@ pub fn experiments(
             }
             config["cluster"]["tls"] = tls;
         }
-        translate_rllib(&mut config, RLLIB_RENAMED, RLLIB_IGNORED);
+        translate_rllib(&mut config, RLLIB_RENAMED, RLLIB_IGNORED, true);
         let mut stop = entry.remove("stop").unwrap_or(Value::Null);
+        if !stop.is_null() && !stop.is_object() {
+            return Err(arg_error(
+                format!("{flag}: stop"),
+                ConfigError::Malformed(format!(
+                    "must be a map of criteria, such as {{timesteps_total: 100000}}, got {stop}"
+                )),
+            ));
+        }
+        if !cli_stop.is_null() && !cli_stop.is_object() {
+            return Err(arg_error(
+                "--stop",
+                ConfigError::Malformed(format!(
+                    "must be a JSON object of criteria, such as '{{\"timesteps_total\": 100000}}', got {cli_stop}"
+                )),
+            ));
+        }
+        let stop_given = !stop.is_null() || !cli_stop.is_null();
         if !cli_stop.is_null() {
             if stop.is_null() {
                 stop = json!({});
@@ -314,6 +378,10 @@ pub fn experiments(
             checkpoint_at_end: args.checkpoint_at_end || at_end,
             keep_checkpoints_num: keep,
             checkpoint_score_attr: score_attr,
+            file: args.config_file.as_ref().map(|_| flag.clone()),
+            config_flag: cli_config.clone(),
+            stop_given,
+            stop_flag: !cli_stop.is_null(),
         });
     }
     Ok(out)

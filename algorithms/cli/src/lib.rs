@@ -27,6 +27,9 @@
 //! | [`node`] | `rlx node` |
 #![warn(missing_docs)]
 
+// First: its macros (`out!`, `outln!`) serve the modules below.
+#[macro_use]
+mod output;
 pub mod args;
 pub mod cookie;
 pub mod deploy;
@@ -112,54 +115,54 @@ pub(crate) fn arg_error(flag: impl Into<String>, source: ConfigError) -> CliErro
 fn print_config(algorithm: &str, json_only: bool) -> Result<(), CliError> {
     let cfg = default_config(algorithm)?;
     if json_only {
-        println!("{}", serde_json::to_string_pretty(&cfg).expect("JSON"));
+        outln!("{}", serde_json::to_string_pretty(&cfg).expect("JSON"));
         return Ok(());
     }
-    println!("# {algorithm}'s default config. Every key is optional: override with");
-    println!("# --config '{{\"lr\": 0.0005}}' or under `config:` in a --config-file.");
+    outln!("# {algorithm}'s default config. Every key is optional: override with");
+    outln!("# --config '{{\"lr\": 0.0005}}' or under `config:` in a --config-file.");
     for (key, doc) in config_docs(algorithm)? {
-        println!();
+        outln!();
         for line in doc.lines() {
-            println!("# {}", line.trim());
+            outln!("# {}", line.trim());
         }
         if key == "model" && cfg[key].is_object() {
             // The network's keys, each with its own documentation.
-            println!("model:");
+            outln!("model:");
             for (sub, doc) in rlx_algorithms::model_docs() {
                 for line in doc.lines() {
-                    println!("  # {}", line.trim());
+                    outln!("  # {}", line.trim());
                 }
                 let value = serde_yaml_ng::to_string(&json!({ sub: cfg[key][sub] })).expect("YAML");
-                print!("  {}", value.trim_end().replace('\n', "\n  "));
-                println!();
+                out!("  {}", value.trim_end().replace('\n', "\n  "));
+                outln!();
             }
             continue;
         }
         let value = serde_yaml_ng::to_string(&json!({ key: cfg[key] })).expect("YAML");
-        print!("{value}");
+        out!("{value}");
     }
     Ok(())
 }
 
 fn print_list() {
-    println!("algorithms:");
+    outln!("algorithms:");
     for algorithm in ALGORITHMS {
-        println!("  {:<26} {}", algorithm.name(), algorithm.about());
+        outln!("  {:<26} {}", algorithm.name(), algorithm.about());
     }
-    println!("envs (keyword arguments go in the config's \"env_config\"):");
+    outln!("envs (keyword arguments go in the config's \"env_config\"):");
     for spec in rlx_envs::specs() {
         let kwargs = if spec.kwargs.is_empty() { "none".to_string() } else { spec.kwargs.join(", ") };
-        println!("  {:<26} {} [env_config: {kwargs}]", spec.name, spec.description);
+        outln!("  {:<26} {} [env_config: {kwargs}]", spec.name, spec.description);
     }
-    println!(
+    outln!(
         "  {:<26} any Gymnasium env, in Python worker processes ($RLX_PYTHON or python3, with gymnasium); `gym:my_pkg.envs:MyEnv-v0` imports my_pkg.envs first; ALE/ ids get DeepMind's Atari preprocessing [env_config: gymnasium.make's keyword arguments, and `atari`]",
         "gym:<id>"
     );
-    println!(
+    outln!(
         "  {:<26} any PettingZoo env (multi-agent), AEC or parallel, a Python worker process per copy (with pettingzoo); `pettingzoo:my_pkg.game` takes a module's parallel_env() or env() [env_config: the env's keyword arguments]",
         "pettingzoo:<id>"
     );
-    println!(
+    outln!(
         "  {:<26} a server that external applications connect to (PolicyClient, Rust or Python), on this address [env_config: spaces_of, cookie_file]",
         "external:<host:port>"
     );
@@ -167,7 +170,7 @@ fn print_list() {
 
 /// Prints `error: ...` and returns a failure exit code.
 pub fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {e}");
+    errln!("error: {e}");
     ExitCode::FAILURE
 }
 
@@ -184,7 +187,6 @@ fn exit_code(outcome: Result<Outcome, CliError>) -> ExitCode {
 /// `rlx train` without `--run`.
 pub async fn algorithm_main(algorithm: &'static str) -> ExitCode {
     use clap::{Args as _, FromArgMatches as _};
-    default_sigpipe();
     init_logging();
     let command = clap::Command::new(format!("rlx-{}", algorithm.to_lowercase())).version(env!("CARGO_PKG_VERSION"));
     let about = format!("Train {algorithm} on an env (the same as `rlx train --run {algorithm}`)");
@@ -196,16 +198,6 @@ pub async fn algorithm_main(algorithm: &'static str) -> ExitCode {
     exit_code(train(Some(algorithm), &args).await)
 }
 
-/// Dies quietly on a closed pipe (`rlx rollout --render | head`) like other
-/// command-line tools, instead of panicking on the next print.
-fn default_sigpipe() {
-    #[cfg(unix)]
-    // SAFETY: restores the default disposition of one signal at start-up,
-    // before any other thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
 
 /// Runs a binary's main future on a multi-thread tokio runtime that the
 /// actix backend shares, so the process has one runtime.
@@ -235,9 +227,12 @@ pub fn init_logging() {
 
 /// Entry point of the `rlx` binary.
 pub async fn main() -> ExitCode {
-    default_sigpipe();
     init_logging();
     let cli = Cli::parse();
+    // SIGPIPE stays ignored (Rust's default): see `output`.
+    if matches!(cli.command, Command::Rollout(_) | Command::List | Command::Config { .. } | Command::Plot(_)) {
+        output::exit_when_closed();
+    }
     match cli.command {
         Command::Train { run, args } => exit_code(train(run.as_deref(), &args).await),
         Command::Rollout(args) => match rollout(&args) {
@@ -246,7 +241,7 @@ pub async fn main() -> ExitCode {
         },
         Command::Plot(args) => match plot::plot_runs(&args.dirs, &args.out, args.size) {
             Ok(()) => {
-                println!("wrote {}", args.out.display());
+                outln!("wrote {}", args.out.display());
                 ExitCode::SUCCESS
             }
             Err(e) => fail(e),
@@ -257,7 +252,18 @@ pub async fn main() -> ExitCode {
         },
         Command::Tune(args) => match tune::tune(&args).await {
             Ok(outcome) if outcome.interrupted => ExitCode::from(130),
-            Ok(_) => ExitCode::SUCCESS,
+            Ok(outcome) => {
+                // A search with a failed trial is not a success for a script.
+                let failed = outcome.trials.iter().filter(|(_, s)| *s == tune::Status::Error).count();
+                match failed {
+                    0 => ExitCode::SUCCESS,
+                    n => fail(format!(
+                        "{n} of {} trials failed (see the table above and {})",
+                        outcome.trials.len(),
+                        outcome.dir.join("summary.csv").display()
+                    )),
+                }
+            }
             Err(e) => fail(e),
         },
         Command::List => {

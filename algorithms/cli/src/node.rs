@@ -27,7 +27,7 @@ pub(crate) async fn node(args: NodeArgs) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError::Usage(e.to_string()))?;
     // Tests and scripts read this line for the bound address.
-    println!("rlx node {} listening on {}", node.name, node.addr);
+    outln!("rlx node {} listening on {}", node.name, node.addr);
     let _ = tokio::signal::ctrl_c().await;
     node.stop();
     Ok(())

@@ -538,6 +538,16 @@ pub(crate) mod tests {
         let err = plot_runs(std::slice::from_ref(&garbled), &out, (640, 480)).unwrap_err();
         assert!(err.to_string().contains(&garbled.join("result.json").display().to_string()), "{err}");
 
+        // An output in a directory that does not exist is named as given, not as the temporary file.
+        let run = root.join("run");
+        write_run(&run, &[Some(1.0)]);
+        let nowhere = root.join("nodir").join("x.png");
+        let err = plot_runs(std::slice::from_ref(&run), &nowhere, (640, 480)).unwrap_err();
+        assert!(matches!(err, PlotError::Write { .. }), "{err:?}");
+        let message = err.to_string();
+        assert!(message.contains(&nowhere.display().to_string()), "{message}");
+        assert!(message.contains("does not exist") && !message.contains("x.tmp"), "{message}");
+
         assert!(matches!(plot_runs(&[], &out, (640, 480)), Err(PlotError::NoRuns)));
         assert!(!out.exists());
         std::fs::remove_dir_all(root).unwrap();

@@ -64,14 +64,14 @@ impl Progress {
                 bar.set_position(if self.by_iteration { r.training_iteration } else { r.timesteps_total });
                 bar.set_message(Self::line(r));
             }
-            None => println!("{}", Self::line(r)),
+            None => outln!("{}", Self::line(r)),
         }
     }
 
     pub(crate) fn note(&self, text: &str) {
         match &self.bar {
             Some(bar) => bar.println(text),
-            None => println!("{text}"),
+            None => outln!("{text}"),
         }
     }
 
@@ -84,9 +84,9 @@ impl Progress {
     pub(crate) fn finish(&mut self, r: &TrainResult, interrupted: bool) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
-            println!("{}", Self::line(r));
+            outln!("{}", Self::line(r));
         }
-        println!(
+        outln!(
             "{}: mean return {}{} after {} env steps in {:.1} s",
             if interrupted { "interrupted" } else { "done" },
             r.episode_reward_mean.map_or("-".into(), |v| format!("{v:.1}")),

@@ -6,10 +6,13 @@
 //! - `progress.csv`: the same results as a table, like Ray Tune's: a header
 //!   row, then one row per iteration, one column per scalar field. Nested
 //!   objects become `parent/child` columns (the learner's stats are
-//!   `learner/<name>`); a missing value (`null`) is an empty cell. The header
-//!   is fixed by the first row written: a later iteration's fields that are
-//!   not in it are left out of the CSV (a warning names them once) but are
-//!   always in `result.json`. Rows are flushed to disk like `result.json`'s.
+//!   `learner/<name>`); a missing value (`null`) is an empty cell. The first
+//!   row written sets the header; a column that first appears later (Ape-X's
+//!   `learner/*` after the learner's first update, self-play's snapshot)
+//!   widens the header: the file is rewritten once with the new column,
+//!   earlier rows empty in it (atomically, like `params.json`), and rows are
+//!   appended to it from then on. Rows are flushed to disk like
+//!   `result.json`'s.
 //! - `learning_curve.png`: `episode_reward_mean` against `timesteps_total`
 //!   (see [`crate::plot`]), redrawn after the first iteration, then at most
 //!   once every [`DEFAULT_PLOT_INTERVAL`] (see
@@ -54,8 +57,9 @@ impl ResultsWriter {
     /// Creates `dir` (and parents) and writes `params.json` atomically.
     ///
     /// If `dir` already holds a run's results, new iterations are appended:
-    /// `progress.csv` keeps its header and the learning curve starts from the
-    /// returns already in `result.json`.
+    /// `progress.csv` keeps its header (widened if they bring new columns)
+    /// and the learning curve starts from the returns already in
+    /// `result.json`.
     ///
     /// # Errors
     /// If the directory or files cannot be written; the error names the path.
@@ -99,7 +103,9 @@ impl ResultsWriter {
     }
 
     /// Gives `progress.csv` the evaluation's columns from its first row on,
-    /// for a run that evaluates every few iterations.
+    /// for a run that evaluates every few iterations: they sit after the
+    /// first row's columns, and the first evaluation need not widen the
+    /// header (rewrite the file).
     pub fn with_evaluation_columns(mut self) -> Self {
         // The evaluation object's fields, in their order.
         let empty = serde_json::to_vec(&rlx::evaluation::EvaluationResult::default()).expect("serializes");
@@ -158,12 +164,12 @@ impl Drop for ResultsWriter {
 struct ProgressCsv {
     path: PathBuf,
     csv: csv::Writer<File>,
-    /// `None` until the first row fixes it (or read from an existing file).
+    /// `None` until the first row sets it (or read from an existing file);
+    /// widened by a row with columns not in it.
     header: Option<Vec<String>>,
-    warned_dropped: bool,
     /// Columns every row has, empty where its result lacks them: the
     /// evaluation's, for a run that evaluates every few iterations (the
-    /// header is fixed by a first row that may have no evaluation).
+    /// first row, which sets the header, may have no evaluation).
     evaluation_columns: Vec<String>,
 }
 
@@ -180,14 +186,48 @@ impl ProgressCsv {
             path: path.to_path_buf(),
             csv: csv::Writer::from_writer(file),
             header,
-            warned_dropped: false,
             evaluation_columns: Vec::new(),
         })
     }
 
-    /// Writes the row for one result, given as its JSON object; a row
-    /// without an evaluation gets the `evaluation_columns` empty.
+    /// Writes the row for one result, given as its JSON object; its columns
+    /// not in the header yet widen it first (see [`widen`](Self::widen)).
     fn append(&mut self, json: &[u8]) -> io::Result<()> {
+        let cells = self.cells(json)?;
+        let names = cells.iter().map(|(name, _)| name);
+        match &self.header {
+            None => {
+                let header: Vec<String> = names.cloned().collect();
+                self.write(&header)?;
+                self.header = Some(header);
+            }
+            Some(header) => {
+                let mut wider = header.clone();
+                for name in names {
+                    if !wider.contains(name) {
+                        wider.push(name.clone());
+                    }
+                }
+                if wider.len() > header.len() {
+                    self.widen(wider)?;
+                }
+            }
+        }
+        let header = self.header.as_deref().unwrap_or_default();
+        let mut row = vec![String::new(); header.len()];
+        for (name, cell) in cells {
+            if let Some(i) = header.iter().position(|h| *h == name) {
+                row[i] = cell;
+            }
+        }
+        self.write(&row)?;
+        self.csv.flush().map_err(|e| with_path(e, &self.path))?;
+        self.csv.get_ref().sync_data().map_err(|e| with_path(e, &self.path))
+    }
+
+    /// One result's `(column, cell)`s in its fields' order; a result
+    /// without an evaluation gets the `evaluation_columns` empty.
+    fn cells(&self, json: &[u8]) -> io::Result<Vec<(String, String)>> {
         let OrderedObject(fields) = serde_json::from_slice(json).map_err(io::Error::other)?;
         let mut cells = Vec::new();
         for (name, value) in fields {
@@ -196,33 +236,42 @@ impl ProgressCsv {
         if !cells.iter().any(|(name, _)| name.starts_with("evaluation/")) {
             cells.extend(self.evaluation_columns.iter().map(|name| (name.clone(), String::new())));
         }
-        let header = match &self.header {
-            Some(header) => header,
-            None => {
-                let header: Vec<String> = cells.iter().map(|(name, _)| name.clone()).collect();
-                self.write(&header)?;
-                self.header.insert(header)
-            }
-        };
-        let mut row = vec![String::new(); header.len()];
-        let mut dropped = Vec::new();
-        for (name, cell) in cells {
-            match header.iter().position(|h| *h == name) {
-                Some(i) => row[i] = cell,
-                None => dropped.push(name),
-            }
-        }
-        if !dropped.is_empty() && !self.warned_dropped {
-            self.warned_dropped = true;
-            tracing::warn!(
-                path = %self.path.display(),
-                "columns not in the header are left out of progress.csv (they are in result.json): {}",
-                dropped.join(", ")
-            );
-        }
-        self.write(&row)?;
+        Ok(cells)
+    }
+
+    /// Rewrites the file under `header` (the old header with the new columns
+    /// appended) and appends to the new file from then on. The rows so far are
+    /// streamed from the file (not kept in memory) into a temporary file,
+    /// padded with empty cells, which then replaces the file: a crash leaves
+    /// the old file or the new one, whole. Late columns are few, so this
+    /// runs a few times per run at most.
+    fn widen(&mut self, header: Vec<String>) -> io::Result<()> {
+        // The rows written so far must be in the file to be read back.
         self.csv.flush().map_err(|e| with_path(e, &self.path))?;
-        self.csv.get_ref().sync_data().map_err(|e| with_path(e, &self.path))
+        // Flexible: a row a killed run left torn is kept, padded, not an error.
+        let mut old = csv::ReaderBuilder::new()
+            .flexible(true)
+            .from_path(&self.path)
+            .map_err(|e| with_path(e.into(), &self.path))?;
+        replace_atomic(&self.path, |f| {
+            let mut new = csv::WriterBuilder::new().flexible(true).from_writer(f);
+            new.write_record(&header)?;
+            for record in old.byte_records() {
+                let mut record = record?;
+                while record.len() < header.len() {
+                    record.push_field(b"");
+                }
+                new.write_byte_record(&record)?;
+            }
+            new.flush()
+        })?;
+        // A new writer, too: the old one holds the replaced file, and
+        // expects rows as wide as the old header.
+        let file = OpenOptions::new().append(true).open(&self.path).map_err(|e| with_path(e, &self.path))?;
+        self.csv = csv::Writer::from_writer(file);
+        tracing::debug!(path = %self.path.display(), "progress.csv widened to {} columns", header.len());
+        self.header = Some(header);
+        Ok(())
     }
 
     fn write(&mut self, record: &[String]) -> io::Result<()> {
@@ -345,11 +394,30 @@ impl LearningCurve {
 /// # Errors
 /// If writing or renaming fails; the error names the path.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_atomic(path, |f| f.write_all(bytes))
+}
+
+/// [`write_atomic`] with the contents written by `write`, a piece at a
+/// time, so that they need not be in memory at once. An error of `write`
+/// is named after the temporary file.
+fn replace_atomic(path: &Path, write: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(|e| with_path(e, &tmp))?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(|e| with_path(e, &tmp))?;
+    let mut f = File::create(&tmp).map_err(|e| create_error(e, path, &tmp))?;
+    write(&mut f).and_then(|()| f.sync_all()).map_err(|e| with_path(e, &tmp))?;
     fs::rename(&tmp, path).map_err(|e| with_path(e, path))?;
     sync_parent(path)
+}
+
+/// Why the temporary file for `path` could not be created. A missing
+/// directory is named with `path`, the name the caller gave, rather than
+/// with the temporary name they never did.
+fn create_error(e: io::Error, path: &Path, tmp: &Path) -> io::Error {
+    match path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        Some(dir) if e.kind() == io::ErrorKind::NotFound && !dir.exists() => {
+            io::Error::new(e.kind(), format!("{}: the directory {} does not exist", path.display(), dir.display()))
+        }
+        _ => with_path(e, tmp),
+    }
 }
 
 /// Cuts a last line that a killed run left without its newline off an
@@ -461,7 +529,7 @@ mod tests {
         let results = [
             result(1, None, &[("policy_loss", 0.5), ("entropy", 0.69)]),
             result(2, Some(21.5), &[("policy_loss", -0.25), ("entropy", 0.6)]),
-            // A stat that was not in the first row is left out of the CSV.
+            // A stat that was not in the first row widens the CSV's header.
             result(3, Some(40.0), &[("policy_loss", 0.125), ("entropy", 0.5), ("kl", 0.01)]),
         ];
         for r in &results {
@@ -476,9 +544,11 @@ mod tests {
 
         let (header, rows) = read_csv(&dir.join("progress.csv"));
         assert_eq!(&header[..3], ["training_iteration", "timesteps_total", "timesteps_this_iter"]);
-        assert_eq!(&header[header.len() - 3..], ["learner/entropy", "learner/policy_loss", "evaluator_failures"]);
-        assert!(!header.iter().any(|h| h == "learner/kl"));
-        assert_eq!(header.len(), 17, "{header:?}");
+        assert_eq!(
+            &header[header.len() - 4..],
+            ["learner/entropy", "learner/policy_loss", "evaluator_failures", "learner/kl"]
+        );
+        assert_eq!(header.len(), 18, "{header:?}");
         assert_eq!(rows.len(), 3);
         let col = |name: &str| header.iter().position(|h| h == name).unwrap();
         let column = |name: &str| rows.iter().map(|r| r[col(name)].as_str()).collect::<Vec<_>>();
@@ -487,6 +557,7 @@ mod tests {
         assert_eq!(column("episode_reward_mean"), ["", "21.5", "40.0"]);
         assert_eq!(column("time_this_iter_s"), ["0.25", "0.25", "0.25"]);
         assert_eq!(column("learner/policy_loss"), ["0.5", "-0.25", "0.125"]);
+        assert_eq!(column("learner/kl"), ["", "", "0.01"]);
         assert!(rows.iter().all(|r| r.len() == header.len()));
 
         w.finish().unwrap();
@@ -547,6 +618,58 @@ mod tests {
         let (header, rows) = read_csv(&path);
         assert_eq!(header, ["name", "n", "nested/x/y", "list", "ok"]);
         assert_eq!(rows, [["a, \"b\"", "", "1", "[1,2]", "true"]]);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_late_column_widens_the_header_and_keeps_the_rows() {
+        let dir = temp_dir("results-csv-widen");
+        let path = dir.join("progress.csv");
+        let mut csv = ProgressCsv::open(&path).unwrap();
+        csv.append(br#"{"a":1}"#).unwrap();
+        csv.append(br#"{"a":2,"learner":{"x":0.5}}"#).unwrap();
+        let (header, rows) = read_csv(&path);
+        assert_eq!(header, ["a", "learner/x"]);
+        assert_eq!(rows, [["1", ""], ["2", "0.5"]]);
+        assert!(!dir.join("progress.tmp").exists(), "the temporary file was renamed away");
+
+        // Rows are appended to the rewritten file, a row without the column empty in it.
+        csv.append(br#"{"a":3}"#).unwrap();
+        csv.append(br#"{"learner":{"x":0.25},"a":4}"#).unwrap();
+        assert_eq!(read_csv(&path).1, [["1", ""], ["2", "0.5"], ["3", ""], ["4", "0.25"]]);
+        drop(csv);
+
+        // Reopened, as for a run that appends to an existing directory: it widens too.
+        let mut csv = ProgressCsv::open(&path).unwrap();
+        csv.append(br#"{"a":5,"b":true}"#).unwrap();
+        let (header, rows) = read_csv(&path);
+        assert_eq!(header, ["a", "learner/x", "b"]);
+        assert_eq!(rows, [["1", "", ""], ["2", "0.5", ""], ["3", "", ""], ["4", "0.25", ""], ["5", "", "true"]]);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_carried_over_history_keeps_late_and_evaluation_columns() {
+        // As train.rs writes a restored run: evaluation columns, then the history.
+        let dir = temp_dir("results-csv-history");
+        let mut w = ResultsWriter::create(&dir, &()).unwrap().with_evaluation_columns();
+        let evaluated = TrainResult {
+            evaluation: Some(rlx::evaluation::EvaluationResult { episode_reward_mean: 7.5, ..Default::default() }),
+            ..result(3, Some(3.0), &[("x", 0.5), ("snapshot", 1.0)])
+        };
+        for r in [result(1, None, &[]), result(2, Some(2.0), &[("x", 1.0)]), evaluated, result(4, None, &[])] {
+            w.append(&r).unwrap();
+        }
+        let (header, rows) = read_csv(&dir.join("progress.csv"));
+        assert_eq!(header.iter().filter(|h| h.starts_with("evaluation/")).count(), 5, "{header:?}");
+        assert_eq!(&header[header.len() - 2..], ["learner/x", "learner/snapshot"]);
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let column = |name: &str| rows.iter().map(|r| r[col(name)].as_str()).collect::<Vec<_>>();
+        assert_eq!(column("training_iteration"), ["1", "2", "3", "4"]);
+        assert_eq!(column("learner/x"), ["", "1.0", "0.5", ""]);
+        assert_eq!(column("learner/snapshot"), ["", "", "1.0", ""]);
+        assert_eq!(column("evaluation/episode_reward_mean"), ["", "", "7.5", ""]);
+        assert!(rows.iter().all(|r| r.len() == header.len()));
         fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -52,7 +52,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
         Pick::Best => crate::retention::best(&args.checkpoint)?,
     };
     let ckpt = Checkpoint::load(&path)?;
-    ckpt.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+    ckpt.warnings.iter().for_each(|w| errln!("warning: {w}"));
     let meta = &ckpt.metadata;
     let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
     let mut env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;
@@ -67,14 +67,14 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     // ARS: the observation statistics) need it to act as trained.
     if let Some(state) = local.and_then(|e| e.policy.as_ref()) {
         if let Err(e) = policy.load_state(state) {
-            eprintln!("warning: the checkpoint's policy state was not restored ({e}); acting on the weights alone");
+            errln!("warning: the checkpoint's policy state was not restored ({e}); acting on the weights alone");
         }
     }
     if args.render && env.render().is_none() {
         return Err(CliError::Usage(format!("{} has no text rendering; drop --render", meta.env)));
     }
     let animate = args.render && std::io::stdout().is_terminal();
-    println!(
+    outln!(
         "{} on {} from {} (iteration {}), {} actions",
         meta.algorithm,
         meta.env,
@@ -98,9 +98,9 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
             if args.render {
                 let frame = env.render().unwrap_or_default();
                 if animate {
-                    print!("\x1b[2J\x1b[H");
+                    out!("\x1b[2J\x1b[H");
                 }
-                println!("episode {} step {len} return {ret:.1}\n{frame}\n", episode + 1);
+                outln!("episode {} step {len} return {ret:.1}\n{frame}\n", episode + 1);
                 if animate {
                     std::thread::sleep(Duration::from_millis(30));
                 }
@@ -133,12 +133,12 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
                 break;
             }
         }
-        println!("episode {:>3}: return {ret:>8.1}  length {len}", episode + 1);
+        outln!("episode {:>3}: return {ret:>8.1}  length {len}", episode + 1);
         summary.returns.push(ret);
         summary.lengths.push(len);
     }
     let (min, max) = summary.returns.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &r| (a.min(r), b.max(r)));
-    println!(
+    outln!(
         "{} episode{}: mean return {:.1} ± {:.1} (min {min:.1}, max {max:.1}), mean length {:.1}",
         args.episodes,
         if args.episodes == 1 { "" } else { "s" },
@@ -167,7 +167,7 @@ fn rollout_agents(
     let (name, kwargs) = (meta.env.clone(), kwargs.clone());
     let make: rlx::EnvMaker = std::sync::Arc::new(move || rlx_envs::make_with(&name, &kwargs));
     let mut env = rlx::VectorEnv::build(make, 1, &rlx::EnvShards::default(), true).map_err(|e| fail(&e))?;
-    println!(
+    outln!(
         "{} on {} from {} (iteration {}), {} actions, agents {}",
         meta.algorithm,
         meta.env,
@@ -198,7 +198,7 @@ fn rollout_agents(
                 None => {
                     let per_agent: Vec<String> =
                         agents.iter().zip(&agent_returns).map(|(id, r)| format!("{id} {r:.1}")).collect();
-                    println!(
+                    outln!(
                         "episode {:>3}: return {:>8.1}  length {}  ({})",
                         summary.returns.len() + 1,
                         episode.episode_return,
@@ -211,7 +211,7 @@ fn rollout_agents(
             }
         }
         if summary.returns.len() >= args.episodes {
-            println!(
+            outln!(
                 "{} episodes: mean return {:.1} ± {:.1}, mean length {:.1}",
                 args.episodes,
                 summary.mean(),

@@ -45,14 +45,17 @@ pub(crate) fn interrupts(second_exits: bool) -> Arc<AtomicUsize> {
             tokio::spawn(async move {
                 while tokio::signal::ctrl_c().await.is_ok() {
                     let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+                    // Waits with no end of their own (an external env with
+                    // no client yet) give up now.
+                    rlx::interrupt::request();
                     if !SECOND_EXITS.load(Ordering::SeqCst) {
                         continue;
                     }
                     if n >= 2 {
-                        eprintln!("\nsecond Ctrl-C: exiting now (finished iterations are already on disk)");
+                        errln!("\nsecond Ctrl-C: exiting now (finished iterations are already on disk)");
                         std::process::exit(130);
                     }
-                    eprintln!(
+                    errln!(
                         "\nCtrl-C: stopping after this iteration and writing a final checkpoint (Ctrl-C again to quit now)"
                     );
                 }
@@ -71,10 +74,10 @@ pub async fn train(run: Option<&str>, args: &TrainArgs) -> Result<Outcome, CliEr
     interrupts(true);
     let restored = args.restore.as_deref().map(Checkpoint::load).transpose()?;
     if let Some(ckpt) = &restored {
-        ckpt.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+        ckpt.warnings.iter().for_each(|w| errln!("warning: {w}"));
         if let Some(run_dir) = ckpt.dir.parent() {
             for stale in checkpoint::remove_stale_temporaries(run_dir)? {
-                eprintln!("removed {}, left by a run killed while checkpointing", stale.display());
+                errln!("removed {}, left by a run killed while checkpointing", stale.display());
             }
         }
     }
@@ -100,7 +103,7 @@ async fn train_experiment(
     restored: Option<&Checkpoint>,
 ) -> Result<Outcome, CliError> {
     let stop: StopCriteria = match &exp.stop {
-        Value::Null => {
+        Value::Null if !exp.stop_given => {
             let kwargs = exp.config.get("env_config").cloned().unwrap_or(Value::Null);
             // An external env's clients decide what an episode is worth:
             // it has no threshold of its own, so it trains until --stop or Ctrl-C.
@@ -111,7 +114,8 @@ async fn train_experiment(
             };
             StopCriteria { episode_reward_mean: threshold, ..Default::default() }
         }
-        v => from_value(v.clone()).map_err(|source| arg_error("--stop", source))?,
+        Value::Null => StopCriteria::default(),
+        v => from_value(v.clone()).map_err(|source| arg_error(exp.stop_source(), source))?,
     };
     let mut overrides = exp.config.clone();
     if let Some(ckpt) = restored {
@@ -122,7 +126,7 @@ async fn train_experiment(
         overrides = config;
     }
     let (mut trainer, config) = build_trainer(&exp.run, &exp.env, &overrides).await.map_err(|e| match e {
-        BuildError::Config(source) => arg_error("--config", source),
+        BuildError::Config(source) => arg_error(exp.config_source(config_key(&source)), source),
         other => CliError::Build(other),
     })?;
     let evaluates = config.get("evaluation_interval").and_then(Value::as_u64).is_some_and(|i| i > 0);
@@ -137,7 +141,7 @@ async fn train_experiment(
     let mut history = Vec::new();
     if let Some(ckpt) = restored {
         for gap in ckpt.restore(&mut trainer).await? {
-            eprintln!("warning: not an exact resume: {gap}");
+            errln!("warning: not an exact resume: {gap}");
         }
         history = restored_history(ckpt)?;
     }
@@ -161,22 +165,50 @@ async fn train_experiment(
         writer.append(r)?;
     }
     if let Some(ckpt) = restored {
-        eprintln!("restored {} at iteration {}", ckpt.dir.display(), ckpt.metadata.training_iteration);
+        errln!("restored {} at iteration {}", ckpt.dir.display(), ckpt.metadata.training_iteration);
     }
     if stop.is_empty() {
-        eprintln!("no --stop criteria and the env has no reward threshold: training until interrupted (Ctrl-C)");
+        if exp.stop_given {
+            errln!("{} gives no criterion: training until interrupted (Ctrl-C)", exp.stop_source());
+        } else {
+            errln!("no --stop criteria and the env has no reward threshold: training until interrupted (Ctrl-C)");
+        }
     }
-    eprintln!("{} on {}: results in {}", exp.run, exp.env, dir.display());
+    errln!("{} on {}: results in {}", exp.run, exp.env, dir.display());
     let interrupted = interrupts(true);
     let mut progress = Progress::new(&stop, trainer.last_result());
     let mut last_checkpoint = None;
+    // The iteration of `last_checkpoint`.
+    let mut checkpointed = None;
     loop {
         let result = match trainer.train().await {
             Ok(r) => r,
             Err(source) => {
+                let was_interrupted = interrupted.load(Ordering::SeqCst) > 0;
                 progress.abandon();
                 writer.finish()?;
-                return Err(CliError::Train { source: Box::new(source), dir, checkpoint: last_checkpoint });
+                // The trainer still holds the last finished iteration's
+                // state: keep it, so the run can resume from there, unless
+                // a checkpoint of that iteration is already on disk.
+                let iteration = trainer.last_result().training_iteration;
+                let checkpoint = if iteration == 0 || checkpointed == Some(iteration) {
+                    last_checkpoint
+                } else {
+                    match checkpoint::save(&mut trainer, &dir, &info).await {
+                        Ok(path) => Some(path),
+                        Err(e) => {
+                            errln!("warning: no final checkpoint: {e}");
+                            last_checkpoint
+                        }
+                    }
+                };
+                if was_interrupted {
+                    // Ctrl-C broke a wait of this iteration off: a stop, not a failure.
+                    errln!("stopped: {source}");
+                    let result = trainer.last_result().clone();
+                    return Ok(Outcome { result, dir, checkpoint, interrupted: true });
+                }
+                return Err(CliError::Train { source: Box::new(source), dir, checkpoint });
             }
         };
         writer.append(&result)?;
@@ -188,6 +220,7 @@ async fn train_experiment(
             let path = checkpoint::save(&mut trainer, &dir, &info).await?;
             progress.note(&format!("checkpoint: {}", path.display()));
             last_checkpoint = Some(path);
+            checkpointed = Some(result.training_iteration);
             if let Some(keep) = exp.keep_checkpoints_num {
                 // result.json already holds this iteration's line.
                 for removed in retention::prune(&dir, keep, &score_attr)? {
@@ -203,6 +236,15 @@ async fn train_experiment(
     }
 }
 
+/// The key a config error names, if it names one.
+fn config_key(e: &rlx::config::ConfigError) -> Option<&str> {
+    use rlx::config::ConfigError::{Invalid, Malformed, OutOfRange, UnknownKey};
+    match e {
+        UnknownKey { key, .. } | Invalid { key, .. } | OutOfRange { key, .. } => Some(key),
+        Malformed(_) => None,
+    }
+}
+
 /// The results of the checkpoint's run up to its iteration, from the
 /// `result.json` beside it (none if there is none). A torn last line (the
 /// run was killed while writing it) is left out with a warning.
@@ -215,7 +257,7 @@ fn restored_history(ckpt: &Checkpoint) -> Result<Vec<TrainResult>, CliError> {
     };
     let (results, warning) = read_history(&path).map_err(CliError::History)?;
     if let Some(warning) = warning {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
     let iteration = ckpt.metadata.training_iteration;
     Ok(results.into_iter().filter(|r| r.training_iteration <= iteration).collect())

@@ -88,20 +88,6 @@ fn start_long_run(results: &Path, extra: &[&str], iterations: usize) -> (Child, 
     }
 }
 
-fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("process did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn bad_input_names_the_problem() {
     let results = tmp("bad");
@@ -161,6 +147,75 @@ fn bad_input_names_the_problem() {
     std::fs::remove_dir_all(results).unwrap();
 }
 
+/// One list of valid keys per algorithm, sections included, behind both
+/// "valid keys" and "did you mean"; errors name the flag, or the file,
+/// experiment and key, a value came from.
+#[test]
+fn errors_name_every_valid_key_and_where_the_value_came_from() {
+    let results = tmp("sources");
+    let r = results.to_str().unwrap();
+    let config = |json: &str| fails(&["train", "--run", "PPO", "--env", "CartPole-v1", "--config", json, "--results-dir", r]);
+    let e = config(r#"{"evaluation_num_worker": 1}"#);
+    assert!(e.contains("did you mean `evaluation_num_workers`"), "{e}");
+    for key in ["evaluation_interval", "evaluation_config", "multiagent", "nodes", "backend", "cluster", "lr", "model"] {
+        assert!(e.contains(&format!("{key},")) || e.contains(&format!(", {key}")), "`{key}` is a valid key: {e}");
+    }
+    for (typo, meant) in
+        [("node", "nodes"), ("evaluation_duraton", "evaluation_duration"), ("multiagen", "multiagent"), ("backnd", "backend")]
+    {
+        let e = config(&format!(r#"{{"{typo}": 1}}"#));
+        assert!(e.contains(&format!("`{typo}` (did you mean `{meant}`?)")), "{e}");
+    }
+    // A multi-agent section on a single-agent env names the section.
+    let e = config(r#"{"multiagent": {"policies": ["a", "b"]}}"#);
+    assert!(e.contains("config key `multiagent`:") && e.contains("multi-agent env"), "{e}");
+    let e = fails(&["train", "--run", "PPO", "--env", "CartPole-v1", "--nodes", "127.0.0.1:1", "--results-dir", r]);
+    assert!(e.contains("--cookie-file"), "{e}");
+
+    let file = results.join("exp.yaml");
+    let yaml = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        fails(&["train", "-f", file.to_str().unwrap(), "--results-dir", r])
+    };
+    let f = file.display().to_string();
+    let e = yaml("cartpole:\n  run: PPO\n  env: CartPole-v1\n  stop: 100\n");
+    assert!(e.contains(&format!("{f}: experiment `cartpole`: stop: must be a map of criteria")), "{e}");
+    let e = yaml("cartpole:\n  run: PPO\n  env: CartPole-v1\n  config: {lr: fast}\n");
+    assert!(e.contains(&format!("{f}: experiment `cartpole`: config: config key `lr`")), "{e}");
+    let e = yaml("cartpole:\n  run: PPOO\n  env: CartPole-v1\n");
+    assert!(e.contains(&format!("{f}: experiment `cartpole`: run: unknown algorithm `PPOO`")), "{e}");
+    assert!(e.contains("did you mean `PPO`"), "{e}");
+    // A key given by --config over a file is blamed on the flag.
+    std::fs::write(&file, "cartpole:\n  run: PPO\n  env: CartPole-v1\n").unwrap();
+    let e = fails(&["train", "-f", &f, "--config", r#"{"lr": "fast"}"#, "--results-dir", r]);
+    assert!(e.starts_with("error: --config: config key `lr`"), "{e}");
+    let e = fails(&["train", "-f", "missing.yaml", "--results-dir", r]);
+    assert!(e.starts_with("error: -f missing.yaml: cannot read"), "{e}");
+    assert_eq!(std::fs::read_dir(&results).unwrap().count(), 1, "nothing but the file was made");
+    std::fs::remove_dir_all(results).unwrap();
+}
+
+/// An explicit `--stop '{}'` means no criterion, and the message says so
+/// (CartPole-v1 has a reward threshold, 475, which it must not deny).
+#[test]
+fn an_empty_stop_trains_until_interrupted_and_says_why() {
+    let results = tmp("empty-stop");
+    let mut child = Command::new(RLX)
+        .args(["train", "--run", "PPO", "--env", "CartPole-v1", "--config", FAST, "--stop", "{}", "--results-dir"])
+        .arg(&results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let seen = common::read_until(&mut stderr, "results in", Duration::from_secs(60));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen.contains("--stop gives no criterion: training until interrupted (Ctrl-C)"), "{seen}");
+    assert!(!seen.contains("reward threshold"), "{seen}");
+    std::fs::remove_dir_all(results).unwrap();
+}
+
 #[test]
 fn sigkill_loses_no_finished_iteration() {
     let results = tmp("kill");
@@ -190,7 +245,7 @@ fn ctrl_c_checkpoints_and_restore_continues() {
     let (mut child, dir) = start_long_run(&results, &[], 3);
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
-    let status = wait_with_timeout(&mut child, Duration::from_secs(60));
+    let status = common::wait_with_timeout(&mut child, Duration::from_secs(60));
     assert_eq!(status.code(), Some(130), "Ctrl-C exits with 128 + SIGINT");
     let lines = result_lines(&dir);
     let last = lines.last().unwrap()["training_iteration"].as_u64().unwrap();
@@ -320,6 +375,10 @@ fn yaml_run_plots_rollout_and_list() {
     assert_eq!(png_size(&out_png), Some((640, 480)));
     let e = fails(&["plot", results.to_str().unwrap(), "-o", out_png.to_str().unwrap()]);
     assert!(e.contains("result.json"), "{e}");
+    // The path the user gave, not a temporary file's.
+    let nodir = results.join("nodir").join("x.png");
+    let e = fails(&["plot", dirs[0].to_str().unwrap(), "-o", nodir.to_str().unwrap()]);
+    assert!(e.contains("nodir/x.png") && e.contains("does not exist") && !e.contains("x.tmp"), "{e}");
 
     let ckpt = checkpoints(&dirs[0]).pop().unwrap();
     let out = rlx(&["rollout", ckpt.to_str().unwrap(), "--episodes", "1", "--render"]);
@@ -361,9 +420,18 @@ fn replay_algorithm_binaries_train_and_write_results() {
         let args = ["--env", env, "--config", config, "--stop", r#"{"training_iteration": 2}"#, "--results-dir"];
         let out = Command::new(bin).args(args).arg(&dir).output().expect("run the binary");
         assert!(out.status.success(), "{bin}: {}", String::from_utf8_lossy(&out.stderr));
-        let lines = result_lines(&run_dir(&dir));
+        let run = run_dir(&dir);
+        let lines = result_lines(&run);
         assert_eq!(lines.len(), 2, "{bin}");
         assert!(lines[1]["learner"]["num_updates"].as_f64().unwrap() > 0.0, "{bin} learned: {}", lines[1]);
+        // The learner's stats start after learning_starts, not in row 1:
+        // progress.csv keeps them all the same, row 1 empty in them.
+        let csv = std::fs::read_to_string(run.join("progress.csv")).unwrap();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), 3, "{bin}: {csv}");
+        let updates = rows[0].iter().position(|c| *c == "learner/num_updates");
+        let updates = updates.unwrap_or_else(|| panic!("{bin}: no learner/num_updates column: {csv}"));
+        assert!(rows[2][updates].parse::<f64>().unwrap() > 0.0, "{bin}: {csv}");
     }
     // Off-policy algorithms reject the env shapes they have no network for.
     let e = fails(&["train", "--run", "SAC", "--env", "CartPole-v1", "--stop", r#"{"training_iteration": 1}"#]);

@@ -237,6 +237,37 @@ fn kill_mid_run(dir: &Path, driver: &mut Proc, mut node: Proc) -> Vec<Value> {
     results
 }
 
+/// `kill -9` of the driver mid-run: the node it used neither dies (a
+/// write to the dead driver's socket once killed `rlx` by SIGPIPE) nor
+/// stays bound to it: a second driver trains on the same node, to its
+/// stop, and the first run's finished iterations are all on disk.
+#[test]
+fn a_node_outlives_its_killed_driver_and_serves_the_next() {
+    let dir = tmp("driver-killed");
+    let mut node = Node::start(&dir, "a", COOKIE);
+    let first = dir.join("first");
+    std::fs::create_dir_all(&first).unwrap();
+    let mut driver =
+        train(&first, &[&node], COOKIE, json!({"num_workers": 2}), json!({"training_iteration": 1_000_000}));
+    wait_for_iterations(&first, &mut driver, 2);
+    driver.child.kill().unwrap(); // SIGKILL
+    driver.child.wait().unwrap();
+    let finished = results(&first);
+    let iterations: Vec<u64> = finished.iter().map(|r| r["training_iteration"].as_u64().unwrap()).collect();
+    assert_eq!(iterations, (1..=finished.len() as u64).collect::<Vec<_>>(), "every finished iteration is whole");
+    // The node notices the lost driver and goes on serving.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(node.proc.child.try_wait().unwrap().is_none(), "the node died with its driver:\n{}", node.proc.log());
+    let second = dir.join("second");
+    std::fs::create_dir_all(&second).unwrap();
+    let mut driver = train(&second, &[&node], COOKIE, json!({"num_workers": 2}), json!({"training_iteration": 3}));
+    let status = driver.wait(Duration::from_secs(120));
+    assert!(status.success(), "second driver failed:\n{}\nnode:\n{}", driver.log(), node.proc.log());
+    assert_eq!(results(&second).len(), 3);
+    assert!(node.proc.child.try_wait().unwrap().is_none(), "node log:\n{}", node.proc.log());
+    node.proc.child.kill().unwrap();
+}
+
 /// Sends `signal` (e.g. `"-STOP"`) to a child.
 fn signal(proc: &Proc, signal: &str) {
     let status = Command::new("kill").args([signal, &proc.child.id().to_string()]).status().unwrap();

@@ -6,9 +6,11 @@
 //! send garbage, lie about the cookie or vanish mid-episode are dropped
 //! and training goes on.
 
+mod common;
+
 use rlx::StopCriteria;
 use rlx_cli::build_trainer;
-use rlx_cluster::policy_client::{ClientAction, ClientError, PolicyClient};
+use rlx_cluster::policy_client::{ClientError, PolicyClient};
 use rlx_envs::gym::testing::python;
 use serde_json::json;
 use std::io::Write;
@@ -29,47 +31,10 @@ fn cookie_file() -> PathBuf {
     path
 }
 
-/// Connects, retrying while the server starts (the trainer binds when its
-/// evaluator is built).
-fn connect(address: &str, cookie: &str) -> PolicyClient {
-    for _ in 0..200 {
-        match PolicyClient::connect(address, cookie) {
-            Ok(c) => return c,
-            Err(ClientError::Io(_)) => std::thread::sleep(std::time::Duration::from_millis(25)),
-            Err(e) => panic!("{e}"),
-        }
-    }
-    panic!("no server at {address}");
-}
-
 /// A Rust client driving rlx's own CartPole until the server goes away;
 /// returns the steps it took.
 fn rust_client(address: String, seed: u64) -> JoinHandle<u64> {
-    std::thread::spawn(move || {
-        use rlx::{Action, Env};
-        let mut client = connect(&address, COOKIE);
-        let mut env = rlx_envs::make("CartPole-v1").unwrap();
-        let mut obs = [0f32; 4];
-        env.reset(Some(seed), &mut obs).unwrap();
-        let mut steps = 0;
-        let Ok(mut action) = client.start_episode(&obs) else { return steps };
-        loop {
-            let ClientAction::Discrete(a) = action else { panic!("CartPole's actions are discrete") };
-            let s = env.step(Action::Discrete(a[0]), &mut obs).unwrap();
-            steps += 1;
-            match client.step(&obs, s.reward, s.terminated, s.truncated) {
-                Ok(Some(next)) => action = next,
-                Ok(None) => {
-                    env.reset(None, &mut obs).unwrap();
-                    match client.start_episode(&obs) {
-                        Ok(next) => action = next,
-                        Err(_) => return steps,
-                    }
-                }
-                Err(_) => return steps,
-            }
-        }
-    })
+    std::thread::spawn(move || common::play_cartpole(&mut common::connect(&address, COOKIE), seed, None))
 }
 
 /// The Python client process (`envs/tests/python/cartpole_client.py`).
@@ -178,7 +143,7 @@ async fn bad_clients_are_dropped_and_training_goes_on() {
     let bad = std::thread::spawn({
         let address = address.clone();
         move || {
-            let mut c = connect(&address, COOKIE);
+            let mut c = common::connect(&address, COOKIE);
             c.start_episode(&[0.0; 4]).unwrap();
             c.step(&[0.0; 4], f64::NAN, false, false)
         }
@@ -187,7 +152,7 @@ async fn bad_clients_are_dropped_and_training_goes_on() {
     let vanish = std::thread::spawn({
         let address = address.clone();
         move || {
-            let mut c = connect(&address, COOKIE);
+            let mut c = common::connect(&address, COOKIE);
             let _ = c.start_episode(&[0.0; 4]);
         }
     });

@@ -142,16 +142,16 @@ fn a_grid_with_asha_stops_trials_early_and_writes_the_summary() {
 #[test]
 fn a_crashed_trial_is_reported_and_the_others_finish() {
     let dir = tmp("crash");
-    // trial_002's config is refused at once; trial_000 is killed mid-run.
+    // trial_000 is killed mid-run.
     let experiment = "search:
   run: PPO
   env: CartPole-v1
   stop: {training_iteration: 25}
   config:
     num_workers: 0
-    lr: {grid_search: [0.001, 0.0005, -1.0]}
+    lr: {grid_search: [0.001, 0.0005]}
 ";
-    let tune = start_tune(&dir, experiment, &["--max-concurrent", "3"]);
+    let tune = start_tune(&dir, experiment, &["--max-concurrent", "2"]);
     let running = until(&dir, "ran trial_000 two iterations", |s| {
         let t = &s["trials"][0];
         t["pid"].is_u64() && t["run_dir"].is_string() && iterations(&t["run_dir"]).len() >= 2
@@ -160,14 +160,43 @@ fn a_crashed_trial_is_reported_and_the_others_finish() {
     // SAFETY: kills the trial process the tuner reported.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let (status, out) = wait(tune, Duration::from_secs(300));
-    assert!(status.success(), "{out}");
+    // A search with a failed trial is no success for a script.
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(out.contains("error: 1 of 2 trials failed"), "{out}");
     let state = state(&dir).unwrap();
-    assert_eq!(statuses(&state), ["ERROR", "TERMINATED", "ERROR"], "{out}");
+    assert_eq!(statuses(&state), ["ERROR", "TERMINATED"], "{out}");
     let killed = state["trials"][0]["error"].as_str().unwrap();
     assert!(killed.contains("signal"), "{killed}");
-    let refused = state["trials"][2]["error"].as_str().unwrap();
-    assert!(refused.contains("lr"), "the config error names the key: {refused}");
     assert_eq!(iterations(&state["trials"][1]["run_dir"]), (1..=25).collect::<Vec<_>>());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// What would put a trial in ERROR at once is refused before the first
+/// trial starts, with exit 1, and no search directory is made: a typo in
+/// a domain, a config key, a value one domain draws, or the algorithm.
+#[test]
+fn a_search_that_cannot_run_is_refused_before_any_trial() {
+    let dir = tmp("refused");
+    let refused = |config: &str, run: &str| -> String {
+        let experiment = format!("search:\n  run: {run}\n  env: CartPole-v1\n  num_samples: 3\n  config:\n{config}");
+        let (status, out) = wait(start_tune(&dir, &experiment, &[]), Duration::from_secs(30));
+        assert_eq!(status.code(), Some(1), "{out}");
+        assert!(tune_dir(&dir).is_none(), "no search directory: {out}");
+        assert!(out.contains(&format!("error: -f {}", dir.join("search.yaml").display())), "names the file: {out}");
+        out
+    };
+    let e = refused("    lr: {gridsearch: [0.1, 0.2]}\n", "PPO");
+    assert!(e.contains("`gridsearch` is not a search domain (did you mean `grid_search`?)"), "{e}");
+    let e = refused("    num_worker: 0\n", "PPO");
+    assert!(e.contains("unknown config key `num_worker` (did you mean `num_workers`?)"), "{e}");
+    let e = refused("    lr: {grid_search: [0.001, -1.0]}\n", "PPO");
+    assert!(e.contains("(with lr=-1.0)") && e.contains("`lr`"), "names the trial's value and the key: {e}");
+    let e = refused("    lr: 0.001\n", "PPOO");
+    assert!(e.contains("run: unknown algorithm `PPOO` (did you mean `PPO`?)"), "{e}");
+    let out = Command::new(RLX).args(["tune", "-f", "missing.yaml"]).output().unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.starts_with("error: -f missing.yaml: cannot read"), "the flag as typed: {e}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -29,9 +29,9 @@
 //! observation (PettingZoo's classic games) masks the actions.
 //!
 //! **Failures.** A process that raises, exits or hangs (no answer within
-//! 60 s) fails the step with the Python traceback; in an evaluator actor
-//! that restarts the evaluator under its supervisor's budget, like any env
-//! error. Python envs take no snapshots: a checkpoint of a run on one
+//! 60 s) fails the step with [`EnvError::Shards`], as env shards past
+//! their budget do: an evaluator actor fails on it and its supervisor
+//! restarts it, with a new process, within the evaluators' budget. Python envs take no snapshots: a checkpoint of a run on one
 //! resumes its episodes from a reset.
 
 use super::worker::Worker;
@@ -115,7 +115,11 @@ impl PettingZooEnv {
             self.worker = None;
             self.over = true;
         }
-        result.map_err(|e| other(&self.name, e))
+        // What hosts the env failed, as when env shards give up: an
+        // evaluator actor fails on it, so that its supervisor restarts it
+        // within its budget, instead of answering the error (which would
+        // end the run).
+        result.map_err(|e| EnvError::Shards { env: self.name.clone(), reason: e.0 })
     }
 
     fn malformed(&self, message: String) -> EnvError {

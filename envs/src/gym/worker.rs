@@ -181,10 +181,7 @@ impl Worker {
             t if t == tag => Ok(body),
             b'E' => {
                 let _ = self.child.wait();
-                Err(WorkerError(format!(
-                    "the Python env raised an exception:\n{}",
-                    String::from_utf8_lossy(&body).trim_end()
-                )))
+                Err(WorkerError(explain(&String::from_utf8_lossy(&body))))
             }
             _ => Err(self.died(&format!("sent a frame of kind {:?} where {:?} was due", kind as char, tag as char))),
         }
@@ -209,22 +206,54 @@ impl Worker {
             .lock()
             .map(|t| String::from_utf8_lossy(&t.iter().copied().collect::<Vec<_>>()).into_owned())
             .unwrap_or_default();
-        let mut message = format!("Python worker process {what}");
-        if let Some(status) = status {
-            message.push_str(&format!(" ({status})"));
-        }
+        let status = status.map(|s| format!(" ({s})")).unwrap_or_default();
         let tail = tail.trim_end();
+        if tail.lines().any(|l| l.starts_with("Traceback (most recent call last)")) {
+            // Python's own last words say more than what rlx saw.
+            return WorkerError(format!("{}; the Python worker process {what}{status}", explain(tail)));
+        }
+        let mut message = format!("Python worker process {what}{status}");
         if !tail.is_empty() {
             message.push_str(&format!("; its stderr ends:\n{tail}"));
         }
-        if tail.contains("ModuleNotFoundError") {
-            message.push_str(&format!(
-                "\n(install the missing package into `{}`, or set RLX_PYTHON to an interpreter that has gymnasium and numpy)",
-                interpreter().display()
-            ));
-        }
         WorkerError(message)
     }
+}
+
+/// What a worker's error text (a Python traceback, or the worker's own
+/// one-line refusal of a space) tells a user, first line first: the
+/// cause, with the fix where one is known. A missing module names the
+/// interpreter and the `pip install` that fixes it; a `LookupError` (an
+/// unknown id or module, raised by `rlx_gym.py` with the close ids) is
+/// its message alone; any other exception's last line comes first, the
+/// whole traceback after it.
+pub(crate) fn explain(text: &str) -> String {
+    let text = text.trim_end();
+    let last = text.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    if let Some(module) = last.strip_prefix("ModuleNotFoundError: No module named ") {
+        let module = module.trim_matches('\'');
+        let python = interpreter();
+        let top = module.split('.').next().unwrap_or(module);
+        let package = match top {
+            "gymnasium" => "gymnasium numpy",
+            "ale_py" => "ale-py",
+            "cv2" => "opencv-python-headless",
+            "mujoco" => "\"gymnasium[mujoco]\"",
+            other => other,
+        };
+        return format!(
+            "Python module `{module}` is not installed in `{0}`: run `{0} -m pip install {package}`, or set RLX_PYTHON to an interpreter that has it",
+            python.display()
+        );
+    }
+    if let Some(cause) = last.strip_prefix("LookupError: ") {
+        return cause.to_string();
+    }
+    if !text.contains('\n') {
+        return text.to_string();
+    }
+    let traceback: Vec<String> = text.lines().map(|l| format!("    {l}")).collect();
+    format!("the Python env raised {last}\n  Python traceback:\n{}", traceback.join("\n"))
 }
 
 impl Drop for Worker {

@@ -1,6 +1,7 @@
 """PettingZoo envs of rlx's own tests: modules with a ``parallel_env``
 function, loaded as ``pettingzoo:rlx_test_agents.<name>``."""
 
+import os
 import sys
 import types
 
@@ -59,6 +60,25 @@ class TwoCorridors(ParallelEnv):
         return obs, rew, term, trunc, info
 
 
+class CrashOnce(TwoCorridors):
+    """TwoCorridors whose process exits at its ``crash_at``-th step, once
+    per run: the first process to get there leaves ``marker`` behind."""
+
+    steps_in_process = 0
+
+    def __init__(self, crash_at=500, marker=None, **kwargs):
+        super().__init__(**kwargs)
+        self.crash_at = crash_at
+        self.marker = marker
+
+    def step(self, actions):
+        CrashOnce.steps_in_process += 1
+        if CrashOnce.steps_in_process == self.crash_at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(3)
+        return super().step(actions)
+
+
 class UnequalSpaces(TwoCorridors):
     possible_agents = ["small", "big"]
 
@@ -79,3 +99,4 @@ def _module(name, cls):
 
 two_corridors = _module("two_corridors", TwoCorridors)
 unequal_spaces = _module("unequal_spaces", UnequalSpaces)
+crash_once = _module("crash_once", CrashOnce)

@@ -39,9 +39,12 @@ class Faulty(gym.Env):
 
     steps_in_process = 0
 
-    def __init__(self, fail_at=50, how="raise"):
+    def __init__(self, fail_at=50, how="raise", marker=None):
         self.fail_at = fail_at
         self.how = how
+        # With `how="exit_once"`: the file whose existence says a process
+        # of this run already exited (a buggy simulator that crashes once).
+        self.marker = marker
         self.observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
         self.action_space = spaces.Discrete(2)
         self.t = 0
@@ -60,6 +63,9 @@ class Faulty(gym.Env):
             if self.how == "raise":
                 raise ValueError(f"boom at step {self.fail_at}")
             if self.how == "exit":
+                os._exit(3)
+            if self.how == "exit_once" and not os.path.exists(self.marker):
+                open(self.marker, "w").close()
                 os._exit(3)
             if self.how == "hang":
                 time.sleep(3600)
@@ -116,7 +122,24 @@ class TextObservations(gym.Env):
         return "hello", 0.0, True, False, {}
 
 
+class MissionDict(gym.Env):
+    """MiniGrid's observation shape: a Dict with an image and a Text
+    mission, which rlx cannot flatten."""
+
+    observation_space = spaces.Dict(
+        {"image": spaces.Box(0, 255, (3, 3, 3), np.uint8), "mission": spaces.Text(32)}
+    )
+    action_space = spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, True, False, {}
+
+
 gym.register("Corridor-v0", entry_point=Corridor, max_episode_steps=50)
+gym.register("MissionDict-v0", entry_point=MissionDict)
 gym.register("Faulty-v0", entry_point=Faulty)
 gym.register("MaskedChoice-v0", entry_point=MaskedChoice)
 gym.register("TextObservations-v0", entry_point=TextObservations)

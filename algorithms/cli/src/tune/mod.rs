@@ -130,11 +130,11 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
             (dir.clone(), state)
         }
         (None, Some(file)) => new_search(file, args)?,
-        (None, None) => return Err(CliError::Usage("rlx tune needs --config-file FILE or --restore DIR".into())),
+        (None, None) => return Err(CliError::Usage("rlx tune needs -f/--config-file FILE or --restore DIR".into())),
     };
     let max_concurrent =
         args.max_concurrent.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
-    eprintln!(
+    errln!(
         "{} trials in {} ({} at a time){}",
         state.trials.len(),
         dir.display(),
@@ -154,7 +154,7 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
         if presses >= 2 {
             // A second Ctrl-C: quit now, and take the trials along (each
             // resumes from its newest checkpoint, if it has one).
-            eprintln!("second Ctrl-C: killing the running trials and exiting");
+            errln!("second Ctrl-C: killing the running trials and exiting");
             for t in state.trials.iter_mut().filter(|t| t.status == Status::Running) {
                 if let Some(mut child) = t.child.take() {
                     let _ = child.kill();
@@ -168,7 +168,7 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
         }
         if stopping && !forwarded {
             forwarded = true;
-            eprintln!("Ctrl-C: stopping every trial after its iteration, with a checkpoint");
+            errln!("Ctrl-C: stopping every trial after its iteration, with a checkpoint");
             // Trials the scheduler is stopping already had their one SIGINT.
             for t in state.trials.iter().filter(|t| t.status == Status::Running && !t.stopping) {
                 signal_stop(t);
@@ -218,7 +218,7 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
     let interrupted = interrupted.load(Ordering::SeqCst) > 0;
     report_best(&state);
     if interrupted {
-        println!("interrupted: resume with `rlx tune --restore {}`", dir.display());
+        outln!("interrupted: resume with `rlx tune --restore {}`", dir.display());
     }
     Ok(TuneOutcome { dir, interrupted, trials: state.trials.iter().map(|t| (t.id.clone(), t.status)).collect() })
 }
@@ -226,7 +226,7 @@ pub async fn tune(args: &TuneArgs) -> Result<TuneOutcome, CliError> {
 /// Reads the experiment file and expands its search space into trials in
 /// a new directory.
 fn new_search(file: &Path, args: &TuneArgs) -> Result<(PathBuf, TuneState), CliError> {
-    let flag = format!("--config-file {}", file.display());
+    let flag = format!("{} {}", crate::args::config_file_flag(), file.display());
     let mut entries = read_experiment_file(file)?;
     if entries.len() != 1 {
         return Err(CliError::Usage(format!(
@@ -287,6 +287,7 @@ fn new_search(file: &Path, args: &TuneArgs) -> Result<(PathBuf, TuneState), CliE
     if let Some(attr) = entry.get("checkpoint_score_attr").and_then(Value::as_str) {
         ScoreAttr::parse(attr).map_err(|e| arg_error(&flag, e))?;
     }
+    check_trials(&flag, &entry, &variants)?;
     let name = format!("tune_{}_{}", entry["run"].as_str().unwrap_or("run"), entry["env"].as_str().unwrap_or("env"));
     let dir = crate::train::new_run_dir(&args.results_dir, &name.replace(['/', ':'], "-"))?;
     let trials = variants
@@ -309,6 +310,30 @@ fn new_search(file: &Path, args: &TuneArgs) -> Result<(PathBuf, TuneState), CliE
         })
         .collect();
     Ok((dir, TuneState { experiment: entry, scheduler, trials }))
+}
+
+/// Refuses, before any trial starts, what would put a trial in ERROR
+/// at once: an unknown algorithm, and any trial's config (every domain
+/// resolved to its value) with a key, type or range `rlx train` refuses.
+/// A search whose trials all fail burns its whole budget and tells
+/// scripts nothing; one check here costs milliseconds.
+fn check_trials(flag: &str, entry: &Map<String, Value>, variants: &[space::Variant]) -> Result<(), CliError> {
+    let run = entry["run"].as_str().unwrap_or_default();
+    rlx_algorithms::registry::algorithm(run).map_err(|e| CliError::Usage(format!("{flag}: run: {e}")))?;
+    for variant in variants {
+        let mut config = variant.config.clone();
+        crate::experiment::translate_config_quietly(&mut config);
+        if let Some(map) = config.as_object_mut() {
+            // `rlx train` takes the env from the experiment's `env`.
+            map.remove("env");
+        }
+        if let Err(e) = crate::deploy::check_config(run, &config) {
+            let chosen: Vec<String> = variant.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let with = if chosen.is_empty() { String::new() } else { format!(" (with {})", chosen.join(", ")) };
+            return Err(CliError::Usage(format!("{flag}: config{with}: {e}")));
+        }
+    }
+    Ok(())
 }
 
 /// Loads a search to resume: its unfinished trials start again from
@@ -524,13 +549,13 @@ fn print_table(state: &TuneState) {
                 (n > 0).then(|| format!("{n} {s:?}").to_lowercase())
             })
             .collect();
-    println!("== trials: {}", counts.join(", "));
-    println!("{:<10} {:<11} {:>5} {:>9} {:>10} {:>7}  params", "trial", "status", "iter", "steps", attr.metric, "time");
+    outln!("== trials: {}", counts.join(", "));
+    outln!("{:<10} {:<11} {:>5} {:>9} {:>10} {:>7}  params", "trial", "status", "iter", "steps", attr.metric, "time");
     for t in &state.trials {
         let get = |key: &str| t.last.as_ref().and_then(|r| r.get(key)).cloned().unwrap_or(Value::Null);
         let text = |key: &str| get(key).as_u64().map_or("-".into(), |n| n.to_string());
         let score = t.score.map_or("-".into(), |v| format!("{v:.2}"));
-        println!(
+        outln!(
             "{:<10} {:<11} {:>5} {:>9} {:>10} {:>7}  {}",
             t.id,
             format!("{:?}", t.status).to_uppercase(),
@@ -541,7 +566,7 @@ fn print_table(state: &TuneState) {
             short(&t.params)
         );
         if let Some(e) = &t.error {
-            println!("{:<10} error: {e}", "");
+            outln!("{:<10} error: {e}", "");
         }
     }
 }
@@ -593,10 +618,10 @@ fn write_summary(dir: &Path, state: &TuneState) -> Result<(), CliError> {
     }
     if !series.is_empty() {
         if let Err(e) = render_learning_curves(&series, &dir.join("trials.png"), (1000, 600)) {
-            eprintln!("warning: cannot draw trials.png: {e}");
+            errln!("warning: cannot draw trials.png: {e}");
         }
     }
-    println!("wrote {} and {}", path.display(), dir.join("trials.png").display());
+    outln!("wrote {} and {}", path.display(), dir.join("trials.png").display());
     Ok(())
 }
 
@@ -610,7 +635,7 @@ fn report_best(state: &TuneState) {
         }
     });
     if let Some((t, v)) = best {
-        println!("best trial: {} ({} = {v:.2}) with {}", t.id, attr.metric, short(&t.params));
+        outln!("best trial: {} ({} = {v:.2}) with {}", t.id, attr.metric, short(&t.params));
     }
 }
 

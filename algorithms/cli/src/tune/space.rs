@@ -110,9 +110,22 @@ const DOMAINS: &[&str] = &["grid_search", "choice", "uniform", "loguniform"];
 pub const MAX_TRIALS: usize = 100_000;
 
 fn domain(map: &Map<String, Value>, path: &[String]) -> Result<Option<Domain>, ConfigError> {
-    let mut keys = map.keys().filter(|k| DOMAINS.contains(&k.as_str()));
-    let Some(kind) = keys.next() else { return Ok(None) };
     let bad = |message: String| ConfigError::Invalid { key: format!("config.{}", path.join(".")), message };
+    let mut keys = map.keys().filter(|k| DOMAINS.contains(&k.as_str()));
+    let Some(kind) = keys.next() else {
+        // A lone key a typo away from a domain (`gridsearch`) is one.
+        let typo = map.keys().next().filter(|_| map.len() == 1).and_then(|key| {
+            let near = DOMAINS.iter().find(|d| strsim::damerau_levenshtein(&key.to_lowercase(), d) <= 2)?;
+            Some((key, near))
+        });
+        return match typo {
+            Some((key, near)) => Err(bad(format!(
+                "`{key}` is not a search domain (did you mean `{near}`?); the domains are {}",
+                DOMAINS.join(", ")
+            ))),
+            None => Ok(None),
+        };
+    };
     if map.len() != 1 {
         return Err(bad(format!("`{kind}` must be the only key of its object, got {}", Value::Object(map.clone()))));
     }

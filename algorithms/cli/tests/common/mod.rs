@@ -46,3 +46,77 @@ pub fn tmp(suite: &str, name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Connects a policy client, retrying while the server starts (a trainer
+/// binds when its evaluator is built).
+pub fn connect(address: &str, cookie: &str) -> rlx_cluster::policy_client::PolicyClient {
+    use rlx_cluster::policy_client::{ClientError, PolicyClient};
+    for _ in 0..400 {
+        match PolicyClient::connect(address, cookie) {
+            Ok(c) => return c,
+            Err(ClientError::Io(_)) => std::thread::sleep(std::time::Duration::from_millis(25)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("no server at {address}");
+}
+
+/// Plays rlx's CartPole, seeded `seed`, through `client`: `steps` steps at
+/// most, or every episode until the server goes away (`None`). Returns
+/// the steps taken.
+pub fn play_cartpole(client: &mut rlx_cluster::policy_client::PolicyClient, seed: u64, steps: Option<u64>) -> u64 {
+    use rlx_cluster::policy_client::ClientAction;
+    let mut env = rlx_envs::make("CartPole-v1").unwrap();
+    let mut obs = [0f32; 4];
+    env.reset(Some(seed), &mut obs).unwrap();
+    let mut taken = 0;
+    let Ok(mut action) = client.start_episode(&obs) else { return 0 };
+    while steps.is_none_or(|n| taken < n) {
+        let ClientAction::Discrete(a) = action else { panic!("CartPole's actions are discrete") };
+        let s = env.step(Action::Discrete(a[0]), &mut obs).unwrap();
+        taken += 1;
+        match client.step(&obs, s.reward, s.terminated, s.truncated) {
+            Ok(Some(next)) => action = next,
+            Ok(None) => {
+                env.reset(None, &mut obs).unwrap();
+                match client.start_episode(&obs) {
+                    Ok(next) => action = next,
+                    Err(_) => return taken,
+                }
+            }
+            Err(_) => return taken,
+        }
+    }
+    taken
+}
+
+/// Reads lines from `reader` (a child's stderr) until one contains
+/// `needle`, or the stream ends, or `timeout` passes; returns what it read.
+pub fn read_until(reader: &mut impl std::io::BufRead, needle: &str, timeout: std::time::Duration) -> String {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut seen = String::new();
+    while !seen.contains(needle) && std::time::Instant::now() < deadline {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    seen
+}
+
+/// Waits for `child` at most `timeout`; kills it past that and fails.
+pub fn wait_with_timeout(child: &mut std::process::Child, timeout: std::time::Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("process did not exit within {timeout:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
