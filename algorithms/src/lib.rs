@@ -22,6 +22,7 @@ pub mod actor_critic;
 pub mod apex;
 pub mod appo;
 pub mod ars;
+pub mod capabilities;
 pub mod continuous;
 pub mod ddpg;
 pub mod device;
@@ -50,7 +51,7 @@ use rlx::{EnvError, HandleError, Trainer};
 use serde_json::Value;
 use std::sync::Arc;
 
-pub use registry::{Algorithm, ALGORITHMS};
+pub use registry::{Algorithm, Capabilities, ALGORITHMS};
 pub use rlx::env::EnvMaker;
 
 /// The tensor library the built-in networks are written with, for custom
@@ -151,7 +152,8 @@ pub fn make_policy_for_env(
     };
     let (section, resolved) = multi_agent::split(config);
     let plan = std::sync::Arc::new(multi_agent::Plan::new(section.as_ref(), agents)?);
-    plan.policies(registry::algorithm(algorithm)?.name(), &resolved)(obs, act, seed, 0)
+    let entry = registry::algorithm(algorithm)?;
+    plan.policies(entry.name(), entry.capabilities(), &resolved)(obs, act, seed, 0)
 }
 
 /// Builds a trainer for `algorithm` on the registered env `env`, with the

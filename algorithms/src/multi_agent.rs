@@ -22,10 +22,11 @@
 //! A multi-agent env without the section gets one policy,
 //! `default_policy`, shared by all agents.
 
+use crate::capabilities::Capabilities;
 use crate::execution::PolicyMaker;
 use crate::BuildError;
 use rlx::config::{closest_n, deep_merge, ConfigError};
-use rlx::{fields, MultiPolicy, PolicyGraph, Space};
+use rlx::{MultiPolicy, PolicyGraph, Space};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -258,11 +259,10 @@ impl Plan {
     /// how `rlx rollout` rebuilds them. What the run's optimizer
     /// standardizes over the whole batch (PPO's and A2C's advantages),
     /// each policy gets standardized over its own rows.
-    pub fn policies(self: &Arc<Self>, run: &'static str, resolved: &Value) -> PolicyMaker {
+    pub fn policies(self: &Arc<Self>, run: &'static str, capabilities: Capabilities, resolved: &Value) -> PolicyMaker {
         let plan = Arc::clone(self);
         let resolved = resolved.clone();
-        let standardize: &'static [&'static str] =
-            if matches!(run, "PPO" | "A2C") { &[fields::ADVANTAGES] } else { &[] };
+        let standardize = capabilities.standardizes;
         Arc::new(move |o: &Space, a: &Space, seed: u64, _| {
             let run_seed = resolved.get("seed").and_then(Value::as_u64).unwrap_or(0);
             let mut policies: BTreeMap<String, Box<dyn PolicyGraph>> = BTreeMap::new();
@@ -362,6 +362,7 @@ impl Plan {
 pub struct Context {
     section: Option<Value>,
     run: &'static str,
+    capabilities: Capabilities,
     resolved: Value,
     plan: Mutex<Option<Arc<Plan>>>,
 }
@@ -373,8 +374,8 @@ tokio::task_local! {
 impl Context {
     /// The context of a build of `run` with `section` (the `multiagent`
     /// key, if given) and the `resolved` config.
-    pub fn new(section: Option<Value>, run: &'static str, resolved: Value) -> Arc<Self> {
-        Arc::new(Self { section, run, resolved, plan: Mutex::new(None) })
+    pub fn new(section: Option<Value>, run: &'static str, capabilities: Capabilities, resolved: Value) -> Arc<Self> {
+        Arc::new(Self { section, run, capabilities, resolved, plan: Mutex::new(None) })
     }
 
     /// Runs `build` with this context (see [`policies`]).
@@ -400,7 +401,7 @@ pub fn current() -> Option<Arc<Context>> {
 /// run. Call it after [`policies`].
 pub fn learner_policies(base: PolicyMaker) -> PolicyMaker {
     match current().and_then(|c| c.plan().map(|plan| (plan, c))) {
-        Some((plan, c)) => plan.policies(c.run, &c.resolved),
+        Some((plan, c)) => plan.policies(c.run, c.capabilities, &c.resolved),
         None => base,
     }
 }
@@ -424,8 +425,9 @@ pub fn policies(env: &dyn rlx::Env, base: PolicyMaker) -> Result<PolicyMaker, Bu
             None => Ok(base),
         };
     };
-    let (run, resolved) = context.as_ref().map_or(("", Value::Null), |c| (c.run, c.resolved.clone()));
-    if matches!(run, "A3C" | "APEX") {
+    let (run, capabilities, resolved) =
+        context.as_ref().map_or(("", Capabilities::ALL, Value::Null), |c| (c.run, c.capabilities, c.resolved.clone()));
+    if !capabilities.multi_agent {
         return Err(BuildError::Unsupported(format!(
             "{run} does not train multi-agent envs yet ({} has agents {agents:?}); \
              PPO, A2C, PG, IMPALA, APPO, DQN, SAC, TD3 and DDPG do",
@@ -453,7 +455,7 @@ pub fn policies(env: &dyn rlx::Env, base: PolicyMaker) -> Result<PolicyMaker, Bu
     match &context {
         Some(c) => {
             *c.plan.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&plan));
-            Ok(plan.policies(run, &resolved))
+            Ok(plan.policies(run, capabilities, &resolved))
         }
         // Outside a registry build (an execution plan of the caller's
         // own): every policy from the caller's maker, each with its seed.

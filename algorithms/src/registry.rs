@@ -6,6 +6,7 @@
 //! writing its file (config, policy, loss, training step) and one entry
 //! below.
 
+pub use crate::capabilities::Capabilities;
 use crate::evaluation::{self, EvaluationConfig};
 use crate::execution::PolicyMaker;
 use crate::multi_agent;
@@ -14,7 +15,7 @@ use crate::{a2c, a3c, actor_critic, apex, appo, ars, ddpg, dqn, es, impala, pbt,
 use crate::{BuildError, EnvMaker};
 use futures::future::BoxFuture;
 use rlx::config::{closest_n, deep_merge, merge_json, Validate};
-use rlx::{PolicyGraph, Space, Trainer};
+use rlx::{fields, PolicyGraph, Space, Trainer};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -26,6 +27,8 @@ pub trait Algorithm: Sync {
     fn name(&self) -> &'static str;
     /// One line: the paper and what sets the algorithm apart.
     fn about(&self) -> &'static str;
+    /// What shared code must know of it ([`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
     /// The default config as JSON.
     fn default_config(&self) -> Value;
     /// Each config key with its documentation, in declaration order.
@@ -84,6 +87,7 @@ pub fn names() -> String {
 
 static A2C: Entry<a2c::A2cConfig> = Entry {
     name: "A2C",
+    capabilities: Capabilities { standardizes: &[fields::ADVANTAGES], ..Capabilities::ALL },
     about: "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch",
     docs: key_docs::<a2c::A2cConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("A2C", c, o, a, seed),
@@ -93,6 +97,7 @@ static A2C: Entry<a2c::A2cConfig> = Entry {
 
 static A3C: Entry<a3c::A3cConfig> = Entry {
     name: "A3C",
+    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
     about: "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients",
     // A3C's config is A2C's.
     docs: key_docs::<a2c::A2cConfig>,
@@ -103,6 +108,7 @@ static A3C: Entry<a3c::A3cConfig> = Entry {
 
 static APEX: Entry<apex::ApexConfig> = Entry {
     name: "APEX",
+    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
     about: "Ape-X DQN (Horgan et al. 2018): per-evaluator ε, supervised replay shards, a learner thread",
     docs: key_docs::<apex::ApexConfig>,
     make_policy: |c, o, a, seed| apex::make_policy(c, o, a, seed, 0),
@@ -112,6 +118,7 @@ static APEX: Entry<apex::ApexConfig> = Entry {
 
 static APPO: Entry<appo::AppoConfig> = Entry {
     name: "APPO",
+    capabilities: Capabilities::ALL,
     about: "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective",
     docs: key_docs::<appo::AppoConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("APPO", c, o, a, seed),
@@ -121,6 +128,7 @@ static APPO: Entry<appo::AppoConfig> = Entry {
 
 static ARS: Entry<ars::ArsConfig> = Entry {
     name: "ARS",
+    capabilities: Capabilities::ONE_POLICY,
     about: "augmented random search (Mania et al. 2018): linear policy, top-b directions, reward-std scaling",
     docs: key_docs::<ars::ArsConfig>,
     make_policy: ars::make_policy,
@@ -130,6 +138,7 @@ static ARS: Entry<ars::ArsConfig> = Entry {
 
 static DDPG: Entry<ddpg::DdpgConfig> = Entry {
     name: "DDPG",
+    capabilities: Capabilities::ALL,
     about: "deep deterministic policy gradient (Lillicrap et al. 2016) for continuous actions, replay, target networks",
     docs: key_docs::<ddpg::DdpgConfig>,
     make_policy: ddpg::make_policy,
@@ -139,6 +148,7 @@ static DDPG: Entry<ddpg::DdpgConfig> = Entry {
 
 static DQN: Entry<dqn::DqnConfig> = Entry {
     name: "DQN",
+    capabilities: Capabilities::ALL,
     about: "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay",
     docs: key_docs::<dqn::DqnConfig>,
     make_policy: dqn::make_policy,
@@ -148,6 +158,7 @@ static DQN: Entry<dqn::DqnConfig> = Entry {
 
 static ES: Entry<es::EsConfig> = Entry {
     name: "ES",
+    capabilities: Capabilities::ONE_POLICY,
     about: "evolution strategies (Salimans et al. 2017): antithetic perturbations, centered ranks, shared noise table",
     docs: key_docs::<es::EsConfig>,
     make_policy: es::make_policy,
@@ -157,6 +168,7 @@ static ES: Entry<es::EsConfig> = Entry {
 
 static IMPALA: Entry<impala::ImpalaConfig> = Entry {
     name: "IMPALA",
+    capabilities: Capabilities::ALL,
     about: "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace",
     docs: key_docs::<impala::ImpalaConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("IMPALA", c, o, a, seed),
@@ -166,6 +178,7 @@ static IMPALA: Entry<impala::ImpalaConfig> = Entry {
 
 static PBT: Entry<pbt::PbtConfig> = Entry {
     name: "PBT",
+    capabilities: Capabilities::ONE_POLICY,
     about: "population-based training (Jaderberg et al. 2017): members of another algorithm exploit and explore hyperparameters",
     docs: key_docs::<pbt::PbtConfig>,
     make_policy: pbt::make_policy,
@@ -176,6 +189,7 @@ static PBT: Entry<pbt::PbtConfig> = Entry {
 
 static PG: Entry<pg::PgConfig> = Entry {
     name: "PG",
+    capabilities: Capabilities::ALL,
     about: "REINFORCE with a learned baseline (Williams 1992), synchronous sampling",
     docs: key_docs::<pg::PgConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("PG", c, o, a, seed),
@@ -185,6 +199,7 @@ static PG: Entry<pg::PgConfig> = Entry {
 
 static PPO: Entry<ppo::PpoConfig> = Entry {
     name: "PPO",
+    capabilities: Capabilities { standardizes: &[fields::ADVANTAGES], ..Capabilities::ALL },
     about: "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs",
     docs: key_docs::<ppo::PpoConfig>,
     make_policy: ppo::make_policy,
@@ -194,6 +209,7 @@ static PPO: Entry<ppo::PpoConfig> = Entry {
 
 static SAC: Entry<sac::SacConfig> = Entry {
     name: "SAC",
+    capabilities: Capabilities::ALL,
     about:
         "soft actor-critic (Haarnoja et al. 2018): squashed Gaussian actor, twin critics, learned entropy temperature",
     docs: key_docs::<sac::SacConfig>,
@@ -204,6 +220,7 @@ static SAC: Entry<sac::SacConfig> = Entry {
 
 static TD3: Entry<td3::Td3Config> = Entry {
     name: "TD3",
+    capabilities: Capabilities::ALL,
     about: "twin delayed DDPG (Fujimoto et al. 2018): clipped double Q, delayed actor updates, target smoothing",
     // TD3's config is DDPG's.
     docs: key_docs::<ddpg::DdpgConfig>,
@@ -215,6 +232,7 @@ static TD3: Entry<td3::Td3Config> = Entry {
 /// One row of the table: an algorithm's functions over its config type `C`.
 struct Entry<C> {
     name: &'static str,
+    capabilities: Capabilities,
     about: &'static str,
     docs: fn() -> Vec<(&'static str, &'static str)>,
     make_policy: fn(&C, &Space, &Space, u64) -> Result<Box<dyn PolicyGraph>, BuildError>,
@@ -225,12 +243,9 @@ struct Entry<C> {
 }
 
 impl<C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'static> Entry<C> {
-    /// Whether the algorithm takes the evaluation keys: not ES and ARS,
-    /// whose policies keep observation statistics in their state (not in
-    /// the weights an evaluation copies), nor PBT, which trains several
-    /// trainers.
+    /// Whether the algorithm takes the evaluation keys ([`Capabilities::evaluates`]).
     fn evaluates(&self) -> bool {
-        !matches!(self.name, "ES" | "ARS" | "PBT")
+        self.capabilities.evaluates
     }
 
     fn configure(&self, overrides: &Value) -> Result<C, BuildError> {
@@ -335,6 +350,10 @@ where
         self.about
     }
 
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
     fn default_config(&self) -> Value {
         let cfg = self.resolve.map_or_else(C::default, |resolve| resolve(C::default()));
         let mut value = serde_json::to_value(cfg).expect("configs serialize");
@@ -390,7 +409,7 @@ where
         };
         // Every policy the build makes goes through `multi_agent::policies`,
         // which reads the section in this context.
-        let context = multi_agent::Context::new(multiagent.clone(), self.name, resolved.clone());
+        let context = multi_agent::Context::new(multiagent.clone(), self.name, self.capabilities, resolved.clone());
         if let Some(section) = multiagent {
             resolved[multi_agent::KEY] = section;
         }

@@ -163,8 +163,11 @@ async fn a_bad_section_is_refused_by_name() {
         .expect("refused")
         .to_string();
     assert!(err.contains("multi-agent env"), "{err}");
-    let err = build_trainer("A3C", "MultiAgentCartPole", &json!({})).await.err().expect("refused").to_string();
-    assert!(err.contains("A3C"), "{err}");
+    // What the registry's capabilities say: these two train one policy on a one-agent env.
+    for algorithm in ["A3C", "APEX"] {
+        let err = build_trainer(algorithm, "MultiAgentCartPole", &json!({})).await.err().expect("refused").to_string();
+        assert!(err.contains(&format!("{algorithm} does not train multi-agent envs")), "{err}");
+    }
     for (algorithm, config, expected) in [
         ("PPO", json!({"model": {"use_lstm": true}}), "recurrent"),
         ("ES", json!({}), "ES"),

@@ -275,7 +275,7 @@ impl Server {
             if rlx::interrupt::requested() {
                 return Err(EnvError::Other {
                     env: self.name().to_string(),
-                    message: "stopped while waiting for a client to connect".into(),
+                    message: format!("{} while waiting for a client to connect", rlx::interrupt::STOPPED),
                 });
             }
             if said.elapsed() > Duration::from_secs(10) {

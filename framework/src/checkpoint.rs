@@ -235,6 +235,31 @@ pub async fn save(trainer: &mut Trainer, parent: &Path, info: &RunInfo) -> Resul
         .save_state()
         .await
         .map_err(|e| CheckpointError::Snapshot { path: parent.to_path_buf(), reason: e.to_string() })?;
+    write(trainer, parent, info, state)
+}
+
+/// [`save`] after an iteration failed with `failure`
+/// ([`Trainer::save_state_after_failure`]): the finished iterations'
+/// weights and counters, with evaluators that cannot answer left out. Its
+/// metadata says it is no exact resume, and why.
+///
+/// # Errors
+/// As [`save`].
+pub async fn save_after_failure(
+    trainer: &mut Trainer,
+    parent: &Path,
+    info: &RunInfo,
+    failure: &str,
+) -> Result<PathBuf, CheckpointError> {
+    let state = trainer
+        .save_state_after_failure(failure)
+        .await
+        .map_err(|e| CheckpointError::Snapshot { path: parent.to_path_buf(), reason: e.to_string() })?;
+    write(trainer, parent, info, state)
+}
+
+/// Writes `state` and the local policy's weights as a checkpoint of `trainer`.
+fn write(trainer: &Trainer, parent: &Path, info: &RunInfo, state: RunState) -> Result<PathBuf, CheckpointError> {
     let last = &state.last;
     let metadata = CheckpointMetadata {
         format_version: FORMAT_VERSION,

@@ -10,6 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 
+/// How an error caused by the request begins, so that the command line
+/// tells such a stop from a failure that merely followed a Ctrl-C.
+pub const STOPPED: &str = "stopped on request";
+
 /// Asks every open-ended wait in the process to give up.
 pub fn request() {
     REQUESTED.store(true, Ordering::SeqCst);

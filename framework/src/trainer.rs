@@ -173,7 +173,6 @@ impl Trainer {
     /// # Errors
     /// An evaluator that cannot be reached.
     pub async fn save_state(&mut self) -> Result<RunState, OptimizerError> {
-        let mut gaps = Vec::new();
         let evaluators = &self.evaluators;
         let mut states = vec![evaluators.local_handle().save_state().await?];
         // A worker busy with a request in flight (an asynchronous optimizer)
@@ -181,18 +180,54 @@ impl Trainer {
         for w in evaluators.workers() {
             states.push(w.save_state().await?);
         }
+        Ok(self.run_state(states, Vec::new()))
+    }
+
+    /// [`save_state`](Self::save_state) after an iteration failed with
+    /// `failure`, so that the finished iterations can be resumed: an
+    /// evaluator that does not answer within 10 s, or answers with an
+    /// error, is left out (a restore starts it afresh), and the gaps say
+    /// what the snapshot is, so that it is never taken for an exact resume.
+    ///
+    /// # Errors
+    /// None today; the signature matches [`save_state`](Self::save_state).
+    pub async fn save_state_after_failure(&mut self, failure: &str) -> Result<RunState, OptimizerError> {
+        let mut gaps = vec![format!(
+            "taken after iteration {} when the next one failed ({failure}): the counters are iteration {}'s, \
+             while the evaluators' episodes in progress (and an asynchronous learner's updates) may be the failed \
+             iteration's",
+            self.last.training_iteration + 1,
+            self.last.training_iteration
+        )];
+        let mut states = Vec::new();
+        let evaluators = &self.evaluators;
+        let local = evaluators.local_handle();
+        let handles = std::iter::once(&local).chain(evaluators.workers());
+        for handle in handles {
+            match tokio::time::timeout(std::time::Duration::from_secs(10), handle.save_state()).await {
+                Ok(Ok(state)) => states.push(state),
+                Ok(Err(e)) => gaps.push(format!("evaluator {} was not saved ({e}): a restore starts it afresh", handle.index())),
+                Err(_) => gaps.push(format!("evaluator {} did not answer within 10 s: a restore starts it afresh", handle.index())),
+            }
+        }
+        Ok(self.run_state(states, gaps))
+    }
+
+    /// The run's state around the evaluators' `states`, with `gaps` and
+    /// theirs.
+    fn run_state(&self, states: Vec<EvaluatorState>, mut gaps: Vec<String>) -> RunState {
         gaps.extend(states.iter().flat_map(EvaluatorState::gaps));
         gaps.extend(self.optimizer.checkpoint_gaps());
         let (agent_windows, policy_windows) =
             self.agents.as_ref().map_or_else(Default::default, |a| (a.windows.clone(), a.policy_windows.clone()));
-        Ok(RunState {
+        RunState {
             last: self.last.clone(),
             window: Some(self.window.clone()),
             evaluators: states,
             gaps,
             agent_windows,
             policy_windows,
-        })
+        }
     }
 
     /// Restores a [`RunState`] (the learner's weights are restored

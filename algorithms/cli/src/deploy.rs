@@ -222,17 +222,15 @@ fn invalid(key: &str, message: &str) -> BuildError {
 /// their own perturbation workers, PBT builds one trainer per member.
 const LOCAL_ONLY: &[&str] = &["ES", "ARS", "PBT"];
 
-/// The keys [`split`] takes off a config before the algorithm reads it.
-pub const DEPLOYMENT_KEYS: &[&str] = &["nodes", "cookie", "backend", "cluster"];
-
 /// Every top-level key `rlx train` takes for `algorithm`: the algorithm's
-/// own ([`rlx_algorithms::Algorithm::config_keys`]) and the deployment keys.
+/// own ([`rlx_algorithms::Algorithm::config_keys`]) and the deployment
+/// keys ([`rlx_algorithms::DEPLOYMENT_KEYS`], which [`split`] takes off).
 ///
 /// # Errors
 /// An unknown algorithm.
 pub fn config_keys(algorithm: &str) -> Result<Vec<String>, BuildError> {
     let mut keys = rlx_algorithms::registry::algorithm(algorithm)?.config_keys();
-    keys.extend(DEPLOYMENT_KEYS.iter().map(|k| k.to_string()));
+    keys.extend(rlx_algorithms::DEPLOYMENT_KEYS.iter().map(|k| k.to_string()));
     Ok(keys)
 }
 

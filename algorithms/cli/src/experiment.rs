@@ -6,6 +6,7 @@ use crate::{arg_error, CliError, TrainArgs};
 use rlx::checkpoint::Checkpoint;
 use rlx::config::{closest, deep_merge, ConfigError};
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 fn parse_json(flag: &str, text: Option<&str>) -> Result<Value, CliError> {
@@ -44,9 +45,11 @@ pub struct Experiment {
     /// The experiment file and experiment it came from, as errors name
     /// them (`exp.yaml: experiment \`cartpole\``), if it came from one.
     pub file: Option<String>,
-    /// The `--config` flag's JSON, to tell a key given there from one
-    /// given in the file.
-    pub config_flag: Value,
+    /// Where each top-level config key was given: the file's `config`,
+    /// `--config`, or the flag that sets it (`--seed`, `--nodes`,
+    /// `--cookie`, `--cookie-file`, the `--tls-*` flags), the last one
+    /// that set it.
+    pub config_sources: BTreeMap<String, String>,
     /// Whether the stop criteria were given (`--stop` or the file's
     /// `stop`), even as an empty map.
     pub stop_given: bool,
@@ -56,14 +59,10 @@ pub struct Experiment {
 
 impl Experiment {
     /// Where the config key `key` (a path such as `model.fcnet_hiddens`)
-    /// was given: `--config`, or the file and experiment's `config`.
-    pub fn config_source(&self, key: Option<&str>) -> String {
-        let top = key.map(|k| k.split(['.', '/']).next().unwrap_or(k));
-        match (&self.file, top) {
-            (Some(file), Some(top)) if self.config_flag.get(top).is_none() => format!("{file}: config"),
-            (Some(file), None) if self.config_flag.is_null() => format!("{file}: config"),
-            _ => "--config".into(),
-        }
+    /// was given ([`config_sources`](Self::config_sources)), if it was.
+    pub fn config_source(&self, key: &str) -> Option<&str> {
+        let top = key.split(['.', '/']).next().unwrap_or(key);
+        self.config_sources.get(top).map(String::as_str)
     }
 
     /// Where the stop criteria came from: `--stop`, or the file's `stop`.
@@ -281,6 +280,14 @@ pub fn experiments(
         if config.is_null() {
             config = json!({});
         }
+        let mut sources = BTreeMap::new();
+        let mut given = |keys: &Value, source: &str| {
+            for key in keys.as_object().into_iter().flat_map(|o| o.keys()) {
+                sources.insert(key.clone(), source.to_string());
+            }
+        };
+        given(&config, &format!("{flag}: config"));
+        given(&cli_config, "--config");
         if !cli_config.is_null() {
             if !cli_config.is_object() {
                 return Err(arg_error("--config", ConfigError::Malformed("must be a JSON object".into())));
@@ -289,14 +296,18 @@ pub fn experiments(
         }
         if let Some(seed) = args.seed {
             config["seed"] = json!(seed);
+            given(&json!({"seed": seed}), "--seed");
         }
         if let Some(nodes) = &args.nodes {
             config["nodes"] = json!(nodes);
+            given(&json!({"nodes": nodes}), "--nodes");
         }
         if let Some(cookie) = &cookie {
             config["cookie"] = json!(cookie);
+            given(&json!({"cookie": 0}), if args.cookie.is_some() { "--cookie" } else { "--cookie-file" });
         }
         if let Some(tls) = tls_flags(args) {
+            given(&json!({"cluster": 0}), "the --tls-* flags");
             if !config.get("cluster").is_some_and(Value::is_object) {
                 config["cluster"] = json!({});
             }
@@ -379,7 +390,7 @@ pub fn experiments(
             keep_checkpoints_num: keep,
             checkpoint_score_attr: score_attr,
             file: args.config_file.as_ref().map(|_| flag.clone()),
-            config_flag: cli_config.clone(),
+            config_sources: sources,
             stop_given,
             stop_flag: !cli_stop.is_null(),
         });

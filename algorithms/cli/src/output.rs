@@ -24,17 +24,27 @@ pub fn exit_when_closed() {
 }
 
 /// Writes `args` to standard output. A closed pipe exits quietly or
-/// silences later writes (see the module docs); any other failure to
-/// write is ignored as `println!` would not be: output is a courtesy, the
-/// run's record is on disk.
+/// silences later writes (see the module docs). Any other failure (a full
+/// disk under `rlx config PPO --json > cfg.json`) is an error: a command
+/// whose output is its work exits 1 with it, and one that does other work
+/// says so once on stderr and goes on without printing.
 pub fn write(args: std::fmt::Arguments<'_>) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe && EXIT_WHEN_CLOSED.load(Ordering::SeqCst) {
-            std::process::exit(0);
+        let exit = EXIT_WHEN_CLOSED.load(Ordering::SeqCst);
+        match (e.kind() == std::io::ErrorKind::BrokenPipe, exit) {
+            (true, true) => std::process::exit(0),
+            (true, false) => {}
+            (false, true) => {
+                write_err(format_args!("error: cannot write to standard output: {e}\n"));
+                std::process::exit(1);
+            }
+            (false, false) => {
+                write_err(format_args!("warning: cannot write to standard output ({e}); printing no more\n"))
+            }
         }
         CLOSED.store(true, Ordering::Relaxed);
     }

@@ -126,7 +126,17 @@ async fn train_experiment(
         overrides = config;
     }
     let (mut trainer, config) = build_trainer(&exp.run, &exp.env, &overrides).await.map_err(|e| match e {
-        BuildError::Config(source) => arg_error(exp.config_source(config_key(&source)), source),
+        BuildError::Config(source) => {
+            // Named where it was given: a flag, the file, or the restored
+            // checkpoint's config; a key given nowhere (one that is
+            // missing) names no source.
+            let given = config_key(&source).and_then(|key| exp.config_source(key));
+            match (given, restored) {
+                (Some(from), _) => arg_error(from, source),
+                (None, Some(ckpt)) => arg_error(format!("the config of {}", ckpt.dir.display()), source),
+                (None, None) => CliError::Build(BuildError::Config(source)),
+            }
+        }
         other => CliError::Build(other),
     })?;
     let evaluates = config.get("evaluation_interval").and_then(Value::as_u64).is_some_and(|i| i > 0);
@@ -184,7 +194,10 @@ async fn train_experiment(
         let result = match trainer.train().await {
             Ok(r) => r,
             Err(source) => {
-                let was_interrupted = interrupted.load(Ordering::SeqCst) > 0;
+                // A stop the Ctrl-C itself caused (a wait it broke off),
+                // not a failure that happened to follow one.
+                let was_interrupted = interrupted.load(Ordering::SeqCst) > 0
+                    && source.to_string().contains(rlx::interrupt::STOPPED);
                 progress.abandon();
                 writer.finish()?;
                 // The trainer still holds the last finished iteration's
@@ -194,7 +207,7 @@ async fn train_experiment(
                 let checkpoint = if iteration == 0 || checkpointed == Some(iteration) {
                     last_checkpoint
                 } else {
-                    match checkpoint::save(&mut trainer, &dir, &info).await {
+                    match checkpoint::save_after_failure(&mut trainer, &dir, &info, &source.to_string()).await {
                         Ok(path) => Some(path),
                         Err(e) => {
                             errln!("warning: no final checkpoint: {e}");

@@ -403,17 +403,17 @@ fn replay_algorithm_binaries_train_and_write_results() {
         (
             env!("CARGO_BIN_EXE_rlx-apex"),
             "CartPole-v1",
-            r#"{"num_workers": 1, "timesteps_per_iteration": 600, "learning_starts": 500}"#,
+            r#"{"num_workers": 1, "timesteps_per_iteration": 600, "learning_starts": 700}"#,
         ),
         (
             env!("CARGO_BIN_EXE_rlx-td3"),
             "Pendulum-v1",
-            r#"{"timesteps_per_iteration": 300, "learning_starts": 200, "train_batch_size": 32}"#,
+            r#"{"timesteps_per_iteration": 300, "learning_starts": 400, "train_batch_size": 32}"#,
         ),
         (
             env!("CARGO_BIN_EXE_rlx-sac"),
             "Pendulum-v1",
-            r#"{"timesteps_per_iteration": 300, "learning_starts": 200, "train_batch_size": 32}"#,
+            r#"{"timesteps_per_iteration": 300, "learning_starts": 400, "train_batch_size": 32}"#,
         ),
     ] {
         let dir = results.join(env.replace('/', "_") + bin.rsplit('/').next().unwrap());
@@ -424,14 +424,19 @@ fn replay_algorithm_binaries_train_and_write_results() {
         let lines = result_lines(&run);
         assert_eq!(lines.len(), 2, "{bin}");
         assert!(lines[1]["learner"]["num_updates"].as_f64().unwrap() > 0.0, "{bin} learned: {}", lines[1]);
-        // The learner's stats start after learning_starts, not in row 1:
-        // progress.csv keeps them all the same, row 1 empty in them.
+        // The loss first appears after learning_starts, past iteration 1:
+        // progress.csv keeps its column all the same, row 1 empty in it.
+        let loss = if bin.ends_with("apex") { "loss" } else { "critic_loss" };
+        assert!(lines[0]["learner"].get(loss).is_none(), "{bin}: no update in iteration 1: {}", lines[0]);
         let csv = std::fs::read_to_string(run.join("progress.csv")).unwrap();
-        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
-        assert_eq!(rows.len(), 3, "{bin}: {csv}");
-        let updates = rows[0].iter().position(|c| *c == "learner/num_updates");
-        let updates = updates.unwrap_or_else(|| panic!("{bin}: no learner/num_updates column: {csv}"));
-        assert!(rows[2][updates].parse::<f64>().unwrap() > 0.0, "{bin}: {csv}");
+        let mut reader = csv::Reader::from_reader(csv.as_bytes());
+        let header = reader.headers().unwrap().clone();
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 2, "{bin}: {csv}");
+        let column = header.iter().position(|c| c == format!("learner/{loss}"));
+        let column = column.unwrap_or_else(|| panic!("{bin}: no learner/{loss} column: {csv}"));
+        assert_eq!(rows[0].get(column), Some(""), "{bin}: {csv}");
+        assert!(rows[1][column].parse::<f64>().unwrap().is_finite(), "{bin}: {csv}");
     }
     // Off-policy algorithms reject the env shapes they have no network for.
     let e = fails(&["train", "--run", "SAC", "--env", "CartPole-v1", "--stop", r#"{"training_iteration": 1}"#]);
@@ -541,7 +546,7 @@ fn multi_agent_run_from_the_command_line_and_its_rollout() {
 
     // A turn-based game with masked moves plays back too.
     let games = results.join("games");
-    let config = r#"{"num_envs_per_worker": 8, "multiagent": {"self_play": {"pool": 4}}}"#;
+    let config = r#"{"num_envs_per_worker": 8, "multiagent": {"self_play": {"pool": 4, "snapshot_every": 2}}}"#;
     let out = rlx(&[
         "train",
         "--run",
@@ -561,6 +566,14 @@ fn multi_agent_run_from_the_command_line_and_its_rollout() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("4 episodes: mean return 0.0"), "zero-sum: {stdout}");
+    // The snapshot column first appears in iteration 2; progress.csv keeps it.
+    let csv = std::fs::read_to_string(run_dir(&games).join("progress.csv")).unwrap();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let column = header.iter().position(|c| c == "learner/self_play_snapshot");
+    let column = column.unwrap_or_else(|| panic!("no learner/self_play_snapshot column: {csv}"));
+    assert_eq!((rows[0].get(column), rows[1].get(column)), (Some(""), Some("1.0")), "{csv}");
 
     let bad = r#"{"multiagent": {"policies": ["p0"], "policy_mapping": {"agent_0": "p0", "agent_1": "p9"}}}"#;
     let e = fails(&["train", "--run", "PPO", "--env", "MultiAgentCartPole", "--config", bad, "--results-dir", r]);

@@ -16,6 +16,7 @@ use std::io::{BufWriter, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,9 @@ const MAX_FRAME: usize = 1 << 30;
 
 const STDERR_TAIL: usize = 16 * 1024;
 
+/// How long a dead process's stderr may take to be read to its end.
+const STDERR_DRAIN: Duration = Duration::from_secs(2);
+
 /// How long a reply is polled for before the caller sleeps (see
 /// `Frames::fill`).
 const SPIN: Duration = Duration::from_micros(200);
@@ -47,6 +51,8 @@ pub(crate) struct Worker {
     stdin: BufWriter<ChildStdin>,
     replies: Frames,
     stderr: Arc<Mutex<VecDeque<u8>>>,
+    /// Set when the stderr thread has read the pipe to its end.
+    stderr_done: Arc<AtomicBool>,
     timeout: Duration,
     /// The spaces and metadata the process reported in its hello.
     pub spaces: Spaces,
@@ -88,7 +94,14 @@ impl Worker {
     /// the answer, so that several processes start at once.
     pub fn start(hello: &serde_json::Value, timeout: Duration) -> Result<Self, WorkerError> {
         let python = interpreter();
-        let mut child = Command::new(&python)
+        let mut command = Command::new(&python);
+        // A process group of its own: a Ctrl-C at the terminal reaches
+        // rlx alone, which stops after its iteration; the workers it
+        // still needs must not die of the same keystroke. rlx kills them
+        // when it is done, and a worker whose rlx is gone reads the end
+        // of its stdin and exits.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
             .arg("-u")
             .arg(module_path()?)
             .stdin(Stdio::piped())
@@ -106,7 +119,12 @@ impl Worker {
         let stderr_pipe = child.stderr.take().expect("piped");
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let tail = stderr.clone();
-        std::thread::spawn(move || keep_tail(stderr_pipe, &tail));
+        let stderr_done = Arc::new(AtomicBool::new(false));
+        let done = stderr_done.clone();
+        std::thread::spawn(move || {
+            keep_tail(stderr_pipe, &tail);
+            done.store(true, Ordering::SeqCst);
+        });
         // Non-blocking, so that `Frames` can poll it without sleeping.
         // SAFETY: fcntl on a pipe descriptor this worker owns.
         unsafe {
@@ -114,7 +132,7 @@ impl Worker {
             libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
         }
         let replies = Frames { stdout, buf: Vec::with_capacity(1 << 16), start: 0 };
-        let mut worker = Self { child, stdin, replies, stderr, timeout, spaces: Spaces::default() };
+        let mut worker = Self { child, stdin, replies, stderr, stderr_done, timeout, spaces: Spaces::default() };
         worker.send(b'H', hello.to_string().as_bytes())?;
         Ok(worker)
     }
@@ -169,10 +187,13 @@ impl Worker {
             Ok(frame) => frame,
             Err(Failure::TimedOut) => {
                 let _ = self.child.kill();
-                return Err(self.died(&format!(
-                    "did not answer within {:.1} s (env_shards.step_timeout_s) and was killed",
-                    timeout.as_secs_f64()
-                )));
+                return Err(self.died_with(
+                    &format!(
+                        "did not answer within {:.1} s (env_shards.step_timeout_s) and was killed",
+                        timeout.as_secs_f64()
+                    ),
+                    false,
+                ));
             }
             Err(Failure::Broken(e)) => return Err(self.died(&e)),
         };
@@ -191,6 +212,13 @@ impl Worker {
     /// exit status, and the end of its stderr (a traceback, if Python wrote
     /// one). Kills the process if it still runs.
     fn died(&mut self, what: &str) -> WorkerError {
+        self.died_with(what, true)
+    }
+
+    /// [`died`](Self::died); `summarize`: whether the end of its stderr
+    /// may explain the failure (not when rlx killed it for a timeout:
+    /// whatever Python wrote before was not why).
+    fn died_with(&mut self, what: &str, summarize: bool) -> WorkerError {
         let status = match self.child.try_wait() {
             Ok(Some(status)) => Some(status),
             _ => {
@@ -199,8 +227,13 @@ impl Worker {
                 self.child.wait().ok()
             }
         };
-        // Give the stderr thread a moment to read what the process wrote last.
-        std::thread::sleep(Duration::from_millis(20));
+        // The process is gone: wait (boundedly: a grandchild may hold the
+        // pipe) until its stderr is read to the end, so that its last
+        // words are in the tail however loaded the machine is.
+        let deadline = Instant::now() + STDERR_DRAIN;
+        while !self.stderr_done.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let tail = self
             .stderr
             .lock()
@@ -208,7 +241,7 @@ impl Worker {
             .unwrap_or_default();
         let status = status.map(|s| format!(" ({s})")).unwrap_or_default();
         let tail = tail.trim_end();
-        if tail.lines().any(|l| l.starts_with("Traceback (most recent call last)")) {
+        if summarize && last_exception(tail).is_some() {
             // Python's own last words say more than what rlx saw.
             return WorkerError(format!("{}; the Python worker process {what}{status}", explain(tail)));
         }
@@ -229,7 +262,11 @@ impl Worker {
 /// whole traceback after it.
 pub(crate) fn explain(text: &str) -> String {
     let text = text.trim_end();
-    let last = text.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    let Some(last) = last_exception(text) else {
+        // Not a traceback: the worker's own one-line refusal, or text
+        // that is not Python's, shown as it is.
+        return text.to_string();
+    };
     if let Some(module) = last.strip_prefix("ModuleNotFoundError: No module named ") {
         let module = module.trim_matches('\'');
         let python = interpreter();
@@ -249,11 +286,18 @@ pub(crate) fn explain(text: &str) -> String {
     if let Some(cause) = last.strip_prefix("LookupError: ") {
         return cause.to_string();
     }
-    if !text.contains('\n') {
-        return text.to_string();
-    }
     let traceback: Vec<String> = text.lines().map(|l| format!("    {l}")).collect();
     format!("the Python env raised {last}\n  Python traceback:\n{}", traceback.join("\n"))
+}
+
+/// The exception line of the last Python traceback in `text`: the last
+/// unindented, non-empty line after the last `Traceback (most recent call
+/// last):` (indented lines are the frames, and 3.11's `^^^` markers).
+/// `None` if `text` holds no traceback, or one with no exception line yet.
+fn last_exception(text: &str) -> Option<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.iter().rposition(|l| l.starts_with("Traceback (most recent call last)"))?;
+    lines[start + 1..].iter().rev().find(|l| !l.trim().is_empty() && !l.starts_with([' ', '\t'])).map(|l| l.trim())
 }
 
 impl Drop for Worker {
@@ -387,5 +431,41 @@ fn keep_tail(mut stderr: std::process::ChildStderr, tail: &Mutex<VecDeque<u8>>) 
         t.extend(&buf[..n]);
         let excess = t.len().saturating_sub(STDERR_TAIL);
         t.drain(..excess);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACEBACK: &str = "note: loading the env\nTraceback (most recent call last):\n  File \"env.py\", line 3, in step\n    x = 1 / 0\n        ~~^~~\nZeroDivisionError: division by zero\n";
+
+    #[test]
+    fn the_exception_line_of_the_last_traceback_comes_first() {
+        assert_eq!(last_exception(TRACEBACK), Some("ZeroDivisionError: division by zero"));
+        let e = explain(TRACEBACK);
+        assert!(e.starts_with("the Python env raised ZeroDivisionError: division by zero\n"), "{e}");
+        assert!(e.contains("    Traceback (most recent call last):"), "the traceback follows: {e}");
+        // Chained: the last traceback's exception.
+        let chained = format!("{TRACEBACK}\nDuring handling of the above exception, another exception occurred:\n\n{}", TRACEBACK.replace("ZeroDivisionError: division by zero", "KeyError: 'x'"));
+        assert_eq!(last_exception(&chained), Some("KeyError: 'x'"));
+    }
+
+    #[test]
+    fn known_causes_are_one_line_with_the_fix() {
+        let missing = "Traceback (most recent call last):\n  File \"rlx_gym.py\", line 60, in <module>\nModuleNotFoundError: No module named 'gymnasium'";
+        let e = explain(missing);
+        assert!(e.starts_with("Python module `gymnasium` is not installed in `") && e.contains("-m pip install gymnasium numpy"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        let lookup = "Traceback (most recent call last):\n  File \"x\", line 1\nLookupError: Gymnasium has no env `X-v0`; close ids: Y-v0";
+        assert_eq!(explain(lookup), "Gymnasium has no env `X-v0`; close ids: Y-v0");
+    }
+
+    #[test]
+    fn text_without_a_traceback_is_shown_as_it_is() {
+        assert_eq!(last_exception("some warning\nanother line"), None);
+        assert_eq!(explain("unsupported space: observation['mission']: Text(...)"), "unsupported space: observation['mission']: Text(...)");
+        // A traceback cut before its exception line explains nothing.
+        assert_eq!(last_exception("Traceback (most recent call last):\n  File \"x\", line 1"), None);
     }
 }

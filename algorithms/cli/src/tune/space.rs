@@ -113,8 +113,12 @@ fn domain(map: &Map<String, Value>, path: &[String]) -> Result<Option<Domain>, C
     let bad = |message: String| ConfigError::Invalid { key: format!("config.{}", path.join(".")), message };
     let mut keys = map.keys().filter(|k| DOMAINS.contains(&k.as_str()));
     let Some(kind) = keys.next() else {
-        // A lone key a typo away from a domain (`gridsearch`) is one.
-        let typo = map.keys().next().filter(|_| map.len() == 1).and_then(|key| {
+        // A lone key a typo away from a domain (`gridsearch`), holding a
+        // list as domains do, is one; not in the maps an env or a custom
+        // model reads, whose keys are theirs.
+        let free_form = path.iter().any(|k| k == "env_config" || k == "custom_model_config");
+        let lone_list = map.len() == 1 && map.values().all(Value::is_array);
+        let typo = map.keys().next().filter(|_| lone_list && !free_form).and_then(|key| {
             let near = DOMAINS.iter().find(|d| strsim::damerau_levenshtein(&key.to_lowercase(), d) <= 2)?;
             Some((key, near))
         });

@@ -1,0 +1,26 @@
+//! What shared code must know of an algorithm ([`Capabilities`]), stated
+//! once in its registry entry.
+
+/// What shared code must know of an algorithm, read from here and never
+/// from its name, so that a new algorithm states what it does in its
+/// registry entry and nowhere else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// It takes the evaluation keys (`evaluation_interval`, ...) and
+    /// `multiagent`. Not ES and ARS, whose policies keep observation
+    /// statistics in their state (not in the weights an evaluation
+    /// copies), nor PBT, which trains several trainers.
+    pub evaluates: bool,
+    /// It trains multi-agent envs and several policies.
+    pub multi_agent: bool,
+    /// The batch columns its training step standardizes over the whole
+    /// batch; a multi-agent run standardizes them per policy instead.
+    pub standardizes: &'static [&'static str],
+}
+
+impl Capabilities {
+    /// Evaluates, trains several policies, standardizes nothing.
+    pub const ALL: Self = Self { evaluates: true, multi_agent: true, standardizes: &[] };
+    /// One policy's weights, perturbed or bred: no evaluation, one agent.
+    pub const ONE_POLICY: Self = Self { evaluates: false, multi_agent: false, standardizes: &[] };
+}
