@@ -128,7 +128,8 @@ def finite(values):
 
 
 def space_name(space):
-    return f"{type(space).__name__}{getattr(space, 'shape', '')} {space}"
+    shape = getattr(space, "shape", None)
+    return f"{type(space).__name__}{'' if shape is None else shape} {space}"
 
 
 class Layout:
@@ -336,7 +337,7 @@ def imported(name):
 
 def close_ids(name, ids):
     """Up to five of `ids` that look like `name`, as a sentence's tail."""
-    close = difflib.get_close_matches(name, list(ids), n=5, cutoff=0.6)
+    close = difflib.get_close_matches(name, sorted(set(ids)), n=5, cutoff=0.6)
     return f"; close ids: {', '.join(close)}" if close else ""
 
 
@@ -404,7 +405,7 @@ def make_pettingzoo(name, kwargs):
             raise
         ids = [i for api in ("parallel", "aec") for i in getattr(pettingzoo, f"{api}_registry", {})]
         raise LookupError(
-            f"`{name}` is neither an id of PettingZoo's registry{close_ids(name, ids)} nor an importable module"
+            f"`{name}` is neither an id of PettingZoo's registry nor an importable module{close_ids(name, ids)}"
         ) from None
     if hasattr(module, "parallel_env"):
         return module.parallel_env(**kwargs), True
