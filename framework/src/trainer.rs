@@ -206,8 +206,13 @@ impl Trainer {
         for handle in handles {
             match tokio::time::timeout(std::time::Duration::from_secs(10), handle.save_state()).await {
                 Ok(Ok(state)) => states.push(state),
-                Ok(Err(e)) => gaps.push(format!("evaluator {} was not saved ({e}): a restore starts it afresh", handle.index())),
-                Err(_) => gaps.push(format!("evaluator {} did not answer within 10 s: a restore starts it afresh", handle.index())),
+                Ok(Err(e)) => {
+                    gaps.push(format!("evaluator {} was not saved ({e}): a restore starts it afresh", handle.index()))
+                }
+                Err(_) => gaps.push(format!(
+                    "evaluator {} did not answer within 10 s: a restore starts it afresh",
+                    handle.index()
+                )),
             }
         }
         Ok(self.run_state(states, gaps))

@@ -316,7 +316,8 @@ pub async fn build_on_nodes(
     let cookie = deployment.cookie.clone().or_else(|| std::env::var("RLX_COOKIE").ok()).ok_or_else(|| {
         BuildError::Config(ConfigError::Invalid {
             key: "cookie".into(),
-            message: "\"nodes\" needs the nodes' cookie: --cookie-file FILE (or \"cookie\", --cookie, RLX_COOKIE)".into(),
+            message: "\"nodes\" needs the nodes' cookie: --cookie-file FILE (or \"cookie\", --cookie, RLX_COOKIE)"
+                .into(),
         })
     })?;
     let spec = SpawnSpec { algorithm: algorithm.to_string(), env: env.to_string(), config_json: overrides.to_string() };

@@ -198,7 +198,6 @@ pub async fn algorithm_main(algorithm: &'static str) -> ExitCode {
     exit_code(train(Some(algorithm), &args).await)
 }
 
-
 /// Runs a binary's main future on a multi-thread tokio runtime that the
 /// actix backend shares, so the process has one runtime.
 pub fn run_binary(main: impl std::future::Future<Output = ExitCode>) -> ExitCode {

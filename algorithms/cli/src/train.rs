@@ -196,8 +196,8 @@ async fn train_experiment(
             Err(source) => {
                 // A stop the Ctrl-C itself caused (a wait it broke off),
                 // not a failure that happened to follow one.
-                let was_interrupted = interrupted.load(Ordering::SeqCst) > 0
-                    && source.to_string().contains(rlx::interrupt::STOPPED);
+                let was_interrupted =
+                    interrupted.load(Ordering::SeqCst) > 0 && source.to_string().contains(rlx::interrupt::STOPPED);
                 progress.abandon();
                 writer.finish()?;
                 // The trainer still holds the last finished iteration's

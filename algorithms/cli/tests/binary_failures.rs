@@ -216,9 +216,13 @@ fn a_gym_worker_that_keeps_exiting_ends_the_run_with_an_error_and_a_checkpoint()
         assert!(lines.len() >= 2, "{workers} workers: iterations finished before the failure: {stderr}");
         assert_whole(&lines);
         let checkpoint = dir.join(format!("checkpoint_{:06}", lines.len()));
-        assert!(checkpoint.join("metadata.json").is_file(), "{workers}: a final checkpoint of the last iteration: {stderr}");
+        assert!(
+            checkpoint.join("metadata.json").is_file(),
+            "{workers}: a final checkpoint of the last iteration: {stderr}"
+        );
         assert!(stderr.contains(&format!("last checkpoint: {}", checkpoint.display())), "{workers}: {stderr}");
-        let metadata: Value = serde_json::from_slice(&std::fs::read(checkpoint.join("metadata.json")).unwrap()).unwrap();
+        let metadata: Value =
+            serde_json::from_slice(&std::fs::read(checkpoint.join("metadata.json")).unwrap()).unwrap();
         assert_eq!(metadata["training_iteration"].as_u64(), Some(lines.len() as u64));
         assert_eq!(metadata["exact_resume"], json!(false), "{metadata}");
         assert!(metadata["notes"].to_string().contains("when the next one failed"), "{metadata}");

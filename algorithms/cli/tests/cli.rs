@@ -154,15 +154,20 @@ fn bad_input_names_the_problem() {
 fn errors_name_every_valid_key_and_where_the_value_came_from() {
     let results = tmp("sources");
     let r = results.to_str().unwrap();
-    let config = |json: &str| fails(&["train", "--run", "PPO", "--env", "CartPole-v1", "--config", json, "--results-dir", r]);
+    let config =
+        |json: &str| fails(&["train", "--run", "PPO", "--env", "CartPole-v1", "--config", json, "--results-dir", r]);
     let e = config(r#"{"evaluation_num_worker": 1}"#);
     assert!(e.contains("did you mean `evaluation_num_workers`"), "{e}");
-    for key in ["evaluation_interval", "evaluation_config", "multiagent", "nodes", "backend", "cluster", "lr", "model"] {
+    for key in ["evaluation_interval", "evaluation_config", "multiagent", "nodes", "backend", "cluster", "lr", "model"]
+    {
         assert!(e.contains(&format!("{key},")) || e.contains(&format!(", {key}")), "`{key}` is a valid key: {e}");
     }
-    for (typo, meant) in
-        [("node", "nodes"), ("evaluation_duraton", "evaluation_duration"), ("multiagen", "multiagent"), ("backnd", "backend")]
-    {
+    for (typo, meant) in [
+        ("node", "nodes"),
+        ("evaluation_duraton", "evaluation_duration"),
+        ("multiagen", "multiagent"),
+        ("backnd", "backend"),
+    ] {
         let e = config(&format!(r#"{{"{typo}": 1}}"#));
         assert!(e.contains(&format!("`{typo}` (did you mean `{meant}`?)")), "{e}");
     }

@@ -447,7 +447,10 @@ mod tests {
         assert!(e.starts_with("the Python env raised ZeroDivisionError: division by zero\n"), "{e}");
         assert!(e.contains("    Traceback (most recent call last):"), "the traceback follows: {e}");
         // Chained: the last traceback's exception.
-        let chained = format!("{TRACEBACK}\nDuring handling of the above exception, another exception occurred:\n\n{}", TRACEBACK.replace("ZeroDivisionError: division by zero", "KeyError: 'x'"));
+        let chained = format!(
+            "{TRACEBACK}\nDuring handling of the above exception, another exception occurred:\n\n{}",
+            TRACEBACK.replace("ZeroDivisionError: division by zero", "KeyError: 'x'")
+        );
         assert_eq!(last_exception(&chained), Some("KeyError: 'x'"));
     }
 
@@ -455,7 +458,11 @@ mod tests {
     fn known_causes_are_one_line_with_the_fix() {
         let missing = "Traceback (most recent call last):\n  File \"rlx_gym.py\", line 60, in <module>\nModuleNotFoundError: No module named 'gymnasium'";
         let e = explain(missing);
-        assert!(e.starts_with("Python module `gymnasium` is not installed in `") && e.contains("-m pip install gymnasium numpy"), "{e}");
+        assert!(
+            e.starts_with("Python module `gymnasium` is not installed in `")
+                && e.contains("-m pip install gymnasium numpy"),
+            "{e}"
+        );
         assert!(!e.contains('\n'), "{e}");
         let lookup = "Traceback (most recent call last):\n  File \"x\", line 1\nLookupError: Gymnasium has no env `X-v0`; close ids: Y-v0";
         assert_eq!(explain(lookup), "Gymnasium has no env `X-v0`; close ids: Y-v0");
@@ -464,7 +471,10 @@ mod tests {
     #[test]
     fn text_without_a_traceback_is_shown_as_it_is() {
         assert_eq!(last_exception("some warning\nanother line"), None);
-        assert_eq!(explain("unsupported space: observation['mission']: Text(...)"), "unsupported space: observation['mission']: Text(...)");
+        assert_eq!(
+            explain("unsupported space: observation['mission']: Text(...)"),
+            "unsupported space: observation['mission']: Text(...)"
+        );
         // A traceback cut before its exception line explains nothing.
         assert_eq!(last_exception("Traceback (most recent call last):\n  File \"x\", line 1"), None);
     }

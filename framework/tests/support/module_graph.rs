@@ -34,7 +34,8 @@ pub fn imports(src: &Path, lib_items: &[(&str, &str)]) -> BTreeMap<String, BTree
                     None => vec![rest],
                 };
                 for name in names {
-                    let name: String = name.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                    let name: String =
+                        name.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
                     let name = lib_items.iter().find(|(item, _)| *item == name).map_or(name.as_str(), |(_, m)| m);
                     if name != module {
                         deps.insert(name.to_string());
