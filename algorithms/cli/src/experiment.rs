@@ -50,9 +50,6 @@ pub struct Experiment {
     /// `--cookie`, `--cookie-file`, the `--tls-*` flags), the last one
     /// that set it.
     pub config_sources: BTreeMap<String, String>,
-    /// Whether the stop criteria were given (`--stop` or the file's
-    /// `stop`), even as an empty map.
-    pub stop_given: bool,
     /// Whether `--stop` gave some of them.
     pub stop_flag: bool,
 }
@@ -331,7 +328,6 @@ pub fn experiments(
                 )),
             ));
         }
-        let stop_given = !stop.is_null() || !cli_stop.is_null();
         if !cli_stop.is_null() {
             if stop.is_null() {
                 stop = json!({});
@@ -391,7 +387,6 @@ pub fn experiments(
             checkpoint_score_attr: score_attr,
             file: args.config_file.as_ref().map(|_| flag.clone()),
             config_sources: sources,
-            stop_given,
             stop_flag: !cli_stop.is_null(),
         });
     }

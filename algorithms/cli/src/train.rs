@@ -103,7 +103,7 @@ async fn train_experiment(
     restored: Option<&Checkpoint>,
 ) -> Result<Outcome, CliError> {
     let stop: StopCriteria = match &exp.stop {
-        Value::Null if !exp.stop_given => {
+        Value::Null => {
             let kwargs = exp.config.get("env_config").cloned().unwrap_or(Value::Null);
             // An external env's clients decide what an episode is worth:
             // it has no threshold of its own, so it trains until --stop or Ctrl-C.
@@ -114,7 +114,6 @@ async fn train_experiment(
             };
             StopCriteria { episode_reward_mean: threshold, ..Default::default() }
         }
-        Value::Null => StopCriteria::default(),
         v => from_value(v.clone()).map_err(|source| arg_error(exp.stop_source(), source))?,
     };
     let mut overrides = exp.config.clone();
@@ -178,7 +177,8 @@ async fn train_experiment(
         errln!("restored {} at iteration {}", ckpt.dir.display(), ckpt.metadata.training_iteration);
     }
     if stop.is_empty() {
-        if exp.stop_given {
+        // Given (`--stop` or the file's `stop`), even as an empty map.
+        if !exp.stop.is_null() {
             errln!("{} gives no criterion: training until interrupted (Ctrl-C)", exp.stop_source());
         } else {
             errln!("no --stop criteria and the env has no reward threshold: training until interrupted (Ctrl-C)");
