@@ -16,41 +16,30 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod a2c;
-pub mod a3c;
-pub mod actor_critic;
-pub mod apex;
-pub mod appo;
-pub mod ars;
-pub mod capabilities;
-pub mod continuous;
-pub mod ddpg;
-pub mod device;
-pub mod distributions;
-pub mod dqn;
-pub mod es;
-pub mod evaluation;
+pub mod build;
+pub mod common;
+pub mod error;
 pub mod evolution;
-pub mod execution;
-pub mod impala;
 pub mod model;
-pub mod multi_agent;
-pub mod optim;
+pub mod off_policy;
 pub mod pbt;
-pub mod pg;
-pub mod policy_core;
-pub mod ppo;
+pub mod policy_gradient;
+pub mod q_learning;
 pub mod registry;
-pub mod sac;
-pub mod sections;
-pub mod self_play;
-pub mod td3;
+
+// Each algorithm by its name, as `rlx_algorithms::ppo` (where user code
+// and the book have always found it).
+pub use evolution::{ars, es};
+pub use off_policy::{ddpg, sac, td3};
+pub use policy_gradient::{a2c, a3c, appo, impala, pg, ppo};
+pub use q_learning::{apex, dqn};
 
 use rlx::config::ConfigError;
-use rlx::{EnvError, HandleError, Trainer};
+use rlx::{EnvError, Trainer};
 use serde_json::Value;
 use std::sync::Arc;
 
+pub use error::BuildError;
 pub use registry::{Algorithm, Capabilities, ALGORITHMS};
 pub use rlx::env::EnvMaker;
 
@@ -67,31 +56,6 @@ pub fn env_maker(name: &str, kwargs: &Value) -> Result<EnvMaker, EnvError> {
     rlx_envs::make_with(name, kwargs)?;
     let (name, kwargs) = (name.to_string(), kwargs.clone());
     Ok(Arc::new(move || rlx_envs::make_with(&name, &kwargs)))
-}
-
-/// Why a trainer could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// No algorithm by that name.
-    #[error("unknown algorithm `{name}`{}; available: {}", closest.first().map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default(), registry::names())]
-    UnknownAlgorithm {
-        /// The requested name.
-        name: String,
-        /// Close names.
-        closest: Vec<String>,
-    },
-    /// The config is invalid.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The env is unknown or failed to build.
-    #[error(transparent)]
-    Env(#[from] EnvError),
-    /// The algorithm cannot handle this env.
-    #[error("{0}")]
-    Unsupported(String),
-    /// An evaluator failed to start.
-    #[error(transparent)]
-    Evaluator(#[from] HandleError),
 }
 
 /// The default config of `algorithm` as JSON.
@@ -150,10 +114,10 @@ pub fn make_policy_for_env(
     let Some(agents) = env.agent_ids() else {
         return make_policy(algorithm, config, obs, act, seed);
     };
-    let (section, resolved) = multi_agent::split(config);
-    let plan = std::sync::Arc::new(multi_agent::Plan::new(section.as_ref(), agents)?);
+    let (section, resolved) = build::multi_agent::split(config);
+    let plan = Arc::new(build::multi_agent::Plan::new(section.as_ref(), agents, &registry::Registry)?);
     let entry = registry::algorithm(algorithm)?;
-    plan.policies(entry.name(), entry.capabilities(), &resolved)(obs, act, seed, 0)
+    plan.policies(entry.name(), entry.capabilities(), &resolved, Arc::new(registry::Registry))(obs, act, seed, 0)
 }
 
 /// Builds a trainer for `algorithm` on the registered env `env`, with the
@@ -162,7 +126,8 @@ pub fn make_policy_for_env(
 ///
 /// The evaluators run in this process, as ractor actors. To place them on
 /// worker nodes (`"nodes"`) or run them as actix actors (`"backend"`), build
-/// with `rlx_cli::build_trainer`, which the `rlx` command uses.
+/// with `rlx_cli::build_deployed_trainer`, which the `rlx` command uses,
+/// or hand a placement to [`build_trainer_placed`].
 ///
 /// # Errors
 /// Unknown algorithm or env, a bad config key or value, or an evaluator that
@@ -171,7 +136,7 @@ pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Res
     if let Some(key) = DEPLOYMENT_KEYS.iter().find(|k| overrides.get(**k).is_some()) {
         return Err(BuildError::Config(ConfigError::Invalid {
             key: key.to_string(),
-            message: "says where evaluators run, which rlx_cli::build_trainer (and the `rlx` command) reads; \
+            message: "says where evaluators run, which rlx_cli::build_deployed_trainer (and the `rlx` command) reads; \
                       rlx_algorithms::build_trainer runs them in this process"
                 .into(),
         }));
@@ -194,5 +159,50 @@ pub async fn build_trainer_with_env(
     make_env: EnvMaker,
     overrides: &Value,
 ) -> Result<(Trainer, Value), BuildError> {
-    registry::algorithm(algorithm)?.build(make_env, overrides).await
+    registry::algorithm(algorithm)?.build(make_env, overrides, None).await
+}
+
+/// [`build_trainer_with_env`] with the worker evaluators placed by
+/// `placement` (remote nodes, another actor backend; see
+/// [`rlx::placement`]) instead of running as actors in this process.
+///
+/// # Errors
+/// As [`build_trainer`]; workers the placement cannot start.
+pub async fn build_trainer_placed(
+    algorithm: &str,
+    make_env: EnvMaker,
+    overrides: &Value,
+    placement: Arc<dyn rlx::placement::Placement>,
+) -> Result<(Trainer, Value), BuildError> {
+    registry::algorithm(algorithm)?.build(make_env, overrides, Some(placement)).await
+}
+
+/// [`build_trainer`] with the agents of `env` mapped to policies by
+/// `mapping` (from Rust, a closure from agent id to policy id, in place of
+/// the `multiagent` section's `policy_mapping`). The closure is asked once
+/// per agent, when the run is built; the rest of `overrides`' `multiagent`
+/// section (`policies`, `policies_to_train`) applies as usual.
+///
+/// # Errors
+/// As [`build_trainer`]; an env without agents.
+pub async fn build_trainer_with_mapping(
+    algorithm: &str,
+    env: &str,
+    overrides: &Value,
+    mapping: rlx::PolicyMapping,
+) -> Result<(Trainer, Value), BuildError> {
+    let key = format!("{}.policy_mapping", build::multi_agent::KEY);
+    let invalid = |key: String, message: String| BuildError::Config(ConfigError::Invalid { key, message });
+    let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
+    let probe = env_maker(env, &kwargs)?()?;
+    let agents = probe
+        .agent_ids()
+        .ok_or_else(|| invalid(key, format!("needs a multi-agent env; {} has one agent", probe.name())))?;
+    let map: serde_json::Map<String, Value> = agents.iter().map(|a| (a.clone(), Value::from(mapping(a)))).collect();
+    let mut overrides = overrides.clone();
+    if !overrides.is_object() {
+        return Err(invalid(String::new(), "must be an object".into()));
+    }
+    overrides[build::multi_agent::KEY]["policy_mapping"] = Value::Object(map);
+    build_trainer(algorithm, env, &overrides).await
 }

@@ -6,15 +6,22 @@
 //! writing its file (config, policy, loss, training step) and one entry
 //! below.
 
-pub use crate::capabilities::Capabilities;
-use crate::evaluation::{self, EvaluationConfig};
-use crate::execution::PolicyMaker;
-use crate::multi_agent;
-use crate::sections::key_docs;
-use crate::{a2c, a3c, actor_critic, apex, appo, ars, ddpg, dqn, es, impala, pbt, pg, ppo, sac, td3};
-use crate::{BuildError, EnvMaker};
+use crate::build::evaluation_config::{self, EvaluationConfig};
+use crate::build::{multi_agent, self_play};
+use crate::common::build_context::{BuildContext, PolicyLookup};
+pub use crate::common::capabilities::Capabilities;
+use crate::common::sampling::PolicyMaker;
+use crate::common::sections::{self, Docs};
+use crate::error::BuildError;
+use crate::evolution::{ars, es};
+use crate::off_policy::{ddpg, sac, td3};
+use crate::pbt;
+use crate::policy_gradient::{a2c, a3c, actor_critic, appo, impala, pg, ppo};
+use crate::q_learning::{apex, dqn};
 use futures::future::BoxFuture;
 use rlx::config::{closest_n, deep_merge, merge_json, Validate};
+use rlx::env::EnvMaker;
+use rlx::placement::Placement;
 use rlx::{fields, PolicyGraph, Space, Trainer};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -51,7 +58,15 @@ pub trait Algorithm: Sync {
     /// # Errors
     /// A bad config, an env the algorithm cannot handle, or an evaluator
     /// that fails to start.
-    fn build(&self, make_env: EnvMaker, overrides: &Value) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>>;
+    ///
+    /// `placement` decides where worker evaluators run (`None`: actors in
+    /// this process).
+    fn build(
+        &self,
+        make_env: EnvMaker,
+        overrides: &Value,
+        placement: Option<Arc<dyn Placement>>,
+    ) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>>;
     /// Every top-level key the config takes: its own, the evaluation
     /// keys and `multiagent` where the algorithm takes them. The one list
     /// behind "valid keys" and "did you mean".
@@ -77,6 +92,7 @@ pub fn algorithm(name: &str) -> Result<&'static dyn Algorithm, BuildError> {
     ALGORITHMS.iter().copied().find(|a| a.name() == name).ok_or_else(|| BuildError::UnknownAlgorithm {
         name: name.to_string(),
         closest: closest_n(name, ALGORITHMS.iter().map(|a| a.name()), 1),
+        available: names(),
     })
 }
 
@@ -86,146 +102,146 @@ pub fn names() -> String {
 }
 
 static A2C: Entry<a2c::A2cConfig> = Entry {
-    name: "A2C",
+    name: a2c::A2cConfig::NAME,
     capabilities: Capabilities { standardizes: &[fields::ADVANTAGES], ..Capabilities::ALL },
     about: "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch",
     docs: key_docs::<a2c::A2cConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("A2C", c, o, a, seed),
-    build: |env, c| Box::pin(a2c::build(env, c)),
+    build: |ctx, env, c| Box::pin(a2c::build(ctx, env, c)),
     resolve: None,
 };
 
 static A3C: Entry<a3c::A3cConfig> = Entry {
-    name: "A3C",
+    name: a3c::A3cConfig::NAME,
     capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
     about: "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients",
     // A3C's config is A2C's.
     docs: key_docs::<a2c::A2cConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("A3C", &c.0, o, a, seed),
-    build: |env, c| Box::pin(a3c::build(env, c)),
+    build: |ctx, env, c| Box::pin(a3c::build(ctx, env, c)),
     resolve: None,
 };
 
 static APEX: Entry<apex::ApexConfig> = Entry {
-    name: "APEX",
+    name: apex::ApexConfig::NAME,
     capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
     about: "Ape-X DQN (Horgan et al. 2018): per-evaluator ε, supervised replay shards, a learner thread",
     docs: key_docs::<apex::ApexConfig>,
     make_policy: |c, o, a, seed| apex::make_policy(c, o, a, seed, 0),
-    build: |env, c| Box::pin(apex::build(env, c)),
+    build: |ctx, env, c| Box::pin(apex::build(ctx, env, c)),
     resolve: None,
 };
 
 static APPO: Entry<appo::AppoConfig> = Entry {
-    name: "APPO",
+    name: appo::AppoConfig::NAME,
     capabilities: Capabilities::ALL,
     about: "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective",
     docs: key_docs::<appo::AppoConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("APPO", c, o, a, seed),
-    build: |env, c| Box::pin(appo::build(env, c)),
+    build: |ctx, env, c| Box::pin(appo::build(ctx, env, c)),
     resolve: None,
 };
 
 static ARS: Entry<ars::ArsConfig> = Entry {
-    name: "ARS",
+    name: ars::ArsConfig::NAME,
     capabilities: Capabilities::ONE_POLICY,
     about: "augmented random search (Mania et al. 2018): linear policy, top-b directions, reward-std scaling",
     docs: key_docs::<ars::ArsConfig>,
     make_policy: ars::make_policy,
-    build: |env, c| Box::pin(ars::build(env, c)),
+    build: |ctx, env, c| Box::pin(ars::build(ctx, env, c)),
     resolve: None,
 };
 
 static DDPG: Entry<ddpg::DdpgConfig> = Entry {
-    name: "DDPG",
+    name: ddpg::DdpgConfig::NAME,
     capabilities: Capabilities::ALL,
     about: "deep deterministic policy gradient (Lillicrap et al. 2016) for continuous actions, replay, target networks",
     docs: key_docs::<ddpg::DdpgConfig>,
     make_policy: ddpg::make_policy,
-    build: |env, c| Box::pin(ddpg::build(env, c)),
+    build: |ctx, env, c| Box::pin(ddpg::build(ctx, env, c)),
     resolve: None,
 };
 
 static DQN: Entry<dqn::DqnConfig> = Entry {
-    name: "DQN",
+    name: dqn::DqnConfig::NAME,
     capabilities: Capabilities::ALL,
     about: "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay",
     docs: key_docs::<dqn::DqnConfig>,
     make_policy: dqn::make_policy,
-    build: |env, c| Box::pin(dqn::build(env, c)),
+    build: |ctx, env, c| Box::pin(dqn::build(ctx, env, c)),
     resolve: None,
 };
 
 static ES: Entry<es::EsConfig> = Entry {
-    name: "ES",
+    name: es::EsConfig::NAME,
     capabilities: Capabilities::ONE_POLICY,
     about: "evolution strategies (Salimans et al. 2017): antithetic perturbations, centered ranks, shared noise table",
     docs: key_docs::<es::EsConfig>,
     make_policy: es::make_policy,
-    build: |env, c| Box::pin(es::build(env, c)),
+    build: |ctx, env, c| Box::pin(es::build(ctx, env, c)),
     resolve: None,
 };
 
 static IMPALA: Entry<impala::ImpalaConfig> = Entry {
-    name: "IMPALA",
+    name: impala::ImpalaConfig::NAME,
     capabilities: Capabilities::ALL,
     about: "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace",
     docs: key_docs::<impala::ImpalaConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("IMPALA", c, o, a, seed),
-    build: |env, c| Box::pin(impala::build(env, c)),
+    build: |ctx, env, c| Box::pin(impala::build(ctx, env, c)),
     resolve: None,
 };
 
 static PBT: Entry<pbt::PbtConfig> = Entry {
-    name: "PBT",
+    name: pbt::PbtConfig::NAME,
     capabilities: Capabilities::ONE_POLICY,
     about: "population-based training (Jaderberg et al. 2017): members of another algorithm exploit and explore hyperparameters",
     docs: key_docs::<pbt::PbtConfig>,
     make_policy: pbt::make_policy,
-    build: |env, c| Box::pin(pbt::build(env, c)),
+    build: |ctx, env, c| Box::pin(pbt::build(ctx, env, c)),
     // The member algorithm's default mutations written out.
     resolve: Some(pbt::PbtConfig::resolved),
 };
 
 static PG: Entry<pg::PgConfig> = Entry {
-    name: "PG",
+    name: pg::PgConfig::NAME,
     capabilities: Capabilities::ALL,
     about: "REINFORCE with a learned baseline (Williams 1992), synchronous sampling",
     docs: key_docs::<pg::PgConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy("PG", c, o, a, seed),
-    build: |env, c| Box::pin(pg::build(env, c)),
+    build: |ctx, env, c| Box::pin(pg::build(ctx, env, c)),
     resolve: None,
 };
 
 static PPO: Entry<ppo::PpoConfig> = Entry {
-    name: "PPO",
+    name: ppo::PpoConfig::NAME,
     capabilities: Capabilities { standardizes: &[fields::ADVANTAGES], ..Capabilities::ALL },
     about: "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs",
     docs: key_docs::<ppo::PpoConfig>,
     make_policy: ppo::make_policy,
-    build: |env, c| Box::pin(ppo::build(env, c)),
+    build: |ctx, env, c| Box::pin(ppo::build(ctx, env, c)),
     resolve: None,
 };
 
 static SAC: Entry<sac::SacConfig> = Entry {
-    name: "SAC",
+    name: sac::SacConfig::NAME,
     capabilities: Capabilities::ALL,
     about:
         "soft actor-critic (Haarnoja et al. 2018): squashed Gaussian actor, twin critics, learned entropy temperature",
     docs: key_docs::<sac::SacConfig>,
     make_policy: sac::make_policy,
-    build: |env, c| Box::pin(sac::build(env, c)),
+    build: |ctx, env, c| Box::pin(sac::build(ctx, env, c)),
     resolve: None,
 };
 
 static TD3: Entry<td3::Td3Config> = Entry {
-    name: "TD3",
+    name: td3::Td3Config::NAME,
     capabilities: Capabilities::ALL,
     about: "twin delayed DDPG (Fujimoto et al. 2018): clipped double Q, delayed actor updates, target smoothing",
     // TD3's config is DDPG's.
     docs: key_docs::<ddpg::DdpgConfig>,
     make_policy: td3::make_policy,
-    build: |env, c| Box::pin(td3::build(env, c)),
+    build: |ctx, env, c| Box::pin(td3::build(ctx, env, c)),
     resolve: None,
 };
 
@@ -236,7 +252,7 @@ struct Entry<C> {
     about: &'static str,
     docs: fn() -> Vec<(&'static str, &'static str)>,
     make_policy: fn(&C, &Space, &Space, u64) -> Result<Box<dyn PolicyGraph>, BuildError>,
-    build: fn(EnvMaker, C) -> BoxFuture<'static, Result<Trainer, BuildError>>,
+    build: fn(BuildContext, EnvMaker, C) -> BoxFuture<'static, Result<Trainer, BuildError>>,
     /// Fills in keys whose defaults depend on other keys, before the config
     /// is resolved (PBT's mutations).
     resolve: Option<fn(C) -> C>,
@@ -268,7 +284,7 @@ impl<C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'stati
             }
         }
         if self.evaluates() {
-            keys.extend(evaluation::keys().iter().map(|k| k.to_string()));
+            keys.extend(evaluation_config::keys().iter().map(|k| k.to_string()));
             keys.push(multi_agent::KEY.to_string());
         }
         keys
@@ -290,7 +306,7 @@ impl<C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'stati
         if !self.evaluates() && multiagent.is_some() {
             return Err(self.no_multi_agent());
         }
-        let (eval, overrides) = evaluation::split(&overrides)?;
+        let (eval, overrides) = evaluation_config::split(&overrides)?;
         if eval.evaluation_interval > 0 && !self.evaluates() {
             return Err(BuildError::Unsupported(format!(
                 "{} does not evaluate during training (`evaluation_interval`): {}",
@@ -303,9 +319,9 @@ impl<C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'stati
         let evaluators = match eval.evaluation_interval {
             0 => None,
             _ => {
-                let (merged, explore) = evaluation::evaluator_config(&resolved, &eval)?;
+                let (merged, explore) = evaluation_config::evaluator_config(&resolved, &eval)?;
                 let eval_cfg = self.configure(&merged).map_err(|e| match e {
-                    BuildError::Config(e) => BuildError::Config(evaluation::in_evaluation_config(e)),
+                    BuildError::Config(e) => BuildError::Config(evaluation_config::in_evaluation_config(e)),
                     other => other,
                 })?;
                 let make = self.make_policy;
@@ -390,11 +406,16 @@ where
         action_space: &Space,
         seed: u64,
     ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-        let (_, config) = evaluation::split(config)?;
+        let (_, config) = evaluation_config::split(config)?;
         (self.make_policy)(&self.configure(&config)?, observation_space, action_space, seed)
     }
 
-    fn build(&self, make_env: EnvMaker, overrides: &Value) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>> {
+    fn build(
+        &self,
+        make_env: EnvMaker,
+        overrides: &Value,
+        placement: Option<Arc<dyn Placement>>,
+    ) -> BoxFuture<'static, Result<(Trainer, Value), BuildError>> {
         let plan = self.plan(overrides).and_then(|plan| {
             // Only these algorithms pay for the probe.
             let multi_agent_env = || make_env().ok().is_some_and(|env| env.agent_ids().is_some());
@@ -407,28 +428,73 @@ where
             Ok(plan) => plan,
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
-        // Every policy the build makes goes through `multi_agent::policies`,
-        // which reads the section in this context.
-        let context = multi_agent::Context::new(multiagent.clone(), self.name, self.capabilities, resolved.clone());
+        // Every policy the build makes meets the env through the wiring,
+        // which reads the `multiagent` section there.
+        let wiring = multi_agent::Wiring::new(
+            multiagent.clone(),
+            self.name,
+            self.capabilities,
+            resolved.clone(),
+            Arc::new(Registry),
+        );
+        let ctx = BuildContext { policies: Some(wiring.clone()), placement };
         if let Some(section) = multiagent {
             resolved[multi_agent::KEY] = section;
         }
-        let build = (self.build)(make_env.clone(), cfg);
-        Box::pin(context.clone().scope(async move {
+        let build = (self.build)(ctx.clone(), make_env.clone(), cfg);
+        Box::pin(async move {
             let trainer = build.await?;
             let trainer = match evaluators {
                 Some((merged, explore, policies)) => {
-                    evaluation::attach(trainer, &eval, &merged, explore, make_env, policies).await?
+                    evaluation_config::attach(&ctx, trainer, &eval, &merged, explore, make_env, policies).await?
                 }
                 None => trainer,
             };
-            let trainer = match context.plan() {
-                Some(plan) => multi_agent::attach(trainer, &plan),
+            let trainer = match wiring.plan() {
+                Some(plan) => self_play::attach(trainer, &plan),
                 None => trainer,
             };
             Ok((trainer, resolved))
-        }))
+        })
     }
+}
+
+/// The table as a [`PolicyLookup`]: how a `multiagent` policy with its own
+/// `run` is built, without the build layer importing this module.
+pub struct Registry;
+
+impl PolicyLookup for Registry {
+    fn check(&self, algorithm: &str) -> Result<(), BuildError> {
+        self::algorithm(algorithm).map(drop)
+    }
+
+    fn make_policy(
+        &self,
+        algorithm: &str,
+        config: &Value,
+        observation_space: &Space,
+        action_space: &Space,
+        seed: u64,
+    ) -> Result<Box<dyn PolicyGraph>, BuildError> {
+        self::algorithm(algorithm)?.make_policy(config, observation_space, action_space, seed)
+    }
+}
+
+/// A config's keys with their docs ([`sections::key_docs`]), with the
+/// sections each family declares for itself.
+fn key_docs<C: documented::DocumentedFields>() -> Docs {
+    sections::key_docs::<C>(family_section_docs)
+}
+
+/// The keys of the sections a family holds under the field `field`.
+fn family_section_docs(field: &str) -> Option<Docs> {
+    Some(match field {
+        "q_learning" => key_docs::<dqn::QLearning>(),
+        "impala" => key_docs::<impala::ImpalaConfig>(),
+        "continuous" => key_docs::<crate::off_policy::core::ContinuousLearning>(),
+        "perturbations" => key_docs::<crate::evolution::Perturbations>(),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -1,58 +1,37 @@
-//! The algorithms crate's import circles, held to a shrinking list.
+//! The algorithms crate's layers, read from its source.
 //!
-//! A circle of imports means no module in it can be read, tested or moved
-//! without all the others. Today two circles remain (issue 44 takes them
-//! apart): the shared modules reach up into the algorithms (`sections`
-//! names algorithm configs, `execution` calls `multi_agent`, which builds
-//! through the `registry`, which imports every algorithm), and `model` and
-//! `device` import each other. This test fails when
+//! ```text
+//! registry, pbt                  the table of algorithms, and PBT over it
+//!   build                        evaluation keys, multiagent, self-play
+//!     policy_gradient  q_learning  off_policy  evolution   (families)
+//!       common                   sections, sampling, deep policy, update rules
+//!         model, error           networks, devices; BuildError
+//! ```
 //!
-//! - a module joins a circle that is not in [`KNOWN_CIRCLES`] (a new
-//!   import circle), or
-//! - a module of [`KNOWN_CIRCLES`] is in no circle any more: take it off
-//!   the list, so that it cannot slip back in.
+//! A module imports only its own layer's modules and those below, never
+//! in a circle. The tests fail on
 //!
-//! The goal is an empty list, as in the framework's `module_graph.rs`.
+//! - any import circle between files (`policy_gradient::ppo`,
+//!   `model::cpu`, ...), and
+//! - an import upward: `common` or `model` naming a family, `build`, the
+//!   registry or PBT; a family naming `build`, the registry or PBT; `build`
+//!   naming the registry or PBT. A family may use another family's core
+//!   module (below), never its algorithms' files.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Each circle of today, as the set of modules in it.
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    &[
-        "a2c",
-        "a3c",
-        "actor_critic",
-        "apex",
-        "appo",
-        "ars",
-        "continuous",
-        "ddpg",
-        "dqn",
-        "es",
-        "evaluation",
-        "evolution",
-        "execution",
-        "impala",
-        "multi_agent",
-        "pbt",
-        "pg",
-        "ppo",
-        "registry",
-        "sac",
-        "sections",
-        "self_play",
-        "td3",
-    ],
-    &["device", "model"],
-];
+#[path = "../../framework/tests/support/module_graph.rs"]
+mod graph;
 
-/// Functions `lib.rs` defines over a module: a use of `crate::build_trainer`
+/// Items `lib.rs` defines over a module: a use of `crate::build_trainer`
 /// is a use of the registry.
 const LIB_ITEMS: &[(&str, &str)] = &[
     ("ALGORITHMS", "registry"),
     ("build_trainer", "registry"),
     ("build_trainer_with_env", "registry"),
+    ("build_trainer_placed", "registry"),
+    ("build_trainer_with_mapping", "registry"),
     ("config_docs", "registry"),
     ("default_config", "registry"),
     ("make_policy", "registry"),
@@ -60,35 +39,76 @@ const LIB_ITEMS: &[(&str, &str)] = &[
     ("model_docs", "model"),
 ];
 
-#[path = "../../framework/tests/support/module_graph.rs"]
-mod graph;
+/// Each folder's layer; a folder may import its own layer's and lower ones.
+const LAYERS: &[(&str, u8)] = &[
+    ("error", 0),
+    ("model", 0),
+    ("common", 1),
+    ("policy_gradient", 2),
+    ("q_learning", 2),
+    ("off_policy", 2),
+    ("evolution", 2),
+    ("build", 3),
+    ("pbt", 4),
+    ("registry", 4),
+];
+
+/// The family modules another family may use: each family's core.
+const FAMILY_CORES: &[&str] = &["policy_gradient::actor_critic", "q_learning::dqn", "off_policy::core", "evolution"];
+
+fn modules() -> BTreeMap<String, BTreeSet<String>> {
+    graph::nested_imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), LIB_ITEMS)
+}
+
+fn layer(module: &str) -> u8 {
+    let folder = module.split("::").next().unwrap();
+    LAYERS.iter().find(|(f, _)| *f == folder).unwrap_or_else(|| panic!("`{folder}` has no layer in LAYERS")).1
+}
 
 #[test]
-fn the_import_circles_are_the_known_ones_and_no_more() {
-    let graph = graph::imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), LIB_ITEMS);
-    assert!(graph.contains_key("ppo") && graph["ppo"].contains("actor_critic"), "the parser sees imports: {graph:?}");
+fn no_file_is_on_an_import_circle() {
+    let graph = modules();
+    assert!(
+        graph["policy_gradient::ppo"].contains("policy_gradient::actor_critic"),
+        "the parser sees imports: {graph:?}"
+    );
     let found = graph::circles(&graph);
-    let known: BTreeSet<BTreeSet<String>> =
-        KNOWN_CIRCLES.iter().map(|c| c.iter().map(|m| m.to_string()).collect()).collect();
-    for circle in &found {
-        let within = known.iter().any(|k| circle.is_subset(k));
-        assert!(within, "a new import circle: {circle:?} (graph: {graph:?})");
-    }
-    let on_circles: BTreeSet<&String> = found.iter().flatten().collect();
-    for module in known.iter().flatten() {
-        assert!(
-            on_circles.contains(module),
-            "`{module}` is on no import circle any more: take it off KNOWN_CIRCLES in {}",
-            file!()
-        );
+    assert!(found.is_empty(), "import circles: {found:?}");
+}
+
+#[test]
+fn every_import_goes_down_or_across_to_a_family_core() {
+    let graph = modules();
+    let family = |m: &str| layer(m) == 2;
+    for (module, deps) in &graph {
+        for dep in deps {
+            let (from, to) = (layer(module), layer(dep));
+            assert!(to <= from, "`{module}` imports `{dep}`, a layer above it");
+            let other_family = family(module) && family(dep) && module.split("::").next() != dep.split("::").next();
+            assert!(
+                !other_family || FAMILY_CORES.contains(&dep.as_str()),
+                "`{module}` imports `{dep}`, another family's algorithm rather than its core"
+            );
+        }
     }
 }
 
 #[test]
-fn the_parser_finds_a_planted_circle() {
-    let mut graph = graph::imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), LIB_ITEMS);
-    graph.get_mut("distributions").unwrap().insert("optim".into());
-    graph.get_mut("optim").unwrap().insert("distributions".into());
+fn the_folders_form_no_circle() {
+    let folders = graph::folders(&modules());
+    let found = graph::circles(&folders);
+    assert!(found.is_empty(), "folder circles: {found:?} ({folders:?})");
+}
+
+#[test]
+fn the_parser_finds_a_planted_circle_and_an_upward_import() {
+    let mut graph = modules();
+    graph.get_mut("common::distributions").unwrap().insert("common::update_rules".into());
+    graph.get_mut("common::update_rules").unwrap().insert("common::distributions".into());
     let found = graph::circles(&graph);
-    assert!(found.iter().any(|c| c.contains("distributions") && c.contains("optim")), "{found:?}");
+    assert!(
+        found.iter().any(|c| c.contains("common::distributions") && c.contains("common::update_rules")),
+        "{found:?}"
+    );
+    assert!(layer("common::sections") < layer("q_learning::dqn"), "sections naming DQN would be caught");
 }

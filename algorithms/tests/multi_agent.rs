@@ -136,7 +136,7 @@ async fn impala_and_appo_learn_two_policies() {
         let config = json!({"seed": 1, "num_workers": 2, "num_envs_per_worker": 4, "env_config": {"num_agents": 2}});
         let mapping: rlx::PolicyMapping = std::sync::Arc::new(|agent: &str| agent.replace("agent_", "p"));
         let (mut trainer, _) =
-            rlx_algorithms::multi_agent::build_trainer_with_mapping(algorithm, "MultiAgentCartPole", &config, mapping)
+            rlx_algorithms::build_trainer_with_mapping(algorithm, "MultiAgentCartPole", &config, mapping)
                 .await
                 .unwrap();
         let r = train_to(&mut trainer, &["p0", "p1"], 150.0, 1_000_000).await;
@@ -210,7 +210,9 @@ fn a_multi_policy_lays_its_policies_weights_end_to_end() {
 /// plan, and the evaluators sample rows of both agents.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_callers_own_plan_gets_multi_agent_policies_from_its_maker() {
-    use rlx_algorithms::execution::{actor_critic_policies, spawn_evaluators, SamplingSettings};
+    use rlx_algorithms::common::build_context::BuildContext;
+    use rlx_algorithms::common::sampling::{spawn_evaluators, SamplingSettings};
+    use rlx_algorithms::policy_gradient::actor_critic::actor_critic_policies;
     let settings = SamplingSettings {
         num_workers: 1,
         num_envs_per_worker: 2,
@@ -223,7 +225,7 @@ async fn a_callers_own_plan_gets_multi_agent_policies_from_its_maker() {
     };
     let make_env = rlx_algorithms::env_maker("MultiAgentCartPole", &json!({"num_agents": 2})).unwrap();
     let maker = actor_critic_policies("PPO", rlx_algorithms::ppo::PpoConfig::default());
-    let evaluators = spawn_evaluators(make_env, maker, settings).await.unwrap();
+    let evaluators = spawn_evaluators(&BuildContext::default(), make_env, maker, settings).await.unwrap();
     let layout = evaluators.local().policy().weight_layout();
     assert_eq!(layout.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["default_policy"]);
     let rollout = evaluators.workers()[0].sample().await.unwrap();

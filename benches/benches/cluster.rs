@@ -13,7 +13,7 @@ mod common;
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rlx::operators::parallel_rollouts;
 use rlx_benches::nodes::{self, NodeProcess};
-use rlx_cli::build_trainer;
+use rlx_cli::build_deployed_trainer;
 use serde_json::json;
 
 const STEPS_PER_ROUND: usize = 4096;
@@ -31,7 +31,7 @@ fn cluster_sampling(c: &mut Criterion) {
             config["nodes"] = json!(nodes[..count].iter().map(|n| n.addr.clone()).collect::<Vec<_>>());
             config["cookie"] = json!(nodes::COOKIE);
         }
-        let (mut trainer, _) = rt.block_on(build_trainer("PPO", "CartPole-v1", &config)).expect("build");
+        let (mut trainer, _) = rt.block_on(build_deployed_trainer("PPO", "CartPole-v1", &config)).expect("build");
         let id = if count == 0 { "local_actors".to_string() } else { format!("{count}_nodes") };
         group.bench_function(BenchmarkId::new(id, format!("{EVALUATORS}_evaluators")), |b| {
             b.iter(|| {

@@ -10,9 +10,9 @@ mod common;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner};
 use rlx::{fields, PolicyEvaluator, PolicyGraph, SampleBatch, Space, VectorEnv};
+use rlx_algorithms::common::sections::{Learning, SyncBatch};
 use rlx_algorithms::model::ModelConfig;
 use rlx_algorithms::ppo::{self, PpoConfig};
-use rlx_algorithms::sections::{Learning, SyncBatch};
 
 const ROWS: usize = 8192;
 const MINIBATCH: usize = 512;
@@ -80,7 +80,7 @@ fn multi_device(c: &mut Criterion) {
 #[cfg(feature = "cuda")]
 fn cpu_vs_gpu(c: &mut Criterion) {
     use rand::SeedableRng;
-    use rlx_algorithms::device::DeviceSpec;
+    use rlx_algorithms::model::device::DeviceSpec;
     use rlx_algorithms::sac::{self, SacConfig};
     for (rows, width) in [(65_536, 256), (8192, 1024)] {
         let cfg = PpoConfig { batch: SyncBatch { train_batch_size: rows, ..config(width).batch }, ..config(width) };

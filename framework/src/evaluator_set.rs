@@ -7,7 +7,7 @@
 use crate::actor::RactorEvaluatorSet;
 use crate::evaluator::{EvaluatorError, EvaluatorFactory, PolicyEvaluator};
 use crate::handle::{EvaluatorHandle, HandleError, LocalEvaluator, SharedHandle};
-use crate::placement::{self, PlacedWorkers, WorkerSet};
+use crate::placement::{PlacedWorkers, Placement, WorkerSet};
 use crate::restart::RestartPolicy;
 use std::sync::{Arc, MutexGuard};
 
@@ -21,8 +21,7 @@ pub struct Evaluators {
 
 impl Evaluators {
     /// Builds the local evaluator and `num_workers` supervised workers from
-    /// `factory`: ractor actors in this process, or wherever the
-    /// [`Placement`](crate::placement::Placement) in scope puts them.
+    /// `factory`, as ractor actors in this process.
     ///
     /// # Errors
     /// If an evaluator cannot be built; the error names which.
@@ -31,9 +30,24 @@ impl Evaluators {
         num_workers: usize,
         restart: RestartPolicy,
     ) -> Result<Self, HandleError> {
+        Self::spawn_placed(factory, num_workers, restart, None).await
+    }
+
+    /// [`spawn`](Self::spawn) with the workers wherever `placement` puts
+    /// them (remote nodes, another actor backend); `None`: ractor actors in
+    /// this process.
+    ///
+    /// # Errors
+    /// If an evaluator cannot be built or placed; the error names which.
+    pub async fn spawn_placed(
+        factory: EvaluatorFactory,
+        num_workers: usize,
+        restart: RestartPolicy,
+        placement: Option<Arc<dyn Placement>>,
+    ) -> Result<Self, HandleError> {
         let local = factory(0, 0).map_err(|source| HandleError::Failed { index: 0, source })?;
         let indices: Vec<usize> = (1..=num_workers).collect();
-        let (actors, workers) = match placement::current() {
+        let (actors, workers) = match placement {
             Some(placement) => {
                 let PlacedWorkers { handles, keep_alive } = placement.place(factory, indices, restart).await?;
                 (Some(keep_alive), handles)

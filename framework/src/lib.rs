@@ -69,9 +69,7 @@ pub use handle::{EvaluatorHandle, HandleError, LocalEvaluator, SharedHandle};
 pub use metrics::TrainResult;
 pub use multi_agent::{AgentSlots, MultiAgentEnv, MultiAgentMaker, PolicyMapping};
 pub use multi_policy::MultiPolicy;
-pub use optimizer::{
-    MultiDeviceOptimizer, OptimizerError, PolicyOptimizer, StepStats, SyncReplayOptimizer, SyncSamplesOptimizer,
-};
+pub use optimizer::{OptimizerError, PolicyOptimizer, StepStats, SyncReplayOptimizer, SyncSamplesOptimizer};
 pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, PolicyInput};
 pub use pool::{ActorPool, PoolError};
 pub use restart::{RestartPolicy, RestartStrategy};

@@ -2,25 +2,26 @@
 //! nodes, another actor backend) place them without any algorithm or
 //! optimizer knowing.
 //!
-//! [`Evaluators::spawn`](crate::Evaluators::spawn) asks the [`Placement`] in
-//! scope for its workers; with none in scope, they are supervised ractor
-//! actors in this process ([`RactorEvaluatorSet`](crate::actor::RactorEvaluatorSet)).
-//! A deployment runs the algorithm's build inside [`with_placement`]:
+//! [`Evaluators::spawn_placed`](crate::Evaluators::spawn_placed) asks the
+//! [`Placement`] it is given for its workers; without one, they are
+//! supervised ractor actors in this process
+//! ([`RactorEvaluatorSet`](crate::actor::RactorEvaluatorSet)). A deployment
+//! hands its placement to the build, which passes it down in its build
+//! context:
 //!
 //! ```text
-//! with_placement(cluster, build_trainer("PPO", "CartPole-v1", &config))
-//!   └── ppo::build → spawn_evaluators → Evaluators::spawn → cluster.place(..)
+//! build_trainer_placed("PPO", make_env, &config, cluster)
+//!   └── ppo::build(ctx, ..) → spawn_evaluators(&ctx, ..) → Evaluators::spawn_placed(.., ctx.placement)
+//!         └── cluster.place(..)
 //! ```
 //!
-//! A task-local, rather than a parameter threaded through every algorithm's
-//! build function, keeps the fourteen algorithms free of deployment code.
+//! An algorithm passes its context on and knows nothing of where its
+//! workers run.
 
 use crate::evaluator::EvaluatorFactory;
 use crate::handle::{HandleError, SharedHandle};
 use crate::restart::RestartPolicy;
 use futures::future::BoxFuture;
-use std::future::Future;
-use std::sync::Arc;
 
 /// Workers placed by a [`Placement`]: their handles, and whatever keeps
 /// them alive (dropping it stops them).
@@ -53,18 +54,4 @@ pub trait Placement: Send + Sync {
         indices: Vec<usize>,
         restart: RestartPolicy,
     ) -> BoxFuture<'static, Result<PlacedWorkers, HandleError>>;
-}
-
-tokio::task_local! {
-    static PLACEMENT: Arc<dyn Placement>;
-}
-
-/// Runs `build` with `placement` deciding where its evaluators live.
-pub async fn with_placement<F: Future>(placement: Arc<dyn Placement>, build: F) -> F::Output {
-    PLACEMENT.scope(placement, build).await
-}
-
-/// The placement in scope, if any.
-pub fn current() -> Option<Arc<dyn Placement>> {
-    PLACEMENT.try_with(Arc::clone).ok()
 }

@@ -210,7 +210,7 @@ pub trait PolicyGraph: Send + 'static {
 
     /// The gradient of the loss on `batch`, without applying it.
     ///
-    /// For [`MultiDeviceOptimizer`](crate::optimizer::MultiDeviceOptimizer)
+    /// For [`MultiDeviceLearner`](crate::optimizer::MultiDeviceLearner)
     /// to compute what one device computes, the loss should be a mean over
     /// rows (so row-weighted averages of shard gradients are the batch's
     /// gradient) and the gradient unclipped: clip in

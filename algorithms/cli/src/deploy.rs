@@ -25,10 +25,10 @@
 
 use futures::future::BoxFuture;
 use rlx::config::ConfigError;
-use rlx::placement::{with_placement, PlacedWorkers, Placement, WorkerSet};
+use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
 use rlx::restart::RestartPolicy;
 use rlx::{EvaluatorFactory, HandleError, Trainer};
-use rlx_algorithms::{build_trainer_with_env, BuildError, EnvMaker};
+use rlx_algorithms::{build_trainer_placed, build_trainer_with_env, BuildError, EnvMaker};
 use rlx_cluster::wire::SpawnSpec;
 use rlx_cluster::{Cluster, ClusterOptions, Resolver};
 use serde::{Deserialize, Serialize};
@@ -47,7 +47,11 @@ use std::time::Duration;
 /// # Errors
 /// Unknown algorithm or env, a bad config key or value, an evaluator that
 /// fails to start, or no usable node.
-pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Result<(Trainer, Value), BuildError> {
+pub async fn build_deployed_trainer(
+    algorithm: &str,
+    env: &str,
+    overrides: &Value,
+) -> Result<(Trainer, Value), BuildError> {
     check_keys(algorithm, overrides)?;
     let (deployment, overrides) = split(overrides)?;
     let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
@@ -327,7 +331,7 @@ pub async fn build_on_nodes(
     for line in cluster.failures() {
         errln!("warning: {line}");
     }
-    with_placement(Arc::new(cluster), build_trainer_with_env(algorithm, make_env, overrides)).await
+    build_trainer_placed(algorithm, make_env, overrides, Arc::new(cluster)).await
 }
 
 /// Builds the trainer with its local evaluators as actix sync actors.
@@ -345,7 +349,7 @@ pub async fn build_on_actix(
         )));
     }
     let placement = Arc::new(rlx_cluster::actix_backend::ActixPlacement);
-    with_placement(placement, build_trainer_with_env(algorithm, make_env, overrides)).await
+    build_trainer_placed(algorithm, make_env, overrides, placement).await
 }
 
 /// Builds the env maker for an env name and its `env_config`.
@@ -369,8 +373,7 @@ pub fn node_resolver_with(envs: EnvResolver) -> Resolver {
             let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
             let make_env = envs(&spec.env, &kwargs).map_err(|e| e.to_string())?;
             let capture = Arc::new(Capture::default());
-            let built =
-                with_placement(capture.clone(), build_trainer_with_env(&spec.algorithm, make_env, &overrides)).await;
+            let built = build_trainer_placed(&spec.algorithm, make_env, &overrides, capture.clone()).await;
             let factory = capture.0.lock().expect("capture lock").take();
             match (factory, built) {
                 (Some(factory), _) => Ok(factory),

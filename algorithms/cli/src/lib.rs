@@ -45,7 +45,22 @@ pub mod train;
 pub mod tune;
 
 pub use args::{Cli, NodeArgs, PlotArgs, RolloutArgs, TrainArgs, TuneArgs};
-pub use deploy::build_trainer;
+pub use deploy::build_deployed_trainer;
+
+/// The old name of [`build_deployed_trainer`], which says what sets it
+/// apart from `rlx_algorithms::build_trainer` (it reads the deployment
+/// keys).
+///
+/// # Errors
+/// As [`build_deployed_trainer`].
+#[deprecated(since = "0.1.0", note = "renamed to `build_deployed_trainer`")]
+pub async fn build_trainer(
+    algorithm: &str,
+    env: &str,
+    overrides: &serde_json::Value,
+) -> Result<(rlx::Trainer, serde_json::Value), rlx_algorithms::BuildError> {
+    build_deployed_trainer(algorithm, env, overrides).await
+}
 pub use experiment::{experiments, Experiment};
 pub use rollout::{rollout, RolloutSummary};
 pub use train::{train, Outcome};

@@ -5,7 +5,7 @@ use crate::experiment::{experiments, Experiment};
 use crate::progress::Progress;
 use crate::results::{read_history, ResultsWriter};
 use crate::retention::{self, ScoreAttr};
-use crate::{arg_error, build_trainer, CliError, TrainArgs};
+use crate::{arg_error, build_deployed_trainer, CliError, TrainArgs};
 use rlx::checkpoint::{self, Checkpoint, RunInfo};
 use rlx::config::{deep_merge, from_value};
 use rlx::{StopCriteria, TrainResult};
@@ -124,7 +124,7 @@ async fn train_experiment(
         deep_merge(&mut config, &overrides);
         overrides = config;
     }
-    let (mut trainer, config) = build_trainer(&exp.run, &exp.env, &overrides).await.map_err(|e| match e {
+    let (mut trainer, config) = build_deployed_trainer(&exp.run, &exp.env, &overrides).await.map_err(|e| match e {
         BuildError::Config(source) => {
             // Named where it was given: a flag, the file, or the restored
             // checkpoint's config; a key given nowhere (one that is

@@ -7,7 +7,7 @@
 //! with `result.json`'s values.
 
 mod common;
-use rlx_cli::build_trainer;
+use rlx_cli::build_deployed_trainer;
 use rlx_envs::gym::testing::python;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ fn tmp(name: &str) -> PathBuf {
 type Trace = (Vec<(u64, Option<f64>, u64, Option<f64>)>, Vec<Option<(u64, f64)>>, Vec<f32>);
 
 async fn trace(config: Value, iterations: usize) -> Trace {
-    let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &config).await.unwrap();
+    let (mut trainer, _) = build_deployed_trainer("PPO", "CartPole-v1", &config).await.unwrap();
     let (mut training, mut evaluations) = (Vec::new(), Vec::new());
     for _ in 0..iterations {
         let r = trainer.train().await.unwrap();
@@ -66,7 +66,7 @@ async fn evaluation_runs_at_the_interval_and_leaves_training_unchanged() {
             let mut policy = rlx_algorithms::make_policy("PPO", &base, &obs, &act, 0).unwrap();
             policy.set_weights(&w).unwrap();
             let mut evaluator = rlx::PolicyEvaluator::new(policy, env, 1, 0).unwrap();
-            let seed = rlx::evaluator::evaluator_seed(5 + rlx_algorithms::evaluation::SEED_OFFSET, 0, 2);
+            let seed = rlx::evaluator::evaluator_seed(5 + rlx_algorithms::build::evaluation_config::SEED_OFFSET, 0, 2);
             let episodes = evaluator.evaluate(6, seed, false).unwrap();
             let expected = rlx::evaluation::EvaluationResult::of(&episodes);
             assert_eq!(e[3], Some((6, expected.episode_reward_mean)), "{e:?}");

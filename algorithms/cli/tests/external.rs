@@ -9,7 +9,7 @@
 mod common;
 
 use rlx::StopCriteria;
-use rlx_cli::build_trainer;
+use rlx_cli::build_deployed_trainer;
 use rlx_cluster::policy_client::{ClientError, PolicyClient};
 use rlx_envs::gym::testing::python;
 use serde_json::json;
@@ -69,7 +69,7 @@ async fn ppo_learns_from_a_python_and_a_rust_client() {
     let config = two_slots(&cookie);
     let mut py = python_client(&address, &cookie, 3);
     let rust = rust_client(address.clone(), 4);
-    let (mut trainer, _) = build_trainer("PPO", &format!("external:{address}"), &config).await.unwrap();
+    let (mut trainer, _) = build_deployed_trainer("PPO", &format!("external:{address}"), &config).await.unwrap();
     let stop = stop();
     let r = loop {
         let r = trainer.train().await.unwrap();
@@ -97,7 +97,7 @@ async fn dqn_learns_off_policy_from_clients() {
     let (address, cookie) = (free_address(), cookie_file());
     let config = two_slots(&cookie);
     let clients = [rust_client(address.clone(), 5), rust_client(address.clone(), 6)];
-    let (mut trainer, _) = build_trainer("DQN", &format!("external:{address}"), &config).await.unwrap();
+    let (mut trainer, _) = build_deployed_trainer("DQN", &format!("external:{address}"), &config).await.unwrap();
     let mut best = f64::NEG_INFINITY;
     let mut r = None;
     for _ in 0..400 {
@@ -131,7 +131,7 @@ async fn bad_clients_are_dropped_and_training_goes_on() {
         "num_sgd_iter": 2, "env_config": {"spaces_of": "CartPole-v1", "cookie_file": cookie},
     });
     let good = rust_client(address.clone(), 7);
-    let (mut trainer, _) = build_trainer("PPO", &format!("external:{address}"), &config).await.unwrap();
+    let (mut trainer, _) = build_deployed_trainer("PPO", &format!("external:{address}"), &config).await.unwrap();
     let r = trainer.train().await.unwrap();
     assert!(r.timesteps_total > 0);
 

@@ -11,7 +11,7 @@
 //! reason (a failure under `RLX_REQUIRE_PYTHON=1`, as in CI).
 
 use rlx::{fields, Column, StopCriteria, TrainResult, Trainer};
-use rlx_cli::build_trainer;
+use rlx_cli::build_deployed_trainer;
 use rlx_envs::gym::testing::python;
 use serde_json::{json, Value};
 
@@ -22,7 +22,7 @@ const CARTPOLE_THRESHOLD: f64 = 400.0;
 /// Trains `env` until the 100-episode mean return reaches `threshold`;
 /// fails once `budget` env steps are spent.
 async fn learns(env: &str, config: Value, threshold: f64, budget: u64) -> TrainResult {
-    let (mut trainer, _) = build_trainer("PPO", env, &config).await.unwrap();
+    let (mut trainer, _) = build_deployed_trainer("PPO", env, &config).await.unwrap();
     let stop =
         StopCriteria { episode_reward_mean: Some(threshold), timesteps_total: Some(budget), ..StopCriteria::default() };
     let mut best = f64::NEG_INFINITY;
@@ -42,7 +42,7 @@ async fn learns(env: &str, config: Value, threshold: f64, budget: u64) -> TrainR
 }
 
 async fn first_iterations(env: &str, config: &Value, n: usize) -> (Vec<(Option<f64>, u64, Option<f64>)>, Vec<f32>) {
-    let (mut trainer, _) = build_trainer("PPO", env, config).await.unwrap();
+    let (mut trainer, _) = build_deployed_trainer("PPO", env, config).await.unwrap();
     let mut results = Vec::new();
     for _ in 0..n {
         let r = trainer.train().await.unwrap();
@@ -113,7 +113,7 @@ async fn training_goes_on_through_failing_worker_processes() {
             "env_config": {"how": how, "fail_at": 400},
             "env_shards": {"num_shards": 2, "restart": {"max_restarts": 100, "window_s": 60.0}},
         });
-        let (mut trainer, _) = build_trainer("PPO", "gym:rlx_test_envs:Faulty-v0", &config).await.unwrap();
+        let (mut trainer, _) = build_deployed_trainer("PPO", "gym:rlx_test_envs:Faulty-v0", &config).await.unwrap();
         let mut last = None;
         for _ in 0..4 {
             last = Some(trainer.train().await.unwrap());
@@ -166,7 +166,7 @@ async fn ppo_runs_pong_with_the_cnn() {
         "seed": 1, "num_workers": 1, "num_envs_per_worker": 4, "train_batch_size": 256,
         "sgd_minibatch_size": 64, "num_sgd_iter": 1,
     });
-    let (mut trainer, _) = build_trainer("PPO", "gym:ALE/Pong-v5", &config).await.unwrap();
+    let (mut trainer, _) = build_deployed_trainer("PPO", "gym:ALE/Pong-v5", &config).await.unwrap();
     let mut r = None;
     for _ in 0..3 {
         r = Some(trainer.train().await.unwrap());

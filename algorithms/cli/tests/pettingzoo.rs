@@ -8,7 +8,7 @@
 //! reason (a failure under `RLX_REQUIRE_PYTHON=1`, as in CI).
 
 use rlx::TrainResult;
-use rlx_cli::build_trainer;
+use rlx_cli::build_deployed_trainer;
 use rlx_envs::gym::testing::python;
 use serde_json::json;
 
@@ -47,7 +47,8 @@ async fn ppo_learns_a_parallel_pettingzoo_env_with_a_policy_per_agent() {
         "sgd_minibatch_size": 250, "num_sgd_iter": 8,
         "multiagent": {"policies": ["left", "right"], "policy_mapping": "{agent}"},
     });
-    let (mut trainer, _) = build_trainer("PPO", "pettingzoo:rlx_test_agents.two_corridors", &config).await.unwrap();
+    let (mut trainer, _) =
+        build_deployed_trainer("PPO", "pettingzoo:rlx_test_agents.two_corridors", &config).await.unwrap();
     let means = |r: &TrainResult| -> Option<(f64, f64)> {
         Some((
             r.policy_reward_mean.get("left").copied().flatten()?,
@@ -78,7 +79,7 @@ async fn self_play_on_pettingzoo_tic_tac_toe_beats_its_initial_self() {
         "num_sgd_iter": 6, "lr": 0.001, "entropy_coeff": 0.01, "gamma": 0.99,
         "multiagent": {"self_play": {"snapshot_every": 5, "pool": 4}},
     });
-    let (mut trainer, _) = build_trainer("PPO", "pettingzoo:classic/tictactoe-v3", &config).await.unwrap();
+    let (mut trainer, _) = build_deployed_trainer("PPO", "pettingzoo:classic/tictactoe-v3", &config).await.unwrap();
     let mut first = None;
     train_until(&mut trainer, 150, "a win rate of 0.8 against the initial snapshot", |r| {
         let Some(rate) = r.win_rate.get("main_v0").copied().flatten() else { return false };

@@ -4,7 +4,7 @@
 //! split over shard actors it trains exactly as without.
 
 use rlx::StopCriteria;
-use rlx_cli::build_trainer;
+use rlx_cli::build_deployed_trainer;
 use serde_json::json;
 
 /// Env steps PPO may use. With the default config it typically passes 400
@@ -34,7 +34,7 @@ fn ppo_learns_cartpole_with_the_actix_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ppo_with_env_shards_trains_exactly_as_without() {
     async fn run(config: serde_json::Value) -> (Vec<(Option<f64>, u64, Option<f64>)>, Vec<f32>) {
-        let (mut trainer, _) = build_trainer("PPO", "CartPole-v1", &config).await.unwrap();
+        let (mut trainer, _) = build_deployed_trainer("PPO", "CartPole-v1", &config).await.unwrap();
         let mut results = Vec::new();
         for _ in 0..4 {
             let r = trainer.train().await.unwrap();
@@ -54,7 +54,7 @@ async fn ppo_with_env_shards_trains_exactly_as_without() {
 /// Trains until the run's stop criteria (as `rlx train --stop`) hold: the
 /// 100-episode mean return reached [`THRESHOLD`], or the budget ran out.
 async fn learns(config: serde_json::Value) {
-    let (mut trainer, resolved) = build_trainer("PPO", "CartPole-v1", &config).await.unwrap();
+    let (mut trainer, resolved) = build_deployed_trainer("PPO", "CartPole-v1", &config).await.unwrap();
     assert_eq!(resolved.get("backend"), config.get("backend"));
     let stop = StopCriteria {
         episode_reward_mean: Some(THRESHOLD),

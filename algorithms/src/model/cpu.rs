@@ -136,7 +136,7 @@ struct Dims {
 /// `dst ← a · b`, or `dst += a · b` when `accumulate`, each operand a
 /// slice with its `[row, column]` strides, through the `gemm` crate as
 /// dfdx's CPU `matmul` calls it (its rayon threads for products of at
-/// least [`GEMM_THREADING_THRESHOLD`](crate::device::GEMM_THREADING_THRESHOLD)
+/// least [`GEMM_THREADING_THRESHOLD`](crate::model::device::GEMM_THREADING_THRESHOLD)
 /// multiply-adds). `gemm` is the version dfdx uses (the workspace's
 /// `Cargo.toml` pins both), so the floats are its.
 ///

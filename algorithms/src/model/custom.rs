@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use dfdx::prelude::*;
-//! use rlx_algorithms::device::NetDevice;
+//! use rlx_algorithms::model::device::NetDevice;
 //! use rlx_algorithms::model::custom::{register_custom_model, CustomInput, CustomModel, CustomNetwork};
 //! use rlx_algorithms::model::{Linear, Matrix, Params, Taped};
 //!
@@ -44,7 +44,7 @@
 
 use super::layers::{Matrix, Taped};
 use super::params::Params;
-use crate::device::NetDevice;
+use crate::model::device::NetDevice;
 use rlx::Space;
 use serde_json::Value;
 use std::collections::BTreeMap;

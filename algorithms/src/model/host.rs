@@ -19,7 +19,7 @@ use super::cpu::activate;
 use super::layers::{Activation, Linear};
 use super::params::Params;
 use super::torso::Mlp;
-use crate::device::NetDevice;
+use crate::model::device::NetDevice;
 
 /// One layer: `y = x · W + b`, `W` stored `(inputs, outputs)`, then the
 /// activation if any.

@@ -15,7 +15,7 @@
 
 use super::cpu::add_bias_on_cpu;
 use super::params::{ParamId, Params};
-use crate::device::NetDevice;
+use crate::model::device::NetDevice;
 use dfdx::prelude::*;
 use serde::{Deserialize, Serialize};
 

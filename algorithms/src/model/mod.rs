@@ -19,6 +19,7 @@
 
 mod cpu;
 pub mod custom;
+pub mod device;
 mod host;
 mod layers;
 mod params;

@@ -11,7 +11,7 @@
 //! it; a reshape of a contiguous tensor keeps its identity in dfdx, so its
 //! gradient after a backward pass is found under the stored tensor.
 
-use crate::device::NetDevice;
+use crate::model::device::NetDevice;
 use dfdx::prelude::*;
 use rand_distr::Uniform;
 use rlx::PolicyError;

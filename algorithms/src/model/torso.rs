@@ -6,7 +6,7 @@ use super::custom::{self, CustomInput, CustomNetwork};
 use super::layers::{Activation, Conv2d, Linear, Lstm, Matrix, Taped};
 use super::params::Params;
 use super::ModelConfig;
-use crate::device::NetDevice;
+use crate::model::device::NetDevice;
 use dfdx::prelude::*;
 use rlx::config::ConfigError;
 use rlx::{PolicyError, Space};

@@ -16,7 +16,7 @@
 //! Registered as `"skip_mlp"` by [`register`]; `custom_model_config`
 //! takes `{"width": N}` (default 64).
 
-use rlx_algorithms::device::NetDevice;
+use rlx_algorithms::model::device::NetDevice;
 use rlx_algorithms::dfdx::prelude::*;
 use rlx_algorithms::model::custom::{register_custom_model, CustomInput, CustomModel, CustomNetwork};
 use rlx_algorithms::model::{Linear, Matrix, Params, Taped};

@@ -10,9 +10,12 @@
 //! RLlib Flow (Liang et al., NeurIPS 2021) showed that an algorithm's
 //! distributed execution reads best as a few lines over shared operators
 //! (sample, concatenate, learn, broadcast) next to the algorithm's math.
-//! An algorithm with a step of its own implements [`PolicyOptimizer`] in its
-//! own file (PPO's `PpoStep`, A2C's `A2cStep`); the optimizers of this
-//! module are the strategies several algorithms share.
+//! The built-in algorithms all run on the optimizers of this module (PG,
+//! A2C and PPO on [`SyncSamplesOptimizer`], A3C on
+//! [`AsyncGradientsOptimizer`], DQN and the off-policy family on
+//! [`SyncReplayOptimizer`], IMPALA and APPO on [`AsyncSamplesOptimizer`],
+//! Ape-X on [`AsyncReplayOptimizer`]); an algorithm whose step is its own
+//! (ES, ARS, PBT) implements [`PolicyOptimizer`] in its own folder.
 
 mod async_gradients;
 mod async_replay;
@@ -25,7 +28,7 @@ mod sync_samples;
 pub use async_gradients::{AsyncGradientsConfig, AsyncGradientsOptimizer};
 pub use async_replay::{AsyncReplayConfig, AsyncReplayOptimizer};
 pub use async_samples::{AsyncSamplesConfig, AsyncSamplesOptimizer};
-pub use multi_device::{MultiDeviceConfig, MultiDeviceLearner, MultiDeviceOptimizer};
+pub use multi_device::{MultiDeviceConfig, MultiDeviceLearner};
 pub use sync_batch_replay::{SyncBatchReplayConfig, SyncBatchReplayOptimizer};
 pub use sync_replay::{SyncReplayConfig, SyncReplayOptimizer};
 pub use sync_samples::{publish_round, sample_round, SampleRound, SyncSamplesConfig, SyncSamplesOptimizer};

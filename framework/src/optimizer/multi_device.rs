@@ -1,7 +1,8 @@
-//! [`MultiDeviceOptimizer`]: synchronous sampling, with the learner's
-//! minibatch SGD data-parallel over several replicas of the policy (RLlib's
-//! `LocalMultiGPUOptimizer`, Liang et al. 2018, §4; named here for what it
-//! does, since a CPU thread counts as a device).
+//! [`MultiDeviceLearner`]: a learner's minibatch SGD data-parallel over
+//! several replicas of the policy (RLlib's `LocalMultiGPUOptimizer`, Liang
+//! et al. 2018, §4; named here for what it does, since a CPU thread counts
+//! as a device), which [`SyncSamplesOptimizer::with_devices`](super::SyncSamplesOptimizer::with_devices)
+//! runs after synchronous sampling.
 //!
 //! Each step the train batch is handed once to every replica (an `Arc`, so
 //! CPU replicas share it without a copy). For each minibatch, every replica
@@ -16,15 +17,12 @@
 //! Replica 0 is the driver's own policy (the one checkpoints and weight
 //! broadcasts read); the others run on their own OS threads.
 
-use super::sync_samples::{publish_round, sample_round};
-use super::{OptimizerError, PolicyOptimizer, StepStats, SyncSamplesConfig};
+use super::OptimizerError;
 use crate::evaluator::EvaluatorError;
 use crate::evaluator_set::Evaluators;
-use crate::operators;
 use crate::policy::{global_norm, FlatWeights, LearnerStats, PolicyError, PolicyGraph};
 use crate::postprocessing::value_fit_stats;
 use crate::sample_batch::{minibatch_rows, SampleBatch};
-use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cell::Cell;
@@ -349,46 +347,6 @@ fn weighted_average(
         }
     }
     Ok((average, LearnerStats(stats)))
-}
-
-/// Synchronous sampling (as [`SyncSamplesOptimizer`](super::SyncSamplesOptimizer))
-/// feeding a [`MultiDeviceLearner`].
-pub struct MultiDeviceOptimizer {
-    sampling: SyncSamplesConfig,
-    learner: MultiDeviceLearner,
-}
-
-impl MultiDeviceOptimizer {
-    /// Samples from `evaluators` like [`SyncSamplesOptimizer`](super::SyncSamplesOptimizer)
-    /// with `sampling`, and learns with `learner` on the local policy.
-    pub fn new(sampling: SyncSamplesConfig, learner: MultiDeviceLearner) -> Self {
-        Self { sampling, learner }
-    }
-
-    /// The learner (e.g. to read its replicas' weights).
-    pub fn learner(&self) -> &MultiDeviceLearner {
-        &self.learner
-    }
-}
-
-#[async_trait]
-impl PolicyOptimizer for MultiDeviceOptimizer {
-    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
-        let mut round = sample_round(evaluators, self.sampling.min_sample_fraction).await?;
-        operators::standardize_fields(&mut round.batch, &self.sampling.standardize_fields)?;
-        let learner = self.learner.learn_on(evaluators, std::mem::take(&mut round.batch))?;
-        publish_round(evaluators, round, learner).await
-    }
-
-    /// The optimizer state is restored into the driver's policy after
-    /// this; the replicas copy both before the next step.
-    fn weights_restored(&mut self, _: &Arc<FlatWeights>) {
-        self.learner.mark_out_of_sync();
-    }
-
-    fn checkpoint_gaps(&self) -> Vec<String> {
-        vec![MultiDeviceLearner::CHECKPOINT_GAP.into()]
-    }
 }
 
 #[cfg(test)]

@@ -1,19 +1,23 @@
-//! [`SyncSamplesOptimizer`]: bulk-synchronous sampling (PG, A2C), and the
-//! two halves of a synchronous round ([`sample_round`], [`publish_round`])
-//! that algorithms such as PPO use in their own training step.
+//! [`SyncSamplesOptimizer`]: bulk-synchronous sampling, the training step
+//! of PG, A2C and PPO, and the two halves of a synchronous round
+//! ([`sample_round`], [`publish_round`]) for an algorithm's own step.
 //!
 //! Every step: all evaluators sample in parallel, their observation filters
-//! are synchronized, the batches are concatenated, the local policy learns
-//! on the result, and the new weights are broadcast so the next round
+//! are synchronized, the batches are concatenated, the chosen fields are
+//! standardized over the whole batch, the local policy learns on the result
+//! (its `learn_on_batch`: one gradient step for PG and A2C, PPO's SGD epochs
+//! over minibatches), or a [`MultiDeviceLearner`] splits each minibatch
+//! over replicas, and the new weights are broadcast so the next round
 //! samples on-policy.
 
-use super::{OptimizerError, PolicyOptimizer, StepStats};
+use super::{MultiDeviceLearner, OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluator_set::Evaluators;
 use crate::operators;
-use crate::policy::LearnerStats;
+use crate::policy::{FlatWeights, LearnerStats};
 use crate::sample_batch::SampleBatch;
 use crate::vector_env::EpisodeSummary;
 use async_trait::async_trait;
+use std::sync::Arc;
 
 /// Settings of [`SyncSamplesOptimizer`].
 #[derive(Clone, Debug, PartialEq)]
@@ -36,12 +40,27 @@ impl Default for SyncSamplesConfig {
 /// Gather from all evaluators in parallel, concat, learn, broadcast.
 pub struct SyncSamplesOptimizer {
     config: SyncSamplesConfig,
+    /// Learner replicas over several devices; `None`: the driver's policy.
+    devices: Option<MultiDeviceLearner>,
 }
 
 impl SyncSamplesOptimizer {
-    /// Drives `evaluators` synchronously.
+    /// Drives `evaluators` synchronously, learning on the driver's policy.
     pub fn new(config: SyncSamplesConfig) -> Self {
-        Self { config }
+        Self { config, devices: None }
+    }
+
+    /// Learns with `devices` (minibatch SGD data-parallel over replicas of
+    /// the driver's policy, RLlib's `LocalMultiGPUOptimizer`) when given.
+    #[must_use]
+    pub fn with_devices(mut self, devices: Option<MultiDeviceLearner>) -> Self {
+        self.devices = devices;
+        self
+    }
+
+    /// The multi-device learner, if any (e.g. to read its replicas' weights).
+    pub fn devices(&self) -> Option<&MultiDeviceLearner> {
+        self.devices.as_ref()
     }
 }
 
@@ -108,9 +127,29 @@ pub async fn publish_round(
 #[async_trait]
 impl PolicyOptimizer for SyncSamplesOptimizer {
     async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
+        // Every evaluator samples with the current weights; its rows come
+        // with what the policy's `postprocess` added (advantages, targets).
         let mut round = sample_round(evaluators, self.config.min_sample_fraction).await?;
+        // E.g. advantages, standardized over the whole train batch.
         operators::standardize_fields(&mut round.batch, &self.config.standardize_fields)?;
-        let learner = evaluators.learn_on_batch(&round.batch)?;
+        // The policy's update on the batch, on the driver or over replicas.
+        let learner = match &mut self.devices {
+            None => evaluators.learn_on_batch(&round.batch)?,
+            Some(devices) => devices.learn_on(evaluators, std::mem::take(&mut round.batch))?,
+        };
+        // The new weights to every evaluator: the next round is on-policy.
         publish_round(evaluators, round, learner).await
+    }
+
+    /// The replicas copy the restored weights (and the optimizer state
+    /// restored after them) before the next step.
+    fn weights_restored(&mut self, _: &Arc<FlatWeights>) {
+        if let Some(devices) = &mut self.devices {
+            devices.mark_out_of_sync();
+        }
+    }
+
+    fn checkpoint_gaps(&self) -> Vec<String> {
+        self.devices.iter().map(|_| MultiDeviceLearner::CHECKPOINT_GAP.to_string()).collect()
     }
 }

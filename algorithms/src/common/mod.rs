@@ -1,0 +1,15 @@
+//! The layer every algorithm stands on, and which imports none of them:
+//! config sections, sampling (evaluators from an env and a policy maker),
+//! the deep-policy core, update rules, action distributions, capabilities
+//! and the build context.
+//!
+//! Nothing here names an algorithm; the `module_graph` test fails if
+//! anything here imports a family folder, `build`, the registry or PBT.
+
+pub mod build_context;
+pub mod capabilities;
+pub mod deep_policy;
+pub mod distributions;
+pub mod sampling;
+pub mod sections;
+pub mod update_rules;

@@ -1,0 +1,505 @@
+//! What DDPG, TD3 and SAC share: their config keys beyond the sections, action
+//! bounds, critics `Q(s, a)` on `[action, observation]`, and Bellman
+//! targets.
+//!
+//! Inside these policies actions are in **normalized units** `u ∈ [−1,
+//! 1]^A`, scaled to the env's bounds only when acting: `a = low + (u + 1)/2
+//! · (high − low)`. A critic reads the concatenation `[u, s]`, the action
+//! first (dfdx merges a taped tensor only into an untaped one on its
+//! right).
+
+use crate::common::build_context::BuildContext;
+use crate::common::deep_policy::{join_on_cpu, PolicyCore};
+use crate::common::sections::{Learning, Replay, Sampling};
+use crate::error::BuildError;
+use crate::model::device::{on_device, NetDevice, OnDevice};
+use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, Params, Taped};
+use dfdx::prelude::*;
+use rlx::config::{check, ConfigError};
+use rlx::env::EnvMaker;
+use rlx::postprocessing::N_STEP_DISCOUNTS;
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, SyncReplayOptimizer, Trainer};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The keys DDPG, TD3 and SAC share beyond the sampling, replay and
+/// learning sections: the random warm-up, two learning rates and the
+/// target networks' Polyak averaging.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
+#[serde(default)]
+pub struct ContinuousLearning {
+    /// Env steps (all evaluators together) of uniformly random actions at
+    /// the start, before the actor acts.
+    pub random_timesteps: u64,
+    /// Adam learning rate of the actor.
+    pub actor_lr: f64,
+    /// Adam learning rate of the critics.
+    pub critic_lr: f64,
+    /// Polyak coefficient τ of the target networks: `θ' ← τ θ + (1 − τ) θ'`.
+    pub tau: f64,
+}
+
+impl Default for ContinuousLearning {
+    fn default() -> Self {
+        Self { random_timesteps: 1000, actor_lr: 1e-3, critic_lr: 1e-3, tau: 0.005 }
+    }
+}
+
+impl ContinuousLearning {
+    /// Range checks.
+    ///
+    /// # Errors
+    /// The first out-of-range key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, lr) in [("actor_lr", self.actor_lr), ("critic_lr", self.critic_lr)] {
+            check(key, lr, lr > 0.0 && lr.is_finite(), "must be > 0")?;
+        }
+        check("tau", self.tau, self.tau > 0.0 && self.tau <= 1.0, "must be in (0, 1]")
+    }
+
+    /// An evaluator's share of `random_timesteps`: each of the samplers
+    /// takes about 1/samplers of the run's steps.
+    pub(crate) fn random_steps_per_evaluator(&self, sampling: &Sampling) -> u64 {
+        self.random_timesteps / sampling.samplers() as u64
+    }
+}
+
+/// What building a DDPG/TD3 or SAC policy starts from: the config, the
+/// env's spaces, the actors' input and action bounds.
+pub(crate) struct ContinuousBuild<'a, C> {
+    pub cfg: &'a C,
+    pub obs: &'a Space,
+    pub act: &'a Space,
+    pub input: Input,
+    pub bounds: ActionBounds,
+    pub rng_seed: u64,
+}
+
+/// A continuous-control config whose policy can be built on any device.
+pub(crate) trait ContinuousPolicy: Sized {
+    /// The algorithm's name, for errors.
+    const NAME: &'static str;
+
+    /// The sampling, replay and learning sections.
+    fn sections(&self) -> (&Sampling, &Replay, &Learning);
+
+    /// The policy on `dev`.
+    fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError>;
+}
+
+impl<C: ContinuousPolicy> OnDevice for ContinuousBuild<'_, C> {
+    type Output = Box<dyn PolicyGraph>;
+
+    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
+        C::build(self, dev)
+    }
+}
+
+/// A policy of config `cfg`'s algorithm for the given spaces, on the
+/// config's device.
+pub(crate) fn make_policy<C: ContinuousPolicy>(
+    cfg: &C,
+    obs: &Space,
+    act: &Space,
+    rng_seed: u64,
+) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    let (input, bounds) = continuous_spaces(C::NAME, obs, act)?;
+    let (sampling, _, learning) = cfg.sections();
+    on_device(learning.device, sampling.seed, ContinuousBuild { cfg, obs, act, input, bounds, rng_seed })
+}
+
+/// The execution plan of DDPG, TD3 and SAC: evaluators from `make_env`,
+/// each with a policy from `make_policy`, sampling
+/// `rollout_fragment_length` steps each per round, driven by
+/// [`SyncReplayOptimizer`].
+pub(crate) async fn replay_trainer<C: ContinuousPolicy + Send + Sync + 'static>(
+    ctx: &BuildContext,
+    make_env: EnvMaker,
+    cfg: C,
+) -> Result<Trainer, BuildError> {
+    let (sampling, replay, _) = cfg.sections();
+    let (settings, optimizer) = (replay.settings(sampling), replay.optimizer(sampling.seed, None));
+    let make = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&cfg, o, a, seed));
+    let evaluators = crate::common::sampling::spawn_evaluators(ctx, make_env, make, settings).await?;
+    let optimizer = SyncReplayOptimizer::new(optimizer).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    Ok(Trainer::new(evaluators, Box::new(optimizer)))
+}
+
+/// The bounds of a `Box` action space, mapping between env units and the
+/// actors' normalized `[−1, 1]`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ActionBounds {
+    low: Vec<f32>,
+    high: Vec<f32>,
+}
+
+impl ActionBounds {
+    /// The bounds of `space`.
+    ///
+    /// # Errors
+    /// [`BuildError::Unsupported`] unless `space` is a `Box` with finite
+    /// bounds.
+    pub(crate) fn new(space: &Space, algorithm: &str) -> Result<Self, BuildError> {
+        match space {
+            Space::Box { low, high, .. } if low.iter().chain(high).all(|x| x.is_finite()) => {
+                Ok(Self { low: low.clone(), high: high.clone() })
+            }
+            _ => Err(BuildError::Unsupported(format!(
+                "{algorithm} needs a Box action space with finite bounds (its actor's tanh output is scaled to them); \
+                 got {space}"
+            ))),
+        }
+    }
+
+    /// Action dimensions.
+    pub(crate) fn dim(&self) -> usize {
+        self.low.len()
+    }
+
+    /// Rows of normalized actions in env units:
+    /// `low + (u + 1)/2 · (high − low)`.
+    pub(crate) fn to_env(&self, u: &[f32]) -> Vec<f32> {
+        let w = self.low.len();
+        u.iter()
+            .enumerate()
+            .map(|(i, &u)| self.low[i % w] + (u + 1.0) * 0.5 * (self.high[i % w] - self.low[i % w]))
+            .collect()
+    }
+
+    /// Rows of env actions in normalized units (the inverse of
+    /// [`to_env`](Self::to_env)); out-of-range actions are clipped first,
+    /// as the env clips them.
+    pub(crate) fn to_normalized(&self, a: &[f32]) -> Vec<f32> {
+        let w = self.low.len();
+        a.iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                let (lo, hi) = (self.low[i % w], self.high[i % w]);
+                if hi > lo {
+                    (2.0 * (a.clamp(lo, hi) - lo) / (hi - lo) - 1.0).clamp(-1.0, 1.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+}
+
+/// The observation encoding and action bounds of an env for `algorithm`,
+/// or why it cannot run on it: continuous (`Box`) actions with finite
+/// bounds, observations of any space (images flattened).
+///
+/// # Errors
+/// [`BuildError::Unsupported`] naming the spaces.
+pub(crate) fn continuous_spaces(
+    algorithm: &str,
+    obs: &Space,
+    act: &Space,
+) -> Result<(Input, ActionBounds), BuildError> {
+    if !matches!(act, Space::Box { .. }) {
+        return Err(BuildError::Unsupported(format!(
+            "{algorithm} supports Box (continuous) actions; got {act} (observations {obs})"
+        )));
+    }
+    Ok((Input::flat(obs), ActionBounds::new(act, algorithm)?))
+}
+
+/// A critic `Q(s, a)`: the `model`'s fully connected layers on `[u, s]`,
+/// then one output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Critic {
+    mlp: Mlp,
+    out: Linear,
+}
+
+impl Critic {
+    /// A critic on `inputs = A + obs features`, tensors `{name}.…`.
+    pub fn new<D: NetDevice>(p: &mut Params<D>, name: &str, inputs: usize, model: &ModelConfig) -> Self {
+        let mlp = Mlp::new(p, &format!("{name}.hidden"), inputs, &model.fcnet_hiddens, model.fcnet_activation);
+        let out = Linear::new(p, &format!("{name}.out"), mlp.features(), 1);
+        Self { mlp, out }
+    }
+
+    /// `Q` of every row of `x = [u, s]`, `(rows, 1)`.
+    pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        self.out.forward(p, self.mlp.forward(p, x))
+    }
+
+    /// Scalars of the critic's weights (its span of the flat vector).
+    pub fn num_params(&self) -> usize {
+        self.mlp.layers().iter().chain([&self.out]).map(|l| (l.inputs() + 1) * l.outputs()).sum()
+    }
+
+    /// `Q(x)` as a function of the input alone, the critic's weights
+    /// constants of the pass: for an actor's loss, which differentiates
+    /// through the critic but never trains it ([`Linear::forward_frozen`]).
+    pub fn forward_frozen<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        self.out.forward_frozen(p, self.mlp.forward_frozen(p, x))
+    }
+}
+
+/// The critic input `[u, s]` of every row, from normalized actions `u`
+/// (`[n, A]`) and encoded observations `s` (`[n, F]`).
+///
+/// # Errors
+/// If the two have different numbers of rows.
+pub(crate) fn critic_input<D: NetDevice>(
+    dev: &D,
+    u: &[f32],
+    a: usize,
+    s: &[f32],
+    f: usize,
+) -> Result<Matrix<D>, PolicyError> {
+    let n = s.len() / f.max(1);
+    if u.len() != n * a || s.len() != n * f {
+        return Err(PolicyError::Other(format!(
+            "{} action values do not match {n} observation rows of {f} (actions are {a} wide)",
+            u.len()
+        )));
+    }
+    let mut x = Vec::with_capacity(n * (a + f));
+    for (u, s) in u.chunks_exact(a).zip(s.chunks_exact(f)) {
+        x.extend_from_slice(u);
+        x.extend_from_slice(s);
+    }
+    Ok(dev.tensor_from_vec(x, (n, a + f)))
+}
+
+/// [`critic_input`] for actions on a gradient tape (the actor's output),
+/// so that `∂Q/∂u` flows back into the actor.
+pub(crate) fn critic_input_taped<D: NetDevice>(u: Matrix<D, Taped<D>>, s: Matrix<D>) -> Matrix<D, Taped<D>> {
+    (u, s).concat_along(Axis::<1>)
+}
+
+/// The rows of a critic's input on the host: normalized actions, their
+/// width, observations, their width ([`critic_input`]).
+pub(crate) type CriticRows<'a> = (&'a [f32], usize, &'a [f32], usize);
+
+/// Q-values of the rows `x` under each critic on `p` (no gradient), then
+/// their element-wise minimum; twin critics side by side on the CPU when
+/// `side_by_side` (an update whose other core is free, as in
+/// [`critic_gradient`]).
+pub(crate) fn min_q<D: NetDevice>(
+    critics: &[Critic],
+    p: &Params<D>,
+    x: CriticRows<'_>,
+    side_by_side: bool,
+) -> Result<Vec<f32>, PolicyError> {
+    let each = match critics {
+        [a, b] if side_by_side => {
+            let (a, b) = join_on_cpu!(p, |p| q_values(a, p, x), q_values(b, p, x));
+            vec![a?, b?]
+        }
+        _ => critics.iter().map(|c| q_values(c, p, x)).collect::<Result<Vec<_>, _>>()?,
+    };
+    Ok((0..each[0].len()).map(|i| each.iter().map(|q| q[i]).fold(f32::INFINITY, f32::min)).collect())
+}
+
+/// `critic`'s Q-values of the rows `x` on `p`, no gradient.
+fn q_values<D: NetDevice>(
+    critic: &Critic,
+    p: &Params<D>,
+    (u, a, s, f): CriticRows<'_>,
+) -> Result<Vec<f32>, PolicyError> {
+    Ok(critic.forward(p, critic_input(p.device(), u, a, s, f)?).as_vec())
+}
+
+/// `R + γ^k (1 − terminated) · next_value` of every row.
+pub(crate) fn bellman_targets(batch: &SampleBatch, next_value: &[f32]) -> Result<Vec<f32>, PolicyError> {
+    let (rewards, terminated) = (batch.f32(fields::REWARDS)?, batch.f32(fields::TERMINATEDS)?);
+    let discounts = batch.f32(N_STEP_DISCOUNTS)?;
+    Ok((0..batch.len()).map(|i| rewards[i] + discounts[i] * (1.0 - terminated[i]) * next_value[i]).collect())
+}
+
+/// The summed MSE loss `Σ_j mean (Q_j(s, a) − y)²` of `critics` on
+/// `core`'s weights over the replayed `(s, a)` of `batch` (observations
+/// encoded by `input`, actions normalized by `bounds`), with `mean_q`,
+/// `mean_td_error` (of the first critic), `critic_loss` and
+/// `mean_target_q` in the returned stats, and its gradient for `range`
+/// (the critics' span of the weights, one critic after the other).
+///
+/// Each critic's gradient depends only on its own loss, so each is
+/// differentiated on its own (the floats are those of differentiating the
+/// sum), and with `twins_side_by_side` twin critics run side by side on
+/// the CPU ([`join_on_cpu`]). That is for an update whose other core is
+/// free: TD3's updates without the actor's half; beside the actor's half,
+/// a third thread on two cores only waits for one.
+pub(crate) fn critic_gradient<D: NetDevice>(
+    core: &PolicyCore<D>,
+    critics: &[Critic],
+    (input, bounds): (&Input, &ActionBounds),
+    batch: &SampleBatch,
+    targets: &[f32],
+    (range, twins_side_by_side): (std::ops::Range<usize>, bool),
+) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+    let sizes: Vec<usize> = critics.iter().map(Critic::num_params).collect();
+    if sizes.iter().sum::<usize>() != range.len() {
+        return Err(PolicyError::Other(format!(
+            "the critics hold {} weights, but their span of the weights is {} long",
+            sizes.iter().sum::<usize>(),
+            range.len()
+        )));
+    }
+    let u = bounds.to_normalized(batch.f32(fields::ACTIONS)?);
+    let s = input.encode_host(batch.f32(fields::OBS)?)?;
+    let x = (u.as_slice(), bounds.dim(), s.as_slice(), input.features());
+    let span = |j: usize| {
+        let at = range.start + sizes[..j].iter().sum::<usize>();
+        at..at + sizes[j]
+    };
+    let each = match critics {
+        [a, b] if twins_side_by_side => {
+            let (a, b) = join_on_cpu!(
+                core,
+                |c| one_critic_gradient(c, a, x, targets, span(0)),
+                one_critic_gradient(c, b, x, targets, span(1))
+            );
+            vec![a?, b?]
+        }
+        _ => critics
+            .iter()
+            .enumerate()
+            .map(|(j, c)| one_critic_gradient(core, c, x, targets, span(j)))
+            .collect::<Result<_, _>>()?,
+    };
+    let n = targets.len();
+    let mut stats = LearnerStats::default();
+    let q = &each.first().expect("at least one critic").2;
+    stats.set("mean_q", q.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
+    let td = q.iter().zip(targets).map(|(q, y)| (q - y).abs() as f64).sum::<f64>();
+    stats.set("mean_td_error", td / n as f64);
+    stats.set("critic_loss", each.iter().map(|(loss, ..)| loss).sum::<f32>() as f64);
+    stats.set("mean_target_q", targets.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64);
+    Ok((each.into_iter().flat_map(|(_, grad, _)| grad).collect(), stats))
+}
+
+/// One critic's MSE loss against `targets` on the rows `x` (normalized
+/// actions, their width, observations, their width), its gradient for
+/// `range` (its span of the weights), and its Q-values.
+fn one_critic_gradient<D: NetDevice>(
+    core: &PolicyCore<D>,
+    critic: &Critic,
+    (u, a, s, f): CriticRows<'_>,
+    targets: &[f32],
+    range: std::ops::Range<usize>,
+) -> Result<(f32, Vec<f32>, Vec<f32>), PolicyError> {
+    let dev = core.params.device();
+    let x = critic_input(dev, u, a, s, f)?;
+    let y = dev.tensor_from_vec(targets.to_vec(), (targets.len(), 1));
+    let q = critic.forward(&core.params, x.leaky_traced());
+    let q_host = q.as_vec();
+    let (loss, grad) = core.backward((q - y).square().mean(), "critic loss", range)?;
+    Ok((loss, grad, q_host))
+}
+
+/// One Adam step of optimizer `group` on its span of `grad`, with its
+/// gradient norm (before clipping) recorded as `key`.
+///
+/// # Errors
+/// A non-finite gradient.
+pub(crate) fn step_group<D: NetDevice>(
+    core: &mut PolicyCore<D>,
+    group: usize,
+    grad: &mut [f32],
+    key: &str,
+    stats: &mut LearnerStats,
+) -> Result<(), PolicyError> {
+    let range = core.range(group);
+    let norm = core.step(group, &mut grad[range])?;
+    stats.set(key, norm as f64);
+    Ok(())
+}
+
+/// Moves the target networks towards the online ones by Polyak averaging,
+/// `θ' ← τ θ + (1 − τ) θ'`.
+pub(crate) fn soft_update_target<D: NetDevice>(core: &mut PolicyCore<D>, tau: f64) {
+    let params = core.params.clone();
+    core.target.as_mut().expect("DDPG, TD3 and SAC keep target networks").soft_update(&params, tau as f32);
+}
+
+/// Fixtures for the DDPG and SAC unit tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use rlx::postprocessing::N_STEP_DISCOUNTS;
+    use rlx::{fields, SampleBatch, Space};
+
+    /// A 3-value observation and a 1-value action in `[-2, 2]`.
+    pub(crate) fn spaces() -> (Space, Space) {
+        (Space::uniform_box(-1.0, 1.0, vec![3]).unwrap(), Space::uniform_box(-2.0, 2.0, vec![1]).unwrap())
+    }
+
+    /// Four transitions of [`spaces`] with hand-picked rewards and ends.
+    pub(crate) fn batch() -> SampleBatch {
+        let obs: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut b = SampleBatch::new();
+        b.insert_f32(fields::OBS, obs.clone(), 3).unwrap();
+        b.insert_f32(fields::ACTIONS, vec![-2.0, -0.5, 1.0, 2.0], 1).unwrap();
+        b.insert_f32(fields::NEW_OBS, obs.iter().map(|x| x * 0.5).collect(), 3).unwrap();
+        b.insert_f32(fields::REWARDS, vec![1.0, 0.0, -1.0, 2.0], 1).unwrap();
+        b.insert_f32(fields::TERMINATEDS, vec![0.0, 0.0, 1.0, 0.0], 1).unwrap();
+        b.insert_f32(fields::TRUNCATEDS, vec![0.0, 0.0, 0.0, 1.0], 1).unwrap();
+        b.insert_f32(N_STEP_DISCOUNTS, vec![0.99; 4], 1).unwrap();
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_bounds_round_trip() {
+        let b = ActionBounds::new(&Space::bounded(vec![-2.0, 0.0], vec![2.0, 1.0], vec![2]).unwrap(), "X").unwrap();
+        assert_eq!(b.to_env(&[-1.0, -1.0, 0.0, 1.0]), vec![-2.0, 0.0, 0.0, 1.0]);
+        assert_eq!(b.to_normalized(&[-2.0, 0.0, 0.0, 1.0, 5.0, -3.0]), vec![-1.0, -1.0, 0.0, 1.0, 1.0, -1.0]);
+        let unbounded = Space::uniform_box(f32::NEG_INFINITY, f32::INFINITY, vec![1]).unwrap();
+        assert!(ActionBounds::new(&unbounded, "X").unwrap_err().to_string().contains("finite bounds"));
+    }
+
+    #[test]
+    fn twin_critics_side_by_side_and_one_by_one_give_the_summed_losses_gradient() {
+        // critic_gradient differentiates each critic's loss on its own
+        // (side by side, or one after the other); both must give, bit for
+        // bit, the gradient of the summed loss differentiated at once.
+        let (o, a) = fixtures::spaces();
+        let (input, bounds) = continuous_spaces("TD3", &o, &a).unwrap();
+        let mut p = Params::new(Cpu::seed_from_u64(5));
+        let model = ModelConfig { fcnet_hiddens: vec![16, 16], ..ModelConfig::default() };
+        let critics: Vec<Critic> = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), 1 + 3, &model)).collect();
+        let core = PolicyCore::new(p, o, a, 0);
+        let batch = fixtures::batch();
+        let targets = [0.5, -1.0, 2.0, 0.0];
+        let range = 0..core.num_params();
+        let run = |side_by_side| {
+            let spaces = (&input, &bounds);
+            critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), side_by_side)).unwrap()
+        };
+        let ((side_by_side, stats), (one_by_one, _)) = (run(true), run(false));
+        let u = bounds.to_normalized(batch.f32(fields::ACTIONS).unwrap());
+        let x = critic_input(core.params.device(), &u, 1, batch.f32(fields::OBS).unwrap(), 3).unwrap();
+        let y = core.params.device().tensor_from_vec(targets.to_vec(), (4usize, 1usize));
+        let loss = |c: &Critic| (c.forward(&core.params, x.clone().leaky_traced()) - y.clone()).square().mean();
+        let (value, summed) =
+            core.backward(loss(&critics[0]) + loss(&critics[1]), "critic loss", range.clone()).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&side_by_side), bits(&summed));
+        assert_eq!(bits(&one_by_one), bits(&summed));
+        assert!((stats.get("critic_loss").unwrap() - value as f64).abs() < 1e-6);
+        assert!(summed.iter().filter(|g| g.abs() > 1e-3).count() > 100, "the check compared vanishing gradients");
+        // A span that does not match the critics is an error, not a panic.
+        let short = (0..range.end - 1, true);
+        let err = critic_gradient(&core, &critics, (&input, &bounds), &batch, &targets, short).unwrap_err();
+        assert!(err.to_string().contains("span of the weights"), "{err}");
+    }
+
+    #[test]
+    fn critic_input_puts_the_action_first_and_the_taped_path_agrees() {
+        let dev = Cpu::seed_from_u64(0);
+        let x = critic_input(&dev, &[0.5, -0.5], 1, &[1.0, 2.0, 3.0, 4.0], 2).unwrap();
+        assert_eq!(x.as_vec(), vec![0.5, 1.0, 2.0, -0.5, 3.0, 4.0]);
+        let u = dev.tensor_from_vec(vec![0.5, -0.5], (2usize, 1usize));
+        let s = dev.tensor_from_vec(vec![1.0, 2.0, 3.0, 4.0], (2usize, 2usize));
+        assert_eq!(critic_input_taped(u.leaky_traced(), s).as_vec(), x.as_vec());
+        assert!(critic_input(&dev, &[0.5], 1, &[1.0, 2.0, 3.0, 4.0], 2).is_err());
+    }
+}

@@ -1,0 +1,644 @@
+//! # Soft Actor-Critic (SAC)
+//!
+//! Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", 2018
+//! (arXiv:1812.05905; the version with twin critics, target critics and a
+//! learned temperature): maximize `E[Σ γ^t (r_t + α H(π(·|s_t)))]` with a
+//! stochastic actor, for continuous actions.
+//!
+//! The details that matter:
+//! - **Squashed Gaussian actor.** The actor outputs a mean `m(s)` and a log
+//!   standard deviation, squashed into `[−5, 2]` by `tanh` (as CleanRL)
+//!   rather than clipped, so it always has a gradient. An action is
+//!   `u = tanh(m + σ ε)`, `ε ~ N(0, I)` (the reparameterization trick),
+//!   scaled to the action bounds as in [`crate::off_policy::ddpg`]. Its log-density is
+//!   the Gaussian's minus the `tanh` Jacobian (the paper's appendix C):
+//!   `log π(u|s) = Σ_i [log N(x_i; m_i, σ_i) − log(1 − tanh²(x_i))]`, with
+//!   `log(1 − tanh² x) = 2 (log 2 − x − softplus(−2x))` for stability.
+//!   Acting without exploration takes `tanh(m(s))`.
+//! - **Twin critics and targets.** Both critics regress on
+//!   `y = R + γ^k (1 − terminated) (min_j Q'_j(s', u') − α log π(u'|s'))`
+//!   with `u' ~ π(·|s')` from the current actor; the loss is the summed
+//!   **mean squared error** of the two. Target critics move by Polyak
+//!   averaging with `tau` after every update; a time-limit truncation
+//!   bootstraps.
+//! - **Actor loss** `mean(α log π(ũ|s) − min_j Q_j(s, ũ))`, `ũ`
+//!   reparameterized, so the gradient flows through the critics into the
+//!   actor (only the actor's part of that gradient is used).
+//! - **Automatic entropy tuning** (`tune_alpha`): `log α` is learned by
+//!   minimizing `−log α · mean(log π(ũ|s) + H̄)` with its own Adam, `H̄ =
+//!   target_entropy`, by default `−|A|` (the paper's choice).
+//! - All three gradients come from the same minibatch and weights, so an
+//!   update is `compute_gradients` then `apply_gradients`.
+//!
+//! Execution: [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer) with uniform replay; by default one
+//! minibatch per sampled env step.
+//!
+//! Learner metrics (`learner.*`): `critic_loss`, `actor_loss`, `alpha`,
+//! `alpha_loss`, `entropy` (`−mean log π` of the replayed states, a sample
+//! estimate), `mean_q`, `mean_target_q`, `mean_td_error` (mean
+//! `|Q_1 − y|`), `critic_grad_norm` and `actor_grad_norm` (before
+//! clipping), `num_updates` and `replay_buffer_size`.
+
+use crate::common::build_context::BuildContext;
+use crate::common::deep_policy::{join_on_cpu, DeepPolicy, PolicyAlgorithm, PolicyCore};
+use crate::common::sections::{Learning, Replay, Sampling};
+use crate::error::BuildError;
+use crate::model::device::NetDevice;
+use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
+use crate::off_policy::core::{
+    self as core, bellman_targets, critic_gradient, critic_input_taped, min_q, replay_trainer, soft_update_target,
+    step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+};
+use dfdx::prelude::*;
+use rand::Rng;
+use rand_distr::StandardNormal;
+use rlx::config::{check, ConfigError, Validate};
+use rlx::env::EnvMaker;
+use rlx::postprocessing::n_step_returns;
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
+use serde::{Deserialize, Serialize};
+
+/// The log standard deviation is squashed into `[LOG_STD_MIN, LOG_STD_MAX]`.
+pub const LOG_STD_MIN: f32 = -5.0;
+/// See [`LOG_STD_MIN`].
+pub const LOG_STD_MAX: f32 = 2.0;
+
+/// SAC's configuration: the sampling, replay and learning sections, the
+/// keys DDPG, TD3 and SAC share, and the entropy temperature's. Every key
+/// is optional in `--config`; unknown keys are errors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
+#[serde(default)]
+pub struct SacConfig {
+    /// Evaluators and their envs.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// Fragments, buffer, minibatches, n-step returns.
+    #[serde(flatten)]
+    pub replay: Replay,
+    /// Random warm-up, learning rates, Polyak averaging (of the critics).
+    #[serde(flatten)]
+    pub continuous: ContinuousLearning,
+    /// Adam learning rate of `log α`.
+    pub alpha_lr: f64,
+    /// The entropy temperature α at the start (fixed if `tune_alpha` is
+    /// false).
+    pub initial_alpha: f64,
+    /// Learn α so that the policy's entropy tracks `target_entropy`.
+    pub tune_alpha: bool,
+    /// The entropy α is tuned towards; `null` is `−(action dimensions)`.
+    pub target_entropy: Option<f64>,
+    /// γ, gradient clip (of each network), the actor's and the critics'
+    /// hidden layers, device.
+    #[serde(flatten)]
+    pub learning: Learning,
+}
+
+impl SacConfig {
+    /// The name `--run` takes.
+    pub const NAME: &'static str = "SAC";
+}
+
+impl Default for SacConfig {
+    fn default() -> Self {
+        Self {
+            sampling: Sampling { num_workers: 0, ..Sampling::default() },
+            replay: Replay { buffer_size: 100_000, train_batch_size: 256, ..Replay::default() },
+            continuous: ContinuousLearning::default(),
+            alpha_lr: 1e-3,
+            initial_alpha: 1.0,
+            tune_alpha: true,
+            target_entropy: None,
+            learning: Learning { model: ModelConfig::relu(), ..Learning::default() },
+        }
+    }
+}
+
+impl Validate for SacConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.learning.validate(ModelSupport::mlp("SAC"))?;
+        self.sampling.validate()?;
+        self.replay.validate()?;
+        self.continuous.validate()?;
+        check("alpha_lr", self.alpha_lr, self.alpha_lr > 0.0 && self.alpha_lr.is_finite(), "must be > 0")?;
+        let a = self.initial_alpha;
+        check("initial_alpha", a, a > 0.0 && a.is_finite(), "must be > 0")?;
+        if let Some(h) = self.target_entropy {
+            check("target_entropy", h, h.is_finite(), "must be a finite number or null")?;
+        }
+        Ok(())
+    }
+}
+
+/// `LOG_STD_MIN + (tanh(raw) + 1)/2 · (LOG_STD_MAX − LOG_STD_MIN)`.
+fn squash_log_std(raw: f32) -> f32 {
+    LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (raw.tanh() + 1.0)
+}
+
+/// A reparameterized sample of the squashed Gaussian and its log-density.
+///
+/// # Shapes
+/// `mean`, `raw_log_std` and the standard-normal draws `eps` are `[n, A]`;
+/// returns the normalized action `tanh(mean + σ ε)` (`[n, A]`) and
+/// `log π` (`[n]`), both on `mean`'s tape (`T` = `NoneTape` for targets).
+fn squashed_sample<D: NetDevice, T: Tape<f32, D> + Merge<T>>(
+    dev: &D,
+    mean: Matrix<D, T>,
+    raw_log_std: Matrix<D, T>,
+    eps: &[f32],
+) -> (Matrix<D, T>, Tensor<(usize,), f32, D, T>) {
+    let shape = *mean.shape();
+    let half_range = 0.5 * (LOG_STD_MAX - LOG_STD_MIN);
+    let log_std = (raw_log_std.tanh() + 1.0) * half_range + LOG_STD_MIN;
+    let std = log_std.with_empty_tape().exp();
+    let x = mean + std * dev.tensor_from_vec(eps.to_vec(), shape);
+    let action = x.with_empty_tape().tanh();
+    // log(1 − tanh² x) = 2 log 2 + z − 2 softplus(z) with z = −2x, and
+    // softplus(z) = relu(z) + log(1 + exp(−|z|)).
+    let z = x * -2.0;
+    let softplus = z.with_empty_tape().relu() + (z.with_empty_tape().abs().negate().exp() + 1.0).ln();
+    let log_det = (z - softplus * 2.0) + 2.0 * std::f32::consts::LN_2;
+    // log N(x; m, σ) = −ε²/2 − log σ − log(2π)/2, as x = m + σ ε.
+    let half_log_2pi = 0.5 * (2.0 * std::f32::consts::PI).ln();
+    let gauss: Vec<f32> = eps.iter().map(|e| -0.5 * e * e - half_log_2pi).collect();
+    let logp = (log_std.negate() - log_det) + dev.tensor_from_vec(gauss, shape);
+    (action, logp.sum::<(usize,), Axis<1>>())
+}
+
+/// The Gaussian actor: hidden layers, then a mean head and a (pre-squash)
+/// log-standard-deviation head.
+struct Actor {
+    mlp: Mlp,
+    mean: Linear,
+    log_std: Linear,
+}
+
+impl Actor {
+    /// `(mean, raw log-std)` of every row of encoded observations.
+    fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> (Matrix<D, T>, Matrix<D, T>) {
+        let h = self.mlp.forward(p, x);
+        let raw = self.log_std.forward(p, h.with_empty_tape());
+        (self.mean.forward(p, h), raw)
+    }
+}
+
+/// SAC's part of the policy: the Gaussian actor, the twin critics, `log
+/// α`. The weights are the actor's, each critic's, then `log α`; the
+/// core's optimizers 0, 1 and 2 are the actor's, the critics' and `log
+/// α`'s.
+pub struct Sac {
+    cfg: SacConfig,
+    input: Input,
+    bounds: ActionBounds,
+    actor: Actor,
+    critics: Vec<Critic>,
+    log_alpha: ParamId,
+    target_entropy: f32,
+    /// This evaluator's share of `random_timesteps`.
+    random_steps: u64,
+    /// Env steps this policy has acted on with exploration.
+    steps_explored: u64,
+}
+
+const ACTOR: usize = 0;
+const CRITICS: usize = 1;
+const ALPHA: usize = 2;
+
+impl Sac {
+    /// The entropy temperature α now.
+    pub fn alpha<D: NetDevice>(&self, p: &Params<D>) -> f32 {
+        p.get(self.log_alpha).as_vec()[0].exp()
+    }
+
+    /// `n` standard-normal draws.
+    fn normal<D: NetDevice>(core: &mut PolicyCore<D>, n: usize) -> Vec<f32> {
+        (0..n).map(|_| core.rng.sample(StandardNormal)).collect()
+    }
+
+    /// The target `y = R + γ^k (1 − terminated) (min_j Q'_j(s', u') − α log
+    /// π(u'|s'))` of every row, `u' ~ π(·|s')` with the standard-normal
+    /// draws `eps` (`rows × A`).
+    fn td_targets<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        eps: &[f32],
+    ) -> Result<Vec<f32>, PolicyError> {
+        let new_obs = batch.f32(fields::NEW_OBS)?;
+        let s = self.input.encode_host(new_obs)?;
+        let rows = batch.len();
+        let (p, target) = (&core.params, core.target.as_ref().expect("SAC keeps target critics"));
+        let dev = p.device();
+        let (mean, raw) = self.actor.forward(p, dev.tensor_from_vec(s.clone(), (rows, self.input.features())));
+        let (u, logp) = squashed_sample(dev, mean, raw, eps);
+        let u = u.as_vec();
+        let q_min = min_q(&self.critics, target, (&u, self.bounds.dim(), &s, self.input.features()), false)?;
+        let alpha = self.alpha(p);
+        let soft: Vec<f32> = q_min.iter().zip(logp.as_vec()).map(|(q, lp)| q - alpha * lp).collect();
+        bellman_targets(batch, &soft)
+    }
+
+    /// The critics' half of an update: the targets, then the critics'
+    /// summed MSE gradient (critics' span).
+    fn critic_half<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        eps: &[f32],
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let targets = self.td_targets(core, batch, eps)?;
+        let critics = (&self.input, &self.bounds);
+        critic_gradient(core, &self.critics, critics, batch, &targets, (core.range(CRITICS), false))
+    }
+
+    /// The actor loss `mean(α log π(ũ|s) − min_j Q_j(s, ũ))` and its
+    /// gradient (actor's span), and the gradient of the temperature loss
+    /// `−log α · mean(log π(ũ|s) + H̄)` with respect to `log α`.
+    fn actor_gradient<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        eps: &[f32],
+    ) -> Result<(Vec<f32>, f32, LearnerStats), PolicyError> {
+        let mut stats = LearnerStats::default();
+        let rows = batch.len();
+        let p = &core.params;
+        let dev = p.device();
+        let s = self.input.encode(dev, batch.f32(fields::OBS)?)?;
+        let (mean, raw) = self.actor.forward(p, s.clone().leaky_traced());
+        let (u, logp) = squashed_sample(dev, mean, raw, eps);
+        let logp_host = logp.as_vec();
+        let q1 = self.critics[0].forward_frozen(p, critic_input_taped(u.with_empty_tape(), s.clone()));
+        let q2 = self.critics[1].forward_frozen(p, critic_input_taped(u, s));
+        let q = q1.minimum(q2).reshape_like(&(rows,));
+        let alpha = self.alpha(p);
+        let (value, grad) = core.backward((logp * alpha - q).mean(), "actor loss", core.range(ACTOR))?;
+        let log_alpha = alpha.ln();
+        let mean_logp = logp_host.iter().map(|&l| l as f64).sum::<f64>() / rows.max(1) as f64;
+        let alpha_grad = if self.cfg.tune_alpha { -(mean_logp as f32 + self.target_entropy) } else { 0.0 };
+        stats.set("actor_loss", value as f64);
+        stats.set("entropy", -mean_logp);
+        stats.set("alpha", alpha as f64);
+        stats.set("alpha_loss", -(log_alpha as f64) * (mean_logp + self.target_entropy as f64));
+        Ok((grad, alpha_grad, stats))
+    }
+}
+
+impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
+    type State = u64;
+
+    /// When exploring, uniformly random actions for this evaluator's share
+    /// of `random_timesteps`, then samples of the squashed Gaussian;
+    /// otherwise `tanh(m(s))`. In env units.
+    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
+        let a = self.bounds.dim();
+        let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), input.obs)?);
+        let (mut u, raw) = (to_vec(&mean), to_vec(&raw));
+        if input.explore {
+            for (row, raw) in u.chunks_exact_mut(a).zip(raw.chunks_exact(a)) {
+                let random = self.steps_explored < self.random_steps;
+                for (x, &r) in row.iter_mut().zip(raw) {
+                    *x = if random {
+                        // Uniform after the tanh below: draw the squashed
+                        // value and take it back through atanh.
+                        let v: f32 = core.rng.gen_range(-0.999_999..0.999_999);
+                        v.atanh()
+                    } else {
+                        let eps: f32 = core.rng.sample(StandardNormal);
+                        *x + squash_log_std(r).exp() * eps
+                    };
+                }
+                self.steps_explored += 1;
+            }
+        }
+        u.iter_mut().for_each(|x| *x = x.tanh());
+        let mut out = SampleBatch::new();
+        out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), a)?;
+        Ok(out)
+    }
+
+    /// n-step returns and each row's bootstrap discount.
+    fn postprocess(&mut self, _core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
+        Ok(n_step_returns(traj, self.cfg.replay.n_step, self.cfg.learning.gamma as f32)?)
+    }
+
+    /// The gradients of the actor, the critics and `log α`, in the weights'
+    /// layout. The critics' half and the actor's read the same weights and
+    /// run side by side on the CPU ([`join_on_cpu`]).
+    fn gradient(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let n = batch.len() * self.bounds.dim();
+        // Both halves' draws, in the order they have always been taken.
+        let (target_eps, actor_eps) = (Self::normal(core, n), Self::normal(core, n));
+        let (critic, actor) = join_on_cpu!(
+            &*core,
+            |c| self.critic_half(c, batch, &target_eps),
+            self.actor_gradient(c, batch, &actor_eps)
+        );
+        let ((critic_grad, mut stats), (mut grad, alpha_grad, actor_stats)) = (critic?, actor?);
+        stats.merge(actor_stats);
+        grad.extend(critic_grad);
+        grad.push(alpha_grad);
+        Ok((grad, stats))
+    }
+
+    /// One step of the critics, the actor and (with `tune_alpha`) `log α`,
+    /// then the target critics move by `tau`.
+    fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
+        let mut stats = LearnerStats::default();
+        step_group(core, CRITICS, grad, "critic_grad_norm", &mut stats)?;
+        step_group(core, ACTOR, grad, "actor_grad_norm", &mut stats)?;
+        if self.cfg.tune_alpha {
+            let range = core.range(ALPHA);
+            core.step(ALPHA, &mut grad[range])?;
+        }
+        soft_update_target(core, self.cfg.continuous.tau);
+        Ok(stats)
+    }
+
+    fn state(&self) -> u64 {
+        self.steps_explored
+    }
+
+    fn set_state(&mut self, steps_explored: u64) {
+        self.steps_explored = steps_explored;
+    }
+}
+
+/// A SAC policy for the given spaces on the config's device.
+///
+/// # Errors
+/// [`BuildError::Unsupported`] unless the action space is a `Box` with
+/// finite bounds; a device this build or machine lacks.
+pub fn make_policy(cfg: &SacConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    core::make_policy(cfg, obs, act, seed)
+}
+
+impl ContinuousPolicy for SacConfig {
+    const NAME: &'static str = "SAC";
+
+    fn sections(&self) -> (&Sampling, &Replay, &Learning) {
+        (&self.sampling, &self.replay, &self.learning)
+    }
+
+    fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
+        Ok(Box::new(policy(b, dev)?))
+    }
+}
+
+/// The policy's networks and optimizers on `dev`.
+fn policy<D: NetDevice>(b: ContinuousBuild<'_, SacConfig>, dev: D) -> Result<DeepPolicy<Sac, D>, BuildError> {
+    let (cfg, model) = (b.cfg, &b.cfg.learning.model);
+    let (f, a) = (b.input.features(), b.bounds.dim());
+    let mut p = Params::new(dev);
+    let start = p.next_id();
+    let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
+    let mean = Linear::new(&mut p, "actor.mean", mlp.features(), a);
+    let log_std = Linear::new(&mut p, "actor.log_std", mlp.features(), a);
+    let critics_start = p.next_id();
+    let critics = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model)).collect();
+    let alpha_start = p.next_id();
+    let log_alpha = p.constant("log_alpha", &[1], &[(cfg.initial_alpha as f32).ln()]);
+    let ranges =
+        (p.range(start, critics_start), p.range(critics_start, alpha_start), p.range(alpha_start, p.next_id()));
+    let mut core = PolicyCore::new(p, b.obs.clone(), b.act.clone(), b.rng_seed).with_target();
+    core.add_optimizer(ranges.0, cfg.continuous.actor_lr, 1e-8, cfg.learning.grad_clip);
+    core.add_optimizer(ranges.1, cfg.continuous.critic_lr, 1e-8, cfg.learning.grad_clip);
+    core.add_optimizer(ranges.2, cfg.alpha_lr, 1e-8, None);
+    let sac = Sac {
+        target_entropy: cfg.target_entropy.map_or(-(a as f32), |h| h as f32),
+        random_steps: cfg.continuous.random_steps_per_evaluator(&cfg.sampling),
+        cfg: cfg.clone(),
+        input: b.input,
+        bounds: b.bounds,
+        actor: Actor { mlp, mean, log_std },
+        critics,
+        log_alpha,
+        steps_explored: 0,
+    };
+    Ok(DeepPolicy::new(core, sac))
+}
+
+/// The execution plan: evaluators from `make_env` sampling
+/// `rollout_fragment_length` steps each per round, driven by
+/// [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer).
+///
+/// # Errors
+/// If the env cannot be built or has unsupported spaces, or an evaluator
+/// fails to start.
+pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: SacConfig) -> Result<Trainer, BuildError> {
+    replay_trainer(&ctx, make_env, cfg).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::off_policy::core::critic_input;
+    use crate::off_policy::core::fixtures::{batch, spaces};
+
+    type Policy = DeepPolicy<Sac, Cpu>;
+
+    fn policy_with(cfg: SacConfig, rng_seed: u64) -> Policy {
+        let (o, a) = spaces();
+        let (input, bounds) = crate::off_policy::core::continuous_spaces("SAC", &o, &a).unwrap();
+        let dev = Cpu::seed_from_u64(cfg.sampling.seed);
+        super::policy(ContinuousBuild { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed }, dev).unwrap()
+    }
+
+    fn policy(cfg: SacConfig) -> Policy {
+        policy_with(cfg, 0)
+    }
+
+    fn alpha(p: &Policy) -> f32 {
+        p.algorithm().alpha(&p.core().params)
+    }
+
+    fn critics(p: &Policy) -> (Vec<f32>, Vec<f32>) {
+        let r = p.core().range(CRITICS);
+        (p.core().params.read(r.clone()), p.core().target.as_ref().unwrap().read(r))
+    }
+
+    #[test]
+    fn squashed_gaussian_log_prob_matches_the_direct_formula() {
+        let dev = Cpu::default();
+        let mean = vec![0.3f32, -1.2, 0.0, 2.5, -0.7, 0.9];
+        let raw = vec![-0.5f32, 0.2, 1.5, -2.0, 0.0, 0.7];
+        let eps = vec![0.4f32, -1.1, 0.05, 1.8, -0.3, 2.2];
+        let (u, logp) = squashed_sample(
+            &dev,
+            dev.tensor_from_vec(mean.clone(), (3usize, 2usize)),
+            dev.tensor_from_vec(raw.clone(), (3usize, 2usize)),
+            &eps,
+        );
+        let (u, logp) = (u.as_vec(), logp.as_vec());
+        for (row, &logp) in logp.iter().enumerate() {
+            let mut expected = 0.0f64;
+            for j in 0..2 {
+                let i = row * 2 + j;
+                let log_std = squash_log_std(raw[i]) as f64;
+                let std = log_std.exp();
+                let x = mean[i] as f64 + std * eps[i] as f64;
+                let a = x.tanh();
+                assert!((u[i] as f64 - a).abs() < 1e-5);
+                // The Gaussian density at x, then the change of variables a = tanh(x).
+                let gauss = -((x - mean[i] as f64).powi(2)) / (2.0 * std * std)
+                    - log_std
+                    - 0.5 * (2.0 * std::f64::consts::PI).ln();
+                expected += gauss - (1.0 - a * a).ln();
+            }
+            assert!((logp as f64 - expected).abs() < 1e-3, "row {row}: {logp} vs {expected}");
+        }
+        // A large pre-squash value stays finite (the naive log(1 − a²) is −inf).
+        let (_, logp) = squashed_sample(
+            &dev,
+            dev.tensor_from_vec(vec![30.0f32], (1usize, 1usize)),
+            dev.tensor_from_vec(vec![0.0f32], (1usize, 1usize)),
+            &[0.0],
+        );
+        assert!(logp.as_vec()[0].is_finite());
+    }
+
+    #[test]
+    fn targets_are_soft_bellman_with_the_min_of_twin_targets() {
+        let p = policy(SacConfig { initial_alpha: 0.5, ..SacConfig::default() });
+        let b = batch();
+        let new_obs = b.f32(fields::NEW_OBS).unwrap().to_vec();
+        let mut rng = p.core().rng.clone();
+        let eps: Vec<f32> = (0..4).map(|_| rng.sample(StandardNormal)).collect();
+        let params = p.core().params.clone();
+        let target = p.core().target.clone().unwrap();
+        let (mean, raw) =
+            p.algorithm().actor.forward(&params, params.device().tensor_from_vec(new_obs.clone(), (4usize, 3usize)));
+        let (mean, raw) = (mean.as_vec(), raw.as_vec());
+        let r = b.f32(fields::REWARDS).unwrap().to_vec();
+        let targets = p.algorithm().td_targets(p.core(), &b, &eps).unwrap();
+        for i in 0..4 {
+            let (log_std, x) = (squash_log_std(raw[i]), mean[i] + squash_log_std(raw[i]).exp() * eps[i]);
+            let a = x.tanh();
+            let logp = -0.5 * eps[i] * eps[i] - log_std - 0.5 * (2.0 * std::f32::consts::PI).ln() - (1.0 - a * a).ln();
+            let xin = critic_input(params.device(), &[a], 1, &new_obs[i * 3..i * 3 + 3], 3).unwrap();
+            let q1 = p.algorithm().critics[0].forward(&target, xin.clone()).as_vec()[0];
+            let q2 = p.algorithm().critics[1].forward(&target, xin).as_vec()[0];
+            let next = if i == 2 { 0.0 } else { 0.99 * (q1.min(q2) - 0.5 * logp) };
+            assert!((targets[i] - (r[i] + next)).abs() < 1e-4, "row {i}: {} vs {}", targets[i], r[i] + next);
+        }
+    }
+
+    #[test]
+    fn the_halves_side_by_side_equal_the_halves_one_after_the_other() {
+        // On the CPU the critics' and the actor's halves run on two threads;
+        // the gradient is the one they give in turn on one thread.
+        let mut p = policy(SacConfig::default());
+        assert!(p.core().as_cpu().is_some(), "the CPU path is the one under test");
+        let b = batch();
+        let mut rng = p.core().rng.clone();
+        let mut draws = || -> Vec<f32> { (0..4).map(|_| rng.sample(StandardNormal)).collect() };
+        let (target_eps, actor_eps) = (draws(), draws());
+        let (critic, _) = p.algorithm().critic_half(p.core(), &b, &target_eps).unwrap();
+        let (mut expected, alpha, _) = p.algorithm().actor_gradient(p.core(), &b, &actor_eps).unwrap();
+        expected.extend(critic);
+        expected.push(alpha);
+        let (got, stats) = p.compute_gradients(&b).unwrap();
+        assert_eq!(got, expected);
+        assert!(stats.get("critic_loss").is_some() && stats.get("actor_loss").is_some(), "{stats:?}");
+    }
+
+    #[test]
+    fn alpha_tracks_the_target_entropy() {
+        let b = batch();
+        for (target_entropy, rises) in [(10.0, true), (-10.0, false)] {
+            let mut p = policy(SacConfig { target_entropy: Some(target_entropy), ..SacConfig::default() });
+            let before = alpha(&p);
+            let stats = p.learn_on_batch(&b).unwrap();
+            assert_eq!(alpha(&p) > before, rises, "target entropy {target_entropy}: {stats:?}");
+            assert_eq!(stats.get("alpha"), Some(before as f64));
+        }
+        let mut fixed = policy(SacConfig { tune_alpha: false, initial_alpha: 0.2, ..SacConfig::default() });
+        fixed.learn_on_batch(&b).unwrap();
+        assert!((alpha(&fixed) - 0.2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn learning_lowers_the_actor_loss_and_moves_targets_by_tau() {
+        let mut p = policy(SacConfig {
+            continuous: ContinuousLearning {
+                actor_lr: 1e-2,
+                critic_lr: 1e-2,
+                tau: 0.1,
+                ..ContinuousLearning::default()
+            },
+            ..SacConfig::default()
+        });
+        let b = batch();
+        let target0 = critics(&p).1;
+        let first = p.learn_on_batch(&b).unwrap();
+        let (critics, targets) = critics(&p);
+        for i in 0..critics.len() {
+            assert!((targets[i] - (0.1 * critics[i] + 0.9 * target0[i])).abs() < 1e-6, "param {i}");
+        }
+        let mut last = first.clone();
+        for _ in 0..50 {
+            last = p.learn_on_batch(&b).unwrap();
+        }
+        assert!(last.get("actor_loss").unwrap() < first.get("actor_loss").unwrap(), "{first:?} -> {last:?}");
+    }
+
+    #[test]
+    fn gradient_split_equals_learn_step_and_state_round_trips() {
+        let (mut x, mut y) = (policy(SacConfig::default()), policy(SacConfig::default()));
+        let b = batch();
+        for _ in 0..2 {
+            let (g, _) = x.compute_gradients(&b).unwrap();
+            x.apply_gradients(&g).unwrap();
+            y.learn_on_batch(&b).unwrap();
+            assert_eq!(x.get_weights(), y.get_weights());
+        }
+        let (g, _) = x.compute_gradients(&b).unwrap();
+        assert!(x.apply_gradients(&g[1..]).is_err());
+
+        let mut z = policy_with(SacConfig::default(), 7);
+        z.set_weights(&y.get_weights()).unwrap();
+        z.load_state(&y.save_state().unwrap()).unwrap();
+        assert_eq!(alpha(&z), alpha(&y));
+        y.learn_on_batch(&b).unwrap();
+        z.learn_on_batch(&b).unwrap();
+        assert_eq!(y.get_weights(), z.get_weights(), "a restored policy continues exactly");
+        assert!(z.load_state(b"junk").is_err());
+    }
+
+    #[test]
+    fn acting_stays_in_bounds_and_bad_configs_name_the_key() {
+        let mut p = policy(SacConfig {
+            continuous: ContinuousLearning { random_timesteps: 0, ..ContinuousLearning::default() },
+            ..SacConfig::default()
+        });
+        let obs = vec![0.1f32; 3 * 20];
+        let mut out = SampleBatch::new();
+        p.compute_actions(&obs, false, &mut out).unwrap();
+        let greedy = out.f32(fields::ACTIONS).unwrap().to_vec();
+        assert!(greedy.iter().all(|&a| a == greedy[0]));
+        p.compute_actions(&obs, true, &mut out).unwrap();
+        let sampled = out.f32(fields::ACTIONS).unwrap();
+        assert!(sampled.iter().all(|a| (-2.0..=2.0).contains(a)) && sampled.iter().any(|&a| a != sampled[0]));
+
+        for (key, value) in [
+            ("initial_alpha", serde_json::json!(0.0)),
+            ("alpha_lr", serde_json::json!(-1.0)),
+            ("tau", serde_json::json!(2.0)),
+            ("learning_starts", serde_json::json!(1_000_000)),
+        ] {
+            let err = rlx::config::merge_json(&SacConfig::default(), &serde_json::json!({ key: value })).unwrap_err();
+            assert!(err.to_string().contains(key), "{key}: {err}");
+        }
+        let (o, _) = spaces();
+        assert!(make_policy(&SacConfig::default(), &o, &Space::discrete(3), 0).is_err());
+        // Any width: 3 action dimensions in [0, 1].
+        let three = Space::uniform_box(0.0, 1.0, vec![3]).unwrap();
+        let mut p =
+            make_policy(&SacConfig::default(), &Space::uniform_box(-1.0, 1.0, vec![11]).unwrap(), &three, 0).unwrap();
+        p.compute_actions(&[0.2; 22], true, &mut out).unwrap();
+        assert!(out.f32(fields::ACTIONS).unwrap().iter().all(|a| (0.0..=1.0).contains(a)));
+    }
+}
