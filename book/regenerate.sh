@@ -105,6 +105,17 @@ cmd() {
     [ "$rc" = "$want" ] || fail "exit status $rc, expected $want: $text"
 }
 
+# refused: for each line `NAME ARGS` on stdin, the block NAME shows
+# `rlx train --run PPO --env CartPole-v1 ARGS` failing with exit status 1
+# (a mistake the page shows rlx catching).
+refused() {
+    local name args
+    while read -r name args; do
+        block "$name"
+        cmd 1 <<< "rlx train --run PPO --env CartPole-v1 $args"
+    done
+}
+
 # The run directory the last command reported ("... results in DIR").
 run_dir() {
     sed -n 's/.*: results in //p' "${1:-$WORK/out}" | tail -n 1
@@ -148,24 +159,11 @@ cmd 0 --filter 'elide 8 0' <<'EOF'
 rlx config PPO
 EOF
 
-block first-run-3
-cmd 1 <<'EOF'
-rlx train --run PPO --env CartPole-v1 --config '{"num_wrokers": 2}'
-EOF
-
-block first-run-4
-cmd 1 <<'EOF'
-rlx train --run PPO --env CartPole-v1 --config '{"gamma": 1.5}'
-EOF
-
-block first-run-5
-cmd 1 <<'EOF'
-rlx train --run PPO --env CartPole-v1 --config '{"num_workers": "two"}'
-EOF
-
-block first-run-6
-cmd 1 <<'EOF'
-rlx train --run PPO --env CartPole-v1 --stop '{"episode_reward_man": 475}'
+refused <<'EOF'
+first-run-3 --config '{"num_wrokers": 2}'
+first-run-4 --config '{"gamma": 1.5}'
+first-run-5 --config '{"num_workers": "two"}'
+first-run-6 --stop '{"episode_reward_man": 475}'
 EOF
 
 block first-run-7
@@ -294,14 +292,9 @@ cmd 0 <<EOF
 rlx plot $RUN1 $RUN3 -o compare.png
 EOF
 
-block workflow-18
-cmd 1 <<'EOF'
-rlx train --run PPO --env CartPole-v1 --config '{"lambda": 1.5}'
-EOF
-
-block workflow-19
-cmd 1 <<'EOF'
-rlx train --run PPO --env CartPole-v1 --config '{"num_envs_per_worker": 100000000}'
+refused <<'EOF'
+workflow-18 --config '{"lambda": 1.5}'
+workflow-19 --config '{"num_envs_per_worker": 100000000}'
 EOF
 
 block workflow-20

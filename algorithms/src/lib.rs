@@ -16,6 +16,17 @@
 //! ```
 #![warn(missing_docs)]
 
+/// `algorithm_name!(PpoConfig, "PPO")`: the name `--run` takes, as the
+/// config's `NAME`, which the registry's entry and every message use.
+macro_rules! algorithm_name {
+    ($config:ty, $name:literal) => {
+        impl $config {
+            /// The name `--run` takes.
+            pub const NAME: &'static str = $name;
+        }
+    };
+}
+
 pub mod build;
 pub mod common;
 pub mod error;

@@ -8,7 +8,7 @@
 
 use crate::build::evaluation_config::{self, EvaluationConfig};
 use crate::build::{multi_agent, self_play};
-use crate::common::build_context::{BuildContext, PolicyLookup};
+use crate::common::build_context::{BuildContext, PolicyLookup, PolicyResult};
 pub use crate::common::capabilities::Capabilities;
 use crate::common::sampling::PolicyMaker;
 use crate::common::sections::{self, Docs};
@@ -197,11 +197,33 @@ static PBT: Entry<pbt::PbtConfig> = Entry {
     capabilities: Capabilities::ONE_POLICY,
     about: "population-based training (Jaderberg et al. 2017): members of another algorithm exploit and explore hyperparameters",
     docs: key_docs::<pbt::PbtConfig>,
-    make_policy: pbt::make_policy,
-    build: |ctx, env, c| Box::pin(pbt::build(ctx, env, c)),
-    // The member algorithm's default mutations written out.
-    resolve: Some(pbt::PbtConfig::resolved),
+    make_policy: |c, o, a, seed| pbt::make_policy(&Registry, c, o, a, seed),
+    build: |ctx, env, c| Box::pin(pbt::build(&Registry, ctx, env, c)),
+    // Checked against the table, the default mutations written out.
+    resolve: Some(|c| Ok(c.resolve(&Registry)?)),
 };
+
+/// The table as PBT's member algorithms: PBT is handed it rather than
+/// importing this module.
+impl pbt::MemberAlgorithms for Registry {
+    fn names(&self) -> Vec<&'static str> {
+        ALGORITHMS.iter().map(|a| a.name()).collect()
+    }
+
+    fn default_config(&self, algorithm: &str) -> Option<Value> {
+        self::algorithm(algorithm).ok().map(|a| a.default_config())
+    }
+
+    fn build(
+        &self,
+        algorithm: &str,
+        make_env: EnvMaker,
+        config: &Value,
+    ) -> BoxFuture<'static, Result<Trainer, BuildError>> {
+        let build = self::algorithm(algorithm).map(|a| a.build(make_env, config, None));
+        Box::pin(async move { build?.await.map(|(trainer, _)| trainer) })
+    }
+}
 
 static PG: Entry<pg::PgConfig> = Entry {
     name: pg::PgConfig::NAME,
@@ -253,9 +275,10 @@ struct Entry<C> {
     docs: fn() -> Vec<(&'static str, &'static str)>,
     make_policy: fn(&C, &Space, &Space, u64) -> Result<Box<dyn PolicyGraph>, BuildError>,
     build: fn(BuildContext, EnvMaker, C) -> BoxFuture<'static, Result<Trainer, BuildError>>,
-    /// Fills in keys whose defaults depend on other keys, before the config
-    /// is resolved (PBT's mutations).
-    resolve: Option<fn(C) -> C>,
+    /// Checks what the config type alone cannot and fills in keys whose
+    /// defaults depend on other keys, before the config is resolved (PBT's
+    /// member algorithm and mutations, against the table).
+    resolve: Option<fn(C) -> Result<C, BuildError>>,
 }
 
 impl<C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'static> Entry<C> {
@@ -266,15 +289,23 @@ impl<C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'stati
 
     fn configure(&self, overrides: &Value) -> Result<C, BuildError> {
         let cfg: C = merge_json(&C::default(), overrides)?;
-        Ok(match self.resolve {
+        match self.resolve {
             Some(resolve) => resolve(cfg),
-            None => cfg,
-        })
+            None => Ok(cfg),
+        }
+    }
+
+    /// The default config, resolved.
+    fn defaults(&self) -> C {
+        match self.resolve {
+            Some(resolve) => resolve(C::default()).expect("the default config resolves"),
+            None => C::default(),
+        }
     }
 
     /// The config's keys ([`Algorithm::config_keys`]).
     fn keys(&self) -> Vec<String> {
-        let defaults = self.resolve.map_or_else(C::default, |resolve| resolve(C::default()));
+        let defaults = self.defaults();
         // A struct's fields, or (flattened sections, read as a map) the
         // keys its defaults serialize to, as `merge_json` takes them.
         let mut keys = rlx::config::field_names::<C>();
@@ -371,8 +402,7 @@ where
     }
 
     fn default_config(&self) -> Value {
-        let cfg = self.resolve.map_or_else(C::default, |resolve| resolve(C::default()));
-        let mut value = serde_json::to_value(cfg).expect("configs serialize");
+        let mut value = serde_json::to_value(self.defaults()).expect("configs serialize");
         if self.evaluates() {
             deep_merge(&mut value, &serde_json::to_value(EvaluationConfig::default()).expect("serializes"));
         }
@@ -468,15 +498,8 @@ impl PolicyLookup for Registry {
         self::algorithm(algorithm).map(drop)
     }
 
-    fn make_policy(
-        &self,
-        algorithm: &str,
-        config: &Value,
-        observation_space: &Space,
-        action_space: &Space,
-        seed: u64,
-    ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-        self::algorithm(algorithm)?.make_policy(config, observation_space, action_space, seed)
+    fn make_policy(&self, algorithm: &str, config: &Value, obs: &Space, act: &Space, seed: u64) -> PolicyResult {
+        self::algorithm(algorithm)?.make_policy(config, obs, act, seed)
     }
 }
 

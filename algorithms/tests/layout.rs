@@ -44,7 +44,9 @@ fn steps() -> Vec<(String, usize)> {
 #[test]
 fn no_training_step_runs_past_30_lines() {
     let steps = steps();
-    assert!(steps.len() >= 10, "the scan finds the optimizers' steps: {steps:?}");
+    // The framework's six optimizers (which every built-in but ES, ARS and
+    // PBT runs on), ES's and ARS's, PBT's, and self-play's wrapper.
+    assert!(steps.len() >= 9, "the scan finds the optimizers' steps: {steps:?}");
     let long: Vec<_> = steps.iter().filter(|(_, n)| *n > MAX_LINES).collect();
     assert!(long.is_empty(), "steps over {MAX_LINES} lines: {long:?}");
 }

@@ -1,4 +1,4 @@
-//! The multi-device optimizer computes what one device computes: on a real
+//! The multi-device learner computes what one device computes: on a real
 //! PPO batch, data-parallel SGD over 2 and 3 CPU replicas gives the weights
 //! single-device SGD gives (to 1e-5), the replicas stay identical to the
 //! driver's policy, and PPO configured with `num_devices: 2` learns.

@@ -8,6 +8,7 @@ mod common;
 use rlx::config::merge_json;
 use rlx::PolicyOptimizer;
 use rlx_algorithms::pbt::{self, PbtConfig};
+use rlx_algorithms::registry::Registry;
 use rlx_algorithms::{build_trainer, env_maker};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
@@ -67,7 +68,8 @@ async fn a_member_killed_mid_round_restarts_from_its_snapshot() {
                            "config": {"num_workers": 0, "num_envs_per_worker": 2, "train_batch_size": 256,
                                       "sgd_minibatch_size": 64, "num_sgd_iter": 2}});
     let cfg: PbtConfig = merge_json(&PbtConfig::default(), &overrides).unwrap();
-    let (mut best, mut opt) = pbt::build_optimizer(env_maker("CartPole-v1", &Value::Null).unwrap(), cfg).await.unwrap();
+    let (mut best, mut opt) =
+        pbt::build_optimizer(&Registry, env_maker("CartPole-v1", &Value::Null).unwrap(), cfg).await.unwrap();
     let first = opt.step(&mut best).await.unwrap();
     assert_eq!(first.learner.get("member_restarts"), Some(0.0));
     assert_eq!(first.learner.get("member_iterations_lost"), Some(0.0));
@@ -106,4 +108,37 @@ async fn a_member_killed_mid_round_restarts_from_its_snapshot() {
     assert_eq!(third.learner.get("member_iterations_lost"), Some(lost));
     assert_eq!(third.learner.get("member_3_iterations"), Some(12.0));
     assert_eq!(opt.population(), 4);
+}
+
+/// PBT's checks against the table of algorithms run wherever the registry
+/// reads a PBT config: `rlx train --run PBT`, and `check_config`, which
+/// `rlx tune` calls before its first trial.
+#[test]
+fn the_registry_checks_pbt_configs_against_its_table() {
+    let pbt = rlx_algorithms::registry::algorithm("PBT").unwrap();
+    let err = |overrides: Value| pbt.check_config(&overrides).unwrap_err().to_string();
+    let names = "A2C, A3C, APEX, APPO, ARS, DDPG, DQN, ES, IMPALA, PG, PPO, SAC, TD3";
+    assert_eq!(
+        err(json!({"algorithm": "PBT"})),
+        format!("config key `algorithm` = PBT is out of range: must be one of {names}")
+    );
+    let e = err(json!({"config": {"num_wrokers": 2}}));
+    assert!(e.contains("`config.num_wrokers`") && e.contains("did you mean `num_workers`"), "{e}");
+    assert_eq!(
+        err(json!({"algorithm": "ES"})),
+        "config key `hyperparam_mutations` = {} is out of range: must name at least one numeric key of ES's config \
+         to explore"
+    );
+    let e = err(json!({"hyperparam_mutations": {"num_sgd_iter": {"choice": [4, 8]}}}));
+    assert!(e.contains("`hyperparam_mutations.num_sgd_iter`") && e.contains("`choice` cannot be explored"), "{e}");
+    // The member algorithm's default mutations, written out as ranges.
+    let resolved = pbt.check_config(&json!({})).unwrap();
+    assert_eq!(resolved["hyperparam_mutations"]["lr"], json!({"min": 1e-4, "max": 1e-2, "log": true}));
+    assert_eq!(
+        rlx_algorithms::default_config("PBT").unwrap()["hyperparam_mutations"],
+        resolved["hyperparam_mutations"]
+    );
+    // Ray Tune's range syntax reads as the same range.
+    let tune = pbt.check_config(&json!({"hyperparam_mutations": {"lr": {"loguniform": [1e-4, 1e-2]}}})).unwrap();
+    assert_eq!(tune["hyperparam_mutations"], json!({"lr": {"min": 1e-4, "max": 1e-2, "log": true}}));
 }

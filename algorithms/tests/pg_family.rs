@@ -18,14 +18,23 @@ async fn learns(algorithm: &str, config: Value, threshold: f64, budget: u64) {
     assert!(learner.get("policy_loss").is_some_and(f64::is_finite), "{learner:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pg_learns_cartpole() {
-    learns("PG", json!({"seed": 1}), 475.0, 250_000).await;
+/// One test per algorithm: with seed 1 and its defaults it solves CartPole
+/// within its budget of env steps.
+macro_rules! learns_cartpole {
+    ($($test:ident: $algorithm:literal within $budget:literal;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            learns($algorithm, json!({"seed": 1}), 475.0, $budget).await;
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a2c_learns_cartpole() {
-    learns("A2C", json!({"seed": 1}), 475.0, 150_000).await;
+learns_cartpole! {
+    pg_learns_cartpole: "PG" within 250_000;
+    a2c_learns_cartpole: "A2C" within 150_000;
+    a3c_learns_cartpole: "A3C" within 250_000;
+    impala_learns_cartpole: "IMPALA" within 250_000;
+    appo_learns_cartpole: "APPO" within 600_000;
 }
 
 /// A2C with RMSprop and rl-baselines3-zoo's CartPole settings
@@ -56,21 +65,6 @@ fn a_saved_optimizer_state_loads_only_into_the_same_rule() {
     assert!(err.contains("saved optimizer is rmsprop") && err.contains("`optimizer` is adam"), "{err}");
     let err = policy("rmsprop").load_state(&adam).unwrap_err().to_string();
     assert!(err.contains("saved optimizer is adam"), "{err}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a3c_learns_cartpole() {
-    learns("A3C", json!({"seed": 1}), 475.0, 250_000).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn impala_learns_cartpole() {
-    learns("IMPALA", json!({"seed": 1}), 475.0, 250_000).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn appo_learns_cartpole() {
-    learns("APPO", json!({"seed": 1}), 475.0, 600_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,6 +46,18 @@ pub mod criterion_config {
     }
 }
 
+/// The middle value of `xs`, or the mean of the two middle ones; `None`
+/// if there are none. For the figures of the benchmark tools.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
 /// A multi-threaded tokio runtime with one worker per core, as the `rlx`
 /// binary uses.
 pub fn runtime() -> tokio::runtime::Runtime {

@@ -43,8 +43,8 @@
 
 use crate::admission::Admission;
 use rlx::sample_batch::Column;
-use rlx::vector_env::{BatchSettings, RunningEpisodes, VectorStep};
-use rlx::{Action, BatchedEnv, Env, EnvError, EnvSignature, EpisodeSummary, Space, Step};
+use rlx::vector_env::{BatchSettings, Current, RunningEpisodes, VectorStep};
+use rlx::{Action, BatchedEnv, Env, EnvError, EnvSignature, Space, Step};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -412,22 +412,15 @@ fn accept(
 impl BatchedEnv for Server {
     /// Gives slots to the clients waiting; the others start empty. Seeds
     /// mean nothing here: the clients own their simulators.
-    fn reset(&mut self, _seed: u64, obs: &mut [f32], _masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
-        obs.fill(0.0);
-        self.fill_slots(obs);
+    fn reset(&mut self, _seed: u64, now: &mut Current) -> Result<(), EnvError> {
+        now.obs.fill(0.0);
+        self.fill_slots(&mut now.obs);
         Ok(())
     }
 
-    fn step(
-        &mut self,
-        actions: &Column,
-        out: &mut VectorStep,
-        obs: &mut [f32],
-        _masks: &mut Option<Vec<f32>>,
-        finished: &mut Vec<EpisodeSummary>,
-    ) -> Result<(), EnvError> {
-        let n = self.slots.len();
-        let d = self.obs_dim;
+    fn step(&mut self, actions: &Column, out: &mut VectorStep, now: &mut Current) -> Result<(), EnvError> {
+        let (n, d) = (self.slots.len(), self.obs_dim);
+        let (obs, finished) = (&mut now.obs, &mut now.finished);
         // Every row is no transition unless a client answers for it.
         out.interrupted.iter_mut().for_each(|x| *x = true);
         out.rewards.iter_mut().for_each(|x| *x = 0.0);

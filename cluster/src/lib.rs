@@ -11,9 +11,10 @@
 //! - [`actix_backend`]: local evaluators as actix sync actors instead of
 //!   ractor actors (`"backend": "actix"`).
 //!
-//! The driver runs an algorithm's ordinary build inside
-//! [`rlx::placement::with_placement`] with a [`driver::Cluster`]; nothing in
-//! the algorithm or its optimizer changes.
+//! The driver runs an algorithm's ordinary build with a [`driver::Cluster`]
+//! as its [`Placement`](rlx::placement::Placement), which the build hands
+//! down to `Evaluators::spawn_placed`; nothing in the algorithm or its
+//! optimizer changes.
 
 pub mod actix_backend;
 pub mod admission;

@@ -219,14 +219,12 @@ impl Dynamics for AcrobotDynamics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classic::tests::check_resets;
+    use crate::classic::tests::{check_registered, check_rejects, check_resets};
     use rlx::{Env, Step};
 
     #[test]
     fn registered_like_gymnasium() {
-        assert_eq!(crate::spec("Acrobot-v1").unwrap().reward_threshold, Some(-100.0));
-        let env = crate::make("Acrobot-v1").unwrap();
-        assert_eq!((env.name(), env.observation_space()), ("Acrobot-v1", Acrobot::new().observation_space()));
+        check_registered("Acrobot-v1", Some(-100.0), &Acrobot::new());
     }
 
     #[test]
@@ -257,15 +255,9 @@ mod tests {
     #[test]
     fn bad_actions_are_errors_naming_env_and_space() {
         let mut env = acrobot_v1();
-        let mut obs = [0.0f32; 6];
-        env.reset(Some(0), &mut obs).unwrap();
-        let err = env.step(Action::Discrete(3), &mut obs).unwrap_err();
-        assert!(matches!(err, EnvError::InvalidAction { .. }));
-        let err = err.to_string();
-        assert!(err.contains("Acrobot-v1") && err.contains('3') && err.contains("Discrete(3)"), "{err}");
-        assert!(env.step(Action::Discrete(-1), &mut obs).is_err());
-        assert!(env.step(Action::Continuous(&[1.0]), &mut obs).is_err());
-        assert!(env.step(Action::Discrete(2), &mut obs).is_ok());
+        let bad = [Action::Discrete(3), Action::Discrete(-1), Action::Continuous(&[1.0])];
+        check_rejects(&mut env, "Discrete(3)", &bad);
+        assert!(env.step(Action::Discrete(2), &mut [0.0f32; 6]).is_ok());
     }
 
     #[test]

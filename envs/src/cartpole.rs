@@ -116,7 +116,7 @@ impl Dynamics for CartPoleDynamics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classic::tests::check_resets;
+    use crate::classic::tests::{check_rejects, check_resets};
     use rlx::{Env, EnvError};
 
     #[test]
@@ -133,12 +133,8 @@ mod tests {
 
     #[test]
     fn bad_actions_are_errors_naming_env_and_space() {
-        let mut env = cartpole_v1();
-        let mut obs = [0.0f32; 4];
-        env.reset(Some(0), &mut obs).unwrap();
-        let err = env.step(Action::Discrete(2), &mut obs).unwrap_err().to_string();
-        assert!(err.contains("CartPole-v1") && err.contains('2') && err.contains("Discrete(2)"), "{err}");
-        assert!(env.step(Action::Continuous(&[0.5]), &mut obs).is_err());
+        let bad = [Action::Discrete(2), Action::Discrete(-1), Action::Continuous(&[0.5])];
+        check_rejects(&mut cartpole_v1(), "Discrete(2)", &bad);
     }
 
     #[test]

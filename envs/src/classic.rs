@@ -202,7 +202,30 @@ impl<D: Dynamics> Env for ClassicControl<D> {
 /// Checks every classic-control env runs against itself.
 #[cfg(test)]
 pub(crate) mod tests {
-    use rlx::Env;
+    use rlx::{Action, Env, EnvError};
+
+    /// The registration test every classic-control env shares: `name` is
+    /// registered with Gymnasium's `reward_threshold` and makes an env of
+    /// that name with `native`'s observation space.
+    pub(crate) fn check_registered(name: &str, reward_threshold: Option<f64>, native: &dyn Env) {
+        assert_eq!(crate::spec(name).unwrap().reward_threshold, reward_threshold);
+        let env = crate::make(name).unwrap();
+        assert_eq!((env.name(), env.observation_space()), (name, native.observation_space()));
+    }
+
+    /// The bad-action test every classic-control env shares: after a reset,
+    /// each of `bad` is an [`EnvError::InvalidAction`] whose message names
+    /// the env, the action and the action space `space`.
+    pub(crate) fn check_rejects(env: &mut dyn Env, space: &str, bad: &[Action<'_>]) {
+        let mut obs = vec![0.0f32; env.observation_space().flat_dim()];
+        env.reset(Some(0), &mut obs).unwrap();
+        for &action in bad {
+            let err = env.step(action, &mut obs).unwrap_err();
+            assert!(matches!(err, EnvError::InvalidAction { .. }), "{err}");
+            let err = err.to_string();
+            assert!(err.contains(env.name()) && err.contains(&action.to_string()) && err.contains(space), "{err}");
+        }
+    }
 
     /// The reset test every classic-control env shares: the same seed gives
     /// the same start and another seed another one; then `check` sees each

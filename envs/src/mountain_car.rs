@@ -372,7 +372,7 @@ impl Dynamics for MountainCarDynamics<true> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classic::tests::check_resets;
+    use crate::classic::tests::{check_rejects, check_resets};
     use rlx::Env;
 
     #[test]
@@ -431,25 +431,13 @@ mod tests {
 
     #[test]
     fn bad_actions_are_errors_naming_env_and_space() {
-        let mut env = mountain_car_v0();
-        let mut obs = [0.0f32; 2];
-        env.reset(Some(0), &mut obs).unwrap();
-        let err = env.step(Action::Discrete(3), &mut obs).unwrap_err();
-        assert!(matches!(err, EnvError::InvalidAction { .. }));
-        let err = err.to_string();
-        assert!(err.contains("MountainCar-v0") && err.contains('3') && err.contains("Discrete(3)"), "{err}");
-        assert!(env.step(Action::Discrete(-1), &mut obs).is_err());
-        assert!(env.step(Action::Continuous(&[0.5]), &mut obs).is_err());
+        let bad = [Action::Discrete(3), Action::Discrete(-1), Action::Continuous(&[0.5])];
+        check_rejects(&mut mountain_car_v0(), "Discrete(3)", &bad);
 
         let mut env = mountain_car_continuous_v0();
-        env.reset(Some(0), &mut obs).unwrap();
-        for bad in [Action::Continuous(&[f32::NAN]), Action::Continuous(&[0.1, 0.2]), Action::Discrete(1)] {
-            let err = env.step(bad, &mut obs).unwrap_err();
-            assert!(matches!(err, EnvError::InvalidAction { .. }));
-            let err = err.to_string();
-            assert!(err.contains("MountainCarContinuous-v0") && err.contains("Box(-1, 1, [1])"), "{err}");
-        }
-        assert!(env.step(Action::Continuous(&[0.5]), &mut obs).is_ok());
+        let bad = [Action::Continuous(&[f32::NAN]), Action::Continuous(&[0.1, 0.2]), Action::Discrete(1)];
+        check_rejects(&mut env, "Box(-1, 1, [1])", &bad);
+        assert!(env.step(Action::Continuous(&[0.5]), &mut [0.0f32; 2]).is_ok());
     }
 
     #[test]

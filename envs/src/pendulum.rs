@@ -171,15 +171,12 @@ impl Dynamics for PendulumDynamics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classic::tests::check_resets;
+    use crate::classic::tests::{check_registered, check_rejects, check_resets};
     use rlx::{Env, Step};
 
     #[test]
     fn registered_like_gymnasium() {
-        let spec = crate::spec("Pendulum-v1").unwrap();
-        assert_eq!(spec.reward_threshold, None);
-        let env = crate::make("Pendulum-v1").unwrap();
-        assert_eq!((env.name(), env.observation_space()), ("Pendulum-v1", Pendulum::new().observation_space()));
+        check_registered("Pendulum-v1", None, &Pendulum::new());
     }
 
     #[test]
@@ -206,17 +203,13 @@ mod tests {
 
     #[test]
     fn bad_actions_are_errors_naming_env_and_space() {
-        let mut env = pendulum_v1();
-        let mut obs = [0.0f32; 3];
-        env.reset(Some(0), &mut obs).unwrap();
-        for bad in [Action::Continuous(&[f32::NAN]), Action::Continuous(&[]), Action::Discrete(0)] {
-            let err = env.step(bad, &mut obs).unwrap_err();
-            assert!(matches!(err, EnvError::InvalidAction { .. }));
-            let err = err.to_string();
-            assert!(err.contains("Pendulum-v1") && err.contains("Box(-2, 2, [1])"), "{err}");
-        }
-        let err = env.step(Action::Continuous(&[0.5, 0.5]), &mut obs).unwrap_err().to_string();
-        assert!(err.contains("[0.5, 0.5]"), "{err}");
+        let bad = [
+            Action::Continuous(&[f32::NAN]),
+            Action::Continuous(&[]),
+            Action::Discrete(0),
+            Action::Continuous(&[0.5, 0.5]),
+        ];
+        check_rejects(&mut pendulum_v1(), "Box(-2, 2, [1])", &bad);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use rlx::env_shards::EnvShards;
 use rlx::restart::RestartPolicy;
 use rlx::sample_batch::Column;
 use rlx::vector_env::VectorStep;
-use rlx::{Action, Env, EnvMaker, Space, VectorEnv};
+use rlx::{Action, Env, EnvMaker, Space, Step, VectorEnv};
 use rlx_envs::gym::testing::python;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -19,39 +19,62 @@ fn maker(name: &'static str, config: Value) -> EnvMaker {
     Arc::new(move || rlx_envs::make_with(name, &config))
 }
 
+/// A native env and its `gym:` twin with observations of width `N`,
+/// stepped side by side: every reset and step must agree bit for bit.
+struct Twins<const N: usize> {
+    native: Box<dyn Env>,
+    gym: Box<dyn Env>,
+    /// The native env's observation (the twin's is the same).
+    obs: [f32; N],
+    gym_obs: [f32; N],
+}
+
+impl<const N: usize> Twins<N> {
+    /// `name` and `gym:name`; `None` (the test skips) without Python.
+    fn new(name: &str) -> Option<Self> {
+        python()?;
+        let native = rlx_envs::make(name).unwrap();
+        let gym = rlx_envs::make(&format!("gym:{name}")).unwrap();
+        Some(Self { native, gym, obs: [0.0; N], gym_obs: [0.0; N] })
+    }
+
+    fn reset(&mut self, seed: Option<u64>, when: &str) {
+        self.native.reset(seed, &mut self.obs).unwrap();
+        self.gym.reset(seed, &mut self.gym_obs).unwrap();
+        assert_eq!(self.obs.map(f32::to_bits), self.gym_obs.map(f32::to_bits), "reset {when}");
+    }
+
+    fn step(&mut self, action: Action<'_>, when: &str) -> Step {
+        let s = self.native.step(action, &mut self.obs).unwrap();
+        let t = self.gym.step(action, &mut self.gym_obs).unwrap();
+        assert_eq!((s.reward, s.terminated, s.truncated), (t.reward, t.terminated, t.truncated), "{when}");
+        assert_eq!(self.obs.map(f32::to_bits), self.gym_obs.map(f32::to_bits), "{when}");
+        s
+    }
+}
+
 /// `CartPole-v1` and `gym:CartPole-v1` play the same episodes: seeded with
 /// 7, then through three unseeded resets, with the same actions.
 #[test]
 fn gym_cartpole_plays_the_native_episodes_bit_for_bit() {
-    if python().is_none() {
-        return;
-    }
-    let mut native = rlx_envs::make("CartPole-v1").unwrap();
-    let mut gym = rlx_envs::make("gym:CartPole-v1").unwrap();
-    assert_eq!(gym.name(), "gym:CartPole-v1");
+    let Some(mut twins) = Twins::<4>::new("CartPole-v1") else { return };
+    assert_eq!(twins.gym.name(), "gym:CartPole-v1");
     // Gymnasium 1.4 bounds the velocities with ±inf where 1.0, which the
     // native env follows, used ±f32::MAX; the shapes agree.
-    assert_eq!(gym.observation_space().flat_dim(), native.observation_space().flat_dim());
-    assert_eq!(gym.action_space(), native.action_space());
-    let (mut a, mut b) = ([0f32; 4], [0f32; 4]);
-    native.reset(Some(7), &mut a).unwrap();
-    gym.reset(Some(7), &mut b).unwrap();
-    assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits));
+    assert_eq!(twins.gym.observation_space().flat_dim(), twins.native.observation_space().flat_dim());
+    assert_eq!(twins.gym.action_space(), twins.native.action_space());
+    twins.reset(Some(7), "seeded 7");
     let (mut episodes, mut steps) = (0, 0);
     while episodes < 4 {
         // A deterministic, state-dependent policy, so both must agree on
         // every observation to agree on the actions.
+        let a = twins.obs;
         let action = Action::Discrete(i64::from(a[2] + 0.3 * a[3] > 0.0) ^ i64::from(steps % 7 == 0));
-        let s = native.step(action, &mut a).unwrap();
-        let t = gym.step(action, &mut b).unwrap();
-        assert_eq!((s.reward, s.terminated, s.truncated), (t.reward, t.terminated, t.truncated), "step {steps}");
-        assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "step {steps}");
+        let s = twins.step(action, &format!("step {steps}"));
         steps += 1;
         if s.done() {
             episodes += 1;
-            native.reset(None, &mut a).unwrap();
-            gym.reset(None, &mut b).unwrap();
-            assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "reset after episode {episodes}");
+            twins.reset(None, &format!("after episode {episodes}"));
         }
     }
     assert!(steps > 100, "{steps} steps");
@@ -130,14 +153,20 @@ fn unsupported_spaces_and_bad_names_are_errors_that_name_them() {
     assert!(err.contains("frame_skp"), "{err}");
 }
 
-fn faulty(how: &str, fail_at: u64, processes: usize, max_restarts: usize) -> VectorEnv {
+/// Four copies of `rlx_test_envs:Faulty-v0` in `processes` processes that
+/// fail (`how`) at env step `fail_at`, reset with seed 1; `None` (the test
+/// skips) without Python.
+fn faulty(how: &str, fail_at: u64, processes: usize, max_restarts: usize) -> Option<VectorEnv> {
+    python()?;
     let shards = EnvShards {
         num_shards: processes,
         restart: RestartPolicy { max_restarts, window_s: 60.0, ..RestartPolicy::default() },
         step_timeout_s: 2.0,
     };
     let config = json!({"how": how, "fail_at": fail_at});
-    VectorEnv::build(maker("gym:rlx_test_envs:Faulty-v0", config), 4, &shards, true).unwrap()
+    let mut env = VectorEnv::build(maker("gym:rlx_test_envs:Faulty-v0", config), 4, &shards, true).unwrap();
+    env.reset(1).unwrap();
+    Some(env)
 }
 
 /// Steps `env` `steps` times; checks that no transition spans two
@@ -166,14 +195,10 @@ fn step_and_check(env: &mut VectorEnv, steps: usize) -> Result<usize, rlx::EnvEr
 
 #[test]
 fn a_worker_that_raises_or_exits_is_restarted_and_counted() {
-    if python().is_none() {
-        return;
-    }
     for how in ["raise", "exit"] {
         // Each process (two copies) fails on its 50th env step, in vector
         // steps 25, 50, 75 and 100: 8 restarts, 16 interrupted rows.
-        let mut env = faulty(how, 50, 2, 100);
-        env.reset(1).unwrap();
+        let Some(mut env) = faulty(how, 50, 2, 100) else { return };
         let interrupted = step_and_check(&mut env, 100).unwrap();
         assert_eq!(env.restarts(), 8, "{how}");
         assert_eq!(interrupted, 16, "{how}: two copies per restart");
@@ -187,28 +212,19 @@ fn a_worker_that_raises_or_exits_is_restarted_and_counted() {
 
 #[test]
 fn past_the_budget_the_step_fails_with_the_python_traceback() {
-    if python().is_none() {
-        return;
-    }
-    let mut env = faulty("raise", 30, 1, 2);
-    env.reset(1).unwrap();
+    let Some(mut env) = faulty("raise", 30, 1, 2) else { return };
     let err = step_and_check(&mut env, 100).unwrap_err().to_string();
     assert!(err.contains("ValueError: boom at step 30") && err.contains("Traceback"), "{err}");
     assert!(err.contains("max_restarts = 2"), "{err}");
 
-    let mut env = faulty("exit", 30, 1, 0);
-    env.reset(1).unwrap();
+    let mut env = faulty("exit", 30, 1, 0).expect("Python was there a moment ago");
     let err = step_and_check(&mut env, 100).unwrap_err().to_string();
     assert!(err.contains("exit status: 3"), "{err}");
 }
 
 #[test]
 fn a_worker_that_hangs_is_killed_after_the_step_timeout() {
-    if python().is_none() {
-        return;
-    }
-    let mut env = faulty("hang", 30, 2, 10);
-    env.reset(1).unwrap();
+    let Some(mut env) = faulty("hang", 30, 2, 10) else { return };
     let started = std::time::Instant::now();
     let interrupted = step_and_check(&mut env, 20).unwrap();
     assert_eq!(env.restarts(), 2);
@@ -221,26 +237,13 @@ fn a_worker_that_hangs_is_killed_after_the_step_timeout() {
 /// bit, torques outside [-2, 2] included (both clip them).
 #[test]
 fn gym_pendulum_plays_the_native_episodes_with_continuous_actions() {
-    if python().is_none() {
-        return;
-    }
-    let mut native = rlx_envs::make("Pendulum-v1").unwrap();
-    let mut gym = rlx_envs::make("gym:Pendulum-v1").unwrap();
-    assert_eq!(gym.action_space(), native.action_space());
-    let (mut a, mut b) = ([0f32; 3], [0f32; 3]);
-    native.reset(Some(11), &mut a).unwrap();
-    gym.reset(Some(11), &mut b).unwrap();
-    assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits));
+    let Some(mut twins) = Twins::<3>::new("Pendulum-v1") else { return };
+    assert_eq!(twins.gym.action_space(), twins.native.action_space());
+    twins.reset(Some(11), "seeded 11");
     for step in 0..450 {
         let torque = [3.0 * (step as f32 * 0.37).sin()];
-        let s = native.step(Action::Continuous(&torque), &mut a).unwrap();
-        let t = gym.step(Action::Continuous(&torque), &mut b).unwrap();
-        assert_eq!((s.reward, s.terminated, s.truncated), (t.reward, t.terminated, t.truncated), "step {step}");
-        assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "step {step}");
-        if s.done() {
-            native.reset(None, &mut a).unwrap();
-            gym.reset(None, &mut b).unwrap();
-            assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "reset at step {step}");
+        if twins.step(Action::Continuous(&torque), &format!("step {step}")).done() {
+            twins.reset(None, &format!("at step {step}"));
         }
     }
 }

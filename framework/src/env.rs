@@ -183,6 +183,39 @@ impl VectorStep {
     }
 }
 
+/// Where a vector env's copies stand between steps, in buffers reused
+/// across steps: what [`BatchedEnv::reset`] and [`BatchedEnv::step`] (and
+/// the copies a [`VectorEnv`](crate::VectorEnv) steps itself) write
+/// besides a step's [`VectorStep`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Current {
+    /// The observation each copy acts on next, `[num_envs, obs_dim]`: for
+    /// a copy whose episode just ended, the reset one.
+    pub obs: Vec<f32>,
+    /// The legal actions in `obs`, `[num_envs, mask width]` (1.0 legal),
+    /// once a reset found that the env reports action masks.
+    pub masks: Option<Vec<f32>>,
+    /// The episodes that finished since the vector env's owner last took
+    /// them ([`VectorEnv::drain_finished`](crate::VectorEnv::drain_finished)).
+    pub finished: Vec<EpisodeSummary>,
+}
+
+impl Current {
+    /// `n` copies of width `obs_dim`, without masks or finished episodes.
+    pub fn new(n: usize, obs_dim: usize) -> Self {
+        Self { obs: vec![0.0; n * obs_dim], masks: None, finished: Vec::new() }
+    }
+
+    /// Writes the masks `part` of `copies` (`[copies.len(), width]`) into
+    /// `masks`, sized for `n` copies (all legal) by the first part that
+    /// comes.
+    pub fn adopt_masks(&mut self, copies: std::ops::Range<usize>, part: &[f32], n: usize) {
+        let width = part.len() / copies.len().max(1);
+        let masks = self.masks.get_or_insert_with(|| vec![1.0; n * width]);
+        masks[copies.start * width..copies.end * width].copy_from_slice(part);
+    }
+}
+
 /// The vectorized form of an env: copies that step together, somewhere
 /// other than the caller's thread (for example, Python processes that each
 /// host a range of the copies). An env offers one through
@@ -192,17 +225,17 @@ impl VectorStep {
 /// [`VectorEnv`](crate::VectorEnv) steps itself:
 /// copy `i` of a reset is seeded `seed + i`, a copy whose episode ends is
 /// reset at once (its final observation in `out.new_obs`, its reset one in
-/// `obs`), finished episodes go to `finished`, and a copy whose process
-/// failed is restarted and marked in `out.interrupted`, its row no
+/// `now.obs`), finished episodes go to `now.finished`, and a copy whose
+/// process failed is restarted and marked in `out.interrupted`, its row no
 /// transition.
 pub trait BatchedEnv: Send {
     /// Resets every copy, copy `i` with `seed + i`, writing `[num_envs,
-    /// obs_dim]` observations into `obs` and, if the env reports action
-    /// masks, the masks into `masks`.
+    /// obs_dim]` observations into `now.obs` and, if the env reports
+    /// action masks, the masks into `now.masks`.
     ///
     /// # Errors
     /// A copy that cannot be reset, past any restart budget.
-    fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError>;
+    fn reset(&mut self, seed: u64, now: &mut Current) -> Result<(), EnvError>;
 
     /// Steps every copy with its row of `actions` (already checked against
     /// the action space), as [`VectorEnv::step`](crate::VectorEnv::step)
@@ -210,14 +243,7 @@ pub trait BatchedEnv: Send {
     ///
     /// # Errors
     /// A failure past the restart budget.
-    fn step(
-        &mut self,
-        actions: &Column,
-        out: &mut VectorStep,
-        obs: &mut [f32],
-        masks: &mut Option<Vec<f32>>,
-        finished: &mut Vec<EpisodeSummary>,
-    ) -> Result<(), EnvError>;
+    fn step(&mut self, actions: &Column, out: &mut VectorStep, now: &mut Current) -> Result<(), EnvError>;
 
     /// Restarts after failures so far (each one's copies lost their
     /// episodes in progress); counted in `result.json` with the env shards'.

@@ -50,7 +50,7 @@ use crate::env::{EnvError, EnvMaker};
 use crate::pool::{ActorPool, ChildArgs, PoolError};
 use crate::restart::RestartPolicy;
 use crate::sample_batch::Column;
-use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
+use crate::vector_env::{Current, EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -285,9 +285,9 @@ impl EnvShardSet {
         self.pool.lock().unwrap_or_else(PoisonError::into_inner).actor(i).clone()
     }
 
-    /// Resets every copy, copy `i` with `seed + i`, into `obs` and, if
-    /// the env reports them, its action masks into `masks`.
-    pub(crate) fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
+    /// Resets every copy, copy `i` with `seed + i`, into `now.obs` and, if
+    /// the env reports them, its action masks into `now.masks`.
+    pub(crate) fn reset(&mut self, seed: u64, now: &mut Current) -> Result<(), EnvError> {
         self.seed = seed;
         let ranges = &self.ranges;
         let call = unpoisoned(&mut self.pool)
@@ -296,34 +296,24 @@ impl EnvShardSet {
         for (i, answer) in answers.into_iter().enumerate() {
             let (generation, shard_obs, shard_masks) = answer?;
             self.generations[i] = generation;
-            obs[self.rows(i)].copy_from_slice(&shard_obs);
-            self.adopt_masks(i, shard_masks, masks);
+            self.adopt(i, &shard_obs, shard_masks, now);
         }
         Ok(())
     }
 
-    /// Copies shard `i`'s masks into the whole set's `masks`, sizing them
-    /// from the first shard that has any.
-    fn adopt_masks(&self, i: usize, shard_masks: Option<Vec<f32>>, masks: &mut Option<Vec<f32>>) {
-        let Some(part) = shard_masks else { return };
-        let copies = self.ranges[i].clone();
-        let width = part.len() / copies.len();
-        let total = self.ranges.last().map_or(0, |r| r.end);
-        let masks = masks.get_or_insert_with(|| vec![1.0; total * width]);
-        masks[copies.start * width..copies.end * width].copy_from_slice(&part);
+    /// Copies shard `i`'s observations and masks into the whole set's.
+    fn adopt(&self, i: usize, shard_obs: &[f32], shard_masks: Option<Vec<f32>>, now: &mut Current) {
+        now.obs[self.rows(i)].copy_from_slice(shard_obs);
+        if let Some(part) = shard_masks {
+            let total = self.ranges.last().map_or(0, |r| r.end);
+            now.adopt_masks(self.ranges[i].clone(), &part, total);
+        }
     }
 
-    /// Steps every shard with its rows of `actions`; fills `out`, `obs` and
-    /// `finished` as an unsharded vector env would, except for the copies
-    /// of a replaced shard, which are reset and marked interrupted.
-    pub(crate) fn step(
-        &mut self,
-        actions: &Column,
-        out: &mut VectorStep,
-        obs: &mut [f32],
-        masks: &mut Option<Vec<f32>>,
-        finished: &mut Vec<EpisodeSummary>,
-    ) -> Result<(), EnvError> {
+    /// Steps every shard with its rows of `actions`; fills `out` and `now`
+    /// as an unsharded vector env would, except for the copies of a
+    /// replaced shard, which are reset and marked interrupted.
+    pub(crate) fn step(&mut self, actions: &Column, out: &mut VectorStep, now: &mut Current) -> Result<(), EnvError> {
         let actions = Arc::new(actions.clone());
         let expect = &self.generations;
         let call = unpoisoned(&mut self.pool).call_all(|i, reply| ShardMsg::Step {
@@ -334,7 +324,7 @@ impl EnvShardSet {
         let answers = blocking(&self.runtime, &self.name, call)?.map_err(|e| shard_error(&self.name, e))?;
         let d = self.obs_dim;
         let n = self.ranges.last().map_or(0, |r| r.end);
-        let w = masks.as_ref().map_or(0, |m| m.len() / n.max(1));
+        let w = now.masks.as_ref().map_or(0, |m| m.len() / n.max(1));
         for (i, answer) in answers.into_iter().enumerate() {
             let copies = self.ranges[i].clone();
             match answer? {
@@ -344,13 +334,12 @@ impl EnvShardSet {
                     out.truncated[copies.clone()].copy_from_slice(&step.truncated);
                     out.new_obs[copies.start * d..copies.end * d].copy_from_slice(&step.new_obs);
                     out.new_action_mask[copies.start * w..copies.end * w].copy_from_slice(&step.new_action_mask);
-                    obs[self.rows(i)].copy_from_slice(&shard_obs);
-                    self.adopt_masks(i, shard_masks, masks);
-                    finished.extend(done);
+                    self.adopt(i, &shard_obs, shard_masks, now);
+                    now.finished.extend(done);
                 }
                 ShardStep::Replaced => {
-                    self.restart(i, obs, masks)?;
-                    out.interrupt(copies, obs, masks.as_deref());
+                    self.restart(i, now)?;
+                    out.interrupt(copies, &now.obs, now.masks.as_deref());
                 }
             }
         }
@@ -359,7 +348,7 @@ impl EnvShardSet {
 
     /// Resets replacement shard `i` with a seed no earlier generation used,
     /// and adopts its generation.
-    fn restart(&mut self, i: usize, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
+    fn restart(&mut self, i: usize, now: &mut Current) -> Result<(), EnvError> {
         self.replaced += 1;
         let start = self.ranges[i].start as u64;
         let seed = self.seed.wrapping_add(start).wrapping_add(self.replaced.wrapping_mul(1_000_003));
@@ -374,8 +363,7 @@ impl EnvShardSet {
             "env shard was restarted; its copies' episodes in progress are lost"
         );
         self.generations[i] = generation;
-        obs[self.rows(i)].copy_from_slice(&shard_obs);
-        self.adopt_masks(i, shard_masks, masks);
+        self.adopt(i, &shard_obs, shard_masks, now);
         Ok(())
     }
 

@@ -24,7 +24,7 @@ use crate::env::{
 };
 use crate::sample_batch::Column;
 use crate::space::{Action, Space};
-use crate::vector_env::{EpisodeSummary, VectorStep};
+use crate::vector_env::{Current, EpisodeSummary, VectorStep};
 use std::sync::Arc;
 
 /// An environment with several agents acting at once.
@@ -232,19 +232,13 @@ impl SlotBatch {
     }
 
     /// Resets copy `c` (seeded if `seed`) and writes its agents' rows of
-    /// `obs` and, if the env has them, `masks`.
-    fn reset_copy(
-        &mut self,
-        c: usize,
-        seed: Option<u64>,
-        obs: &mut [f32],
-        masks: &mut Option<Vec<f32>>,
-    ) -> Result<(), EnvError> {
+    /// `now.obs` and, if the env has them, `now.masks`.
+    fn reset_copy(&mut self, c: usize, seed: Option<u64>, now: &mut Current) -> Result<(), EnvError> {
         self.envs[c].reset(seed, &mut self.obs[c])?;
         let (n, d) = (self.n, self.obs_dim);
         for (i, o) in self.obs[c].iter().enumerate() {
             let r = c * n + i;
-            obs[r * d..(r + 1) * d].copy_from_slice(o);
+            now.obs[r * d..(r + 1) * d].copy_from_slice(o);
             self.active[r] = true;
             self.returns[r] = 0.0;
             self.lengths[r] = 0;
@@ -253,7 +247,7 @@ impl SlotBatch {
         self.episode_truncated[c] = false;
         if self.envs[c].action_mask(0).is_some() {
             let width = self.mask_width()?;
-            let all = masks.get_or_insert_with(|| vec![1.0; self.envs.len() * n * width]);
+            let all = now.masks.get_or_insert_with(|| vec![1.0; self.envs.len() * n * width]);
             for i in 0..n {
                 let r = c * n + i;
                 self.read_mask(c, i, &mut all[r * width..(r + 1) * width])?;
@@ -295,23 +289,16 @@ impl SlotBatch {
 }
 
 impl BatchedEnv for SlotBatch {
-    fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
+    fn reset(&mut self, seed: u64, now: &mut Current) -> Result<(), EnvError> {
         for c in 0..self.envs.len() {
-            self.reset_copy(c, Some(seed.wrapping_add(c as u64)), obs, masks)?;
+            self.reset_copy(c, Some(seed.wrapping_add(c as u64)), now)?;
         }
         Ok(())
     }
 
-    fn step(
-        &mut self,
-        actions: &Column,
-        out: &mut VectorStep,
-        obs: &mut [f32],
-        masks: &mut Option<Vec<f32>>,
-        finished: &mut Vec<EpisodeSummary>,
-    ) -> Result<(), EnvError> {
+    fn step(&mut self, actions: &Column, out: &mut VectorStep, now: &mut Current) -> Result<(), EnvError> {
         let (n, d) = (self.n, self.obs_dim);
-        let width = masks.as_ref().map_or(0, |m| m.len() / (self.envs.len() * n).max(1));
+        let width = now.masks.as_ref().map_or(0, |m| m.len() / (self.envs.len() * n).max(1));
         for c in 0..self.envs.len() {
             let env = &mut self.envs[c];
             let (name, space) = (env.name().to_string(), env.action_space(0).clone());
@@ -335,7 +322,7 @@ impl BatchedEnv for SlotBatch {
                     out.terminated[r] = false;
                     out.truncated[r] = false;
                     out.interrupted[r] = true;
-                    out.new_obs[row.clone()].copy_from_slice(&obs[row]);
+                    out.new_obs[row.clone()].copy_from_slice(&now.obs[row]);
                     continue;
                 }
                 let step = self.steps[c][i];
@@ -349,14 +336,14 @@ impl BatchedEnv for SlotBatch {
                 // It moved (or waited) and must wait again before its next decision.
                 out.pending[r] = !done && !self.envs[c].acting(i);
                 out.new_obs[row.clone()].copy_from_slice(&self.obs[c][i]);
-                obs[row].copy_from_slice(&self.obs[c][i]);
+                now.obs[row].copy_from_slice(&self.obs[c][i]);
                 if width > 0 {
                     let mask_row = r * width..(r + 1) * width;
                     if done {
                         out.new_action_mask[mask_row].fill(1.0);
                     } else {
                         self.read_mask(c, i, &mut out.new_action_mask[mask_row.clone()])?;
-                        if let Some(m) = masks.as_mut() {
+                        if let Some(m) = now.masks.as_mut() {
                             m[mask_row.clone()].copy_from_slice(&out.new_action_mask[mask_row]);
                         }
                     }
@@ -368,7 +355,7 @@ impl BatchedEnv for SlotBatch {
                 if done {
                     self.active[r] = false;
                     self.episode_truncated[c] |= truncated;
-                    finished.push(EpisodeSummary {
+                    now.finished.push(EpisodeSummary {
                         episode_return: self.returns[r],
                         length: self.lengths[r],
                         truncated: !step.terminated,
@@ -377,13 +364,13 @@ impl BatchedEnv for SlotBatch {
                 }
             }
             if all_done {
-                finished.push(EpisodeSummary {
+                now.finished.push(EpisodeSummary {
                     episode_return: self.returns[c * n..(c + 1) * n].iter().sum(),
                     length: self.episode_len[c],
                     truncated: self.episode_truncated[c],
                     agent: None,
                 });
-                self.reset_copy(c, None, obs, masks)?;
+                self.reset_copy(c, None, now)?;
             }
         }
         Ok(())

@@ -13,7 +13,7 @@
 //! wherever its [`BatchedEnv`] steps them ([`VectorEnv::build`]). Either
 //! way the caller sees the same buffers, seeds and episode records.
 
-pub use crate::env::{BatchSettings, BatchedEnv, EpisodeSummary, VectorStep};
+pub use crate::env::{BatchSettings, BatchedEnv, Current, EpisodeSummary, VectorStep};
 use crate::env::{Env, EnvError, EnvMaker, EnvState};
 use crate::env_shards::{EnvShardSet, EnvShards};
 use crate::sample_batch::Column;
@@ -95,11 +95,9 @@ pub struct VectorEnv {
     act_space: Space,
     num_envs: usize,
     obs_dim: usize,
-    obs: Vec<f32>,
-    /// The legal actions in `obs`, `[num_envs, mask width]`, once a reset
-    /// found that the env reports masks.
-    masks: Option<Vec<f32>>,
-    finished: Vec<EpisodeSummary>,
+    /// The observations the policy acts on next, their masks, and the
+    /// episodes not yet drained.
+    now: Current,
 }
 
 /// Where the copies step.
@@ -191,17 +189,7 @@ impl VectorEnv {
 
     fn around(copies: Copies, name: String, obs_space: Space, act_space: Space, n: usize) -> Self {
         let obs_dim = obs_space.flat_dim();
-        Self {
-            copies,
-            name,
-            obs_space,
-            act_space,
-            num_envs: n,
-            obs_dim,
-            obs: vec![0.0; n * obs_dim],
-            masks: None,
-            finished: Vec::new(),
-        }
+        Self { copies, name, obs_space, act_space, num_envs: n, obs_dim, now: Current::new(n, obs_dim) }
     }
 
     /// Resets every copy; copy `i` is seeded with `seed + i`. If the env
@@ -217,13 +205,13 @@ impl VectorEnv {
                 for (i, env) in envs.iter_mut().enumerate() {
                     env.reset(
                         Some(seed.wrapping_add(i as u64)),
-                        &mut self.obs[i * self.obs_dim..(i + 1) * self.obs_dim],
+                        &mut self.now.obs[i * self.obs_dim..(i + 1) * self.obs_dim],
                     )?;
                 }
                 episodes.start(0..envs.len());
                 if envs[0].action_mask().is_some() {
                     let width = crate::env::mask_width(envs[0].as_ref())?;
-                    let masks = self.masks.get_or_insert_with(Vec::new);
+                    let masks = self.now.masks.get_or_insert_with(Vec::new);
                     masks.resize(envs.len() * width, 1.0);
                     for (env, row) in envs.iter().zip(masks.chunks_exact_mut(width)) {
                         crate::env::read_action_mask(env.as_ref(), row, 0)?;
@@ -231,8 +219,8 @@ impl VectorEnv {
                 }
                 Ok(())
             }
-            Copies::Sharded(set) => set.reset(seed, &mut self.obs, &mut self.masks),
-            Copies::Batched(batch) => batch.reset(seed, &mut self.obs, &mut self.masks),
+            Copies::Sharded(set) => set.reset(seed, &mut self.now),
+            Copies::Batched(batch) => batch.reset(seed, &mut self.now),
         }
     }
 
@@ -240,7 +228,7 @@ impl VectorEnv {
     /// mask width]` (1.0 legal, 0.0 illegal), if the env reports action
     /// masks ([`Env::action_mask`]).
     pub fn action_masks(&self) -> Option<&[f32]> {
-        self.masks.as_deref()
+        self.now.masks.as_deref()
     }
 
     /// Number of copies.
@@ -270,7 +258,7 @@ impl VectorEnv {
 
     /// Current observations, `[num_envs, obs_dim]`: what the policy acts on next.
     pub fn observations(&self) -> &[f32] {
-        &self.obs
+        &self.now.obs
     }
 
     /// The shard actors' supervision, if the copies are sharded.
@@ -310,19 +298,17 @@ impl VectorEnv {
                 message: format!("got {} actions for {n} env copies", actions.rows()),
             });
         }
-        let width = self.masks.as_ref().map_or(0, |m| m.len() / n);
+        let width = self.now.masks.as_ref().map_or(0, |m| m.len() / n);
         out.resize(n, self.obs_dim, width);
         if let Copies::Batched(_) = self.copies {
             self.check_actions(actions)?;
         }
         let (envs, episodes) = match &mut self.copies {
             Copies::Here { envs, episodes } => (envs, episodes),
-            Copies::Sharded(set) => return set.step(actions, out, &mut self.obs, &mut self.masks, &mut self.finished),
-            Copies::Batched(batch) => {
-                return batch.step(actions, out, &mut self.obs, &mut self.masks, &mut self.finished)
-            }
+            Copies::Sharded(set) => return set.step(actions, out, &mut self.now),
+            Copies::Batched(batch) => return batch.step(actions, out, &mut self.now),
         };
-        let d = self.obs_dim;
+        let (d, now) = (self.obs_dim, &mut self.now);
         for (i, env) in envs.iter_mut().enumerate() {
             let action = row_action(&self.name, &self.act_space, actions, i)?;
             let new_obs = &mut out.new_obs[i * d..(i + 1) * d];
@@ -331,15 +317,15 @@ impl VectorEnv {
             out.terminated[i] = step.terminated;
             out.truncated[i] = step.truncated;
             let new_mask = &mut out.new_action_mask[i * width..(i + 1) * width];
-            if let Some(masks) = &mut self.masks {
+            if let Some(masks) = &mut now.masks {
                 crate::env::read_action_mask(env.as_ref(), new_mask, episodes.lengths[i] + 1)?;
                 masks[i * width..(i + 1) * width].copy_from_slice(new_mask);
             }
-            episodes.step(i, step.reward, step.terminated, step.truncated, &mut self.finished);
-            let obs = &mut self.obs[i * d..(i + 1) * d];
+            episodes.step(i, step.reward, step.terminated, step.truncated, &mut now.finished);
+            let obs = &mut now.obs[i * d..(i + 1) * d];
             if step.done() {
                 env.reset(None, obs)?;
-                if let Some(masks) = &mut self.masks {
+                if let Some(masks) = &mut now.masks {
                     crate::env::read_action_mask(env.as_ref(), &mut masks[i * width..(i + 1) * width], 0)?;
                 }
             } else {
@@ -360,7 +346,7 @@ impl VectorEnv {
 
     /// Takes the summaries of the episodes that finished since the last call.
     pub fn drain_finished(&mut self) -> Vec<EpisodeSummary> {
-        std::mem::take(&mut self.finished)
+        std::mem::take(&mut self.now.finished)
     }
 
     /// A snapshot of every copy (see [`Env::save_state`]) with the current
@@ -389,11 +375,11 @@ impl VectorEnv {
         };
         Some(VectorEnvState {
             envs,
-            obs: self.obs.clone(),
+            obs: self.now.obs.clone(),
             returns,
             lengths,
-            finished: self.finished.clone(),
-            masks: self.masks.clone(),
+            finished: self.now.finished.clone(),
+            masks: self.now.masks.clone(),
         })
     }
 
@@ -432,9 +418,9 @@ impl VectorEnv {
             Copies::Sharded(set) => set.load_states(state)?,
             Copies::Batched(batch) => batch.load_state(&state.envs[0])?,
         }
-        self.obs.clone_from(&state.obs);
-        self.finished.clone_from(&state.finished);
-        self.masks.clone_from(&state.masks);
+        self.now.obs.clone_from(&state.obs);
+        self.now.finished.clone_from(&state.finished);
+        self.now.masks.clone_from(&state.masks);
         Ok(())
     }
 }

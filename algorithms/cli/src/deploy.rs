@@ -28,7 +28,7 @@ use rlx::config::ConfigError;
 use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
 use rlx::restart::RestartPolicy;
 use rlx::{EvaluatorFactory, HandleError, Trainer};
-use rlx_algorithms::{build_trainer_placed, build_trainer_with_env, BuildError, EnvMaker};
+use rlx_algorithms::{BuildError, EnvMaker};
 use rlx_cluster::wire::SpawnSpec;
 use rlx_cluster::{Cluster, ClusterOptions, Resolver};
 use serde::{Deserialize, Serialize};
@@ -68,7 +68,7 @@ pub async fn build_deployed_trainer(
         return Ok((trainer, resolved));
     }
     if deployment.nodes.is_empty() {
-        return build_trainer_with_env(algorithm, make_env, &overrides).await;
+        return build(algorithm, make_env, &overrides, None).await;
     }
     let (trainer, mut resolved) = build_on_nodes(algorithm, env, make_env, &overrides, &deployment).await?;
     resolved["nodes"] = serde_json::json!(deployment.nodes);
@@ -304,7 +304,7 @@ pub fn split(overrides: &Value) -> Result<(Deployment, Value), BuildError> {
 ///
 /// # Errors
 /// No cookie, an algorithm that cannot run on nodes, no usable node, or
-/// what [`build_trainer_with_env`] reports.
+/// what [`build`] reports.
 pub async fn build_on_nodes(
     algorithm: &str,
     env: &str,
@@ -331,13 +331,13 @@ pub async fn build_on_nodes(
     for line in cluster.failures() {
         errln!("warning: {line}");
     }
-    build_trainer_placed(algorithm, make_env, overrides, Arc::new(cluster)).await
+    build(algorithm, make_env, overrides, Some(Arc::new(cluster))).await
 }
 
 /// Builds the trainer with its local evaluators as actix sync actors.
 ///
 /// # Errors
-/// As [`build_trainer_with_env`].
+/// As [`build`].
 pub async fn build_on_actix(
     algorithm: &str,
     make_env: EnvMaker,
@@ -349,7 +349,22 @@ pub async fn build_on_actix(
         )));
     }
     let placement = Arc::new(rlx_cluster::actix_backend::ActixPlacement);
-    build_trainer_placed(algorithm, make_env, overrides, placement).await
+    build(algorithm, make_env, overrides, Some(placement)).await
+}
+
+/// The registry entry's build of `algorithm` with its worker evaluators
+/// where `placement` puts them (`None`: actors in this process).
+///
+/// # Errors
+/// Unknown algorithm, a bad config, an env it cannot handle, or an
+/// evaluator that fails to start.
+async fn build(
+    algorithm: &str,
+    make_env: EnvMaker,
+    overrides: &Value,
+    placement: Option<Arc<dyn Placement>>,
+) -> Result<(Trainer, Value), BuildError> {
+    rlx_algorithms::registry::algorithm(algorithm)?.build(make_env, overrides, placement).await
 }
 
 /// Builds the env maker for an env name and its `env_config`.
@@ -373,7 +388,7 @@ pub fn node_resolver_with(envs: EnvResolver) -> Resolver {
             let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
             let make_env = envs(&spec.env, &kwargs).map_err(|e| e.to_string())?;
             let capture = Arc::new(Capture::default());
-            let built = build_trainer_placed(&spec.algorithm, make_env, &overrides, capture.clone()).await;
+            let built = build(&spec.algorithm, make_env, &overrides, Some(capture.clone())).await;
             let factory = capture.0.lock().expect("capture lock").take();
             match (factory, built) {
                 (Some(factory), _) => Ok(factory),

@@ -21,17 +21,17 @@
 mod common;
 
 use rlx::{HandleError, OptimizerError};
-use rlx_algorithms::{BuildError, EnvMaker};
 use rlx_cli::deploy::{self, Deployment};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const RLX: &str = env!("CARGO_BIN_EXE_rlx");
+/// A node with env faults on purpose (built only for tests: the crate's
+/// `test-node` feature, see `Cargo.toml`).
+const TEST_NODE: &str = env!("CARGO_BIN_EXE_rlx-test-node");
 const COOKIE: &str = "rlx-test-cookie";
 /// The single-process PPO test's threshold (tests/ppo_cartpole.rs).
 const THRESHOLD: f64 = 400.0;
@@ -95,10 +95,12 @@ impl Node {
         Self::from_proc(Proc::spawn(&mut command, dir.join(format!("{name}.log"))))
     }
 
-    /// A node in a child process running `test_node_process` (below).
-    fn start_faulty(dir: &Path, name: &str, panic_mode: &str) -> Self {
-        let mut command = Command::new(std::env::current_exe().unwrap());
-        command.args(["test_node_process", "--exact", "--nocapture"]).env("RLX_TEST_NODE", panic_mode);
+    /// A node whose CartPole panics at its `panic_at`-th env step (`N`, or
+    /// `always`: every 50th), run by the test-only `rlx-test-node` binary
+    /// (`tests/bin/rlx-test-node.rs`).
+    fn start_faulty(dir: &Path, name: &str, panic_at: &str) -> Self {
+        let mut command = Command::new(TEST_NODE);
+        command.args([COOKIE, panic_at]);
         Self::from_proc(Proc::spawn(&mut command, dir.join(format!("{name}.log"))))
     }
 
@@ -623,29 +625,6 @@ fn over_tls_a_driver_trains_and_plaintext_is_refused() {
     );
     assert!(!driver.wait(Duration::from_secs(60)).success());
     assert!(driver.log().contains("none of the nodes could be used"), "{}", driver.log());
-}
-
-/// The entry point of the nodes that `Node::start_faulty` runs (a re-run
-/// of this test binary with `RLX_TEST_NODE` set); a no-op otherwise.
-#[test]
-fn test_node_process() {
-    let Ok(mode) = std::env::var("RLX_TEST_NODE") else { return };
-    let at = if mode == "always" { 0 } else { mode.parse().unwrap() };
-    // CartPole that panics at the `at`-th step of this process, or, with
-    // `at == 0`, at every 50th step.
-    let make_env = common::faulty(move |n| (at > 0 && n == at) || (at == 0 && n % 50 == 0));
-    let envs: deploy::EnvResolver =
-        Arc::new(move |_name: &str, _: &Value| -> Result<EnvMaker, BuildError> { Ok(make_env.clone()) });
-    rlx_cli::init_logging();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        let config = rlx_cluster::NodeConfig::new("127.0.0.1:0".parse().unwrap(), COOKIE);
-        let node = rlx_cluster::Node::start(config, deploy::node_resolver_with(envs)).await.unwrap();
-        println!("listening on {}", node.addr);
-        std::io::stdout().flush().unwrap();
-        // The parent kills this process.
-        tokio::time::sleep(Duration::from_secs(600)).await;
-    });
 }
 
 /// Builds PPO in this process with its evaluators on `node`, with `extra`

@@ -14,7 +14,7 @@
 //!
 //! The section is read once here, checked against the env's agents before
 //! anything starts, and turns every policy the algorithm builds into a
-//! [`MultiPolicy`] of the configured policies (see [`wrap`]). Everything
+//! [`MultiPolicy`] of the configured policies (see [`Wiring`]). Everything
 //! else — evaluator actors, nodes, weights, checkpoints — is the
 //! single-agent machinery, because a multi-agent env is a vector env of its
 //! agents ([`rlx::multi_agent`]).

@@ -75,6 +75,9 @@ pub trait PolicyWiring: Send + Sync {
     fn learner_policies(&self, base: PolicyMaker) -> PolicyMaker;
 }
 
+/// A policy, or why it could not be built.
+pub type PolicyResult = Result<Box<dyn PolicyGraph>, BuildError>;
+
 /// Builds a policy of any known algorithm by name (the registry is one):
 /// what a `multiagent` policy with its own `run` is built with.
 pub trait PolicyLookup: Send + Sync {
@@ -88,14 +91,7 @@ pub trait PolicyLookup: Send + Sync {
     ///
     /// # Errors
     /// An unknown algorithm, a bad config, spaces it cannot handle.
-    fn make_policy(
-        &self,
-        algorithm: &str,
-        config: &Value,
-        observation_space: &Space,
-        action_space: &Space,
-        seed: u64,
-    ) -> Result<Box<dyn PolicyGraph>, BuildError>;
+    fn make_policy(&self, algorithm: &str, config: &Value, obs: &Space, act: &Space, seed: u64) -> PolicyResult;
 }
 
 /// The policy of a multi-agent env run without a `multiagent` section.
@@ -110,9 +106,10 @@ pub const DEFAULT_POLICY: &str = "default_policy";
 pub fn single_policy(env: &dyn rlx::Env, base: PolicyMaker) -> Result<PolicyMaker, BuildError> {
     let Some(agents) = env.agent_ids() else { return Ok(base) };
     let (num_agents, ids) = (agents.len(), vec![DEFAULT_POLICY.to_string()]);
+    let row_policy = vec![DEFAULT_POLICY.to_string(); num_agents];
     Ok(Arc::new(move |o: &Space, a: &Space, seed, index| {
         let policies = BTreeMap::from([(DEFAULT_POLICY.to_string(), base(o, a, seed, index)?)]);
-        MultiPolicy::new(policies, num_agents, &ids, &ids, &[])
+        MultiPolicy::new(policies, num_agents, &row_policy, &ids, &[])
             .map(|p| Box::new(p) as Box<dyn PolicyGraph>)
             .map_err(|e| BuildError::Unsupported(e.to_string()))
     }))

@@ -116,7 +116,7 @@ fn check_lengths(expected: usize, params: usize, grads: usize) -> Result<(), Pol
 /// `torch.nn.utils.clip_grad_norm_`). Returns the norm before clipping.
 ///
 /// Clipping the flat vector rather than per-device tensors is what lets
-/// [`rlx::optimizer::MultiDeviceOptimizer`] clip the *averaged* gradient,
+/// [`rlx::optimizer::MultiDeviceLearner`] clip the *averaged* gradient,
 /// exactly as one device would clip the gradient of the whole minibatch.
 ///
 /// # Errors

@@ -20,7 +20,7 @@
 //! Noise table, workers and nesting are shared with ES
 //! ([`evolution`](crate::evolution)).
 //!
-//! Execution: [`EvolutionOptimizer`]. Learner metrics:
+//! Execution: [`EvolutionOptimizer`](crate::evolution::EvolutionOptimizer). Learner metrics:
 //! `mean_perturbed_return`, `max_perturbed_return`, `reward_std`,
 //! `update_norm`, `weights_norm`, `num_perturbations`, `obs_stat_count`,
 //! `worker_restarts`.
@@ -43,11 +43,6 @@ pub struct ArsConfig {
     pub perturbations: Perturbations,
     /// b: the best directions that enter the update (≤ `num_perturbations`).
     pub top_directions: usize,
-}
-
-impl ArsConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "ARS";
 }
 
 impl Default for ArsConfig {
@@ -112,6 +107,8 @@ impl UpdateRule for ArsUpdate {
 pub fn make_policy(cfg: &ArsConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
     cfg.perturbations.policy("ARS", obs, act, seed)
 }
+
+algorithm_name!(ArsConfig, "ARS");
 
 /// The execution plan: perturbation workers and the ARS update.
 ///

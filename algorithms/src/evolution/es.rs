@@ -48,11 +48,6 @@ pub struct EsConfig {
     pub l2_coeff: f64,
 }
 
-impl EsConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "ES";
-}
-
 impl Default for EsConfig {
     fn default() -> Self {
         Self { perturbations: Perturbations::default(), l2_coeff: 0.005 }
@@ -140,6 +135,8 @@ impl Adam {
 pub fn make_policy(cfg: &EsConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
     cfg.perturbations.policy("ES", obs, act, seed)
 }
+
+algorithm_name!(EsConfig, "ES");
 
 /// The execution plan: perturbation workers and the ES update.
 ///

@@ -1,7 +1,9 @@
 //! The CPU's own operations on dfdx's tape, for the layers every network
 //! is made of: a fully connected layer ([`linear_on_cpu`]), `tanh` and
-//! `relu` ([`activation_on_cpu`]), and a convolution's bias
-//! ([`add_bias_on_cpu`]).
+//! `relu` ([`activation_on_cpu`], `tanh` as [`tanh_approx`]), a
+//! convolution ([`conv2d_on_cpu`]) and its bias ([`add_bias_on_cpu`]).
+//! `device.rs` hands them to the layers as the CPU's `NetDevice` hooks;
+//! this file names only `tensors.rs`.
 //!
 //! dfdx 0.13's CPU kernels are generic: element-wise operations go through
 //! strided iterators one float at a time, a bias is broadcast and summed
@@ -17,7 +19,7 @@
 //! Every operation takes its input through `contiguous()` (free for a
 //! layer's output), so the data read is the tensor's logical data.
 
-use super::layers::{tanh_approx, Activation};
+use super::tensors::{Activation, ConvGeometry};
 use dfdx::prelude::*;
 
 /// Defines `fn $name` whose loop body is compiled twice: for AVX2 (8
@@ -46,7 +48,7 @@ macro_rules! wide_loop {
 pub(crate) use wide_loop;
 
 /// A `(rows, features)` matrix on the CPU with tape `T`.
-type Matrix<T = NoneTape> = super::layers::Matrix<Cpu, T>;
+type Matrix<T = NoneTape> = super::tensors::Matrix<Cpu, T>;
 
 /// `act(x Wᵀ + b)` for a `(rows, inputs)` `x`, the weight `w` `(outputs,
 /// inputs)`, the bias `b` `(outputs,)` and an optional nonlinearity `act`,
@@ -290,6 +292,112 @@ pub(crate) fn add_bias_on_cpu<T: Tape<f32, Cpu>>(y: Matrix<T>, b: Tensor<(usize,
     out.put_tape(tape)
 }
 
+/// A convolution plus bias on the CPU, with its own backward step on dfdx's
+/// tape (as [`activation_on_cpu`]). The patches are cut with slice copies (no
+/// index vector, no gather) and multiplied with the filters in one matrix
+/// product; the backward step is two matrix products, the filters'
+/// gradient `Gᵀ·P` and, only when `input_grad`, the patches' `G·W`, whose
+/// rows are added back onto their pixels. The bias is
+/// [`add_bias_on_cpu`]'s. The generic path (`NetDevice::conv2d`'s default)
+/// builds an index per patch value (a 400 MB vector for 500 Atari frames
+/// at the first layer), gathers through it, broadcasts the bias with
+/// dfdx's generic kernel and scatter-adds the patches' gradient.
+///
+/// # Shapes
+/// `x` is `(rows, height · width · in_channels)`, `filters` `(out_channels,
+/// kernel · kernel · in_channels)` in `(ky, kx, channel)` order, `bias`
+/// `(out_channels,)`; the result `(rows, h' · w' · out_channels)`, all
+/// channels last.
+pub(crate) fn conv2d_on_cpu<T: Tape<f32, Cpu>>(
+    x: Matrix<T>,
+    filters: &Matrix,
+    bias: &Tensor<(usize,), f32, Cpu>,
+    g: ConvGeometry,
+    input_grad: bool,
+) -> Matrix<T> {
+    // A custom model may hand over a view; the runs below index memory.
+    let (x, mut tape) = x.contiguous().split_tape();
+    let dev = x.device().clone();
+    let (oh, ow) = g.out_sides();
+    let (n, run) = (g.rows * oh * ow, g.kernel * g.in_channels);
+    let mut image = vec![0.0; x.shape().num_elements()];
+    x.copy_into(&mut image);
+    let mut cut = vec![0.0; n * g.patch()];
+    g.for_each_run(|i, at| cut[i * run..(i + 1) * run].copy_from_slice(&image[at..at + run]));
+    let patches = dev.tensor_from_vec(cut, (n, g.patch()));
+    let w_t = filters.clone().permute::<(usize, usize), Axes2<1, 0>>();
+    let y = patches.clone().matmul(w_t);
+    if T::OWNS_TAPE {
+        let (x_ghost, y_ghost) = (x.ghost(), y.ghost());
+        let (w_ghost, filters) = (filters.ghost(), filters.clone());
+        tape.add_backward_op(move |grads| {
+            let g_y = grads.get_or_alloc_mut(&y_ghost)?.to_vec();
+            let g_y = dev.tensor_from_vec(g_y, (n, g.out_channels));
+            let g_w = g_y.clone().permute::<(usize, usize), Axes2<1, 0>>().matmul(patches).as_vec();
+            grads.get_or_alloc_mut(&w_ghost)?.iter_mut().zip(g_w).for_each(|(g, d)| *g += d);
+            if input_grad {
+                let g_patches = g_y.matmul(filters).as_vec();
+                let g_x = grads.get_or_alloc_mut(&x_ghost)?;
+                g.for_each_run(|i, at| {
+                    g_x[at..at + run].iter_mut().zip(&g_patches[i * run..(i + 1) * run]).for_each(|(g, d)| *g += d)
+                });
+            }
+            Ok(())
+        });
+    }
+    add_bias_on_cpu(y.put_tape(tape), bias.retaped::<T>()).reshape_like(&(g.rows, oh * ow * g.out_channels))
+}
+
+// The runs of a convolution's patches, for im2col and its inverse.
+impl ConvGeometry {
+    /// Calls `f(patch row, input offset)` for each of the `kernel` runs of
+    /// `kernel · in_channels` contiguous input values that make up each
+    /// patch, patches in output order (row, y, x). Channels last makes
+    /// each run one slice, so im2col and its inverse are slice copies.
+    fn for_each_run(&self, mut f: impl FnMut(usize, usize)) {
+        let (oh, ow) = self.out_sides();
+        let (k, s, c) = (self.kernel, self.stride, self.in_channels);
+        let image = self.height * self.width * c;
+        let mut patch = 0;
+        for r in 0..self.rows {
+            for y in 0..oh {
+                for x in 0..ow {
+                    for ky in 0..k {
+                        f(patch * k + ky, r * image + ((y * s + ky) * self.width + x * s) * c);
+                    }
+                    patch += 1;
+                }
+            }
+        }
+    }
+}
+
+/// `tanh(x)` to within 3e-7 absolute for every `f32` (NaN stays NaN), in a
+/// form the compiler vectorizes: `1 − 2 / (e^{2x} + 1)`, with `e^{2x}`
+/// computed as `2^n · 2^f` (`n` an integer, `|f| ≤ 1/2`, `2^f` by its
+/// degree-7 Taylor polynomial, relative error below 1e-8). glibc's `tanhf`,
+/// which dfdx's CPU kernel calls per element, was 42 % of sampling's time
+/// (see the profile on the book's performance page).
+#[inline]
+pub fn tanh_approx(x: f32) -> f32 {
+    // tanh(±9) rounds to ±1 in f32; the clamp keeps 2^n a normal float.
+    let y = x.clamp(-9.0, 9.0) * (2.0 * std::f32::consts::LOG2_E);
+    // Round to nearest by adding and subtracting 1.5 · 2^23 (|y| < 2^22).
+    const ROUND: f32 = 12_582_912.0;
+    let r = y + ROUND;
+    let n = r - ROUND;
+    let f = (y - n) * std::f32::consts::LN_2;
+    // e^f for |f| ≤ ln 2 / 2, Horner form.
+    let p = 1.0
+        + f * (1.0
+            + f * (1.0 / 2.0
+                + f * (1.0 / 6.0 + f * (1.0 / 24.0 + f * (1.0 / 120.0 + f * (1.0 / 720.0 + f * (1.0 / 5040.0)))))));
+    // n as an integer is the low bits of r (no float-to-int conversion, so
+    // the loop vectorizes); 2^n is that plus the exponent bias, shifted.
+    let two_n = f32::from_bits(r.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
+    1.0 - 2.0 / (two_n * p + 1.0)
+}
+
 wide_loop! {
     /// `y ← tanh_approx(y)` elementwise.
     pub(crate) fn tanh_in_place(y: &mut [f32]) {
@@ -326,7 +434,33 @@ wide_loop! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Linear, Params};
+    use crate::model::layers::Linear;
+    use crate::model::params::Params;
+
+    #[test]
+    fn tanh_approx_is_within_3e7_of_tanh_everywhere() {
+        let mut worst = 0.0f64;
+        let mut x = -12.0f32;
+        while x <= 12.0 {
+            worst = worst.max((tanh_approx(x) as f64 - (x as f64).tanh()).abs());
+            x += 1e-4;
+        }
+        for x in [0.0f32, -0.0, 1e-30, -1e-30, 100.0, -100.0, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY] {
+            worst = worst.max((tanh_approx(x) as f64 - (x as f64).tanh()).abs());
+        }
+        assert!(worst < 3e-7, "worst absolute error {worst:e}");
+        assert!(tanh_approx(f32::NAN).is_nan());
+        // The vector loop (AVX2 where the CPU has it) gives the scalar
+        // function's floats, bit for bit, at every length's tail too.
+        let all: Vec<f32> = (0..1003).map(|i| (i as f32 - 501.0) * 0.0217).chain([f32::NAN, 1e-30, -9.5]).collect();
+        for len in (0..=17).chain([all.len()]) {
+            let mut ys = all[..len].to_vec();
+            tanh_in_place(&mut ys);
+            for (x, y) in all.iter().zip(&ys) {
+                assert_eq!(y.to_bits(), tanh_approx(*x).to_bits(), "tanh({x}) at length {len}");
+            }
+        }
+    }
 
     #[test]
     fn the_cpus_taped_tanh_matches_dfdxs_values_and_gradients() {
@@ -418,7 +552,7 @@ mod tests {
             for act in [Activation::Relu, Activation::Tanh] {
                 let run = |cpu: bool, frozen: bool| {
                     let h = if cpu {
-                        first.forward_on_cpu(&p, x.leaky_trace(), Some(act), true)
+                        first.forward_with(&p, x.leaky_trace(), Some(act), true)
                     } else {
                         let z = dfdx_layer(&p, &first, x.leaky_trace());
                         if act == Activation::Relu {
@@ -427,7 +561,7 @@ mod tests {
                             activation_on_cpu(z, act)
                         }
                     };
-                    let y = if cpu { second.forward_on_cpu(&p, h, None, !frozen) } else { dfdx_layer(&p, &second, h) };
+                    let y = if cpu { second.forward_with(&p, h, None, !frozen) } else { dfdx_layer(&p, &second, h) };
                     let values = y.with_empty_tape().as_vec();
                     let weights = dev.tensor_from_vec((0..18).map(|i| i as f32 - 8.5).collect(), (6usize, 3usize));
                     let mut grads = (y.with_empty_tape().square().sum() + (y * weights).sum()).backward();

@@ -42,11 +42,12 @@
 //! register_custom_model::<Wide>("wide");
 //! ```
 
-use super::layers::{Matrix, Taped};
+use super::device::NetDevice;
 use super::params::Params;
-use crate::model::device::NetDevice;
+use super::tensors::{Matrix, Taped};
 use rlx::Space;
 use serde_json::Value;
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -112,6 +113,27 @@ pub struct Registered {
     pub(crate) cuda: BuildFn<dfdx::prelude::Cuda>,
 }
 
+impl Registered {
+    /// The builder for device `D`: the one of the fields above whose type
+    /// is `BuildFn<D>`, found by its type, so that the devices need not
+    /// know custom models. `None` for a device without one (only `Cpu`
+    /// and, with the `cuda` feature, `Cuda` have).
+    pub(crate) fn builder<D: NetDevice>(&self) -> Option<BuildFn<D>> {
+        let cpu: &dyn Any = &self.cpu;
+        if let Some(build) = cpu.downcast_ref::<BuildFn<D>>() {
+            return Some(*build);
+        }
+        #[cfg(feature = "cuda")]
+        {
+            let cuda: &dyn Any = &self.cuda;
+            if let Some(build) = cuda.downcast_ref::<BuildFn<D>>() {
+                return Some(*build);
+            }
+        }
+        None
+    }
+}
+
 fn registry() -> std::sync::MutexGuard<'static, BTreeMap<String, Registered>> {
     static REGISTRY: OnceLock<Mutex<BTreeMap<String, Registered>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner)
@@ -138,4 +160,56 @@ pub fn registered_custom_models() -> Vec<String> {
 /// The model registered under `name`.
 pub(crate) fn lookup(name: &str) -> Option<Registered> {
     registry().get(name).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::layers::Linear;
+    use crate::model::torso::Torso;
+    use crate::model::ModelConfig;
+    use dfdx::prelude::*;
+
+    /// One layer of 3 features, no nonlinearity.
+    struct Three {
+        layer: Linear,
+    }
+
+    impl<D: NetDevice> CustomNetwork<D> for Three {
+        fn features(&self) -> usize {
+            self.layer.outputs()
+        }
+
+        fn forward(&self, p: &Params<D>, x: Matrix<D>) -> Matrix<D> {
+            self.layer.forward(p, x)
+        }
+
+        fn forward_taped(&self, p: &Params<D>, x: Matrix<D, Taped<D>>) -> Matrix<D, Taped<D>> {
+            self.layer.forward(p, x)
+        }
+    }
+
+    impl CustomModel for Three {
+        fn build<D: NetDevice>(
+            input: &CustomInput<'_>,
+            params: &mut Params<D>,
+        ) -> Result<Box<dyn CustomNetwork<D>>, String> {
+            Ok(Box::new(Three { layer: Linear::new(params, input.name, input.features, 3) }))
+        }
+    }
+
+    #[test]
+    fn a_registered_model_is_built_with_the_devices_builder() {
+        register_custom_model::<Three>("custom_tests_three");
+        let registered = lookup("custom_tests_three").expect("registered");
+        assert!(registered.builder::<Cpu>().is_some());
+        let model = ModelConfig { custom_model: Some("custom_tests_three".into()), ..ModelConfig::default() };
+        let space = Space::uniform_box(-1.0, 1.0, vec![4]).unwrap();
+        let mut p = Params::new(Cpu::seed_from_u64(0));
+        let torso = Torso::build(&model, &space, &mut p, "pi.torso").unwrap();
+        assert!(matches!(torso, Torso::Custom { .. }) && torso.features() == 3);
+        assert_eq!(p.len(), 4 * 3 + 3);
+        let x = p.device().tensor_from_vec(vec![0.5; 2 * 4], (2usize, 4usize));
+        assert_eq!(torso.forward::<NoneTape>(&p, x).shape(), &(2, 3));
+    }
 }

@@ -7,7 +7,9 @@
 //! config error that says how to rebuild, never a panic. See the book's
 //! "Building with CUDA" page for what the build needs.
 
-use dfdx::prelude::{Shape, Tape, Tensor};
+use super::cpu;
+use super::tensors::{Activation, ConvGeometry, Flat, Matrix};
+use dfdx::prelude::*;
 use rlx::config::ConfigError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -121,24 +123,30 @@ impl std::str::FromStr for DeviceSpec {
 pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
     /// `tanh` of a layer's output, recorded on the tape `T` if it is one:
     /// dfdx's kernel unless the device has a faster one (the CPU's,
-    /// [`crate::model::tanh_approx`]).
+    /// [`tanh_approx`](super::cpu::tanh_approx)).
     fn tanh<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
         x.tanh()
     }
 
-    /// A convolution layer's forward pass, recorded on the tape `T` if it
-    /// is one (and the input's gradient only if `input_grad`): dfdx's
-    /// operations unless the device has a faster way (the CPU's
-    /// `conv2d_on_cpu`: im2col by slice copies, with its own backward step).
+    /// A convolution plus bias, recorded on the tape `T` if it is one (and
+    /// the input's gradient only if `input_grad`): dfdx's operations
+    /// unless the device has a faster way (the CPU's `conv2d_on_cpu`:
+    /// im2col by slice copies, with its own backward step).
+    ///
+    /// # Shapes
+    /// `x` is `(g.rows, g.height · g.width · g.in_channels)`, channels
+    /// last; `filters` `(g.out_channels, g.patch())`, each row in `(ky,
+    /// kx, channel)` order; `bias` `(g.out_channels,)`; the result
+    /// `(g.rows, h' · w' · g.out_channels)` with `(h', w') =
+    /// g.out_sides()`, channels last.
     fn conv2d<T: Tape<f32, Self>>(
-        conv: &crate::model::Conv2d,
-        p: &crate::model::Params<Self>,
-        x: crate::model::Matrix<Self, T>,
-        height: usize,
-        width: usize,
+        x: Matrix<Self, T>,
+        filters: &Matrix<Self>,
+        bias: &Flat<Self>,
+        g: ConvGeometry,
         input_grad: bool,
-    ) -> crate::model::Matrix<Self, T> {
-        conv.forward_with_dfdx(p, x, height, width, input_grad)
+    ) -> Matrix<Self, T> {
+        conv2d_with_dfdx(x, filters, bias, g, input_grad)
     }
 
     /// `max(x, 0)`, recorded on the tape `T` if it is one: dfdx's kernel
@@ -152,23 +160,24 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
     /// operations unless the device has a faster way (the CPU's
     /// `linear_on_cpu`: one product into rows that start as the bias, the
     /// nonlinearity in place).
+    ///
+    /// # Shapes
+    /// `x` is `(rows, inputs)`, `w` `(outputs, inputs)`, `b`
+    /// `(outputs,)`; the result `(rows, outputs)`.
     fn linear<T: Tape<f32, Self>>(
-        layer: &crate::model::Linear,
-        p: &crate::model::Params<Self>,
-        x: crate::model::Matrix<Self, T>,
-        act: Option<crate::model::Activation>,
+        x: Matrix<Self, T>,
+        w: &Matrix<Self>,
+        b: &Flat<Self>,
+        act: Option<Activation>,
         weights_grad: bool,
-    ) -> crate::model::Matrix<Self, T> {
+    ) -> Matrix<Self, T> {
         let _ = weights_grad;
-        let y = layer.forward_with_dfdx(p, x);
+        let y = linear_with_dfdx(x, w, b);
         match act {
             Some(act) => act.apply(y),
             None => y,
         }
     }
-
-    /// The builder of a registered custom model for this device.
-    fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self>;
 
     /// Opens the device `spec` names, seeding dfdx's random initializers.
     ///
@@ -178,40 +187,130 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
     fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::error::BuildError>;
 }
 
+impl Activation {
+    /// Applies the nonlinearity to a layer's output (a fresh, contiguous
+    /// tensor). `tanh` is the device's ([`NetDevice::tanh`]): on the CPU,
+    /// [`tanh_approx`](super::cpu::tanh_approx) both when acting and when
+    /// learning, so that the learner differentiates exactly the function
+    /// the policy acted with.
+    pub fn apply<S: Shape, D: NetDevice, T: Tape<f32, D>>(self, x: Tensor<S, f32, D, T>) -> Tensor<S, f32, D, T> {
+        match self {
+            Activation::Relu => D::relu(x),
+            Activation::Tanh => D::tanh(x),
+        }
+    }
+}
+
+/// `x Wᵀ + b` with dfdx's operations (devices without their own kernel;
+/// the CPU's is `linear_on_cpu`).
+fn linear_with_dfdx<D: NetDevice, T: Tape<f32, D>>(x: Matrix<D, T>, w: &Matrix<D>, b: &Flat<D>) -> Matrix<D, T> {
+    let outputs = w.shape().0;
+    let w = w.retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
+    let b = b.retaped::<T>().broadcast_like::<(usize, usize), Axis<0>>(&(x.shape().0, outputs));
+    x.matmul(w) + b
+}
+
+/// The convolution with dfdx's operations, on any device: the patches
+/// gathered on the tape when the input needs a gradient, else copied out
+/// on the host (no gather, no scatter-add backward). dfdx 0.13 offers its
+/// convolution on nightly Rust only, so this is im2col: every output
+/// pixel's patch is cut out, then multiplied with the filters in one
+/// matrix product (the gather's backward pass is dfdx's scatter-add).
+pub(crate) fn conv2d_with_dfdx<D: NetDevice, T: Tape<f32, D>>(
+    x: Matrix<D, T>,
+    filters: &Matrix<D>,
+    bias: &Flat<D>,
+    g: ConvGeometry,
+    input_grad: bool,
+) -> Matrix<D, T> {
+    let rows = x.shape().0;
+    if input_grad {
+        let idx = g.patch_indices(rows);
+        let n = idx.len();
+        let flat = x.reshape_like(&(rows * g.height * g.in_channels * g.width,));
+        let patches = flat.gather(filters.device().tensor_from_vec(idx, (n,)));
+        return on_patches(patches, filters, bias, rows, g);
+    }
+    let (x, tape) = x.split_tape();
+    let mut image = vec![0.0; x.shape().num_elements()];
+    x.copy_into(&mut image);
+    let patches: Vec<f32> = g.patch_indices(rows).into_iter().map(|i| image[i]).collect();
+    let n = patches.len();
+    let patches = filters.device().tensor_from_vec(patches, (n,)).put_tape(tape);
+    on_patches(patches, filters, bias, rows, g)
+}
+
+/// The filters applied to gathered patches (flat, `rows · h' · w'`
+/// patches of `kernel² · in_channels` values).
+fn on_patches<D: NetDevice, T: Tape<f32, D>>(
+    patches: Tensor<(usize,), f32, D, T>,
+    filters: &Matrix<D>,
+    bias: &Flat<D>,
+    rows: usize,
+    g: ConvGeometry,
+) -> Matrix<D, T> {
+    let (oh, ow) = g.out_sides();
+    let patches = patches.reshape_like(&(rows * oh * ow, g.patch()));
+    let w = filters.retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
+    let b = bias.retaped::<T>().broadcast_like::<(usize, usize), Axis<0>>(&(rows * oh * ow, g.out_channels));
+    (patches.matmul(w) + b).reshape_like(&(rows, oh * ow * g.out_channels))
+}
+
+// The index form of im2col, for dfdx's gather.
+impl ConvGeometry {
+    /// For every output pixel of every one of `rows` images, the flat
+    /// input index of each element of its patch, in the filters' `(ky, kx,
+    /// channel)` order.
+    fn patch_indices(&self, rows: usize) -> Vec<usize> {
+        let (k, c, s, width) = (self.kernel, self.in_channels, self.stride, self.width);
+        let (oh, ow) = self.out_sides();
+        let mut one = Vec::with_capacity(oh * ow * k * k * c);
+        for y in 0..oh {
+            for x in 0..ow {
+                for ky in 0..k {
+                    let start = ((y * s + ky) * width + x * s) * c;
+                    one.extend(start..start + k * c);
+                }
+            }
+        }
+        let image = self.height * width * c;
+        let mut all = Vec::with_capacity(rows * one.len());
+        for r in 0..rows {
+            all.extend(one.iter().map(|&i| i + r * image));
+        }
+        all
+    }
+}
+
 // SAFETY: `Cpu` is `Send + Sync` (its RNG and allocation cache are behind
 // locks).
 unsafe impl NetDevice for dfdx::prelude::Cpu {
     fn tanh<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
-        crate::model::activation_on_cpu(x, crate::model::Activation::Tanh)
+        cpu::activation_on_cpu(x, Activation::Tanh)
     }
 
     fn conv2d<T: Tape<f32, Self>>(
-        conv: &crate::model::Conv2d,
-        p: &crate::model::Params<Self>,
-        x: crate::model::Matrix<Self, T>,
-        height: usize,
-        width: usize,
+        x: Matrix<Self, T>,
+        filters: &Matrix<Self>,
+        bias: &Flat<Self>,
+        g: ConvGeometry,
         input_grad: bool,
-    ) -> crate::model::Matrix<Self, T> {
-        conv.forward_on_cpu(p, x, height, width, input_grad)
+    ) -> Matrix<Self, T> {
+        cpu::conv2d_on_cpu(x, filters, bias, g, input_grad)
     }
 
     fn relu<S: Shape, T: Tape<f32, Self>>(x: Tensor<S, f32, Self, T>) -> Tensor<S, f32, Self, T> {
-        crate::model::activation_on_cpu(x, crate::model::Activation::Relu)
+        cpu::activation_on_cpu(x, Activation::Relu)
     }
 
     fn linear<T: Tape<f32, Self>>(
-        layer: &crate::model::Linear,
-        p: &crate::model::Params<Self>,
-        x: crate::model::Matrix<Self, T>,
-        act: Option<crate::model::Activation>,
+        x: Matrix<Self, T>,
+        w: &Matrix<Self>,
+        b: &Flat<Self>,
+        act: Option<Activation>,
         weights_grad: bool,
-    ) -> crate::model::Matrix<Self, T> {
-        layer.forward_on_cpu(p, x, act, weights_grad)
-    }
-
-    fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self> {
-        model.cpu
+    ) -> Matrix<Self, T> {
+        cpu::linear_on_cpu(x, (w, b), act, weights_grad)
     }
 
     fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::error::BuildError> {
@@ -228,10 +327,6 @@ unsafe impl NetDevice for dfdx::prelude::Cpu {
 // SAFETY: see the trait's safety section.
 #[cfg(feature = "cuda")]
 unsafe impl NetDevice for dfdx::prelude::Cuda {
-    fn custom_builder(model: &crate::model::custom::Registered) -> crate::model::custom::BuildFn<Self> {
-        model.cuda
-    }
-
     fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::error::BuildError> {
         match spec {
             DeviceSpec::Cuda(n) => open_cuda(n, seed),

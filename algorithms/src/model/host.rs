@@ -16,10 +16,11 @@
 //! the acting ones to float rounding (PPO's `on_policy_ratio_is_one`).
 
 use super::cpu::activate;
-use super::layers::{Activation, Linear};
+use super::device::NetDevice;
+use super::layers::Linear;
 use super::params::Params;
+use super::tensors::Activation;
 use super::torso::Mlp;
-use crate::model::device::NetDevice;
 
 /// One layer: `y = x · W + b`, `W` stored `(inputs, outputs)`, then the
 /// activation if any.

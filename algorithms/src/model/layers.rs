@@ -1,11 +1,13 @@
 //! Layers whose sizes are known only at run time: [`Linear`], [`Conv2d`]
-//! and [`Lstm`], with their activations.
+//! and [`Lstm`].
 //!
 //! A layer is plain data (sizes and [`ParamId`]s); its tensors live in the
 //! policy's [`Params`]. Every forward pass is generic over dfdx's tape
 //! `T`: with `NoneTape` it acts, with `OwnedTape` it records the
 //! operations a loss differentiates. Tensors are `(rows, features)`
-//! matrices with `usize` dimensions.
+//! matrices with `usize` dimensions. A layer hands its tensors to the
+//! device's hooks ([`NetDevice::linear`], [`NetDevice::conv2d`]), which
+//! know nothing of layers.
 //!
 //! Initialization follows dfdx's own layers (and PyTorch's defaults): a
 //! `Linear` from `U(−1/√in, 1/√in)`, a `Conv2d` from `U(−1/√(in·k²),
@@ -13,67 +15,10 @@
 //! the order layers are built. So a network built here from a seed starts
 //! from the same weights as the const-shaped dfdx network it replaces.
 
-use super::cpu::add_bias_on_cpu;
+use super::device::NetDevice;
 use super::params::{ParamId, Params};
-use crate::model::device::NetDevice;
+use super::tensors::{Activation, ConvGeometry, Matrix};
 use dfdx::prelude::*;
-use serde::{Deserialize, Serialize};
-
-/// A `(rows, features)` matrix on device `D` with tape `T`.
-pub type Matrix<D, T = NoneTape> = Tensor<(usize, usize), f32, D, T>;
-
-/// The gradient tape of a learning pass on device `D`.
-pub type Taped<D> = OwnedTape<f32, D>;
-
-/// A hidden-layer nonlinearity (`fcnet_activation`, `conv_activation`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Activation {
-    /// `tanh(x)`.
-    #[default]
-    Tanh,
-    /// `max(x, 0)`.
-    Relu,
-}
-
-impl Activation {
-    /// Applies the nonlinearity to a layer's output (a fresh, contiguous
-    /// tensor). `tanh` is the device's ([`NetDevice::tanh`]): on the CPU,
-    /// [`tanh_approx`] both when acting and when learning, so that the
-    /// learner differentiates exactly the function the policy acted with.
-    pub fn apply<S: Shape, D: NetDevice, T: Tape<f32, D>>(self, x: Tensor<S, f32, D, T>) -> Tensor<S, f32, D, T> {
-        match self {
-            Activation::Relu => D::relu(x),
-            Activation::Tanh => D::tanh(x),
-        }
-    }
-}
-
-/// `tanh(x)` to within 3e-7 absolute for every `f32` (NaN stays NaN), in a
-/// form the compiler vectorizes: `1 − 2 / (e^{2x} + 1)`, with `e^{2x}`
-/// computed as `2^n · 2^f` (`n` an integer, `|f| ≤ 1/2`, `2^f` by its
-/// degree-7 Taylor polynomial, relative error below 1e-8). glibc's `tanhf`,
-/// which dfdx's CPU kernel calls per element, was 42 % of sampling's time
-/// (see the profile on the book's performance page).
-#[inline]
-pub fn tanh_approx(x: f32) -> f32 {
-    // tanh(±9) rounds to ±1 in f32; the clamp keeps 2^n a normal float.
-    let y = x.clamp(-9.0, 9.0) * (2.0 * std::f32::consts::LOG2_E);
-    // Round to nearest by adding and subtracting 1.5 · 2^23 (|y| < 2^22).
-    const ROUND: f32 = 12_582_912.0;
-    let r = y + ROUND;
-    let n = r - ROUND;
-    let f = (y - n) * std::f32::consts::LN_2;
-    // e^f for |f| ≤ ln 2 / 2, Horner form.
-    let p = 1.0
-        + f * (1.0
-            + f * (1.0 / 2.0
-                + f * (1.0 / 6.0 + f * (1.0 / 24.0 + f * (1.0 / 120.0 + f * (1.0 / 720.0 + f * (1.0 / 5040.0)))))));
-    // n as an integer is the low bits of r (no float-to-int conversion, so
-    // the loop vectorizes); 2^n is that plus the exponent bias, shifted.
-    let two_n = f32::from_bits(r.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
-    1.0 - 2.0 / (two_n * p + 1.0)
-}
 
 /// A fully connected layer `y = x Wᵀ + b`, `W` of shape `(out, in)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,7 +65,7 @@ impl Linear {
     /// # Shapes
     /// `x` is `(rows, inputs)`; the result `(rows, outputs)`.
     pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
-        D::linear(self, p, x, None, true)
+        self.forward_with(p, x, None, true)
     }
 
     /// [`forward`](Self::forward) as a function of `x` alone: the weights
@@ -129,32 +74,24 @@ impl Linear {
     /// on the CPU skips the critic's weight-gradient products; dfdx's
     /// other devices compute that gradient and nobody reads it.
     pub fn forward_frozen<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
-        D::linear(self, p, x, None, false)
+        self.forward_with(p, x, None, false)
     }
 
-    /// `x Wᵀ + b` with dfdx's operations (devices without their own
-    /// kernel; the CPU's is `linear_on_cpu`).
-    pub(crate) fn forward_with_dfdx<D: NetDevice, T: Tape<f32, D>>(
+    /// `act(x Wᵀ + b)`, the weights' gradient only if `weights_grad`: the
+    /// device's [`NetDevice::linear`] with this layer's weight and bias (on
+    /// the CPU one operation on the tape, the nonlinearity included).
+    /// `Mlp`'s hidden layers run this way.
+    ///
+    /// # Shapes
+    /// `x` is `(rows, inputs)`; the result `(rows, outputs)`.
+    pub fn forward_with<D: NetDevice, T: Tape<f32, D>>(
         &self,
         p: &Params<D>,
         x: Matrix<D, T>,
-    ) -> Matrix<D, T> {
-        let w = p.matrix(self.w, self.outputs, self.inputs).retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
-        let b = p.get(self.b).retaped::<T>().broadcast_like::<(usize, usize), Axis<0>>(&(x.shape().0, self.outputs));
-        x.matmul(w) + b
-    }
-
-    /// The layer and its nonlinearity `act` on the CPU: `linear_on_cpu`
-    /// with this layer's weights.
-    pub(crate) fn forward_on_cpu<T: Tape<f32, Cpu>>(
-        &self,
-        p: &Params<Cpu>,
-        x: Matrix<Cpu, T>,
         act: Option<Activation>,
         weights_grad: bool,
-    ) -> Matrix<Cpu, T> {
-        let w = p.matrix(self.w, self.outputs, self.inputs);
-        super::cpu::linear_on_cpu(x, (&w, p.get(self.b)), act, weights_grad)
+    ) -> Matrix<D, T> {
+        D::linear(x, &p.matrix(self.w, self.outputs, self.inputs), p.get(self.b), act, weights_grad)
     }
 }
 
@@ -165,11 +102,11 @@ impl Linear {
 ///
 /// dfdx 0.13 offers its convolution on nightly Rust only, so this one is
 /// im2col: every output pixel's `kernel × kernel × in_channels` patch is
-/// cut out, then multiplied with the filters in one matrix product. On
-/// the CPU that is `conv2d_on_cpu`, with its own backward step; other
-/// devices use dfdx's stable operations (a gather, whose backward pass is
-/// dfdx's scatter-add). The output stays channels last, so layers stack
-/// without reordering.
+/// cut out, then multiplied with the filters in one matrix product
+/// ([`NetDevice::conv2d`]). On the CPU that is `conv2d_on_cpu`, with its
+/// own backward step; other devices use dfdx's stable operations (a
+/// gather, whose backward pass is dfdx's scatter-add). The output stays
+/// channels last, so layers stack without reordering.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conv2d {
     w: ParamId,
@@ -202,28 +139,6 @@ impl Conv2d {
         (size >= kernel && stride > 0).then(|| (size - kernel) / stride + 1)
     }
 
-    /// For every output pixel of every row, the flat input index of each
-    /// element of its patch, in the filters' `(ky, kx, channel)` order.
-    fn patch_indices(&self, rows: usize, height: usize, width: usize) -> Vec<usize> {
-        let (k, c, s) = (self.kernel, self.in_channels, self.stride);
-        let (oh, ow) = ((height - k) / s + 1, (width - k) / s + 1);
-        let mut one = Vec::with_capacity(oh * ow * k * k * c);
-        for y in 0..oh {
-            for x in 0..ow {
-                for ky in 0..k {
-                    let start = ((y * s + ky) * width + x * s) * c;
-                    one.extend(start..start + k * c);
-                }
-            }
-        }
-        let image = height * width * c;
-        let mut all = Vec::with_capacity(rows * one.len());
-        for r in 0..rows {
-            all.extend(one.iter().map(|&i| i + r * image));
-        }
-        all
-    }
-
     /// The convolution plus bias: the device's ([`NetDevice::conv2d`]),
     /// on the CPU `conv2d_on_cpu`.
     ///
@@ -237,7 +152,7 @@ impl Conv2d {
         height: usize,
         width: usize,
     ) -> Matrix<D, T> {
-        D::conv2d(self, p, x, height, width, true)
+        self.forward_with(p, x, height, width, true)
     }
 
     /// [`forward`](Self::forward) for a network's input, which needs no
@@ -250,13 +165,12 @@ impl Conv2d {
         height: usize,
         width: usize,
     ) -> Matrix<D, T> {
-        D::conv2d(self, p, x, height, width, false)
+        self.forward_with(p, x, height, width, false)
     }
 
-    /// The convolution with dfdx's operations, on any device: the patches
-    /// gathered on the tape when the input needs a gradient, else copied
-    /// out on the host (no gather, no scatter-add backward).
-    pub(crate) fn forward_with_dfdx<D: NetDevice, T: Tape<f32, D>>(
+    /// The device's [`NetDevice::conv2d`] with this layer's filters and
+    /// bias, the input's gradient only if `input_grad`.
+    fn forward_with<D: NetDevice, T: Tape<f32, D>>(
         &self,
         p: &Params<D>,
         x: Matrix<D, T>,
@@ -264,169 +178,24 @@ impl Conv2d {
         width: usize,
         input_grad: bool,
     ) -> Matrix<D, T> {
-        let rows = x.shape().0;
-        if input_grad {
-            let idx = self.patch_indices(rows, height, width);
-            let n = idx.len();
-            let flat = x.reshape_like(&(rows * height * self.in_channels * width,));
-            let patches = flat.gather(p.device().tensor_from_vec(idx, (n,)));
-            return self.on_patches(p, patches, rows, height, width);
-        }
-        let (x, tape) = x.split_tape();
-        let mut image = vec![0.0; x.shape().num_elements()];
-        x.copy_into(&mut image);
-        let patches: Vec<f32> = self.patch_indices(rows, height, width).into_iter().map(|i| image[i]).collect();
-        let n = patches.len();
-        let patches = p.device().tensor_from_vec(patches, (n,)).put_tape(tape);
-        self.on_patches(p, patches, rows, height, width)
+        let geometry = self.geometry(x.shape().0, height, width);
+        let filters = p.matrix(self.w, self.out_channels, geometry.patch());
+        D::conv2d(x, &filters, p.get(self.b), geometry, input_grad)
     }
 
-    /// The convolution on the CPU: `conv2d_on_cpu` with this layer's
-    /// filters and bias.
-    pub(crate) fn forward_on_cpu<T: Tape<f32, Cpu>>(
-        &self,
-        p: &Params<Cpu>,
-        x: Matrix<Cpu, T>,
-        height: usize,
-        width: usize,
-        input_grad: bool,
-    ) -> Matrix<Cpu, T> {
-        let geometry = ConvGeometry {
-            rows: x.shape().0,
+    /// The sizes of this convolution over `rows` images of `height ×
+    /// width`.
+    fn geometry(&self, rows: usize, height: usize, width: usize) -> ConvGeometry {
+        ConvGeometry {
+            rows,
             height,
             width,
             in_channels: self.in_channels,
             out_channels: self.out_channels,
             kernel: self.kernel,
             stride: self.stride,
-        };
-        let filters = p.matrix(self.w, self.out_channels, geometry.patch());
-        conv2d_on_cpu(x, &filters, p.get(self.b), geometry, input_grad)
-    }
-
-    /// The filters applied to gathered patches (flat, `rows · h' · w'`
-    /// patches of `kernel² · in_channels` values).
-    fn on_patches<D: NetDevice, T: Tape<f32, D>>(
-        &self,
-        p: &Params<D>,
-        patches: Tensor<(usize,), f32, D, T>,
-        rows: usize,
-        height: usize,
-        width: usize,
-    ) -> Matrix<D, T> {
-        let (k, s) = (self.kernel, self.stride);
-        let (oh, ow) = ((height - k) / s + 1, (width - k) / s + 1);
-        let patch = k * k * self.in_channels;
-        let patches = patches.reshape_like(&(rows * oh * ow, patch));
-        let w = p.matrix(self.w, self.out_channels, patch).retaped::<T>().permute::<(usize, usize), Axes2<1, 0>>();
-        let b = p
-            .get(self.b)
-            .retaped::<T>()
-            .broadcast_like::<(usize, usize), Axis<0>>(&(rows * oh * ow, self.out_channels));
-        (patches.matmul(w) + b).reshape_like(&(rows, oh * ow * self.out_channels))
-    }
-}
-
-/// The sizes of one convolution over a batch of channels-last images.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ConvGeometry {
-    pub rows: usize,
-    pub height: usize,
-    pub width: usize,
-    pub in_channels: usize,
-    pub out_channels: usize,
-    pub kernel: usize,
-    pub stride: usize,
-}
-
-impl ConvGeometry {
-    /// Values in one patch: `kernel² · in_channels`.
-    fn patch(&self) -> usize {
-        self.kernel * self.kernel * self.in_channels
-    }
-
-    /// `(h', w')`, the output's sides.
-    fn out_sides(&self) -> (usize, usize) {
-        let (k, s) = (self.kernel, self.stride);
-        ((self.height - k) / s + 1, (self.width - k) / s + 1)
-    }
-
-    /// Calls `f(patch row, input offset)` for each of the `kernel` runs of
-    /// `kernel · in_channels` contiguous input values that make up each
-    /// patch, patches in output order (row, y, x). Channels last makes
-    /// each run one slice, so im2col and its inverse are slice copies.
-    fn for_each_run(&self, mut f: impl FnMut(usize, usize)) {
-        let (oh, ow) = self.out_sides();
-        let (k, s, c) = (self.kernel, self.stride, self.in_channels);
-        let image = self.height * self.width * c;
-        let mut patch = 0;
-        for r in 0..self.rows {
-            for y in 0..oh {
-                for x in 0..ow {
-                    for ky in 0..k {
-                        f(patch * k + ky, r * image + ((y * s + ky) * self.width + x * s) * c);
-                    }
-                    patch += 1;
-                }
-            }
         }
     }
-}
-
-/// A convolution plus bias on the CPU, with its own backward step on dfdx's
-/// tape (as [`activation_on_cpu`](super::cpu::activation_on_cpu)). The patches are cut with slice copies (no
-/// index vector, no gather) and multiplied with the filters in one matrix
-/// product; the backward step is two matrix products, the filters'
-/// gradient `Gᵀ·P` and, only when `input_grad`, the patches' `G·W`, whose
-/// rows are added back onto their pixels. The bias is
-/// [`add_bias_on_cpu`]'s. The generic path ([`Conv2d::forward_with_dfdx`])
-/// builds an index per patch value (a 400 MB vector for 500 Atari frames
-/// at the first layer), gathers through it, broadcasts the bias with
-/// dfdx's generic kernel and scatter-adds the patches' gradient.
-///
-/// # Shapes
-/// `x` is `(rows, height · width · in_channels)`, `filters` `(out_channels,
-/// kernel · kernel · in_channels)` in `(ky, kx, channel)` order, `bias`
-/// `(out_channels,)`; the result `(rows, h' · w' · out_channels)`, all
-/// channels last.
-pub(crate) fn conv2d_on_cpu<T: Tape<f32, Cpu>>(
-    x: Matrix<Cpu, T>,
-    filters: &Matrix<Cpu>,
-    bias: &Tensor<(usize,), f32, Cpu>,
-    g: ConvGeometry,
-    input_grad: bool,
-) -> Matrix<Cpu, T> {
-    // A custom model may hand over a view; the runs below index memory.
-    let (x, mut tape) = x.contiguous().split_tape();
-    let dev = x.device().clone();
-    let (oh, ow) = g.out_sides();
-    let (n, run) = (g.rows * oh * ow, g.kernel * g.in_channels);
-    let mut image = vec![0.0; x.shape().num_elements()];
-    x.copy_into(&mut image);
-    let mut cut = vec![0.0; n * g.patch()];
-    g.for_each_run(|i, at| cut[i * run..(i + 1) * run].copy_from_slice(&image[at..at + run]));
-    let patches = dev.tensor_from_vec(cut, (n, g.patch()));
-    let w_t = filters.clone().permute::<(usize, usize), Axes2<1, 0>>();
-    let y = patches.clone().matmul(w_t);
-    if T::OWNS_TAPE {
-        let (x_ghost, y_ghost) = (x.ghost(), y.ghost());
-        let (w_ghost, filters) = (filters.ghost(), filters.clone());
-        tape.add_backward_op(move |grads| {
-            let g_y = grads.get_or_alloc_mut(&y_ghost)?.to_vec();
-            let g_y = dev.tensor_from_vec(g_y, (n, g.out_channels));
-            let g_w = g_y.clone().permute::<(usize, usize), Axes2<1, 0>>().matmul(patches).as_vec();
-            grads.get_or_alloc_mut(&w_ghost)?.iter_mut().zip(g_w).for_each(|(g, d)| *g += d);
-            if input_grad {
-                let g_patches = g_y.matmul(filters).as_vec();
-                let g_x = grads.get_or_alloc_mut(&x_ghost)?;
-                g.for_each_run(|i, at| {
-                    g_x[at..at + run].iter_mut().zip(&g_patches[i * run..(i + 1) * run]).for_each(|(g, d)| *g += d)
-                });
-            }
-            Ok(())
-        });
-    }
-    add_bias_on_cpu(y.put_tape(tape), bias.retaped::<T>()).reshape_like(&(g.rows, oh * ow * g.out_channels))
 }
 
 /// A long short-term memory cell (Hochreiter & Schmidhuber 1997, with the
@@ -499,32 +268,7 @@ impl Lstm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::cpu::tanh_in_place;
-
-    #[test]
-    fn tanh_approx_is_within_3e7_of_tanh_everywhere() {
-        let mut worst = 0.0f64;
-        let mut x = -12.0f32;
-        while x <= 12.0 {
-            worst = worst.max((tanh_approx(x) as f64 - (x as f64).tanh()).abs());
-            x += 1e-4;
-        }
-        for x in [0.0f32, -0.0, 1e-30, -1e-30, 100.0, -100.0, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY] {
-            worst = worst.max((tanh_approx(x) as f64 - (x as f64).tanh()).abs());
-        }
-        assert!(worst < 3e-7, "worst absolute error {worst:e}");
-        assert!(tanh_approx(f32::NAN).is_nan());
-        // The vector loop (AVX2 where the CPU has it) gives the scalar
-        // function's floats, bit for bit, at every length's tail too.
-        let all: Vec<f32> = (0..1003).map(|i| (i as f32 - 501.0) * 0.0217).chain([f32::NAN, 1e-30, -9.5]).collect();
-        for len in (0..=17).chain([all.len()]) {
-            let mut ys = all[..len].to_vec();
-            tanh_in_place(&mut ys);
-            for (x, y) in all.iter().zip(&ys) {
-                assert_eq!(y.to_bits(), tanh_approx(*x).to_bits(), "tanh({x}) at length {len}");
-            }
-        }
-    }
+    use crate::model::device::conv2d_with_dfdx;
 
     #[test]
     fn the_cpus_convolution_matches_dfdxs_operations_in_values_and_gradients() {
@@ -540,11 +284,13 @@ mod tests {
             let second = Conv2d::new(&mut p, "c1", 4, 5, 2, 1);
             let x: Vec<f32> = (0..2 * 9 * 7 * 3).map(|i| ((i * 7919) % 101) as f32 / 101.0 - 0.5).collect();
             let x = dev.tensor_from_vec(x, (2usize, 9 * 7 * 3)).leaky_traced();
-            let layer = |conv: &Conv2d, x, h, w, input_grad| {
+            let layer = |conv: &Conv2d, x: Matrix<Cpu, OwnedTape<f32, Cpu>>, h, w, input_grad| {
+                let g = conv.geometry(x.shape().0, h, w);
+                let (filters, bias) = (p.matrix(conv.w, g.out_channels, g.patch()), p.get(conv.b));
                 if cpu {
-                    conv.forward_on_cpu(&p, x, h, w, input_grad)
+                    <Cpu as NetDevice>::conv2d(x, &filters, bias, g, input_grad)
                 } else {
-                    conv.forward_with_dfdx(&p, x, h, w, input_grad)
+                    conv2d_with_dfdx(x, &filters, bias, g, input_grad)
                 }
             };
             let h = layer(&first, x, 9, 7, false).relu();

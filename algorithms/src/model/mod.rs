@@ -24,13 +24,15 @@ mod host;
 mod layers;
 mod params;
 pub mod sequences;
+mod tensors;
 mod torso;
 
-pub(crate) use cpu::activation_on_cpu;
+pub use cpu::tanh_approx;
 pub use custom::{CustomInput, CustomModel, CustomNetwork};
 pub use host::HostNet;
-pub use layers::{tanh_approx, Activation, Conv2d, Linear, Lstm, Matrix, Taped};
-pub use params::{Flat, ParamId, Params};
+pub use layers::{Conv2d, Linear, Lstm};
+pub use params::{ParamId, Params};
+pub use tensors::{Activation, ConvGeometry, Flat, Matrix, Taped};
 pub use torso::{default_conv_filters, to_vec, Body, Input, Mlp, SeqLayout, TapeKind, Torso};
 
 use rlx::config::{check, ConfigError};

@@ -11,7 +11,8 @@
 //! it; a reshape of a contiguous tensor keeps its identity in dfdx, so its
 //! gradient after a backward pass is found under the stored tensor.
 
-use crate::model::device::NetDevice;
+use super::device::NetDevice;
+use super::tensors::Flat;
 use dfdx::prelude::*;
 use rand_distr::Uniform;
 use rlx::PolicyError;
@@ -20,9 +21,6 @@ use std::ops::Range;
 /// A tensor's place in its [`Params`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ParamId(usize);
-
-/// A flat trainable tensor on device `D`.
-pub type Flat<D> = Tensor<(usize,), f32, D>;
 
 /// The trainable tensors of a policy on device `D`, with their names and
 /// shapes, in the order of the flat weight vector.

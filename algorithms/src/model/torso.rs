@@ -3,10 +3,11 @@
 //! (the torso, then an optional LSTM) that an algorithm puts its heads on.
 
 use super::custom::{self, CustomInput, CustomNetwork};
-use super::layers::{Activation, Conv2d, Linear, Lstm, Matrix, Taped};
+use super::device::NetDevice;
+use super::layers::{Conv2d, Linear, Lstm};
 use super::params::Params;
+use super::tensors::{Activation, Matrix, Taped};
 use super::ModelConfig;
-use crate::model::device::NetDevice;
 use dfdx::prelude::*;
 use rlx::config::ConfigError;
 use rlx::{PolicyError, Space};
@@ -189,7 +190,7 @@ impl Mlp {
         weights_grad: bool,
     ) -> Matrix<D, T> {
         for layer in &self.layers {
-            x = D::linear(layer, p, x, Some(self.activation), weights_grad);
+            x = layer.forward_with(p, x, Some(self.activation), weights_grad);
         }
         x
     }
@@ -261,7 +262,13 @@ impl<D: NetDevice> Torso<D> {
                 message: format!("no custom model `{model_name}` is registered"),
             })?;
             let spec = CustomInput { space, features: input.features(), config: &model.custom_model_config, name };
-            let net = D::custom_builder(&registered)(&spec, params).map_err(|message| ConfigError::Invalid {
+            let build = registered.builder::<D>().ok_or_else(|| ConfigError::Invalid {
+                key: "model.custom_model".into(),
+                message: format!(
+                    "`{model_name}` has no builder for this device: custom models run on the CPU and CUDA"
+                ),
+            })?;
+            let net = build(&spec, params).map_err(|message| ConfigError::Invalid {
                 key: "model.custom_model".into(),
                 message: format!("`{model_name}` on observations {space}: {message}"),
             })?;

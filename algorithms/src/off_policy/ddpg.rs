@@ -105,11 +105,6 @@ pub struct DdpgConfig {
     pub learning: Learning,
 }
 
-impl DdpgConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "DDPG";
-}
-
 impl Default for DdpgConfig {
     /// DDPG as the TD3 paper's re-tuned baseline ("OurDDPG"): Gaussian
     /// exploration, one critic, no delay, no smoothing.
@@ -409,6 +404,8 @@ fn policy<D: NetDevice>(b: ContinuousBuild<'_, DdpgConfig>, dev: D) -> Result<De
     };
     Ok(DeepPolicy::new(core, ddpg))
 }
+
+algorithm_name!(DdpgConfig, "DDPG");
 
 /// The execution plan: evaluators from `make_env` sampling
 /// `rollout_fragment_length` steps each per round, driven by

@@ -93,11 +93,6 @@ pub struct SacConfig {
     pub learning: Learning,
 }
 
-impl SacConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "SAC";
-}
-
 impl Default for SacConfig {
     fn default() -> Self {
         Self {
@@ -420,6 +415,8 @@ fn policy<D: NetDevice>(b: ContinuousBuild<'_, SacConfig>, dev: D) -> Result<Dee
     };
     Ok(DeepPolicy::new(core, sac))
 }
+
+algorithm_name!(SacConfig, "SAC");
 
 /// The execution plan: evaluators from `make_env` sampling
 /// `rollout_fragment_length` steps each per round, driven by

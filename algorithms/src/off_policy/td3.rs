@@ -28,11 +28,6 @@ use serde::{Deserialize, Serialize};
 #[serde(transparent)]
 pub struct Td3Config(pub DdpgConfig);
 
-impl Td3Config {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "TD3";
-}
-
 impl Default for Td3Config {
     fn default() -> Self {
         Self(DdpgConfig {
@@ -64,6 +59,8 @@ pub fn make_policy(
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
     ddpg::make_policy(&cfg.0, observation_space, action_space, rng_seed)
 }
+
+algorithm_name!(Td3Config, "TD3");
 
 /// DDPG's execution plan with TD3's config.
 ///

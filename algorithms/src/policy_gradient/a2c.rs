@@ -6,7 +6,7 @@
 //! takes one gradient step on the concatenation, and the new weights are
 //! broadcast. Advantages are GAE(γ, λ) (λ = 1 gives the paper's n-step
 //! returns), standardized over the batch; the loss is the vanilla
-//! actor-critic loss with an entropy bonus ([`policy_gradient_loss`]).
+//! actor-critic loss with an entropy bonus ([`actor_critic::policy_gradient_loss`]).
 //! Execution: the framework's `SyncSamplesOptimizer`, built at the end of
 //! this file.
 //!
@@ -16,9 +16,8 @@
 use crate::common::build_context::BuildContext;
 use crate::common::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::error::BuildError;
-use crate::model::device::NetDevice;
 use crate::model::ModelSupport;
-use crate::policy_gradient::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, LossOutput};
+use crate::policy_gradient::actor_critic::{self, ActorCriticLoss};
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
@@ -44,11 +43,6 @@ pub struct A2cConfig {
     /// γ, gradient clip, network, device.
     #[serde(flatten)]
     pub learning: Learning,
-}
-
-impl A2cConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "A2C";
 }
 
 impl Default for A2cConfig {
@@ -83,11 +77,9 @@ impl ActorCriticLoss for A2cConfig {
         let estimator = AdvantageEstimator::Gae { gamma: self.learning.gamma as f32, lambda: self.lambda as f32 };
         Ok(compute_advantages(traj, bootstrap, estimator)?)
     }
-
-    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
-        policy_gradient_loss(fwd, mb, dev, &self.actor_critic)
-    }
 }
+
+algorithm_name!(A2cConfig, "A2C");
 
 /// The execution plan: evaluators from `make_env` running the framework's
 /// `SyncSamplesOptimizer` (sample, standardize advantages, one gradient

@@ -36,11 +36,6 @@ use serde::{Deserialize, Serialize};
 #[serde(transparent)]
 pub struct A3cConfig(pub A2cConfig);
 
-impl A3cConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "A3C";
-}
-
 impl Default for A3cConfig {
     fn default() -> Self {
         let a2c = A2cConfig::default();
@@ -84,6 +79,8 @@ impl ActorCriticLoss for A3cConfig {
         policy_gradient_loss(fwd, &mb, dev, &self.0.actor_critic)
     }
 }
+
+algorithm_name!(A3cConfig, "A3C");
 
 /// The execution plan: asynchronous gradients.
 ///

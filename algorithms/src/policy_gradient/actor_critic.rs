@@ -152,10 +152,14 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// The loss on one minibatch, and statistics to report. Use `dev` to
     /// make tensors, but keep no clone of it (or of the tensors) past the
     /// call: the policy's `Send` rests on owning every clone of its device.
+    /// By default the vanilla actor-critic loss ([`policy_gradient_loss`]:
+    /// PG, A2C and A3C); PPO, IMPALA and APPO write their own.
     ///
     /// # Errors
     /// A missing field.
-    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D>;
+    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
+        policy_gradient_loss(fwd, mb, dev, self.sections().0)
+    }
 }
 
 /// One value per row, as a tensor without a tape.

@@ -43,11 +43,6 @@ pub struct AppoConfig {
     pub clip_param: f64,
 }
 
-impl AppoConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "APPO";
-}
-
 impl Default for AppoConfig {
     fn default() -> Self {
         Self { impala: ImpalaConfig::default(), num_sgd_iter: 2, clip_param: 0.3 }
@@ -98,6 +93,8 @@ impl ActorCriticLoss for AppoConfig {
         Ok((total, stats))
     }
 }
+
+algorithm_name!(AppoConfig, "APPO");
 
 /// The execution plan: IMPALA's asynchronous sampling into a learner thread.
 ///

@@ -67,11 +67,6 @@ pub struct ImpalaConfig {
     pub learning: Learning,
 }
 
-impl ImpalaConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "IMPALA";
-}
-
 impl Default for ImpalaConfig {
     fn default() -> Self {
         Self {
@@ -229,6 +224,8 @@ pub(crate) async fn build_async<L: ActorCriticLoss>(
     let optimizer = AsyncSamplesOptimizer::new(learner, optimizer).await?;
     Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
+
+algorithm_name!(ImpalaConfig, "IMPALA");
 
 /// The execution plan: asynchronous sampling into a learner thread.
 ///

@@ -9,7 +9,7 @@
 //! where an episode was cut, never at termination), subtracts the value
 //! estimate as a baseline, `Â_t = G_t − V(s_t)`, standardizes `Â` over the
 //! batch, and takes one gradient step on the vanilla actor-critic loss
-//! ([`policy_gradient_loss`]). Execution: A2C's, the framework's
+//! ([`actor_critic::policy_gradient_loss`]). Execution: A2C's, the framework's
 //! `SyncSamplesOptimizer` ([`actor_critic::sync_trainer`]).
 //!
 //! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
@@ -18,9 +18,8 @@
 use crate::common::build_context::BuildContext;
 use crate::common::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
 use crate::error::BuildError;
-use crate::model::device::NetDevice;
 use crate::model::ModelSupport;
-use crate::policy_gradient::actor_critic::{self, policy_gradient_loss, ActorCriticLoss, Forward, LossOutput};
+use crate::policy_gradient::actor_critic::{self, ActorCriticLoss};
 use rlx::config::{ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
@@ -45,11 +44,6 @@ pub struct PgConfig {
     /// γ, gradient clip, network, device.
     #[serde(flatten)]
     pub learning: Learning,
-}
-
-impl PgConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "PG";
 }
 
 impl Default for PgConfig {
@@ -87,11 +81,9 @@ impl ActorCriticLoss for PgConfig {
         }
         Ok(())
     }
-
-    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
-        policy_gradient_loss(fwd, mb, dev, &self.actor_critic)
-    }
 }
+
+algorithm_name!(PgConfig, "PG");
 
 /// The execution plan: evaluators from `make_env` running the framework's
 /// `SyncSamplesOptimizer` (sample, standardize advantages, one gradient

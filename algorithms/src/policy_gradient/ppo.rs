@@ -73,15 +73,10 @@ pub struct PpoConfig {
     #[serde(flatten)]
     pub learning: Learning,
     /// Policy replicas the SGD runs on in parallel, each minibatch split
-    /// across them with gradients averaged (the multi-device optimizer); on
+    /// across them with gradients averaged (the multi-device learner); on
     /// the CPU each replica is a thread, on CUDA devices `device`,
     /// `device + 1`, … 1 learns on the driver's policy alone.
     pub num_devices: usize,
-}
-
-impl PpoConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "PPO";
 }
 
 impl Default for PpoConfig {
@@ -199,6 +194,8 @@ pub fn make_policy(
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
     actor_critic::make_policy("PPO", cfg, obs, act, rng_seed)
 }
+
+algorithm_name!(PpoConfig, "PPO");
 
 /// The execution plan: evaluators from `make_env` running the framework's
 /// `SyncSamplesOptimizer` ([`actor_critic::sync_trainer`]): all evaluators

@@ -78,11 +78,6 @@ pub struct ApexConfig {
     pub shard_restart: RestartPolicy,
 }
 
-impl ApexConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "APEX";
-}
-
 impl Default for ApexConfig {
     fn default() -> Self {
         let dqn = DqnConfig::default();
@@ -191,6 +186,8 @@ pub fn make_policy(
 ) -> Result<Box<dyn rlx::PolicyGraph>, BuildError> {
     dqn::make_policy(&cfg.policy_config(index), observation_space, action_space, rng_seed)
 }
+
+algorithm_name!(ApexConfig, "APEX");
 
 /// The execution plan: evaluators with their own ε sampling
 /// `rollout_fragment_length` steps per batch, replay shards, and a learner

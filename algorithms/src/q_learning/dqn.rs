@@ -118,11 +118,6 @@ impl QLearning {
     }
 }
 
-impl DqnConfig {
-    /// The name `--run` takes.
-    pub const NAME: &'static str = "DQN";
-}
-
 impl Default for DqnConfig {
     fn default() -> Self {
         Self {
@@ -476,6 +471,8 @@ impl Build<'_> {
         Ok(DeepPolicy::new(core, dqn))
     }
 }
+
+algorithm_name!(DqnConfig, "DQN");
 
 /// The execution plan: evaluators from `make_env` sampling
 /// `rollout_fragment_length` steps each per round, driven by

@@ -41,8 +41,8 @@ mod worker;
 use rlx::env::invalid_action;
 use rlx::restart::{FailureWindow, RestartPolicy};
 use rlx::sample_batch::Column;
-use rlx::vector_env::{BatchSettings, RunningEpisodes, VectorStep};
-use rlx::{Action, BatchedEnv, Env, EnvError, EnvSignature, EpisodeSummary, Space, Step};
+use rlx::vector_env::{BatchSettings, Current, RunningEpisodes, VectorStep};
+use rlx::{Action, BatchedEnv, Env, EnvError, EnvSignature, Space, Step};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -527,37 +527,23 @@ impl GymBatch {
         self.workers[i].send_reset(&seeds)
     }
 
-    /// Reads worker `i`'s answer to a reset into `obs` and `masks`; its
-    /// copies start new episodes.
-    fn receive_reset(&mut self, i: usize, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), WorkerError> {
+    /// Reads worker `i`'s answer to a reset into `now.obs` and
+    /// `now.masks`; its copies start new episodes.
+    fn receive_reset(&mut self, i: usize, now: &mut Current) -> Result<(), WorkerError> {
         let copies = self.ranges[i].clone();
         let reply = self.workers[i].receive_reply(b'O')?;
         let mut part = Vec::new();
-        decode_reset(&reply, &self.spaces, copies.len(), &mut obs[self.rows(i)], &mut part).map_err(WorkerError)?;
-        self.adopt_masks(&copies, &part, masks);
+        decode_reset(&reply, &self.spaces, copies.len(), &mut now.obs[self.rows(i)], &mut part).map_err(WorkerError)?;
+        if self.spaces.mask_width > 0 {
+            now.adopt_masks(copies.clone(), &part, self.episodes.returns.len());
+        }
         self.episodes.start(copies);
         Ok(())
     }
 
-    fn adopt_masks(&self, copies: &Range<usize>, part: &[f32], masks: &mut Option<Vec<f32>>) {
-        let w = self.spaces.mask_width;
-        if w == 0 {
-            return;
-        }
-        let n = self.episodes.returns.len();
-        let masks = masks.get_or_insert_with(|| vec![1.0; n * w]);
-        masks[copies.start * w..copies.end * w].copy_from_slice(part);
-    }
-
     /// Replaces worker `i` after `error`, within the restart budget, and
     /// resets its copies with a seed no earlier process used.
-    fn replace(
-        &mut self,
-        i: usize,
-        mut error: WorkerError,
-        obs: &mut [f32],
-        masks: &mut Option<Vec<f32>>,
-    ) -> Result<(), EnvError> {
+    fn replace(&mut self, i: usize, mut error: WorkerError, now: &mut Current) -> Result<(), EnvError> {
         loop {
             self.restarts += 1;
             if let Err(count) = self.failures.record() {
@@ -579,7 +565,7 @@ impl GymBatch {
                     continue;
                 }
             }
-            match self.send_reset(i, seed).and_then(|()| self.receive_reset(i, obs, masks)) {
+            match self.send_reset(i, seed).and_then(|()| self.receive_reset(i, now)) {
                 Ok(()) => return Ok(()),
                 Err(e) => error = e,
             }
@@ -588,7 +574,7 @@ impl GymBatch {
 }
 
 impl BatchedEnv for GymBatch {
-    fn reset(&mut self, seed: u64, obs: &mut [f32], masks: &mut Option<Vec<f32>>) -> Result<(), EnvError> {
+    fn reset(&mut self, seed: u64, now: &mut Current) -> Result<(), EnvError> {
         self.seed = seed;
         // Every process resets at once: send to all, then read from all.
         let mut failed = Vec::new();
@@ -601,24 +587,17 @@ impl BatchedEnv for GymBatch {
             if failed.iter().any(|(j, _)| *j == i) {
                 continue;
             }
-            if let Err(e) = self.receive_reset(i, obs, masks) {
+            if let Err(e) = self.receive_reset(i, now) {
                 failed.push((i, e));
             }
         }
         for (i, e) in failed {
-            self.replace(i, e, obs, masks)?;
+            self.replace(i, e, now)?;
         }
         Ok(())
     }
 
-    fn step(
-        &mut self,
-        actions: &Column,
-        out: &mut VectorStep,
-        obs: &mut [f32],
-        masks: &mut Option<Vec<f32>>,
-        finished: &mut Vec<EpisodeSummary>,
-    ) -> Result<(), EnvError> {
+    fn step(&mut self, actions: &Column, out: &mut VectorStep, now: &mut Current) -> Result<(), EnvError> {
         let mut failed: Vec<(usize, WorkerError)> = Vec::new();
         for (i, w) in self.workers.iter_mut().enumerate() {
             if let Err(e) = w.send_step(actions, self.ranges[i].clone()) {
@@ -649,7 +628,7 @@ impl BatchedEnv for GymBatch {
                 out.truncated[c] = trunc;
                 out.new_obs[c * d..(c + 1) * d].copy_from_slice(&reply.new_obs[j * d..(j + 1) * d]);
                 out.new_action_mask[c * w..(c + 1) * w].copy_from_slice(&reply.masks[j * w..(j + 1) * w]);
-                self.episodes.step(c, reply.rewards[j], term, trunc, finished);
+                self.episodes.step(c, reply.rewards[j], term, trunc, &mut now.finished);
                 let (row, mask) = if term || trunc {
                     ended += 1;
                     let k = ended - 1;
@@ -657,15 +636,15 @@ impl BatchedEnv for GymBatch {
                 } else {
                     (&reply.new_obs[j * d..(j + 1) * d], &reply.masks[j * w..(j + 1) * w])
                 };
-                obs[c * d..(c + 1) * d].copy_from_slice(row);
-                if let Some(masks) = masks.as_mut() {
+                now.obs[c * d..(c + 1) * d].copy_from_slice(row);
+                if let Some(masks) = now.masks.as_mut() {
                     masks[c * w..(c + 1) * w].copy_from_slice(mask);
                 }
             }
         }
         for (i, e) in failed {
-            self.replace(i, e, obs, masks)?;
-            out.interrupt(self.ranges[i].clone(), obs, masks.as_deref());
+            self.replace(i, e, now)?;
+            out.interrupt(self.ranges[i].clone(), &now.obs, now.masks.as_deref());
         }
         Ok(())
     }

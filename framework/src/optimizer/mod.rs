@@ -10,7 +10,7 @@
 //! RLlib Flow (Liang et al., NeurIPS 2021) showed that an algorithm's
 //! distributed execution reads best as a few lines over shared operators
 //! (sample, concatenate, learn, broadcast) next to the algorithm's math.
-//! The built-in algorithms all run on the optimizers of this module (PG,
+//! The built-in deep algorithms all run on the optimizers of this module (PG,
 //! A2C and PPO on [`SyncSamplesOptimizer`], A3C on
 //! [`AsyncGradientsOptimizer`], DQN and the off-policy family on
 //! [`SyncReplayOptimizer`], IMPALA and APPO on [`AsyncSamplesOptimizer`],

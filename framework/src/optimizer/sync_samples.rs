@@ -23,7 +23,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyncSamplesConfig {
     /// Float fields standardized over the whole train batch before learning
-    /// (PG and A2C: `advantages`).
+    /// (PG, A2C and PPO: `advantages`).
     pub standardize_fields: Vec<String>,
     /// Straggler mitigation: learn once this fraction of the evaluators has
     /// returned its batch (rounded up, at least one); the late batches are

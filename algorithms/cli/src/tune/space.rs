@@ -1,30 +1,18 @@
 //! Search spaces: config values that are `grid_search`, `choice`,
 //! `uniform` or `loguniform` (Ray Tune's names), expanded into the trials'
-//! configs.
+//! configs. The domains are PBT's search-space type
+//! ([`rlx_algorithms::pbt::space`]), which also reads them.
 //!
 //! Every `grid_search` multiplies the trials (the grid's full product);
 //! `num_samples` repeats the whole grid, and each repeat draws its own
 //! value of every random domain. Ray Tune orders trials the same way:
 //! sample by sample, the grid inside.
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rlx::config::ConfigError;
+use rlx_algorithms::pbt::space::{Domain, DOMAINS};
 use serde_json::{Map, Value};
-
-/// One search domain, found where a config value is an object with a
-/// single one of these keys.
-#[derive(Clone, Debug, PartialEq)]
-enum Domain {
-    /// Every value, each in its own trials.
-    Grid(Vec<Value>),
-    /// One value drawn uniformly per trial.
-    Choice(Vec<Value>),
-    /// A float drawn uniformly from `[a, b)`.
-    Uniform(f64, f64),
-    /// A float whose logarithm is drawn uniformly from `[ln a, ln b)`.
-    LogUniform(f64, f64),
-}
 
 /// A trial's config and the values the search chose for it.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,9 +63,7 @@ pub fn expand(config: &Value, num_samples: usize, seed: u64) -> Result<Vec<Varia
             for (path, domain) in &domains {
                 let value = match domain {
                     Domain::Grid(values) => values[*next_grid.next().expect("one pick per grid")].clone(),
-                    Domain::Choice(values) => values[rng.gen_range(0..values.len())].clone(),
-                    Domain::Uniform(a, b) => Value::from(rng.gen_range(*a..*b)),
-                    Domain::LogUniform(a, b) => Value::from(rng.gen_range(a.ln()..b.ln()).exp()),
+                    random => random.sample(&mut rng),
                 };
                 set(&mut config, path, value.clone());
                 params.push((path.join("/"), value));
@@ -103,66 +89,33 @@ fn find(value: &Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Domai
     Ok(())
 }
 
-const DOMAINS: &[&str] = &["grid_search", "choice", "uniform", "loguniform"];
-
 /// The most trials a search may have: far more than a machine or a small
 /// cluster runs, low enough that a typo cannot allocate for minutes.
 pub const MAX_TRIALS: usize = 100_000;
 
+/// The domain `map` holds, if it holds one ([`Domain::from_object`]), with
+/// errors naming its path.
 fn domain(map: &Map<String, Value>, path: &[String]) -> Result<Option<Domain>, ConfigError> {
     let bad = |message: String| ConfigError::Invalid { key: format!("config.{}", path.join(".")), message };
-    let mut keys = map.keys().filter(|k| DOMAINS.contains(&k.as_str()));
-    let Some(kind) = keys.next() else {
-        // A lone key a typo away from a domain (`gridsearch`), holding a
-        // list as domains do, is one; not in the maps an env or a custom
-        // model reads, whose keys are theirs.
-        let free_form = path.iter().any(|k| k == "env_config" || k == "custom_model_config");
-        let lone_list = map.len() == 1 && map.values().all(Value::is_array);
-        let typo = map.keys().next().filter(|_| lone_list && !free_form).and_then(|key| {
-            let near = DOMAINS.iter().find(|d| strsim::damerau_levenshtein(&key.to_lowercase(), d) <= 2)?;
-            Some((key, near))
-        });
-        return match typo {
-            Some((key, near)) => Err(bad(format!(
-                "`{key}` is not a search domain (did you mean `{near}`?); the domains are {}",
-                DOMAINS.join(", ")
-            ))),
-            None => Ok(None),
-        };
-    };
-    if map.len() != 1 {
-        return Err(bad(format!("`{kind}` must be the only key of its object, got {}", Value::Object(map.clone()))));
+    if let Some(domain) = Domain::from_object(map).map_err(bad)? {
+        return Ok(Some(domain));
     }
-    let args = &map[kind];
-    let values = || match args {
-        Value::Array(v) if !v.is_empty() => Ok(v.clone()),
-        other => Err(bad(format!("`{kind}` takes a non-empty list of values, got {other}"))),
-    };
-    let bounds = || -> Result<(f64, f64), ConfigError> {
-        let pair = match args.as_array().map(|v| v.iter().map(Value::as_f64).collect::<Vec<_>>()) {
-            Some(v) if v.len() == 2 && v.iter().all(Option::is_some) => (v[0].unwrap(), v[1].unwrap()),
-            _ => return Err(bad(format!("`{kind}` takes two numbers [low, high], got {args}"))),
-        };
-        if !(pair.0 < pair.1 && (pair.1 - pair.0).is_finite()) {
-            return Err(bad(format!("`{kind}` needs low < high, got {args}")));
-        }
-        Ok(pair)
-    };
-    Ok(Some(match kind.as_str() {
-        "grid_search" => Domain::Grid(values()?),
-        "choice" => Domain::Choice(values()?),
-        "uniform" => {
-            let (a, b) = bounds()?;
-            Domain::Uniform(a, b)
-        }
-        _ => {
-            let (a, b) = bounds()?;
-            if a <= 0.0 {
-                return Err(bad(format!("`loguniform` needs 0 < low < high, got {args}")));
-            }
-            Domain::LogUniform(a, b)
-        }
-    }))
+    // A lone key a typo away from a domain (`gridsearch`), holding a list
+    // as domains do, is one; not in the maps an env or a custom model
+    // reads, whose keys are theirs.
+    let free_form = path.iter().any(|k| k == "env_config" || k == "custom_model_config");
+    let lone_list = map.len() == 1 && map.values().all(Value::is_array);
+    let typo = map.keys().next().filter(|_| lone_list && !free_form).and_then(|key| {
+        let near = DOMAINS.iter().find(|d| strsim::damerau_levenshtein(&key.to_lowercase(), d) <= 2)?;
+        Some((key, near))
+    });
+    match typo {
+        Some((key, near)) => Err(bad(format!(
+            "`{key}` is not a search domain (did you mean `{near}`?); the domains are {}",
+            DOMAINS.join(", ")
+        ))),
+        None => Ok(None),
+    }
 }
 
 fn set(config: &mut Value, path: &[String], value: Value) {

@@ -4,16 +4,6 @@
 # (/tmp/ab/rlx-new) one after the other for each seed, printing
 # side, seed, env steps, seconds, training mean, and env steps trained
 # per second (divide by the train batch size for updates per second).
-algo=$1; env=$2; stop=$3; seeds=$4; out=$5
-mkdir -p $out
-for s in $seeds; do
-  for side in old new; do
-    d=$out/$side-seed$s; rm -rf $d
-    /tmp/ab/rlx-$side train --run $algo --env $env --seed $s --stop "$stop" --results-dir $d >/dev/null 2>&1
-    f=$(ls $d/*/result.json)
-    python3 -c "
-import json
-r=[json.loads(l) for l in open('$f')][-1]
-print('$side', $s, r['timesteps_total'], round(r['time_total_s'],2), round(r['episode_reward_mean'],1), round(r['num_env_steps_trained']/r['time_total_s']))"
-  done
-done
+# The script is ../learner-2026-11-26e/interleave.sh, which later learned
+# SIDES; without it, it runs old then new, as this one did.
+exec "$(dirname "$0")/../learner-2026-11-26e/interleave.sh" "$@"
