@@ -9,7 +9,9 @@
 //! policy through a [`PolicyLookup`] rather than by importing the
 //! registry, and the deployment's [`Placement`] (worker nodes, the actix
 //! backend). A caller's own execution plan passes
-//! [`BuildContext::default`]: one policy per evaluator, in-process actors.
+//! [`BuildContext::default`]: its policy maker as given (one
+//! `default_policy` for every agent of a multi-agent env), in-process
+//! actors.
 
 use crate::error::BuildError;
 use rlx::placement::Placement;
@@ -28,7 +30,8 @@ pub type PolicyMaker =
 #[derive(Clone, Default)]
 pub struct BuildContext {
     /// How the run's policies are wired to a multi-agent env's agents;
-    /// `None`: the algorithm's own policy maker, as given.
+    /// `None`: the algorithm's own policy maker, as given (on a
+    /// multi-agent env, one `default_policy` acting for every agent).
     pub policies: Option<Arc<dyn PolicyWiring>>,
     /// Where worker evaluators run; `None`: supervised ractor actors in
     /// this process.
