@@ -106,7 +106,7 @@ static A2C: Entry<a2c::A2cConfig> = Entry {
     capabilities: Capabilities { standardizes: &[fields::ADVANTAGES], ..Capabilities::ALL },
     about: "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch",
     docs: key_docs::<a2c::A2cConfig>,
-    make_policy: |c, o, a, seed| actor_critic::make_policy("A2C", c, o, a, seed),
+    make_policy: |c, o, a, seed| actor_critic::make_policy(a2c::A2cConfig::NAME, c, o, a, seed),
     build: |ctx, env, c| Box::pin(a2c::build(ctx, env, c)),
     resolve: None,
 };
@@ -117,7 +117,7 @@ static A3C: Entry<a3c::A3cConfig> = Entry {
     about: "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients",
     // A3C's config is A2C's.
     docs: key_docs::<a2c::A2cConfig>,
-    make_policy: |c, o, a, seed| actor_critic::make_policy("A3C", &c.0, o, a, seed),
+    make_policy: |c, o, a, seed| actor_critic::make_policy(a3c::A3cConfig::NAME, &c.0, o, a, seed),
     build: |ctx, env, c| Box::pin(a3c::build(ctx, env, c)),
     resolve: None,
 };
@@ -137,7 +137,7 @@ static APPO: Entry<appo::AppoConfig> = Entry {
     capabilities: Capabilities::ALL,
     about: "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective",
     docs: key_docs::<appo::AppoConfig>,
-    make_policy: |c, o, a, seed| actor_critic::make_policy("APPO", c, o, a, seed),
+    make_policy: |c, o, a, seed| actor_critic::make_policy(appo::AppoConfig::NAME, c, o, a, seed),
     build: |ctx, env, c| Box::pin(appo::build(ctx, env, c)),
     resolve: None,
 };
@@ -187,7 +187,7 @@ static IMPALA: Entry<impala::ImpalaConfig> = Entry {
     capabilities: Capabilities::ALL,
     about: "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace",
     docs: key_docs::<impala::ImpalaConfig>,
-    make_policy: |c, o, a, seed| actor_critic::make_policy("IMPALA", c, o, a, seed),
+    make_policy: |c, o, a, seed| actor_critic::make_policy(impala::ImpalaConfig::NAME, c, o, a, seed),
     build: |ctx, env, c| Box::pin(impala::build(ctx, env, c)),
     resolve: None,
 };
@@ -230,7 +230,7 @@ static PG: Entry<pg::PgConfig> = Entry {
     capabilities: Capabilities::ALL,
     about: "REINFORCE with a learned baseline (Williams 1992), synchronous sampling",
     docs: key_docs::<pg::PgConfig>,
-    make_policy: |c, o, a, seed| actor_critic::make_policy("PG", c, o, a, seed),
+    make_policy: |c, o, a, seed| actor_critic::make_policy(pg::PgConfig::NAME, c, o, a, seed),
     build: |ctx, env, c| Box::pin(pg::build(ctx, env, c)),
     resolve: None,
 };

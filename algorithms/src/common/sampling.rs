@@ -3,6 +3,7 @@
 //! observation filter, supervised actors).
 
 use crate::common::build_context::BuildContext;
+pub use crate::common::build_context::PolicyMaker;
 use crate::error::BuildError;
 use rlx::env::EnvMaker;
 use rlx::evaluator::evaluator_seed;
@@ -31,8 +32,6 @@ pub struct SamplingSettings {
     /// Env shards of the sampling evaluators.
     pub env_shards: EnvShards,
 }
-
-pub use crate::common::build_context::PolicyMaker;
 
 /// The local evaluator and `num_workers` supervised actor evaluators, each
 /// with `num_envs_per_worker` envs from `make_env` and a policy from

@@ -60,7 +60,7 @@ impl Default for ArsConfig {
 
 impl Validate for ArsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.perturbations.validate("ARS")?;
+        self.perturbations.validate(Self::NAME)?;
         let b = self.top_directions;
         let n = self.perturbations.num_perturbations;
         check("top_directions", b, b > 0 && b <= n, "must be in 1..=num_perturbations")
@@ -105,7 +105,7 @@ impl UpdateRule for ArsUpdate {
 /// # Errors
 /// Unsupported spaces.
 pub fn make_policy(cfg: &ArsConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    cfg.perturbations.policy("ARS", obs, act, seed)
+    cfg.perturbations.policy(ArsConfig::NAME, obs, act, seed)
 }
 
 algorithm_name!(ArsConfig, "ARS");

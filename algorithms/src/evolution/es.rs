@@ -56,7 +56,7 @@ impl Default for EsConfig {
 
 impl Validate for EsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.perturbations.validate("ES")?;
+        self.perturbations.validate(Self::NAME)?;
         check("l2_coeff", self.l2_coeff, self.l2_coeff >= 0.0 && self.l2_coeff.is_finite(), "must be non-negative")
     }
 }
@@ -133,7 +133,7 @@ impl Adam {
 /// # Errors
 /// Unsupported spaces.
 pub fn make_policy(cfg: &EsConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    cfg.perturbations.policy("ES", obs, act, seed)
+    cfg.perturbations.policy(EsConfig::NAME, obs, act, seed)
 }
 
 algorithm_name!(EsConfig, "ES");

@@ -126,7 +126,7 @@ impl Default for DdpgConfig {
 
 impl Validate for DdpgConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::mlp("DDPG"))?;
+        self.learning.validate(ModelSupport::mlp(Self::NAME))?;
         self.sampling.validate()?;
         self.replay.validate()?;
         self.continuous.validate()?;
@@ -367,7 +367,7 @@ pub fn make_policy(cfg: &DdpgConfig, obs: &Space, act: &Space, seed: u64) -> Res
 }
 
 impl ContinuousPolicy for DdpgConfig {
-    const NAME: &'static str = "DDPG";
+    const NAME: &'static str = DdpgConfig::NAME;
 
     fn sections(&self) -> (&Sampling, &Replay, &Learning) {
         (&self.sampling, &self.replay, &self.learning)

@@ -110,7 +110,7 @@ impl Default for SacConfig {
 
 impl Validate for SacConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::mlp("SAC"))?;
+        self.learning.validate(ModelSupport::mlp(Self::NAME))?;
         self.sampling.validate()?;
         self.replay.validate()?;
         self.continuous.validate()?;
@@ -372,7 +372,7 @@ pub fn make_policy(cfg: &SacConfig, obs: &Space, act: &Space, seed: u64) -> Resu
 }
 
 impl ContinuousPolicy for SacConfig {
-    const NAME: &'static str = "SAC";
+    const NAME: &'static str = SacConfig::NAME;
 
     fn sections(&self) -> (&Sampling, &Replay, &Learning) {
         (&self.sampling, &self.replay, &self.learning)

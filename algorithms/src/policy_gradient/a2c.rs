@@ -59,7 +59,7 @@ impl Default for A2cConfig {
 
 impl Validate for A2cConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::all("A2C"))?;
+        self.learning.validate(ModelSupport::all(Self::NAME))?;
         self.sampling.validate()?;
         self.batch.validate()?;
         check("lambda", self.lambda, (0.0..=1.0).contains(&self.lambda), "must be in [0, 1]")?;

@@ -87,7 +87,7 @@ impl Default for ImpalaConfig {
 
 impl Validate for ImpalaConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::all("IMPALA"))?;
+        self.learning.validate(ModelSupport::all(Self::NAME))?;
         self.sampling.validate()?;
         check_count("rollout_fragment_length", self.rollout_fragment_length, 1, limits::MAX_BATCH_ROWS)?;
         check_count("train_batch_size", self.train_batch_size, 1, limits::MAX_BATCH_ROWS)?;

@@ -59,7 +59,7 @@ impl Default for PgConfig {
 
 impl Validate for PgConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::all("PG"))?;
+        self.learning.validate(ModelSupport::all(Self::NAME))?;
         self.sampling.validate()?;
         self.batch.validate()?;
         self.actor_critic.validate()

@@ -98,7 +98,7 @@ impl Default for PpoConfig {
 
 impl Validate for PpoConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::all("PPO"))?;
+        self.learning.validate(ModelSupport::all(Self::NAME))?;
         self.sampling.validate()?;
         self.batch.validate()?;
         let size = self.sgd_minibatch_size;
@@ -192,7 +192,7 @@ pub fn make_policy(
     act: &Space,
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    actor_critic::make_policy("PPO", cfg, obs, act, rng_seed)
+    actor_critic::make_policy(PpoConfig::NAME, cfg, obs, act, rng_seed)
 }
 
 algorithm_name!(PpoConfig, "PPO");

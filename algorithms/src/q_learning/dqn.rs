@@ -142,7 +142,7 @@ impl Default for DqnConfig {
 impl Validate for DqnConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.learning.validate(ModelSupport {
-            algorithm: "DQN",
+            algorithm: Self::NAME,
             conv: true,
             lstm: false,
             custom: true,
