@@ -158,7 +158,17 @@ pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Res
 
 /// Config keys that say where evaluators run rather than how the algorithm
 /// learns (see `rlx_cli::deploy`).
-pub const DEPLOYMENT_KEYS: &[&str] = &["nodes", "cookie", "backend", "cluster"];
+pub const DEPLOYMENT_KEYS: &[&str] = &[
+    "nodes",
+    "cookie",
+    "backend",
+    "cluster",
+    "num_cpus_per_worker",
+    "num_gpus_per_worker",
+    "custom_resources_per_worker",
+    "placement_strategy",
+    "placement_fallback",
+];
 
 /// [`build_trainer`] for an env supplied by the caller (the config's
 /// `env_config` is then the caller's business).

@@ -101,96 +101,93 @@ pub fn names() -> String {
     ALGORITHMS.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
 }
 
-static A2C: Entry<a2c::A2cConfig> = Entry {
-    name: a2c::A2cConfig::NAME,
+/// One row of the table for the algorithm whose module is `$module` and
+/// config type `$config`: its name is the config's `NAME`, its build the
+/// module's `build`, its docs the config's keys (or those of `docs`, a
+/// config it shares), and it resolves nothing beyond the config type. A
+/// macro because each module's `build` returns a future of its own type,
+/// which only a closure written for that module can box; the rows that
+/// differ in more (PBT) are written out.
+macro_rules! entry {
+    ($module:ident::$config:ident {
+        capabilities: $capabilities:expr,
+        about: $about:expr,
+        $(docs: $docs:ty,)?
+        make_policy: $make_policy:expr $(,)?
+    }) => {
+        Entry {
+            name: $module::$config::NAME,
+            capabilities: $capabilities,
+            about: $about,
+            docs: entry!(@docs $module::$config $(, $docs)?),
+            make_policy: $make_policy,
+            build: |ctx, env, c| Box::pin($module::build(ctx, env, c)),
+            resolve: None,
+        }
+    };
+    (@docs $module:ident::$config:ident) => {
+        key_docs::<$module::$config>
+    };
+    (@docs $module:ident::$config:ident, $docs:ty) => {
+        key_docs::<$docs>
+    };
+}
+
+static A2C: Entry<a2c::A2cConfig> = entry!(a2c::A2cConfig {
     capabilities: Capabilities { standardizes: &[fields::ADVANTAGES], ..Capabilities::ALL },
     about: "advantage actor-critic (Mnih et al. 2016, synchronous), one gradient step per batch",
-    docs: key_docs::<a2c::A2cConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy(a2c::A2cConfig::NAME, c, o, a, seed),
-    build: |ctx, env, c| Box::pin(a2c::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static A3C: Entry<a3c::A3cConfig> = Entry {
-    name: a3c::A3cConfig::NAME,
+static A3C: Entry<a3c::A3cConfig> = entry!(a3c::A3cConfig {
     capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
     about: "asynchronous advantage actor-critic (Mnih et al. 2016): workers send gradients",
     // A3C's config is A2C's.
-    docs: key_docs::<a2c::A2cConfig>,
+    docs: a2c::A2cConfig,
     make_policy: |c, o, a, seed| actor_critic::make_policy(a3c::A3cConfig::NAME, &c.0, o, a, seed),
-    build: |ctx, env, c| Box::pin(a3c::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static APEX: Entry<apex::ApexConfig> = Entry {
-    name: apex::ApexConfig::NAME,
+static APEX: Entry<apex::ApexConfig> = entry!(apex::ApexConfig {
     capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
     about: "Ape-X DQN (Horgan et al. 2018): per-evaluator ε, supervised replay shards, a learner thread",
-    docs: key_docs::<apex::ApexConfig>,
     make_policy: |c, o, a, seed| apex::make_policy(c, o, a, seed, 0),
-    build: |ctx, env, c| Box::pin(apex::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static APPO: Entry<appo::AppoConfig> = Entry {
-    name: appo::AppoConfig::NAME,
+static APPO: Entry<appo::AppoConfig> = entry!(appo::AppoConfig {
     capabilities: Capabilities::ALL,
     about: "asynchronous PPO: IMPALA's architecture with the clipped surrogate objective",
-    docs: key_docs::<appo::AppoConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy(appo::AppoConfig::NAME, c, o, a, seed),
-    build: |ctx, env, c| Box::pin(appo::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static ARS: Entry<ars::ArsConfig> = Entry {
-    name: ars::ArsConfig::NAME,
+static ARS: Entry<ars::ArsConfig> = entry!(ars::ArsConfig {
     capabilities: Capabilities::ONE_POLICY,
     about: "augmented random search (Mania et al. 2018): linear policy, top-b directions, reward-std scaling",
-    docs: key_docs::<ars::ArsConfig>,
     make_policy: ars::make_policy,
-    build: |ctx, env, c| Box::pin(ars::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static DDPG: Entry<ddpg::DdpgConfig> = Entry {
-    name: ddpg::DdpgConfig::NAME,
+static DDPG: Entry<ddpg::DdpgConfig> = entry!(ddpg::DdpgConfig {
     capabilities: Capabilities::ALL,
     about: "deep deterministic policy gradient (Lillicrap et al. 2016) for continuous actions, replay, target networks",
-    docs: key_docs::<ddpg::DdpgConfig>,
     make_policy: ddpg::make_policy,
-    build: |ctx, env, c| Box::pin(ddpg::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static DQN: Entry<dqn::DqnConfig> = Entry {
-    name: dqn::DqnConfig::NAME,
+static DQN: Entry<dqn::DqnConfig> = entry!(dqn::DqnConfig {
     capabilities: Capabilities::ALL,
     about: "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay",
-    docs: key_docs::<dqn::DqnConfig>,
     make_policy: dqn::make_policy,
-    build: |ctx, env, c| Box::pin(dqn::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static ES: Entry<es::EsConfig> = Entry {
-    name: es::EsConfig::NAME,
+static ES: Entry<es::EsConfig> = entry!(es::EsConfig {
     capabilities: Capabilities::ONE_POLICY,
     about: "evolution strategies (Salimans et al. 2017): antithetic perturbations, centered ranks, shared noise table",
-    docs: key_docs::<es::EsConfig>,
     make_policy: es::make_policy,
-    build: |ctx, env, c| Box::pin(es::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static IMPALA: Entry<impala::ImpalaConfig> = Entry {
-    name: impala::ImpalaConfig::NAME,
+static IMPALA: Entry<impala::ImpalaConfig> = entry!(impala::ImpalaConfig {
     capabilities: Capabilities::ALL,
     about: "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace",
-    docs: key_docs::<impala::ImpalaConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy(impala::ImpalaConfig::NAME, c, o, a, seed),
-    build: |ctx, env, c| Box::pin(impala::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
 static PBT: Entry<pbt::PbtConfig> = Entry {
     name: pbt::PbtConfig::NAME,
@@ -225,47 +222,32 @@ impl pbt::MemberAlgorithms for Registry {
     }
 }
 
-static PG: Entry<pg::PgConfig> = Entry {
-    name: pg::PgConfig::NAME,
+static PG: Entry<pg::PgConfig> = entry!(pg::PgConfig {
     capabilities: Capabilities::ALL,
     about: "REINFORCE with a learned baseline (Williams 1992), synchronous sampling",
-    docs: key_docs::<pg::PgConfig>,
     make_policy: |c, o, a, seed| actor_critic::make_policy(pg::PgConfig::NAME, c, o, a, seed),
-    build: |ctx, env, c| Box::pin(pg::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static PPO: Entry<ppo::PpoConfig> = Entry {
-    name: ppo::PpoConfig::NAME,
+static PPO: Entry<ppo::PpoConfig> = entry!(ppo::PpoConfig {
     capabilities: Capabilities { standardizes: &[fields::ADVANTAGES], ..Capabilities::ALL },
     about: "Proximal Policy Optimization (Schulman et al. 2017), synchronous sampling, minibatch epochs",
-    docs: key_docs::<ppo::PpoConfig>,
     make_policy: ppo::make_policy,
-    build: |ctx, env, c| Box::pin(ppo::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static SAC: Entry<sac::SacConfig> = Entry {
-    name: sac::SacConfig::NAME,
+static SAC: Entry<sac::SacConfig> = entry!(sac::SacConfig {
     capabilities: Capabilities::ALL,
     about:
         "soft actor-critic (Haarnoja et al. 2018): squashed Gaussian actor, twin critics, learned entropy temperature",
-    docs: key_docs::<sac::SacConfig>,
     make_policy: sac::make_policy,
-    build: |ctx, env, c| Box::pin(sac::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
-static TD3: Entry<td3::Td3Config> = Entry {
-    name: td3::Td3Config::NAME,
+static TD3: Entry<td3::Td3Config> = entry!(td3::Td3Config {
     capabilities: Capabilities::ALL,
     about: "twin delayed DDPG (Fujimoto et al. 2018): clipped double Q, delayed actor updates, target smoothing",
     // TD3's config is DDPG's.
-    docs: key_docs::<ddpg::DdpgConfig>,
+    docs: ddpg::DdpgConfig,
     make_policy: td3::make_policy,
-    build: |ctx, env, c| Box::pin(td3::build(ctx, env, c)),
-    resolve: None,
-};
+});
 
 /// One row of the table: an algorithm's functions over its config type `C`.
 struct Entry<C> {

@@ -115,35 +115,10 @@ fn messaging(c: &mut Criterion) {
             let _ = reply.send(answer(seed));
         }
     });
-    group.bench_function(BenchmarkId::new("tokio_channel", "tiny_batch"), |b| {
-        b.iter_custom(|iters| {
-            let tx = tx.clone();
-            on_runtime(&rt, async move {
-                let t0 = Instant::now();
-                for seed in 0..iters {
-                    let (reply, answer) = tokio::sync::oneshot::channel();
-                    tx.send((seed, reply)).await.expect("receiver alive");
-                    black_box(answer.await.expect("answered"));
-                }
-                t0.elapsed()
-            })
-        })
-    });
+    runtime_round_trip(&mut group, &rt, "tokio_channel", tx);
 
     let (actor, handle) = rt.block_on(RactorSampler::spawn(None, RactorSampler, ())).expect("spawn ractor actor");
-    group.bench_function(BenchmarkId::new("ractor", "tiny_batch"), |b| {
-        b.iter_custom(|iters| {
-            let actor = actor.clone();
-            on_runtime(&rt, async move {
-                let t0 = Instant::now();
-                for seed in 0..iters {
-                    let reply = actor.call(|r| RactorMsg::Sample(seed, r), None).await.expect("actor alive");
-                    black_box(reply.expect("answered"));
-                }
-                t0.elapsed()
-            })
-        })
-    });
+    runtime_round_trip(&mut group, &rt, "ractor", actor.clone());
     actor.stop(None);
     rt.block_on(handle).expect("ractor actor stops");
 
@@ -165,25 +140,65 @@ fn messaging(c: &mut Criterion) {
         .find(|cell| !cell.get_id().is_local())
         .expect("the node's echo actor")
         .into();
-    group.bench_function(BenchmarkId::new("ractor_remote", "tiny_batch"), |b| {
+    runtime_round_trip(&mut group, &rt, "ractor_remote", echo);
+    drop(cluster);
+    drop(node);
+    group.finish();
+}
+
+/// A variant's handle on its answerer: sends one request and awaits the reply.
+trait Caller: Clone + Send + 'static {
+    /// Sends request `seed` and returns the answer.
+    fn round_trip(&self, seed: u64) -> impl std::future::Future<Output = Tiny> + Send;
+}
+
+/// `tokio_channel`: an mpsc request with a oneshot reply.
+impl Caller for tokio::sync::mpsc::Sender<(u64, tokio::sync::oneshot::Sender<Tiny>)> {
+    async fn round_trip(&self, seed: u64) -> Tiny {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.send((seed, reply)).await.expect("receiver alive");
+        answer.await.expect("answered")
+    }
+}
+
+/// `ractor`: a call on a local actor.
+impl Caller for ActorRef<RactorMsg> {
+    async fn round_trip(&self, seed: u64) -> Tiny {
+        let reply = self.call(|r| RactorMsg::Sample(seed, r), None).await.expect("actor alive");
+        reply.expect("answered")
+    }
+}
+
+/// `ractor_remote`: a call on the node's echo actor, encoded as rlx's messages are.
+impl Caller for ActorRef<Wire<nodes::EchoProtocol>> {
+    async fn round_trip(&self, seed: u64) -> Tiny {
+        let request = wire::encode(&seed).expect("encode");
+        let reply = self.call(|r| Wire::call(request, r), Some(Duration::from_secs(10))).await.expect("node alive");
+        let bytes = reply.expect("answered");
+        wire::decode::<Tiny>(&bytes).expect("decode")
+    }
+}
+
+/// Benches `name` as round trips through `caller`, one at a time, awaited
+/// in a task on `rt` (see [`on_runtime`]).
+fn runtime_round_trip(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    caller: impl Caller,
+) {
+    group.bench_function(BenchmarkId::new(name, "tiny_batch"), |b| {
         b.iter_custom(|iters| {
-            let echo = echo.clone();
-            on_runtime(&rt, async move {
+            let caller = caller.clone();
+            on_runtime(rt, async move {
                 let t0 = Instant::now();
                 for seed in 0..iters {
-                    let request = wire::encode(&seed).expect("encode");
-                    let reply =
-                        echo.call(|r| Wire::call(request, r), Some(Duration::from_secs(10))).await.expect("node alive");
-                    let bytes = reply.expect("answered");
-                    black_box(wire::decode::<Tiny>(&bytes).expect("decode"));
+                    black_box(caller.round_trip(seed).await);
                 }
                 t0.elapsed()
             })
         })
     });
-    drop(cluster);
-    drop(node);
-    group.finish();
 }
 
 /// Runs the caller's loop as a task on a runtime worker thread, where rlx's

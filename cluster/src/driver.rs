@@ -26,6 +26,7 @@
 
 use crate::admission::{self, Admission, DriverTls};
 use crate::node::{serve, DEFAULT_MAX_FRAME_BYTES};
+use crate::resources::{Fallback, NodeResources, Placing, Strategy};
 use crate::wire::{
     self, EvalProtocol, EvalRequest, SpawnProtocol, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest, Wire,
     WireReply,
@@ -38,13 +39,13 @@ use ractor_cluster::node::NodeSessionMessage;
 use ractor_cluster::NodeServerMessage;
 use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
 use rlx::handle::{lock, HandleStats, SharedHandle};
-use rlx::placement::{PlacedWorkers, Placement, WorkerSet};
+use rlx::placement::{ClusterStatus, PlacedWorkers, Placement, WorkerSet};
 use rlx::protocol::{EvalReply, LatestState, RowShape};
 use rlx::restart::{FailureWindow, RestartPolicy, RestartStrategy};
 use rlx::{EvaluatorError, EvaluatorFactory, EvaluatorHandle, HandleError};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -72,12 +73,19 @@ pub struct ClusterOptions {
     pub max_frame_bytes: u64,
     /// TLS to every node (`None`: plaintext TCP).
     pub tls: Option<DriverTls>,
+    /// The longest wait between two dials of a lost node: the wait starts
+    /// at `heartbeat` and doubles after each failed dial up to this.
+    pub redial_max: Duration,
+    /// What each evaluator needs, how evaluators spread, and what happens
+    /// to one that fits no node.
+    pub placing: Placing,
 }
 
 impl ClusterOptions {
     /// Defaults for `cookie`: 5 s to connect, 120 s per request, a
     /// heartbeat every second with a 10 s node timeout, the run's restart
-    /// budget for lost nodes, 256 MiB frames.
+    /// budget for lost nodes, 256 MiB frames, lost nodes re-dialled at
+    /// least every 30 s.
     pub fn new(cookie: impl Into<String>) -> Self {
         Self {
             cookie: cookie.into(),
@@ -88,6 +96,8 @@ impl ClusterOptions {
             node_restart: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             tls: None,
+            redial_max: Duration::from_secs(30),
+            placing: Placing::default(),
         }
     }
 
@@ -102,6 +112,7 @@ impl ClusterOptions {
             ("call_timeout_s", self.call_timeout),
             ("heartbeat_s", self.heartbeat),
             ("node_timeout_s", self.node_timeout),
+            ("redial_max_s", self.redial_max),
         ] {
             if d.is_zero() {
                 return Err(format!("{name} must be positive"));
@@ -113,6 +124,7 @@ impl ClusterOptions {
                 self.heartbeat, self.node_timeout
             ));
         }
+        self.placing.request.validate()?;
         if self.node_restart.is_some_and(|p| p.strategy == RestartStrategy::OneForAll) {
             return Err("node_restart.strategy must be one_for_one: a lost node's evaluators are re-placed, \
                         and evaluators on other nodes have nothing to restart from (one_for_all applies to \
@@ -152,15 +164,23 @@ struct Shared {
     spec: SpawnSpec,
     options: ClusterOptions,
     nodes: Mutex<Vec<NodeLink>>,
-    next: AtomicUsize,
+    /// This run's evaluators on each node (by node id), those started for
+    /// a move included: what the node has left is its offer less that
+    /// many requests.
+    homes: Mutex<BTreeMap<u64, usize>>,
+    /// Held while choosing a node and spawning there, so that two
+    /// placements never take the same room.
+    placing: tokio::sync::Mutex<()>,
+    /// Evaluators that were told they wait for room (said once each).
+    waiting: Mutex<std::collections::BTreeSet<usize>>,
     /// Re-placements so far.
     replacements: AtomicU64,
     /// Node-side restarts, per evaluator, as last reported by its current node.
     node_restarts: Mutex<BTreeMap<usize, u64>>,
     /// Node-side restarts on nodes since lost.
     retired_restarts: AtomicU64,
-    /// Evaluators running in this process because no node was left.
-    local: Mutex<Vec<RactorEvaluatorSet>>,
+    /// Evaluators running in this process because no node was left, by index.
+    local: Mutex<BTreeMap<usize, RactorEvaluatorSet>>,
     failures: Mutex<Vec<String>>,
     /// Peer addresses whose sessions ended (from the NodeServer's events).
     closed: Arc<Mutex<Vec<String>>>,
@@ -176,6 +196,34 @@ struct Shared {
     /// (read off one evaluator built here at the first placement; `None`
     /// if that build failed), to check every batch a node returns.
     row_shape: OnceLock<Option<RowShape>>,
+    /// The nodes given at start (resolved, with the host name a TLS
+    /// certificate is checked against): each is dialled again while it
+    /// is not admitted.
+    known: Vec<(SocketAddr, String)>,
+    /// Sessions opened so far; each admission's spawns carry its number.
+    epochs: AtomicU64,
+    /// Node losses so far.
+    losses: AtomicU64,
+    /// Nodes admitted again after they were lost (or refused at start).
+    readmissions: AtomicU64,
+    /// Evaluators moved while their old home still worked.
+    moves: AtomicU64,
+    /// Every evaluator this cluster placed, to move them as nodes return.
+    evaluators: Mutex<Vec<Weak<RemoteEvaluator>>>,
+    /// Evaluators whose calls timed out on nodes that still answered
+    /// heartbeats, within the run's `restart` window.
+    stuck: Mutex<Option<FailureWindow>>,
+    /// Wall time with fewer evaluators on nodes than were placed.
+    below_target: Mutex<BelowTarget>,
+    /// The last cluster line printed, to print it again only on a change.
+    shown: Mutex<Option<(u64, u64, u64)>>,
+}
+
+/// Time spent below the evaluator target, added up as membership ticks.
+#[derive(Default)]
+struct BelowTarget {
+    since: Option<Instant>,
+    total: Duration,
 }
 
 #[derive(Clone)]
@@ -188,6 +236,10 @@ struct NodeLink {
     up: bool,
     /// Turns `true` once the node is lost: handles waiting on it give up.
     down: Arc<watch::Sender<bool>>,
+    /// This session's number, sent with every spawn (see [`SpawnRequest::epoch`]).
+    epoch: u64,
+    /// What the node offers (it says so when admitted).
+    resources: NodeResources,
 }
 
 impl Drop for Shared {
@@ -253,6 +305,15 @@ impl Cluster {
             subscription: Box::new(SessionEnds(closed.clone())),
         });
         let shared = Arc::new(Shared {
+            known: resolved.clone(),
+            epochs: AtomicU64::new(0),
+            losses: AtomicU64::new(0),
+            readmissions: AtomicU64::new(0),
+            moves: AtomicU64::new(0),
+            evaluators: Mutex::default(),
+            stuck: Mutex::new(None),
+            below_target: Mutex::default(),
+            shown: Mutex::new(None),
             closed,
             server,
             admission: Admission::new(&options.cookie),
@@ -261,7 +322,9 @@ impl Cluster {
             spec,
             options,
             nodes: Mutex::new(Vec::new()),
-            next: AtomicUsize::new(0),
+            homes: Mutex::default(),
+            placing: tokio::sync::Mutex::new(()),
+            waiting: Mutex::default(),
             replacements: AtomicU64::new(0),
             node_restarts: Mutex::default(),
             retired_restarts: AtomicU64::new(0),
@@ -292,6 +355,8 @@ impl Cluster {
         }
         let watchers = links.into_iter().map(|link| tokio::spawn(watch_node(Arc::downgrade(&shared), link)));
         shared.watchers.lock().expect("watchers lock").extend(watchers);
+        let members = tokio::spawn(keep_members(Arc::downgrade(&shared)));
+        shared.watchers.lock().expect("watchers lock").push(members);
         Ok(Self { shared })
     }
 
@@ -309,6 +374,11 @@ impl Cluster {
     pub fn replacements(&self) -> u64 {
         self.shared.replacements.load(Ordering::Relaxed)
     }
+
+    /// Where the evaluators are now, and what membership did so far.
+    pub fn status(&self) -> ClusterStatus {
+        self.shared.status()
+    }
 }
 
 impl Shared {
@@ -317,16 +387,20 @@ impl Shared {
     /// node's spawner is visible.
     async fn join(&self, addr: SocketAddr, host: &str) -> Result<NodeLink, String> {
         let timeout = self.options.connect_timeout;
+        // Only sessions that end from here on say anything about this dial.
+        let closed_before = self.closed.lock().expect("closed lock").len();
         admission::connect(&self.server, addr, host, self.tls.as_ref(), &self.admission, timeout)
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
         let deadline = Instant::now() + timeout;
         let addr_text = addr.to_string();
         loop {
-            if let Some(link) = self.find_spawner(addr).await {
+            if let Some(mut link) = self.find_spawner(addr).await {
+                link.resources = self.describe(&link).await?;
+                tracing::info!("node {addr} offers {}", link.resources);
                 return Ok(link);
             }
-            if self.closed.lock().expect("closed lock").contains(&addr_text) {
+            if self.closed.lock().expect("closed lock")[closed_before..].contains(&addr_text) {
                 return Err(
                     "it closed the connection during the handshake: wrong cookie? (the node's log says why)".into()
                 );
@@ -342,11 +416,17 @@ impl Shared {
         let sessions = self.server.call(NodeServerMessage::GetSessions, Some(Duration::from_secs(1))).await.ok()?;
         let CallResult::Success(sessions) = sessions else { return None };
         let addr_text = addr.to_string();
-        let session = sessions.values().find(|s| s.peer_addr == addr_text)?;
+        let spawners = ractor::pg::get_members(&wire::SPAWNER_GROUP.to_string());
+        // A lost session to the same address may not be gone yet: take
+        // the one whose spawner is visible.
+        let (session, cell) = sessions.values().filter(|s| s.peer_addr == addr_text).find_map(|s| {
+            let cell = spawners.iter().find(|c| !c.get_id().is_local() && c.get_id().node() == s.node_id)?;
+            Some((s, cell.clone()))
+        })?;
         let node_id = session.node_id;
-        let cell = ractor::pg::get_members(&wire::SPAWNER_GROUP.to_string())
-            .into_iter()
-            .find(|c| !c.get_id().is_local() && c.get_id().node() == node_id)?;
+        if self.nodes.lock().expect("nodes lock").iter().any(|n| n.node_id == node_id && !n.up) {
+            return None;
+        }
         Some(NodeLink {
             addr,
             node_id,
@@ -354,7 +434,24 @@ impl Shared {
             session: session.actor.clone(),
             up: true,
             down: Arc::new(watch::channel(false).0),
+            epoch: self.epochs.fetch_add(1, Ordering::Relaxed) + 1,
+            resources: NodeResources::default(),
         })
+    }
+
+    /// Asks a node what it offers.
+    async fn describe(&self, link: &NodeLink) -> Result<NodeResources, String> {
+        let payload = wire::encode(&SpawnerRequest::Describe).map_err(|e| e.to_string())?;
+        let timeout = self.options.connect_timeout;
+        let answer = link.spawner.call(|reply| Wire::call(payload, reply), Some(timeout)).await;
+        let Ok(CallResult::Success(bytes)) = answer else {
+            return Err(format!("it did not say what it offers within {timeout:?}"));
+        };
+        match wire::decode::<Result<SpawnerReply, String>>(&bytes) {
+            Ok(Ok(SpawnerReply::Described(resources))) => Ok(resources),
+            Ok(Err(e)) => Err(format!("it cannot say what it offers: {e}")),
+            Ok(Ok(_)) | Err(_) => Err("it answered `Describe` with something else (another rlx version?)".into()),
+        }
     }
 
     /// The budget for lost nodes.
@@ -369,8 +466,10 @@ impl Shared {
         let mut nodes = self.nodes.lock().expect("nodes lock");
         let Some(n) = nodes.iter_mut().find(|n| n.node_id == node_id && n.up) else { return };
         n.up = false;
+        self.homes.lock().expect("homes lock").remove(&node_id);
         n.down.send_replace(true);
         n.session.stop(Some(format!("node lost: {reason}")));
+        self.losses.fetch_add(1, Ordering::Relaxed);
         let line = format!("node {} lost: {reason}", n.addr);
         tracing::warn!("{line}");
         self.failures.lock().expect("failures lock").push(line.clone());
@@ -381,18 +480,63 @@ impl Shared {
         }
     }
 
-    /// The next live node, round-robin.
-    fn next_node(&self) -> Option<NodeLink> {
+    /// Where the next evaluator goes: among the live nodes with room for
+    /// its request (other than `except`), the one with the fewest of this
+    /// run's evaluators per CPU (spread; the first in the order given on
+    /// ties) or the first in the order given (pack).
+    fn pick(&self, except: Option<u64>) -> Pick {
         let nodes = self.nodes.lock().expect("nodes lock");
+        let homes = self.homes.lock().expect("homes lock");
+        let request = &self.options.placing.request;
         let live: Vec<&NodeLink> = nodes.iter().filter(|n| n.up).collect();
         if live.is_empty() {
-            return None;
+            return Pick::NoNode;
         }
-        Some(live[self.next.fetch_add(1, Ordering::Relaxed) % live.len()].clone())
+        let order = |n: &NodeLink| self.known.iter().position(|(a, _)| *a == n.addr).unwrap_or(usize::MAX);
+        let crowding =
+            |n: &NodeLink| (homes.get(&n.node_id).copied().unwrap_or(0) + 1) as f64 / n.resources.num_cpus.max(1e-9);
+        let room = |n: &&&NodeLink| {
+            let mut free = n.resources.clone();
+            for _ in 0..homes.get(&n.node_id).copied().unwrap_or(0) {
+                request.take_from(&mut free, 1.0);
+            }
+            Some(n.node_id) != except && request.fits(&free)
+        };
+        let chosen = match self.options.placing.strategy {
+            Strategy::Spread => live
+                .iter()
+                .filter(room)
+                .min_by(|a, b| crowding(a).total_cmp(&crowding(b)).then(order(a).cmp(&order(b)))),
+            Strategy::Pack => live.iter().filter(room).min_by_key(|n| order(n)),
+        };
+        chosen.map_or(Pick::NoRoom, |n| Pick::Node((*n).clone()))
     }
 
-    /// Starts evaluator `index` on a live node, or in this process when
-    /// no node is left. `generation` is its first generation there.
+    /// The line that says an evaluator waits: what it needs, and what each
+    /// live node offers and holds of this run.
+    fn no_room(&self, index: usize) -> String {
+        let nodes = self.nodes.lock().expect("nodes lock");
+        let homes = self.homes.lock().expect("homes lock");
+        let offers: Vec<String> = nodes
+            .iter()
+            .filter(|n| n.up)
+            .map(|n| {
+                let held = homes.get(&n.node_id).copied().unwrap_or(0);
+                format!("node {} offers {} and holds {held} of this run's evaluators", n.addr, n.resources)
+            })
+            .collect();
+        format!(
+            "evaluator {index} waits for a node with room: it needs {}; {}",
+            self.options.placing.request,
+            offers.join("; ")
+        )
+    }
+
+    /// Starts evaluator `index` on a live node with room for it (see
+    /// [`pick`](Self::pick)). In this process instead when no node is left
+    /// at all, or when none has room and `placement_fallback` is `local`;
+    /// with `wait`, it waits for room, saying so once. `generation` is its
+    /// first generation there.
     async fn place(
         &self,
         index: usize,
@@ -400,16 +544,33 @@ impl Shared {
         restart: RestartPolicy,
         factory: &EvaluatorFactory,
     ) -> Result<Home, HandleError> {
-        while let Some(node) = self.next_node() {
+        loop {
+            let one_at_a_time = self.placing.lock().await;
+            let node = match self.pick(None) {
+                Pick::Node(node) => node,
+                Pick::NoNode => break,
+                Pick::NoRoom if self.options.placing.fallback == Fallback::Local => break,
+                Pick::NoRoom => {
+                    drop(one_at_a_time);
+                    if self.waiting.lock().expect("waiting lock").insert(index) {
+                        tracing::warn!("{}", self.no_room(index));
+                    }
+                    tokio::time::sleep(self.options.heartbeat).await;
+                    continue;
+                }
+            };
             match self.spawn_on(&node, index, generation, restart).await {
-                Ok(home) => return Ok(home),
+                Ok(home) => {
+                    self.waiting.lock().expect("waiting lock").remove(&index);
+                    return Ok(home);
+                }
                 Err(SpawnFailure::Node(reason)) => self.node_lost(node.node_id, &reason),
                 Err(SpawnFailure::Evaluator(reason)) => return Err(HandleError::Spawn { index, reason }),
             }
         }
         let (set, _) = RactorEvaluatorSet::spawn(factory.clone(), Vec::new(), restart).await?;
         let handle = set.add(index, generation).await?;
-        self.local.lock().expect("local lock").push(set);
+        self.local.lock().expect("local lock").insert(index, set);
         Ok(Home::Local(Arc::new(handle)))
     }
 
@@ -429,6 +590,7 @@ impl Shared {
             spawn_id: spawn_id.clone(),
             driver: self.name.clone(),
             driver_max_frame_bytes: self.options.max_frame_bytes,
+            epoch: node.epoch,
         });
         let payload = wire::encode(&request).map_err(|e| SpawnFailure::Evaluator(e.to_string()))?;
         let timeout = self.options.call_timeout;
@@ -456,12 +618,14 @@ impl Shared {
                 .into_iter()
                 .find(|c: &ActorCell| !c.get_id().is_local() && c.get_id().node() == node.node_id);
             if let Some(cell) = member {
+                *self.homes.lock().expect("homes lock").entry(node.node_id).or_default() += 1;
                 return Ok(Home::Remote {
                     actor: cell.into(),
                     node_id: node.node_id,
                     addr: node.addr,
                     max_frame_bytes: reply.max_frame_bytes,
                     down,
+                    spawn_id,
                 });
             }
             if Instant::now() > deadline {
@@ -486,6 +650,227 @@ impl Shared {
         self.replacements.fetch_add(1, Ordering::Relaxed);
         self.failures.lock().expect("failures lock").push(format!("evaluator {index} re-placed: {reason}"));
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Admits a node again (a new session, with its own watcher); its
+    /// evaluators are placed by [`rebalance`](Self::rebalance).
+    fn readmit(self: &Arc<Self>, link: NodeLink) {
+        let addr = link.addr;
+        {
+            let mut nodes = self.nodes.lock().expect("nodes lock");
+            nodes.retain(|n| n.addr != addr);
+            nodes.push(link.clone());
+        }
+        self.readmissions.fetch_add(1, Ordering::Relaxed);
+        tracing::info!("node {addr} admitted again (session {})", link.epoch);
+        let watcher = tokio::spawn(watch_node(Arc::downgrade(self), link));
+        self.watchers.lock().expect("watchers lock").push(watcher);
+    }
+
+    /// The evaluators placed so far that are still in use.
+    fn placed(&self) -> Vec<Arc<RemoteEvaluator>> {
+        let mut evaluators = self.evaluators.lock().expect("evaluators lock");
+        evaluators.retain(|e| e.strong_count() > 0);
+        evaluators.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Prepares moves toward the target: each evaluator in this process,
+    /// and (when spreading) each on a node more crowded per CPU than
+    /// another with room would be after taking it, gets a home there,
+    /// started here in the background; the evaluator's own next request
+    /// hands its state over (see [`RemoteEvaluator::hand_over`]).
+    async fn rebalance(&self) {
+        let evaluators = self.placed();
+        // Evaluators with a move prepared still count on their old node
+        // until they hand over: they are leaving it.
+        let leaving = |id: u64| {
+            let on = |home: &Home| matches!(home, Home::Remote { node_id, .. } if *node_id == id);
+            evaluators.iter().filter(|x| lock(&x.prepared).is_some() && on(&lock(&x.home).0)).count()
+        };
+        for e in &evaluators {
+            if lock(&e.prepared).is_some() {
+                continue;
+            }
+            let one_at_a_time = self.placing.lock().await;
+            let (home, placement) = lock(&e.home).clone();
+            let from = match &home {
+                Home::Local(_) => None,
+                Home::Remote { .. } if self.options.placing.strategy == Strategy::Pack => continue,
+                Home::Remote { node_id, .. } => Some(*node_id),
+            };
+            let Pick::Node(node) = self.pick(from) else { continue };
+            if let Some(from) = from {
+                let left = leaving(from);
+                // Locks in the order `pick` takes them: nodes, then homes.
+                let nodes = self.nodes.lock().expect("nodes lock");
+                let homes = self.homes.lock().expect("homes lock");
+                let per_cpu = |id: u64, held: usize| {
+                    let cpus = nodes.iter().find(|n| n.node_id == id && n.up)?.resources.num_cpus;
+                    Some(held as f64 / cpus.max(1e-9))
+                };
+                let held = |id: u64| homes.get(&id).copied().unwrap_or(0);
+                // A node that is down: the evaluator's next call re-places it.
+                let now = per_cpu(from, held(from).saturating_sub(left));
+                let (Some(now), Some(after)) = (now, per_cpu(node.node_id, held(node.node_id) + 1)) else { continue };
+                if after >= now {
+                    continue;
+                }
+            }
+            let generation = (placement + 1) << GENERATIONS_PER_PLACEMENT_BITS;
+            match self.spawn_on(&node, e.index, generation, e.restart).await {
+                Ok(prepared) => *lock(&e.prepared) = Some((prepared, placement)),
+                Err(SpawnFailure::Node(reason)) => self.node_lost(node.node_id, &reason),
+                Err(SpawnFailure::Evaluator(reason)) => {
+                    tracing::warn!(index = e.index, "cannot move the evaluator to node {}: {reason}", node.addr);
+                }
+            }
+            drop(one_at_a_time);
+        }
+    }
+
+    /// Stops an evaluator's former home: on its node (if that still
+    /// answers) or in this process. Restarts counted there stay counted.
+    async fn retire(&self, index: usize, home: &Home) {
+        match home {
+            Home::Local(_) => {
+                let set = self.local.lock().expect("local lock").remove(&index);
+                if let Some(set) = set {
+                    self.retired_restarts.fetch_add(set.restarts(), Ordering::Relaxed);
+                }
+            }
+            Home::Remote { node_id, spawn_id, .. } => {
+                if let Some(held) = self.homes.lock().expect("homes lock").get_mut(node_id) {
+                    *held = held.saturating_sub(1);
+                }
+                let spawner = self
+                    .nodes
+                    .lock()
+                    .expect("nodes lock")
+                    .iter()
+                    .find(|n| n.node_id == *node_id && n.up)
+                    .map(|n| n.spawner.clone());
+                let request = SpawnerRequest::Stop { spawn_id: spawn_id.clone() };
+                if let (Some(spawner), Ok(payload)) = (spawner, wire::encode(&request)) {
+                    let _ = spawner.call(|reply| Wire::call(payload, reply), Some(self.options.connect_timeout)).await;
+                }
+            }
+        }
+    }
+
+    /// Books an evaluator whose call timed out on a node that still
+    /// answers heartbeats; fails past the run's `restart` budget.
+    fn record_stuck(&self, index: usize, reason: &str) -> Result<(), HandleError> {
+        let policy = (*self.restart.lock().expect("restart lock")).unwrap_or_default();
+        let mut window = self.stuck.lock().expect("stuck lock");
+        if let Err(failures) = window.get_or_insert_with(|| FailureWindow::new(policy)).record() {
+            return Err(HandleError::RestartBudgetExceeded {
+                index,
+                failures,
+                max_restarts: policy.max_restarts,
+                window_s: policy.window_s,
+                last_failure: reason.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The cluster as the results show it; also adds up the time below
+    /// the evaluator target.
+    fn status(&self) -> ClusterStatus {
+        let alive: Vec<u64> =
+            self.nodes.lock().expect("nodes lock").iter().filter(|n| n.up).map(|n| n.node_id).collect();
+        let evaluators = self.placed();
+        let on_nodes = evaluators
+            .iter()
+            .filter(|e| matches!(&lock(&e.home).0, Home::Remote { node_id, .. } if alive.contains(node_id)))
+            .count() as u64;
+        let local = self.local.lock().expect("local lock").len() as u64;
+        let target = evaluators.len() as u64;
+        let seconds_below_target = {
+            let mut below = self.below_target.lock().expect("below-target lock");
+            let now = Instant::now();
+            if let Some(since) = below.since.take() {
+                below.total += now - since;
+            }
+            below.since = (on_nodes < target).then_some(now);
+            below.total.as_secs_f64()
+        };
+        ClusterStatus {
+            nodes_alive: alive.len() as u64,
+            nodes_known: self.known.len() as u64,
+            nodes_lost: self.losses.load(Ordering::Relaxed),
+            readmissions: self.readmissions.load(Ordering::Relaxed),
+            evaluators_on_nodes: on_nodes,
+            evaluators_local: local,
+            evaluators_target: target,
+            seconds_below_target,
+            moves: self.moves.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Logs the cluster when its shape changed since the last line.
+    fn show(&self) {
+        let s = self.status();
+        if s.evaluators_target == 0 {
+            return;
+        }
+        let shape = (s.nodes_alive, s.evaluators_on_nodes, s.evaluators_local);
+        if self.shown.lock().expect("shown lock").replace(shape) != Some(shape) {
+            tracing::info!(
+                "cluster: {}/{} nodes alive, {} of {} evaluators on nodes, {} in the driver",
+                s.nodes_alive,
+                s.nodes_known,
+                s.evaluators_on_nodes,
+                s.evaluators_target,
+                s.evaluators_local
+            );
+        }
+    }
+}
+
+/// The driver's membership loop, every `heartbeat` for the whole run:
+/// dials each known node that is not admitted (lost, or refused at start)
+/// with capped exponential back-off, admits it again when it answers and
+/// proves the cookie, then moves evaluators toward the target (out of
+/// this process, off crowded nodes). Ends when the cluster is dropped.
+async fn keep_members(shared: Weak<Shared>) {
+    let Some((every, cap)) = shared.upgrade().map(|s| (s.options.heartbeat, s.options.redial_max)) else { return };
+    // Per address: when to dial next, and the wait after that.
+    let mut backoff: BTreeMap<SocketAddr, (Instant, Duration)> = BTreeMap::new();
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(shared) = shared.upgrade() else { return };
+        let up: Vec<SocketAddr> =
+            shared.nodes.lock().expect("nodes lock").iter().filter(|n| n.up).map(|n| n.addr).collect();
+        let now = Instant::now();
+        let due: Vec<(SocketAddr, String)> = shared
+            .known
+            .iter()
+            .filter(|(addr, _)| !up.contains(addr))
+            .filter(|(addr, _)| backoff.get(addr).is_none_or(|(next, _)| *next <= now))
+            .cloned()
+            .collect();
+        backoff.retain(|addr, _| !up.contains(addr));
+        let dials = futures::future::join_all(due.iter().map(|(addr, host)| shared.join(*addr, host))).await;
+        for ((addr, _), dialled) in due.iter().zip(dials) {
+            match dialled {
+                Ok(link) => {
+                    backoff.remove(addr);
+                    shared.readmit(link);
+                }
+                Err(reason) => {
+                    let wait = backoff.get(addr).map_or(every, |(_, wait)| *wait);
+                    backoff.insert(*addr, (Instant::now() + wait, (wait * 2).min(cap)));
+                    tracing::debug!("node {addr} not back yet: {reason}");
+                }
+            }
+        }
+        shared.rebalance().await;
+        shared.show();
     }
 }
 
@@ -535,6 +920,16 @@ impl ractor_cluster::NodeEventSubscription for SessionEnds {
     }
 }
 
+/// What [`Shared::pick`] found.
+enum Pick {
+    /// A live node with room.
+    Node(NodeLink),
+    /// Live nodes, none with room.
+    NoRoom,
+    /// No live node at all.
+    NoNode,
+}
+
 enum SpawnFailure {
     /// The node is unusable (lost, timed out): try another.
     Node(String),
@@ -552,8 +947,20 @@ enum Home {
         max_frame_bytes: u64,
         /// The node's lost flag.
         down: watch::Receiver<bool>,
+        /// What the node knows it by (to stop it there).
+        spawn_id: String,
     },
     Local(Arc<RactorEvaluator>),
+}
+
+impl Home {
+    /// Where, in words: `node ADDR` or `the driver`.
+    fn place(&self) -> String {
+        match self {
+            Home::Remote { addr, .. } => format!("node {addr}"),
+            Home::Local(_) => "the driver".to_string(),
+        }
+    }
 }
 
 impl Placement for Cluster {
@@ -577,16 +984,20 @@ impl Placement for Cluster {
             let homes = futures::future::join_all(indices.iter().map(|&i| shared.place(i, 0, restart, &factory))).await;
             let mut handles: Vec<SharedHandle> = Vec::with_capacity(indices.len());
             for (&index, home) in indices.iter().zip(homes) {
-                handles.push(Arc::new(RemoteEvaluator {
+                let handle = Arc::new(RemoteEvaluator {
                     index,
                     home: Mutex::new((home?, 0)),
                     replacing: tokio::sync::Mutex::new(()),
+                    requests: tokio::sync::RwLock::new(()),
+                    prepared: Mutex::new(None),
                     restart,
                     factory: factory.clone(),
                     shared: shared.clone(),
                     latest: Mutex::default(),
                     stats: Mutex::default(),
-                }));
+                });
+                shared.evaluators.lock().expect("evaluators lock").push(Arc::downgrade(&handle));
+                handles.push(handle);
             }
             Ok(PlacedWorkers { handles, keep_alive: Box::new(Cluster { shared }) })
         })
@@ -597,12 +1008,16 @@ impl WorkerSet for Cluster {
     fn restarts(&self) -> u64 {
         let s = &self.shared;
         let node_side: u64 = s.node_restarts.lock().expect("restarts lock").values().sum();
-        let local: u64 = s.local.lock().expect("local lock").iter().map(RactorEvaluatorSet::restarts).sum();
+        let local: u64 = s.local.lock().expect("local lock").values().map(RactorEvaluatorSet::restarts).sum();
         s.replacements.load(Ordering::Relaxed) + s.retired_restarts.load(Ordering::Relaxed) + node_side + local
     }
 
     fn failures(&self) -> Vec<String> {
         Cluster::failures(self)
+    }
+
+    fn cluster(&self) -> Option<ClusterStatus> {
+        Some(self.status())
     }
 }
 
@@ -615,6 +1030,12 @@ pub struct RemoteEvaluator {
     /// Held while re-placing, so callers that lose the same node at once
     /// re-place the evaluator once.
     replacing: tokio::sync::Mutex<()>,
+    /// Requests hold it shared; a move holds it alone, so that no request
+    /// is in flight on the old home while its state is handed over.
+    requests: tokio::sync::RwLock<()>,
+    /// A home started for a move (by [`Shared::rebalance`]), with the
+    /// placement it moves from; the next request hands the state over.
+    prepared: Mutex<Option<(Home, u64)>>,
     restart: RestartPolicy,
     factory: EvaluatorFactory,
     shared: Arc<Shared>,
@@ -630,6 +1051,9 @@ const GENERATIONS_PER_PLACEMENT_BITS: u32 = 16;
 enum Lost {
     /// The node is gone or silent: re-place and retry.
     Node(String),
+    /// The call timed out while the node still answers heartbeats: stop
+    /// this evaluator there, re-place it alone, and retry.
+    Stuck(String),
     /// The evaluator answered with an error (or the request is unsendable).
     Error(HandleError),
 }
@@ -647,6 +1071,11 @@ impl RemoteEvaluator {
                 Ok(reply) => return Ok(reply),
                 Err(Lost::Error(e)) => return Err(e),
                 Err(Lost::Node(reason)) => self.replace(placement, &reason).await?,
+                Err(Lost::Stuck(reason)) => {
+                    self.shared.record_stuck(self.index, &reason)?;
+                    self.shared.retire(self.index, &home).await;
+                    self.replace(placement, &reason).await?;
+                }
             }
         }
     }
@@ -663,7 +1092,7 @@ impl RemoteEvaluator {
                     .into_reply(reply_limit)
                     .map_err(|e| Lost::Error(self_config(index, format!("undecodable batch: {e}"))))
             }
-            Home::Remote { actor, node_id, addr, max_frame_bytes, down } => {
+            Home::Remote { actor, node_id, addr, max_frame_bytes, down, .. } => {
                 // ractor_cluster drops the whole connection on an oversized
                 // frame, so refuse it here with a clear error instead.
                 let limit = max_frame_bytes.saturating_sub(4096);
@@ -684,11 +1113,15 @@ impl RemoteEvaluator {
                 };
                 let bytes = match answer {
                     Ok(CallResult::Success(bytes)) => bytes,
-                    Ok(CallResult::Timeout) => {
-                        let reason = format!("no reply from node {addr} within {timeout:?}");
-                        self.shared.node_lost(*node_id, &reason);
-                        return Err(Lost::Node(reason));
+                    // Slowness is not death: the heartbeat decides about
+                    // the node; only this evaluator is given up on.
+                    Ok(CallResult::Timeout) if !*down.borrow() => {
+                        return Err(Lost::Stuck(format!(
+                            "evaluator {index} gave no reply within {timeout:?} on node {addr}, which still \
+                             answers heartbeats"
+                        )));
                     }
+                    Ok(CallResult::Timeout) => return Err(Lost::Node(format!("node {addr} was lost"))),
                     Ok(CallResult::SenderError) | Err(_) => {
                         let reason = format!("connection to node {addr} lost");
                         self.shared.node_lost(*node_id, &reason);
@@ -733,11 +1166,7 @@ impl RemoteEvaluator {
         let generation = placement << GENERATIONS_PER_PLACEMENT_BITS;
         let home = self.shared.place(self.index, generation, self.restart, &self.factory).await?;
         *lock(&self.home) = (home.clone(), placement);
-        let where_ = match &home {
-            Home::Remote { addr, .. } => format!("node {addr}"),
-            Home::Local(_) => "the driver".to_string(),
-        };
-        tracing::warn!(index = self.index, "evaluator re-placed on {where_}: {reason}");
+        tracing::warn!(index = self.index, "evaluator re-placed on {}: {reason}", home.place());
         // If these fail, the caller's retry notices and re-places again.
         let replay = lock(&self.latest).replay();
         for request in replay {
@@ -746,6 +1175,58 @@ impl RemoteEvaluator {
             let _ = self.send(&mut home.clone(), &self.encode(&request)?, limit).await;
         }
         Ok(())
+    }
+
+    /// Moves the evaluator to its prepared home, if it has one and no
+    /// other request is in flight: the old home's whole state (episodes in
+    /// progress, observation filter, random generators, steps sampled)
+    /// and the latest weights go to the new home, which then serves every
+    /// request, and the old home stops. Nothing sampled is lost. If any
+    /// step fails, the evaluator stays where it was (a lost node is then
+    /// noticed by the request that follows).
+    async fn hand_over(&self) {
+        let Some((new, from)) = lock(&self.prepared).take() else { return };
+        let Ok(_alone) = self.requests.try_write() else {
+            *lock(&self.prepared) = Some((new, from));
+            return;
+        };
+        let (old, placement) = lock(&self.home).clone();
+        if placement != from {
+            // Re-placed since the move was prepared.
+            self.shared.retire(self.index, &new).await;
+            return;
+        }
+        let max_frame = self.shared.options.max_frame_bytes;
+        let limit = |request: &EvalRequest| wire::reply_limit(request, None, max_frame);
+        let state = match self.encode(&EvalRequest::SaveState) {
+            Ok(payload) => self.send(&mut old.clone(), &payload, limit(&EvalRequest::SaveState)).await,
+            Err(e) => Err(Lost::Error(e)),
+        };
+        let Ok(EvalReply::State(state)) = state else {
+            tracing::warn!(index = self.index, "evaluator not moved: its state could not be saved");
+            self.shared.retire(self.index, &new).await;
+            return;
+        };
+        let weights = lock(&self.latest).replay().into_iter().filter(|r| matches!(r, EvalRequest::SetWeights(_)));
+        for request in weights.chain([EvalRequest::LoadState(Arc::new(state))]).collect::<Vec<_>>() {
+            let sent = match self.encode(&request) {
+                Ok(payload) => self.send(&mut new.clone(), &payload, limit(&request)).await.map(drop),
+                Err(e) => Err(Lost::Error(e)),
+            };
+            if sent.is_err() {
+                tracing::warn!(index = self.index, "evaluator not moved: its new home did not take its state");
+                self.shared.retire(self.index, &new).await;
+                return;
+            }
+        }
+        *lock(&self.home) = (new.clone(), placement + 1);
+        // Restarts counted on the old node stay counted.
+        let on_old_node = self.shared.node_restarts.lock().expect("restarts lock").remove(&self.index).unwrap_or(0);
+        self.shared.retired_restarts.fetch_add(on_old_node, Ordering::Relaxed);
+        lock(&self.stats).restarts += on_old_node;
+        self.shared.moves.fetch_add(1, Ordering::Relaxed);
+        self.shared.retire(self.index, &old).await;
+        tracing::info!(index = self.index, "evaluator moved from {} to {}", old.place(), new.place());
     }
 
     fn encode(&self, request: &EvalRequest) -> Result<Vec<u8>, HandleError> {
@@ -769,6 +1250,8 @@ impl EvaluatorHandle for RemoteEvaluator {
 
     async fn call(&self, request: EvalRequest) -> Result<EvalReply, HandleError> {
         lock(&self.latest).note(&request);
+        self.hand_over().await;
+        let _shared = self.requests.read().await;
         let reply = self.request(request).await?;
         lock(&self.stats).record_reply(&reply);
         Ok(reply)

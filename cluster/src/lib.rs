@@ -22,6 +22,7 @@ pub mod driver;
 pub mod external;
 pub mod node;
 pub mod policy_client;
+pub mod resources;
 pub mod wire;
 
 pub use admission::{AdmissionError, DriverTls, NodeTls};

@@ -19,6 +19,7 @@
 //! remote evaluator is exactly the one the driver would have built locally.
 
 use crate::admission::{self, Admission, AdmissionError, NodeTls};
+use crate::resources::NodeResources;
 use crate::wire::{
     self, EvalProtocol, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest,
     Wire, WireError, WireReply, SPAWNER_GROUP,
@@ -74,6 +75,8 @@ pub struct NodeConfig {
     pub handshake_timeout: Duration,
     /// TLS for every connection (`None`: plaintext TCP).
     pub tls: Option<NodeTls>,
+    /// What the node offers drivers ([`NodeResources::detect`] by default).
+    pub resources: NodeResources,
 }
 
 impl NodeConfig {
@@ -87,6 +90,7 @@ impl NodeConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             tls: None,
+            resources: NodeResources::detect(),
         }
     }
 }
@@ -125,7 +129,14 @@ impl Node {
         server
             .cast(NodeServerMessage::SubscribeToEvents { id: "rlx.spawner".into(), subscription: Box::new(gate) })
             .map_err(|e| ClusterError::Actor(e.to_string()))?;
-        let args = SpawnerState { resolver, owned, sets: HashMap::new(), max_frame_bytes: config.max_frame_bytes };
+        let args = SpawnerState {
+            resolver,
+            owned,
+            sets: HashMap::new(),
+            spawned: HashMap::new(),
+            resources: config.resources.clone(),
+            max_frame_bytes: config.max_frame_bytes,
+        };
         let (spawner, _) = Actor::spawn(None, Spawner, args).await.map_err(|e| ClusterError::Actor(e.to_string()))?;
         // rlx accepts connections itself (rather than ractor_cluster's
         // listener) so that port 0 works, the bound address is known, and
@@ -151,8 +162,10 @@ impl Node {
     }
 }
 
-/// Evaluator servers per driver name, to stop when that driver leaves.
-type Owned = Arc<Mutex<HashMap<String, Vec<ActorCell>>>>;
+/// Evaluator servers per driver name, with the driver's latest session
+/// epoch: stopped when that driver leaves, or when it starts a later
+/// session (it re-placed them when it lost this node).
+type Owned = Arc<Mutex<HashMap<String, (u64, Vec<ActorCell>)>>>;
 
 /// The node's connections: how many are open, and which have
 /// authenticated (by their session actor), and the recent failed
@@ -163,6 +176,8 @@ struct Sessions {
     /// Connections in TLS or the admission handshake, per peer address.
     admitting: HashMap<IpAddr, usize>,
     authenticated: HashSet<ActorId>,
+    /// The peer name of each authenticated session.
+    names: HashMap<ActorId, String>,
     failures: FailedHandshakes,
     /// For the refusal and accept-failure lines.
     log: LogLimit,
@@ -241,21 +256,30 @@ impl NodeEventSubscription for Gate {
     }
 
     fn node_session_authenticated(&self, ses: NodeServerSessionInformation) {
-        lock(&self.sessions).authenticated.insert(ses.actor.get_id());
+        let mut sessions = lock(&self.sessions);
+        sessions.authenticated.insert(ses.actor.get_id());
+        if let Some(peer) = &ses.peer_name {
+            sessions.names.insert(ses.actor.get_id(), peer.name.clone());
+        }
     }
 
     fn node_session_disconnected(&self, ses: NodeServerSessionInformation) {
-        let was_authenticated = {
+        let (was_authenticated, driver_still_here) = {
             let mut sessions = lock(&self.sessions);
             sessions.open = sessions.open.saturating_sub(1);
             let authenticated = sessions.authenticated.remove(&ses.actor.get_id());
+            sessions.names.remove(&ses.actor.get_id());
             if let (false, Ok(peer)) = (authenticated, ses.peer_addr.parse::<SocketAddr>()) {
                 sessions.failures.record(peer.ip(), Instant::now());
             }
-            authenticated
+            // A session that outlived a partition ends after its driver
+            // dialled in again: the driver is still here, and its next
+            // spawn (a later epoch) stops what the old session started.
+            let name = ses.peer_name.as_ref().map(|p| p.name.as_str());
+            (authenticated, sessions.names.values().any(|n| Some(n.as_str()) == name))
         };
-        let Some(peer) = ses.peer_name.filter(|_| was_authenticated) else { return };
-        let cells = lock(&self.owned).remove(&peer.name).unwrap_or_default();
+        let Some(peer) = ses.peer_name.filter(|_| was_authenticated && !driver_still_here) else { return };
+        let (_, cells) = lock(&self.owned).remove(&peer.name).unwrap_or_default();
         if !cells.is_empty() {
             tracing::info!(driver = %peer.name, evaluators = cells.len(), "driver left; stopping its evaluators");
         }
@@ -396,6 +420,10 @@ struct SpawnerState {
     /// Each driver's evaluators on this node share one supervisor (so
     /// one-for-all spans them); it stops when its last server stops.
     sets: HashMap<String, Weak<RactorEvaluatorSet>>,
+    /// Each running evaluator's set and index, by spawn id, for `Stop`.
+    spawned: HashMap<String, (Weak<RactorEvaluatorSet>, usize)>,
+    /// What the node offers.
+    resources: NodeResources,
     max_frame_bytes: u64,
 }
 
@@ -425,6 +453,11 @@ impl Actor for Spawner {
         };
         let result = match wire::decode::<SpawnerRequest>(&msg.payload) {
             Ok(SpawnerRequest::Ping) => Ok(SpawnerReply::Pong),
+            Ok(SpawnerRequest::Describe) => Ok(SpawnerReply::Described(state.resources.clone())),
+            Ok(SpawnerRequest::Stop { spawn_id }) => {
+                stop_evaluator(state, &spawn_id).await;
+                Ok(SpawnerReply::Stopped)
+            }
             Ok(SpawnerRequest::Spawn(request)) => {
                 spawn_evaluator(myself.get_cell(), state, request).await.map(SpawnerReply::Spawned)
             }
@@ -443,10 +476,11 @@ impl Actor for Spawner {
         // An evaluator server ended (its driver left, or it was stopped):
         // forget it; the spawner itself carries on.
         if let SupervisionEvent::ActorTerminated(cell, ..) | SupervisionEvent::ActorFailed(cell, _) = event {
-            for cells in state.owned.lock().expect("owned lock").values_mut() {
+            for (_, cells) in state.owned.lock().expect("owned lock").values_mut() {
                 cells.retain(|c| c.get_id() != cell.get_id());
             }
             state.sets.retain(|_, set| set.strong_count() > 0);
+            state.spawned.retain(|_, (set, _)| set.strong_count() > 0);
         }
         Ok(())
     }
@@ -463,9 +497,48 @@ fn send_encoded<T: Serialize>(port: RpcReplyPort<Vec<u8>>, reply: &T) {
     }
 }
 
-/// The driver's evaluator set on this node, started on its first spawn.
+/// Stops the evaluator started with `spawn_id`, if it still runs here:
+/// it leaves its driver's set first (no restart, and its index is free
+/// for a later spawn once this returns), then its server stops.
+async fn stop_evaluator(state: &mut SpawnerState, spawn_id: &str) {
+    if let Some((set, index)) = state.spawned.remove(spawn_id) {
+        if let Some(set) = set.upgrade() {
+            set.remove(index).await;
+        }
+    }
+    for cell in ractor::pg::get_members(&wire::eval_group(spawn_id)) {
+        if cell.get_id().is_local() {
+            cell.stop(Some("moved to another home".into()));
+        }
+    }
+}
+
+/// Checks `request`'s session epoch against the latest one seen from its
+/// driver: a later one stops the evaluators of the earlier sessions, an
+/// earlier one is refused (a message that outlived its session).
+fn enter_epoch(owned: &Owned, request: &SpawnRequest) -> Result<(), String> {
+    let mut owned = owned.lock().expect("owned lock");
+    let (epoch, cells) = owned.entry(request.driver.clone()).or_insert((request.epoch, Vec::new()));
+    if request.epoch < *epoch {
+        return Err(format!("stale session: epoch {} after epoch {epoch}", request.epoch));
+    }
+    if request.epoch > *epoch {
+        if !cells.is_empty() {
+            tracing::info!(driver = %request.driver, evaluators = cells.len(), "driver dialled in again; stopping the evaluators of its earlier session");
+        }
+        for cell in cells.drain(..) {
+            cell.stop(Some("its driver started a new session".into()));
+        }
+        *epoch = request.epoch;
+    }
+    Ok(())
+}
+
+/// The driver's evaluator set on this node for the request's session,
+/// started on its first spawn.
 async fn driver_set(state: &mut SpawnerState, request: &SpawnRequest) -> Result<Arc<RactorEvaluatorSet>, String> {
-    if let Some(set) = state.sets.get(&request.driver).and_then(Weak::upgrade) {
+    let key = format!("{}#{}", request.driver, request.epoch);
+    if let Some(set) = state.sets.get(&key).and_then(Weak::upgrade) {
         return Ok(set);
     }
     let spec = request.spec.clone();
@@ -475,7 +548,7 @@ async fn driver_set(state: &mut SpawnerState, request: &SpawnRequest) -> Result<
         })??;
     let (set, _) = RactorEvaluatorSet::spawn(factory, Vec::new(), request.restart).await.map_err(|e| e.to_string())?;
     let set = Arc::new(set);
-    state.sets.insert(request.driver.clone(), Arc::downgrade(&set));
+    state.sets.insert(key, Arc::downgrade(&set));
     Ok(set)
 }
 
@@ -484,9 +557,11 @@ async fn spawn_evaluator(
     state: &mut SpawnerState,
     request: SpawnRequest,
 ) -> Result<SpawnReply, String> {
+    enter_epoch(&state.owned, &request)?;
     let set = driver_set(state, &request).await?;
     let handle = set.add(request.index, request.generation).await.map_err(|e| e.to_string())?;
     let group = wire::eval_group(&request.spawn_id);
+    state.spawned.insert(request.spawn_id.clone(), (Arc::downgrade(&set), request.index));
     let args = ServerArgs {
         set,
         handle,
@@ -498,7 +573,8 @@ async fn spawn_evaluator(
         ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
         other => other.to_string(),
     })?;
-    state.owned.lock().expect("owned lock").entry(request.driver.clone()).or_default().push(server.get_cell());
+    let mut owned = state.owned.lock().expect("owned lock");
+    owned.entry(request.driver.clone()).or_insert((request.epoch, Vec::new())).1.push(server.get_cell());
     tracing::info!(index = request.index, driver = %request.driver, "started evaluator");
     Ok(SpawnReply { group, max_frame_bytes: state.max_frame_bytes })
 }

@@ -46,7 +46,10 @@ impl Protocol for EvalProtocol {
 /// Driver ↔ node spawner.
 pub struct SpawnProtocol;
 impl Protocol for SpawnProtocol {
-    const VARIANT: &'static str = "rlx.spawn.v2";
+    /// v3: a spawn request carries the driver's session epoch, a driver
+    /// may stop one evaluator (`Stop`), and a node describes its
+    /// resources (`Describe`).
+    const VARIANT: &'static str = "rlx.spawn.v3";
     type Request = SpawnerRequest;
     type Reply = Result<SpawnerReply, String>;
 }
@@ -280,6 +283,11 @@ pub struct SpawnRequest {
     pub driver: String,
     /// The driver's inbound frame limit: the node refuses to send a larger reply.
     pub driver_max_frame_bytes: u64,
+    /// The driver's session with this node, counted from 1 per admission:
+    /// a spawn of a later session stops the evaluators the driver started
+    /// in earlier ones (it re-placed them when it lost the node), and a
+    /// spawn of an earlier session than the node has seen is refused.
+    pub epoch: u64,
 }
 
 /// What a driver asks of a node's spawner.
@@ -289,6 +297,14 @@ pub enum SpawnerRequest {
     Spawn(SpawnRequest),
     /// The driver's heartbeat: is the node alive and responsive?
     Ping,
+    /// What the node offers: asked once when a driver admits it.
+    Describe,
+    /// Stop the evaluator of this spawn id (it moved to another home).
+    /// An unknown id is no error: the evaluator is already gone.
+    Stop {
+        /// The `spawn_id` it was started with.
+        spawn_id: String,
+    },
 }
 
 /// A spawner's answer.
@@ -298,6 +314,10 @@ pub enum SpawnerReply {
     Spawned(SpawnReply),
     /// For `Ping`.
     Pong,
+    /// For `Stop`.
+    Stopped,
+    /// For `Describe`.
+    Described(crate::resources::NodeResources),
 }
 
 /// A started evaluator.
@@ -395,7 +415,7 @@ mod tests {
         let serialized = Wire::<EvalProtocol>::cast(payload.clone()).serialize().unwrap();
         let SerializedMessage::Cast { variant, args, .. } = serialized else { panic!("a cast") };
         assert_eq!(variant, "rlx.eval.v2");
-        assert_eq!(SpawnProtocol::VARIANT, "rlx.spawn.v2");
+        assert_eq!(SpawnProtocol::VARIANT, "rlx.spawn.v3");
         let back = Wire::<EvalProtocol>::deserialize(SerializedMessage::Cast {
             variant: variant.clone(),
             args,
@@ -504,11 +524,21 @@ mod tests {
             spawn_id: "a1".into(),
             driver: "driver".into(),
             driver_max_frame_bytes: 1 << 28,
+            epoch: 1,
         };
         let spawner = vec![
             encode(&SpawnerRequest::Ping).unwrap(),
             encode(&SpawnerRequest::Spawn(spawn)).unwrap(),
+            encode(&SpawnerRequest::Stop { spawn_id: "a1".into() }).unwrap(),
+            encode(&SpawnerRequest::Describe).unwrap(),
+            encode(&Ok::<_, String>(SpawnerReply::Described(crate::resources::NodeResources {
+                num_cpus: 2.0,
+                custom: [("sim".to_string(), 1.0)].into(),
+                ..Default::default()
+            })))
+            .unwrap(),
             encode(&Ok::<_, String>(SpawnerReply::Pong)).unwrap(),
+            encode(&Ok::<_, String>(SpawnerReply::Stopped)).unwrap(),
         ];
         let groups = [requests, replies, spawner];
         write_seeds("wire_messages", &groups.concat());

@@ -1,9 +1,7 @@
 //! Envs by name, with the metadata Gymnasium's registry keeps.
 
-use crate::{
-    Acrobot, Breakout, CartPole, MaskedMaze, MountainCar, MountainCarContinuous, Pendulum, SpaceInvaders,
-    StatelessCartPole,
-};
+use crate::minatar::{BreakoutGame, Game, MinAtar, SpaceInvadersGame};
+use crate::{Acrobot, CartPole, MaskedMaze, MountainCar, MountainCarContinuous, Pendulum, StatelessCartPole};
 use rlx::config::{closest_n, from_value};
 use rlx::{Env, EnvError, TimeLimit};
 use serde::de::DeserializeOwned;
@@ -23,7 +21,8 @@ pub struct EnvSpec {
     /// The keyword arguments `env_config` may set (`max_episode_steps`
     /// where the env has a time limit to change).
     pub kwargs: &'static [&'static str],
-    make: fn(&Value) -> Result<Box<dyn Env>, EnvError>,
+    /// Makes the env from its `name` (for errors) and keyword arguments.
+    make: fn(&str, &Value) -> Result<Box<dyn Env>, EnvError>,
 }
 
 /// Keyword arguments every env accepts.
@@ -92,44 +91,57 @@ fn limited<E: Env + 'static>(env: E, steps: Option<usize>) -> Box<dyn Env> {
     }
 }
 
+/// An env that takes only the [`Common`] keyword arguments, made by `new`
+/// and limited to `default_steps` unless `max_episode_steps` says
+/// otherwise: what the envs without options of their own share.
+fn time_limited<E: Env + 'static>(
+    name: &str,
+    kwargs: &Value,
+    new: fn() -> E,
+    default_steps: usize,
+) -> Result<Box<dyn Env>, EnvError> {
+    let k: Common = parse(name, kwargs)?;
+    Ok(limited(new(), Some(k.max_episode_steps.unwrap_or(default_steps))))
+}
+
+/// The MinAtar game `G` with the package's keyword arguments and defaults
+/// ([`MinAtarOptions`]), under a time limit only if `max_episode_steps`
+/// sets one: every MinAtar entry is this.
+fn minatar<G: Game + 'static>(name: &str, kwargs: &Value) -> Result<Box<dyn Env>, EnvError> {
+    let k: MinAtarOptions = parse(name, kwargs)?;
+    let env = MinAtar::<G>::with_options(k.sticky_action_prob.unwrap_or(0.1), k.difficulty_ramping.unwrap_or(true))?;
+    Ok(limited(env, k.max_episode_steps))
+}
+
 const REGISTRY: &[EnvSpec] = &[
     EnvSpec {
         name: "CartPole-v1",
         description: "balance a pole on a cart; Box(4) obs, Discrete(2) actions, 500-step limit (Gymnasium 1.0)",
         reward_threshold: Some(475.0),
         kwargs: &["max_episode_steps"],
-        make: |kw| {
-            let k: Common = parse("CartPole-v1", kw)?;
-            Ok(limited(CartPole::new(), Some(k.max_episode_steps.unwrap_or(500))))
-        },
+        make: |name, kw| time_limited(name, kw, CartPole::new, 500),
     },
     EnvSpec {
         name: "StatelessCartPole-v1",
         description: "CartPole-v1 observing cart position and pole angle only (no velocities): needs memory, e.g. model.use_lstm",
         reward_threshold: Some(475.0),
         kwargs: &["max_episode_steps"],
-        make: |kw| {
-            let k: Common = parse("StatelessCartPole-v1", kw)?;
-            Ok(limited(StatelessCartPole::new(), Some(k.max_episode_steps.unwrap_or(500))))
-        },
+        make: |name, kw| time_limited(name, kw, StatelessCartPole::new, 500),
     },
     EnvSpec {
         name: "MaskedMaze-v0",
         description: "reach the goal of a 6×6 maze; Box(36) one-hot obs, Discrete(4) moves, walls masked (Env::action_mask), bumping ends the episode at -1, 50-step limit",
         reward_threshold: Some(0.8),
         kwargs: &["max_episode_steps"],
-        make: |kw| {
-            let k: Common = parse("MaskedMaze-v0", kw)?;
-            Ok(limited(MaskedMaze::new(), Some(k.max_episode_steps.unwrap_or(50))))
-        },
+        make: |name, kw| time_limited(name, kw, MaskedMaze::new, 50),
     },
     EnvSpec {
         name: "MountainCar-v0",
         description: "drive an underpowered car up a hill; Box(2) obs, Discrete(3) actions, 200-step limit (Gymnasium 1.0)",
         reward_threshold: Some(-110.0),
         kwargs: &["max_episode_steps", "goal_velocity"],
-        make: |kw| {
-            let k: GoalVelocity = parse("MountainCar-v0", kw)?;
+        make: |name, kw| {
+            let k: GoalVelocity = parse(name, kw)?;
             let env = MountainCar::with_goal_velocity(k.goal_velocity.unwrap_or(0.0))?;
             Ok(limited(env, Some(k.max_episode_steps.unwrap_or(200))))
         },
@@ -139,8 +151,8 @@ const REGISTRY: &[EnvSpec] = &[
         description: "drive an underpowered car up a hill; Box(2) obs, Box(-1, 1, [1]) force (clipped), 999-step limit (Gymnasium 1.0)",
         reward_threshold: Some(90.0),
         kwargs: &["max_episode_steps", "goal_velocity"],
-        make: |kw| {
-            let k: GoalVelocity = parse("MountainCarContinuous-v0", kw)?;
+        make: |name, kw| {
+            let k: GoalVelocity = parse(name, kw)?;
             let env = MountainCarContinuous::with_goal_velocity(k.goal_velocity.unwrap_or(0.0))?;
             Ok(limited(env, Some(k.max_episode_steps.unwrap_or(999))))
         },
@@ -150,8 +162,8 @@ const REGISTRY: &[EnvSpec] = &[
         description: "swing up a two-link chain; Box(6) obs, Discrete(3) torques, 500-step limit (Gymnasium 1.0)",
         reward_threshold: Some(-100.0),
         kwargs: &["max_episode_steps", "torque_noise_max"],
-        make: |kw| {
-            let k: TorqueNoise = parse("Acrobot-v1", kw)?;
+        make: |name, kw| {
+            let k: TorqueNoise = parse(name, kw)?;
             let env = Acrobot::with_torque_noise(k.torque_noise_max.unwrap_or(0.0))?;
             Ok(limited(env, Some(k.max_episode_steps.unwrap_or(500))))
         },
@@ -161,8 +173,8 @@ const REGISTRY: &[EnvSpec] = &[
         description: "swing up and balance a pendulum; Box(3) obs, Box(-2, 2, [1]) torque (clipped), 200-step limit (Gymnasium 1.0)",
         reward_threshold: None,
         kwargs: &["max_episode_steps", "g"],
-        make: |kw| {
-            let k: Gravity = parse("Pendulum-v1", kw)?;
+        make: |name, kw| {
+            let k: Gravity = parse(name, kw)?;
             let env = Pendulum::with_gravity(k.g.unwrap_or(10.0))?;
             Ok(limited(env, Some(k.max_episode_steps.unwrap_or(200))))
         },
@@ -172,11 +184,11 @@ const REGISTRY: &[EnvSpec] = &[
         description: "num_agents (default 2) CartPole-v1 copies, one per agent `agent_i`; an agent is done with its pole, the episode when all are (RLlib's example env)",
         reward_threshold: None,
         kwargs: &["max_episode_steps", "num_agents"],
-        make: |kw| {
-            let k: Agents = parse("MultiAgentCartPole", kw)?;
+        make: |name, kw| {
+            let k: Agents = parse(name, kw)?;
             let (n, steps) = (k.num_agents.unwrap_or(2), k.max_episode_steps.unwrap_or(500));
             if n == 0 {
-                return Err(EnvError::BadArgument { env: "MultiAgentCartPole".into(), message: "num_agents must be at least 1".into() });
+                return Err(EnvError::BadArgument { env: name.into(), message: "num_agents must be at least 1".into() });
             }
             let make: rlx::MultiAgentMaker = std::sync::Arc::new(move || {
                 Ok(Box::new(crate::multi_cartpole::multi_agent_cartpole_limited(n, steps)) as Box<dyn rlx::MultiAgentEnv>)
@@ -189,8 +201,8 @@ const REGISTRY: &[EnvSpec] = &[
         description: "two players (`player_0` X opens, `player_1` O) in turns; Box(18) board from the mover's side, Discrete(9) cells, free cells masked; +1 win, -1 loss, 0 draw (for self-play); no keyword arguments",
         reward_threshold: None,
         kwargs: &[],
-        make: |kw| {
-            let _: NoArguments = parse("TicTacToe", kw)?;
+        make: |name, kw| {
+            let _: NoArguments = parse(name, kw)?;
             let make: rlx::MultiAgentMaker =
                 std::sync::Arc::new(|| Ok(Box::new(crate::TicTacToe::new()) as Box<dyn rlx::MultiAgentEnv>));
             Ok(Box::new(rlx::AgentSlots::new(make)?))
@@ -201,22 +213,14 @@ const REGISTRY: &[EnvSpec] = &[
         description: "MinAtar Breakout; Box(0, 1, [10, 10, 4]) binary obs, Discrete(3) actions, sticky actions, no time limit (minatar 1.0.15)",
         reward_threshold: None,
         kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
-        make: |kw| {
-            let k: MinAtarOptions = parse("MinAtar/Breakout-v1", kw)?;
-            let env = Breakout::with_options(k.sticky_action_prob.unwrap_or(0.1), k.difficulty_ramping.unwrap_or(true))?;
-            Ok(limited(env, k.max_episode_steps))
-        },
+        make: minatar::<BreakoutGame>,
     },
     EnvSpec {
         name: "MinAtar/SpaceInvaders-v1",
         description: "MinAtar Space Invaders; Box(0, 1, [10, 10, 6]) binary obs, Discrete(4) actions, sticky actions, no time limit (minatar 1.0.15)",
         reward_threshold: None,
         kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
-        make: |kw| {
-            let k: MinAtarOptions = parse("MinAtar/SpaceInvaders-v1", kw)?;
-            let env = SpaceInvaders::with_options(k.sticky_action_prob.unwrap_or(0.1), k.difficulty_ramping.unwrap_or(true))?;
-            Ok(limited(env, k.max_episode_steps))
-        },
+        make: minatar::<SpaceInvadersGame>,
     },
 ];
 
@@ -246,7 +250,7 @@ pub fn make_with(name: &str, kwargs: &Value) -> Result<Box<dyn Env>, EnvError> {
     if name.starts_with(crate::gym::pettingzoo::PREFIX) {
         return crate::gym::pettingzoo::make(name, kwargs);
     }
-    (spec(name)?.make)(kwargs)
+    (spec(name)?.make)(name, kwargs)
 }
 
 /// The mean return at which the env `name` with `kwargs` counts as

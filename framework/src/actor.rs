@@ -231,6 +231,13 @@ impl RactorEvaluatorSet {
     pub fn restarts(&self) -> u64 {
         self.pool.restarts()
     }
+
+    /// Stops evaluator `index` and takes it out of the set, without
+    /// counting a failure: it moved to another home. The index may be
+    /// [`add`](Self::add)ed again later.
+    pub async fn remove(&self, index: usize) {
+        self.pool.remove(index).await;
+    }
 }
 
 impl crate::placement::WorkerSet for RactorEvaluatorSet {

@@ -128,6 +128,11 @@ impl Evaluators {
         self.actors.as_ref().map(|a| a.failures()).unwrap_or_default()
     }
 
+    /// Where the workers are, when a deployment placed them on nodes.
+    pub fn cluster(&self) -> Option<crate::placement::ClusterStatus> {
+        self.actors.as_ref().and_then(|a| a.cluster())
+    }
+
     /// Learns on `batch` with the local policy.
     ///
     /// # Errors

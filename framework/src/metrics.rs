@@ -147,6 +147,10 @@ pub struct TrainResult {
     /// opponent lost).
     #[serde(default)]
     pub win_rate: BTreeMap<String, Option<f64>>,
+    /// Runs with nodes: where the workers are now, and what membership
+    /// did so far. Left out for runs in one process.
+    #[serde(default)]
+    pub cluster: Option<crate::placement::ClusterStatus>,
 }
 
 impl Serialize for TrainResult {
@@ -155,6 +159,7 @@ impl Serialize for TrainResult {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let optional = usize::from(self.evaluation.is_some())
+            + usize::from(self.cluster.is_some())
             + [&self.policy_reward_mean, &self.agent_reward_mean, &self.win_rate]
                 .iter()
                 .filter(|m| !m.is_empty())
@@ -188,6 +193,9 @@ impl Serialize for TrainResult {
                 map.serialize_entry(key, value)?;
             }
         }
+        if let Some(cluster) = &self.cluster {
+            map.serialize_entry("cluster", cluster)?;
+        }
         map.end()
     }
 }
@@ -205,6 +213,7 @@ mod tests {
             policy_reward_mean: [("p".to_string(), Some(1.0))].into(),
             agent_reward_mean: [("a".to_string(), None)].into(),
             win_rate: [("q".to_string(), Some(0.5))].into(),
+            cluster: Some(crate::placement::ClusterStatus { nodes_alive: 2, ..Default::default() }),
             ..Default::default()
         };
         let json = serde_json::to_string(&full).unwrap();
@@ -213,7 +222,7 @@ mod tests {
         let plain = serde_json::to_value(TrainResult::default()).unwrap();
         let keys = plain.as_object().unwrap().len();
         assert_eq!(keys, 16, "single-agent results leave out the optional fields: {plain}");
-        assert_eq!(serde_json::to_value(&full).unwrap().as_object().unwrap().len(), keys + 4);
+        assert_eq!(serde_json::to_value(&full).unwrap().as_object().unwrap().len(), keys + 5);
     }
 
     /// Checkpoints written before results were maps stored them as

@@ -41,6 +41,40 @@ pub trait WorkerSet: Send + Sync {
     fn failures(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Where the workers are, for a deployment across nodes; `None` for
+    /// workers in this process.
+    fn cluster(&self) -> Option<ClusterStatus> {
+        None
+    }
+}
+
+/// A cluster's state as the results show it (`result.json`'s `cluster`
+/// object, the progress line's `nodes a/b`, TensorBoard's `cluster/*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterStatus {
+    /// Nodes admitted and answering now.
+    pub nodes_alive: u64,
+    /// Nodes the run knows of: those given at start and those that joined.
+    pub nodes_known: u64,
+    /// Node losses so far (a node lost twice counts twice).
+    pub nodes_lost: u64,
+    /// Nodes admitted again after they were lost, so far.
+    pub readmissions: u64,
+    /// Worker evaluators running on nodes now.
+    pub evaluators_on_nodes: u64,
+    /// Worker evaluators running in the driver's process now (no node
+    /// had room for them).
+    pub evaluators_local: u64,
+    /// Worker evaluators the run asked for: the count placement keeps
+    /// meeting on nodes.
+    pub evaluators_target: u64,
+    /// Wall time so far during which fewer than `evaluators_target`
+    /// evaluators ran on nodes, seconds.
+    pub seconds_below_target: f64,
+    /// Evaluators moved between homes while their old home still worked
+    /// (out of the driver, or off a crowded node), so far.
+    pub moves: u64,
 }
 
 /// Decides where worker evaluators run.

@@ -112,6 +112,15 @@ pub enum PoolMsg<A: Actor> {
         /// Where the outcome goes.
         reply: RpcReplyPort<Result<(), PoolError>>,
     },
+    /// Stop child `index` and take it out of the set: no failure, no
+    /// restart (an evaluator that moved elsewhere). Unknown indices are
+    /// ignored.
+    Remove {
+        /// The child.
+        index: usize,
+        /// Answered once the child is out of the set.
+        reply: RpcReplyPort<()>,
+    },
 }
 
 impl<A: Actor> ractor::Message for PoolMsg<A> {}
@@ -262,6 +271,7 @@ impl<A: Actor + Clone> Actor for PoolSupervisor<A> {
             match msg {
                 PoolMsg::Lookup { reply, .. } => drop(reply.send(Err(error))),
                 PoolMsg::Add { reply, .. } => drop(reply.send(Err(error))),
+                PoolMsg::Remove { reply, .. } => drop(reply.send(())),
             }
             return Ok(());
         }
@@ -278,6 +288,16 @@ impl<A: Actor + Clone> Actor for PoolSupervisor<A> {
                     s.slots.pop();
                 }
                 let _ = reply.send(result);
+            }
+            PoolMsg::Remove { index, reply } => {
+                // Out of the slots first, so its termination is no failure.
+                if let Some(i) = s.slots.iter().position(|x| x.index == index) {
+                    let mut slot = s.slots.remove(i);
+                    if let Some(actor) = slot.actor.take() {
+                        actor.stop(Some("moved elsewhere".into()));
+                    }
+                }
+                let _ = reply.send(());
             }
             PoolMsg::Lookup { index, dead, reply } => {
                 let Some(slot) = s.slots.iter_mut().find(|x| x.index == index) else {
@@ -409,6 +429,13 @@ impl<A: Actor + Clone> PoolRef<A> {
     /// learns of a restart only on its next call).
     pub fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Stops child `index` and takes it out of the set without counting a
+    /// failure, so the index may be added again later. Returns once it is
+    /// out (at once if the supervisor is gone).
+    pub async fn remove(&self, index: usize) {
+        let _ = self.supervisor.call(|reply| PoolMsg::Remove { index, reply }, None).await;
     }
 
     /// Stops the supervisor and its children.

@@ -336,6 +336,7 @@ impl Trainer {
             num_evaluator_restarts: self.evaluators.num_restarts()
                 + self.evaluation.as_ref().map_or(0, Evaluation::num_restarts),
             evaluator_failures: self.evaluators.failures(),
+            cluster: self.evaluators.cluster(),
             learner: step.learner,
             evaluation,
             policy_reward_mean,

@@ -146,6 +146,17 @@ pub struct NodeArgs {
     /// signed.
     #[arg(long, requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// CPUs offered to drivers' evaluators (default: the machine's
+    /// available parallelism).
+    #[arg(long)]
+    pub num_cpus: Option<f64>,
+    /// GPUs offered (default: those the NVIDIA driver lists).
+    #[arg(long)]
+    pub num_gpus: Option<f64>,
+    /// Custom resources offered, as a JSON object of label to amount, e.g.
+    /// '{"sim_license": 2}' (evaluators ask with custom_resources_per_worker).
+    #[arg(long)]
+    pub resources: Option<String>,
 }
 
 /// Arguments of `rlx tune`.

@@ -10,7 +10,8 @@
 //!   It is never written to `params.json` or checkpoints.
 //! - `"cluster"`: how the driver supervises its nodes, with `"nodes"` only:
 //!   `{"heartbeat_s": 1, "node_timeout_s": 10, "call_timeout_s": 120,
-//!   "connect_timeout_s": 5, "node_restart": {"max_restarts": 3, "window_s": 60}}`
+//!   "connect_timeout_s": 5, "redial_max_s": 30,
+//!   "node_restart": {"max_restarts": 3, "window_s": 60}}`
 //!   (the defaults; `node_restart`, the budget for lost nodes, is the run's
 //!   `restart` unless given). The run's `restart` stays the evaluator-level
 //!   policy, on the nodes as locally. `"tls": {"ca": PEM, "cert": PEM,
@@ -75,6 +76,11 @@ pub async fn build_deployed_trainer(
     if deployment.cluster != ClusterKeys::default() {
         resolved["cluster"] = serde_json::to_value(&deployment.cluster).expect("cluster keys serialize");
     }
+    if let Value::Object(keys) = serde_json::to_value(&deployment.placement).expect("placement keys serialize") {
+        if let Some(resolved) = resolved.as_object_mut() {
+            resolved.extend(keys);
+        }
+    }
     Ok((trainer, resolved))
 }
 
@@ -131,6 +137,92 @@ pub struct Deployment {
     pub actix: bool,
     /// The `"cluster"` key.
     pub cluster: ClusterKeys,
+    /// The resource requests and placement keys.
+    pub placement: PlacementKeys,
+}
+
+/// What each evaluator needs from a node, and how evaluators are placed:
+/// top-level keys, RLlib's names (`num_cpus_per_env_runner`,
+/// `num_gpus_per_env_runner` and `custom_resources_per_env_runner` are
+/// read as the `_per_worker` keys). They apply to evaluators on nodes; a
+/// run in one process accepts and ignores them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlacementKeys {
+    /// CPUs per evaluator (default 0: placement only counts evaluators).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_cpus_per_worker: Option<f64>,
+    /// GPUs per evaluator (default 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_gpus_per_worker: Option<f64>,
+    /// Custom labels per evaluator, e.g. `{"sim_license": 1}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom_resources_per_worker: Option<std::collections::BTreeMap<String, f64>>,
+    /// `"spread"` (default) or `"pack"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_strategy: Option<rlx_cluster::resources::Strategy>,
+    /// `"wait"` (default) or `"local"`: what an evaluator that fits no
+    /// node does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_fallback: Option<rlx_cluster::resources::Fallback>,
+}
+
+impl PlacementKeys {
+    /// The keys, from the config's top level (removed from it).
+    ///
+    /// # Errors
+    /// A key whose value has the wrong type or range, named.
+    fn take(map: &mut serde_json::Map<String, Value>) -> Result<Self, BuildError> {
+        fn key<T: serde::de::DeserializeOwned>(
+            map: &mut serde_json::Map<String, Value>,
+            name: &str,
+            expected: &str,
+        ) -> Result<Option<T>, BuildError> {
+            match map.remove(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(value) => serde_json::from_value(value.clone())
+                    .map(Some)
+                    .map_err(|_| invalid(name, &format!("expected {expected}, got {value}"))),
+            }
+        }
+        let keys = Self {
+            num_cpus_per_worker: key(map, "num_cpus_per_worker", "a non-negative number")?,
+            num_gpus_per_worker: key(map, "num_gpus_per_worker", "a non-negative number")?,
+            custom_resources_per_worker: key(
+                map,
+                "custom_resources_per_worker",
+                "an object of label to amount, e.g. {\"sim_license\": 1}",
+            )?,
+            placement_strategy: key(map, "placement_strategy", "\"spread\" or \"pack\"")?,
+            placement_fallback: key(map, "placement_fallback", "\"wait\" or \"local\"")?,
+        };
+        keys.placing()?;
+        Ok(keys)
+    }
+
+    /// The cluster's placement settings.
+    ///
+    /// # Errors
+    /// A negative or non-finite amount, named.
+    pub fn placing(&self) -> Result<rlx_cluster::resources::Placing, BuildError> {
+        let request = rlx_cluster::resources::ResourceRequest {
+            num_cpus: self.num_cpus_per_worker.unwrap_or(0.0),
+            num_gpus: self.num_gpus_per_worker.unwrap_or(0.0),
+            custom: self.custom_resources_per_worker.clone().unwrap_or_default(),
+        };
+        let custom = request.custom.iter().map(|(label, v)| (format!("custom_resources_per_worker.{label}"), *v));
+        let amounts =
+            [("num_cpus_per_worker".to_string(), request.num_cpus), ("num_gpus_per_worker".into(), request.num_gpus)];
+        for (key, value) in amounts.into_iter().chain(custom) {
+            if !value.is_finite() || value < 0.0 {
+                return Err(invalid(&key, &format!("expected a non-negative number, got {value}")));
+            }
+        }
+        Ok(rlx_cluster::resources::Placing {
+            request,
+            strategy: self.placement_strategy.unwrap_or_default(),
+            fallback: self.placement_fallback.unwrap_or_default(),
+        })
+    }
 }
 
 /// The `"cluster"` key: the driver's supervision of its nodes. Every field
@@ -153,6 +245,9 @@ pub struct ClusterKeys {
     /// The budget for lost nodes (one-for-one only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_restart: Option<RestartPolicy>,
+    /// The longest wait, in seconds, between two dials of a lost node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redial_max_s: Option<f64>,
     /// TLS to every node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsKeys>,
@@ -199,6 +294,9 @@ impl ClusterKeys {
         }
         if let Some(v) = self.node_timeout_s {
             options.node_timeout = seconds("node_timeout_s", v)?;
+        }
+        if let Some(v) = self.redial_max_s {
+            options.redial_max = seconds("redial_max_s", v)?;
         }
         if let Some(policy) = self.node_restart {
             policy.validate("cluster.node_restart")?;
@@ -297,7 +395,8 @@ pub fn split(overrides: &Value) -> Result<(Deployment, Value), BuildError> {
         }
         Some(value) => serde_json::from_value(value).map_err(|e| invalid("cluster", &e.to_string()))?,
     };
-    Ok((Deployment { nodes, cookie, actix, cluster }, rest))
+    let placement = PlacementKeys::take(map)?;
+    Ok((Deployment { nodes, cookie, actix, cluster, placement }, rest))
 }
 
 /// Builds the trainer with its evaluators on `deployment.nodes`.
@@ -325,7 +424,8 @@ pub async fn build_on_nodes(
         })
     })?;
     let spec = SpawnSpec { algorithm: algorithm.to_string(), env: env.to_string(), config_json: overrides.to_string() };
-    let options = deployment.cluster.apply(ClusterOptions::new(cookie))?;
+    let mut options = deployment.cluster.apply(ClusterOptions::new(cookie))?;
+    options.placing = deployment.placement.placing()?;
     let cluster =
         Cluster::connect(&deployment.nodes, spec, options).await.map_err(|e| BuildError::Unsupported(e.to_string()))?;
     for line in cluster.failures() {
@@ -448,12 +548,41 @@ mod tests {
     /// module reads, so none reaches an algorithm's config from here.
     #[test]
     fn split_takes_every_key_the_library_refuses() {
-        let all = json!({"nodes": ["a:1"], "cookie": "s", "backend": "ractor", "cluster": {"heartbeat_s": 1}});
+        let all = json!({
+            "nodes": ["a:1"], "cookie": "s", "backend": "ractor", "cluster": {"heartbeat_s": 1},
+            "num_cpus_per_worker": 1, "num_gpus_per_worker": 0, "custom_resources_per_worker": {"sim": 1},
+            "placement_strategy": "pack", "placement_fallback": "local",
+        });
         let keys: Vec<&str> = all.as_object().unwrap().keys().map(String::as_str).collect();
         let mut refused = rlx_algorithms::DEPLOYMENT_KEYS.to_vec();
         refused.sort_unstable();
         assert_eq!(keys, refused);
         assert_eq!(split(&all).unwrap().1, json!({}));
+    }
+
+    #[test]
+    fn placement_keys_are_read_and_a_bad_one_is_named() {
+        let (d, rest) =
+            split(&json!({"num_cpus_per_worker": 1, "custom_resources_per_worker": {"sim": 2}, "lr": 0.1})).unwrap();
+        assert_eq!(rest, json!({"lr": 0.1}));
+        let placing = d.placement.placing().unwrap();
+        assert_eq!((placing.request.num_cpus, placing.request.custom["sim"]), (1.0, 2.0));
+        assert_eq!(placing.strategy, rlx_cluster::resources::Strategy::Spread);
+        assert_eq!(placing.fallback, rlx_cluster::resources::Fallback::Wait);
+        for (config, named) in [
+            (
+                json!({"num_cpus_per_worker": -1}),
+                "config key `num_cpus_per_worker`: expected a non-negative number, got -1",
+            ),
+            (json!({"num_gpus_per_worker": "one"}), "config key `num_gpus_per_worker`: expected a non-negative number"),
+            (json!({"custom_resources_per_worker": {"sim": -2}}), "`custom_resources_per_worker.sim`"),
+            (json!({"custom_resources_per_worker": [1]}), "`custom_resources_per_worker`: expected an object"),
+            (json!({"placement_strategy": "packed"}), "`placement_strategy`: expected \"spread\" or \"pack\""),
+            (json!({"placement_fallback": "driver"}), "`placement_fallback`: expected \"wait\" or \"local\""),
+        ] {
+            let err = split(&config).unwrap_err().to_string();
+            assert!(err.contains(named), "{config}: {err}");
+        }
     }
 
     #[test]

@@ -87,10 +87,6 @@ pub(crate) const EXPERIMENT_KEYS: &[&str] = &[
 const RLLIB_IGNORED: &[&str] = &[
     "framework",
     "num_gpus",
-    "num_gpus_per_worker",
-    "num_cpus_per_worker",
-    "num_gpus_per_env_runner",
-    "num_cpus_per_env_runner",
     "eager_tracing",
     "log_level",
     "enable_rl_module_and_learner",
@@ -103,6 +99,9 @@ const RLLIB_IGNORED: &[&str] = &[
 /// RLlib's newer names for rlx config keys.
 const RLLIB_RENAMED: &[(&str, &str)] = &[
     ("num_env_runners", "num_workers"),
+    ("num_cpus_per_env_runner", "num_cpus_per_worker"),
+    ("num_gpus_per_env_runner", "num_gpus_per_worker"),
+    ("custom_resources_per_env_runner", "custom_resources_per_worker"),
     ("num_rollout_workers", "num_workers"),
     ("num_envs_per_env_runner", "num_envs_per_worker"),
     ("evaluation_num_env_runners", "evaluation_num_workers"),

@@ -13,7 +13,24 @@ pub(crate) async fn node(args: NodeArgs) -> Result<(), CliError> {
     if args.max_connections == 0 {
         return Err(CliError::Usage("--max-connections must be at least 1".into()));
     }
+    let mut resources = rlx_cluster::resources::NodeResources::detect();
+    for (flag, value, amount) in
+        [("--num-cpus", args.num_cpus, &mut resources.num_cpus), ("--num-gpus", args.num_gpus, &mut resources.num_gpus)]
+    {
+        match value {
+            Some(v) if !v.is_finite() || v < 0.0 => {
+                return Err(CliError::Usage(format!("{flag} {v}: expected a non-negative number")))
+            }
+            Some(v) => *amount = v,
+            None => {}
+        }
+    }
+    if let Some(text) = &args.resources {
+        resources.custom = rlx_cluster::resources::NodeResources::parse_custom(text)
+            .map_err(|e| CliError::Usage(format!("--resources {text}: {e}")))?;
+    }
     let config = rlx_cluster::NodeConfig {
+        resources: resources.clone(),
         name: args.name,
         max_frame_bytes: args.max_frame_mib << 20,
         max_connections: args.max_connections,
@@ -28,6 +45,7 @@ pub(crate) async fn node(args: NodeArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Usage(e.to_string()))?;
     // Tests and scripts read this line for the bound address.
     outln!("rlx node {} listening on {}", node.name, node.addr);
+    outln!("offering {resources}");
     let _ = tokio::signal::ctrl_c().await;
     node.stop();
     Ok(())

@@ -46,8 +46,10 @@ impl Progress {
             .iter()
             .map(|(id, mean)| format!("  {id} {}", mean.map_or("-".into(), |v| format!("{v:.1}"))))
             .collect();
+        // A run with nodes: those alive of those it knows.
+        let nodes = r.cluster.map_or(String::new(), |c| format!("  nodes {}/{}", c.nodes_alive, c.nodes_known));
         format!(
-            "iter {:>4}  steps {:>9}  return {:>7}{policies}{eval}  len {:>6}  {:>8.0} steps/s  restarts {}  t {:.1}s",
+            "iter {:>4}  steps {:>9}  return {:>7}{policies}{eval}  len {:>6}  {:>8.0} steps/s  restarts {}{nodes}  t {:.1}s",
             r.training_iteration,
             r.timesteps_total,
             r.episode_reward_mean.map_or("-".into(), |v| format!("{v:.1}")),

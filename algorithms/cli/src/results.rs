@@ -522,6 +522,15 @@ mod tests {
         (header, rows)
     }
 
+    /// A fresh temporary directory named after `test`, the path of its
+    /// `progress.csv` and that file opened: what the CSV tests start from.
+    fn fresh_csv(test: &str) -> (PathBuf, PathBuf, ProgressCsv) {
+        let dir = temp_dir(test);
+        let path = dir.join("progress.csv");
+        let csv = ProgressCsv::open(&path).unwrap();
+        (dir, path, csv)
+    }
+
     #[test]
     fn writes_params_results_progress_and_curve() {
         let dir = temp_dir("results-writer").join("ppo_CartPole-v1");
@@ -611,9 +620,7 @@ mod tests {
 
     #[test]
     fn flattens_nested_objects_and_quotes_cells() {
-        let dir = temp_dir("results-csv-quoting");
-        let path = dir.join("progress.csv");
-        let mut csv = ProgressCsv::open(&path).unwrap();
+        let (dir, path, mut csv) = fresh_csv("results-csv-quoting");
         csv.append(br#"{"name":"a, \"b\"","n":null,"nested":{"x":{"y":1}},"list":[1,2],"ok":true}"#).unwrap();
         let (header, rows) = read_csv(&path);
         assert_eq!(header, ["name", "n", "nested/x/y", "list", "ok"]);
@@ -623,9 +630,7 @@ mod tests {
 
     #[test]
     fn a_late_column_widens_the_header_and_keeps_the_rows() {
-        let dir = temp_dir("results-csv-widen");
-        let path = dir.join("progress.csv");
-        let mut csv = ProgressCsv::open(&path).unwrap();
+        let (dir, path, mut csv) = fresh_csv("results-csv-widen");
         csv.append(br#"{"a":1}"#).unwrap();
         csv.append(br#"{"a":2,"learner":{"x":0.5}}"#).unwrap();
         let (header, rows) = read_csv(&path);

@@ -58,10 +58,14 @@ fn rlx_within(args: &[&str], envs: &[(&str, &str)], timeout: Duration) -> Output
     child.wait_with_output().unwrap()
 }
 
-fn train(env: &str, config: &str, stop: &str, results: &Path, envs: &[(&str, &str)]) -> Output {
+/// The arguments of `rlx train` for PPO on `env` with `config`, into `results`, until `stop`.
+fn train_args<'a>(env: &'a str, config: &'a str, stop: &'a str, results: &'a Path) -> [&'a str; 11] {
     let r = results.to_str().unwrap();
-    let args = ["train", "--run", "PPO", "--env", env, "--config", config, "--stop", stop, "--results-dir", r];
-    rlx_within(&args, envs, Duration::from_secs(180))
+    ["train", "--run", "PPO", "--env", env, "--config", config, "--stop", stop, "--results-dir", r]
+}
+
+fn train(env: &str, config: &str, stop: &str, results: &Path, envs: &[(&str, &str)]) -> Output {
+    rlx_within(&train_args(env, config, stop, results), envs, Duration::from_secs(180))
 }
 
 /// Expects exit 1 with `error: ` and returns the error line; the whole of
@@ -105,6 +109,23 @@ fn assert_whole(lines: &[Value]) {
     assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
 }
 
+/// Runs PPO on `env`, whose worker process exits once and leaves a marker
+/// file (passed as `env_config.marker`), to `steps` timesteps in a fresh
+/// `tmp(name)`; expects the run to finish past `steps` after that exit, and
+/// returns its last result.
+fn finishes_after_one_exit(name: &str, env: &str, mut config: Value, steps: u64) -> Value {
+    let results = tmp(name);
+    let marker = results.join("exited");
+    config["env_config"]["marker"] = json!(marker);
+    let runs = results.join("runs");
+    let lines = finishes(env, &config, &json!({"timesteps_total": steps}).to_string(), &runs);
+    assert!(marker.exists(), "the worker did exit");
+    let last = lines.last().unwrap().clone();
+    assert!(last["timesteps_total"].as_u64().unwrap() >= steps, "{last}");
+    std::fs::remove_dir_all(results).unwrap();
+    last
+}
+
 #[test]
 fn python_envs_that_cannot_be_made_print_one_line_and_exit_1() {
     let Some(python) = python() else { return };
@@ -146,20 +167,13 @@ fn a_gym_worker_that_exits_once_is_restarted_and_the_run_finishes() {
     if python().is_none() {
         return;
     }
-    let results = tmp("exit-once");
-    let marker = results.join("exited");
     let config = json!({
         "seed": 1, "num_workers": 0, "num_envs_per_worker": 4, "train_batch_size": 1000,
         "sgd_minibatch_size": 250, "num_sgd_iter": 2,
-        "env_config": {"fail_at": 3000, "how": "exit_once", "marker": marker},
+        "env_config": {"fail_at": 3000, "how": "exit_once"},
     });
-    let runs = results.join("runs");
-    let lines = finishes("gym:rlx_test_envs:Faulty-v0", &config, r#"{"timesteps_total": 20000}"#, &runs);
-    assert!(marker.exists(), "the worker did exit");
-    let last = lines.last().unwrap();
-    assert!(last["timesteps_total"].as_u64().unwrap() >= 20_000, "{last}");
+    let last = finishes_after_one_exit("exit-once", "gym:rlx_test_envs:Faulty-v0", config, 20_000);
     assert!(last["learner"]["env_shard_restarts"].as_f64().unwrap_or(0.0) >= 1.0, "{last}");
-    std::fs::remove_dir_all(results).unwrap();
 }
 
 /// The other ways a worker process fails, each every 2,000 of its steps:
@@ -237,22 +251,14 @@ fn a_pettingzoo_worker_that_exits_once_costs_one_evaluator_restart() {
     if python().is_none() {
         return;
     }
-    let results = tmp("pettingzoo-crash");
-    let marker = results.join("exited");
     let config = json!({
         "seed": 1, "num_workers": 1, "num_envs_per_worker": 2, "train_batch_size": 500,
         "sgd_minibatch_size": 250, "num_sgd_iter": 2,
         "multiagent": {"policies": ["left", "right"], "policy_mapping": "{agent}"},
-        "env_config": {"crash_at": 600, "marker": marker},
+        "env_config": {"crash_at": 600},
     });
-    let runs = results.join("runs");
-    let env = "pettingzoo:rlx_test_agents.crash_once";
-    let lines = finishes(env, &config, r#"{"timesteps_total": 5000}"#, &runs);
-    assert!(marker.exists(), "the worker did exit");
-    let last = lines.last().unwrap();
-    assert!(last["timesteps_total"].as_u64().unwrap() >= 5000, "{last}");
+    let last = finishes_after_one_exit("pettingzoo-crash", "pettingzoo:rlx_test_agents.crash_once", config, 5000);
     assert!(last["num_evaluator_restarts"].as_u64().unwrap() >= 1, "{last}");
-    std::fs::remove_dir_all(results).unwrap();
 }
 
 fn free_address() -> String {
@@ -352,9 +358,8 @@ fn an_external_env_on_a_taken_port_names_it_and_ctrl_c_stops_the_wait() {
 #[test]
 fn output_into_a_closed_pipe_neither_kills_nor_stops_rlx() {
     let results = tmp("closed-pipe");
-    let r = results.to_str().unwrap();
     let stop = r#"{"training_iteration": 2}"#;
-    let args = ["train", "--run", "PPO", "--env", "CartPole-v1", "--config", FAST, "--stop", stop, "--results-dir", r];
+    let args = train_args("CartPole-v1", FAST, stop, &results);
     let out = rlx_within(&[&args[..], &["--checkpoint-at-end"]].concat(), &[], Duration::from_secs(120));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dir = run_dir(&results);

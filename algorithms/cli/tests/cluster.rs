@@ -90,8 +90,17 @@ impl Node {
 
     /// A node with more flags (TLS files).
     fn start_with(dir: &Path, name: &str, cookie: &str, flags: &[&str]) -> Self {
-        let mut command = Command::new(RLX);
-        command.args(["node", "--listen", "127.0.0.1:0", "--cookie", cookie, "--name", name]).args(flags);
+        Self::start_at(dir, name, "127.0.0.1:0", cookie, flags, None)
+    }
+
+    /// A node listening on `listen` (the address of a node killed
+    /// before, say), inside `netns` if given; its log is `NAME.log`.
+    fn start_at(dir: &Path, name: &str, listen: &str, cookie: &str, flags: &[&str], netns: Option<&Netns>) -> Self {
+        let mut command = match netns {
+            Some(ns) => ns.command(RLX),
+            None => Command::new(RLX),
+        };
+        command.args(["node", "--listen", listen, "--cookie", cookie, "--name", name]).args(flags);
         Self::from_proc(Proc::spawn(&mut command, dir.join(format!("{name}.log"))))
     }
 
@@ -687,4 +696,301 @@ async fn env_panics_in_remote_evaluators_are_restarted_within_budget_and_reporte
         }
         other => panic!("expected the restart budget error, got {other}"),
     }
+}
+
+// ---------------------------------------------------------------------------
+// Membership: lost nodes come back, evaluators move back out.
+
+/// Waits until the newest result's `cluster` object satisfies `ready`
+/// (at most 90 s) and returns that result.
+fn wait_for_cluster(dir: &Path, driver: &mut Proc, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(last) = results(dir).pop().filter(|r| ready(&r["cluster"])) {
+            return last;
+        }
+        assert!(driver.child.try_wait().unwrap().is_none(), "driver exited early:\n{}", driver.log());
+        assert!(Instant::now() < deadline, "{what}: not within 90 s; last result {:?}", results(dir).pop());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGKILLs the driver and checks that every iteration it finished is in
+/// `result.json`, in order, none twice; returns them.
+fn stop_and_check_iterations(dir: &Path, mut driver: Proc) -> Vec<Value> {
+    driver.child.kill().unwrap();
+    driver.child.wait().unwrap();
+    let results = results(dir);
+    let iterations: Vec<u64> = results.iter().map(|r| r["training_iteration"].as_u64().unwrap()).collect();
+    assert_eq!(iterations, (1..=results.len() as u64).collect::<Vec<_>>(), "an iteration was lost or repeated");
+    results
+}
+
+/// Fast detection and re-dialling, for tests that lose nodes on purpose.
+fn quick_membership(num_workers: usize) -> Value {
+    json!({"num_workers": num_workers, "cluster": {"heartbeat_s": 0.2, "node_timeout_s": 2.0, "redial_max_s": 1.0}})
+}
+
+/// Both nodes killed one after the other, then started again at their
+/// addresses: the driver re-dials them, admits them again, and moves the
+/// evaluators that fell back into its own process out to them, then
+/// spreads them over both. No iteration is lost, and a move is no restart.
+#[test]
+fn killed_nodes_started_again_are_admitted_and_evaluators_move_back_out() {
+    let dir = tmp("readmit");
+    let (mut a, mut b) = (Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE));
+    let (a_addr, b_addr) = (a.addr.clone(), b.addr.clone());
+    let mut driver = train(&dir, &[&a, &b], COOKIE, quick_membership(4), json!({"training_iteration": 1_000_000}));
+    wait_for_cluster(&dir, &mut driver, "two evaluators on each node", |c| {
+        c["nodes_alive"] == 2 && c["evaluators_on_nodes"] == 4 && c["evaluators_local"] == 0
+    });
+    b.proc.child.kill().unwrap();
+    b.proc.child.wait().unwrap();
+    wait_for_cluster(&dir, &mut driver, "four evaluators on a", |c| {
+        c["nodes_alive"] == 1 && c["evaluators_on_nodes"] == 4
+    });
+    a.proc.child.kill().unwrap();
+    a.proc.child.wait().unwrap();
+    let alone = wait_for_cluster(&dir, &mut driver, "four evaluators in the driver", |c| {
+        c["nodes_alive"] == 0 && c["evaluators_local"] == 4 && c["nodes_lost"] == 2
+    });
+    assert_eq!(alone["num_evaluator_restarts"], 2 + 4, "{alone}");
+    a = Node::start_at(&dir, "a", &a_addr, COOKIE, &[], None);
+    let out = wait_for_cluster(&dir, &mut driver, "evaluators out of the driver, on a", |c| {
+        c["readmissions"] == 1 && c["evaluators_on_nodes"] == 4 && c["evaluators_local"] == 0
+    });
+    assert!(out["cluster"]["moves"].as_u64().unwrap() >= 4, "{out}");
+    b = Node::start_at(&dir, "b", &b_addr, COOKIE, &[], None);
+    let spread = wait_for_cluster(&dir, &mut driver, "two evaluators on each node again", |c| {
+        c["readmissions"] == 2 && c["nodes_alive"] == 2 && c["evaluators_on_nodes"] == 4 && c["moves"] == 6
+    });
+    assert_eq!(b.proc.log().matches("started evaluator").count(), 2, "{}", b.proc.log());
+    assert_eq!(a.proc.log().matches("started evaluator").count(), 4, "{}", a.proc.log());
+    let cluster = &spread["cluster"];
+    assert!(cluster["seconds_below_target"].as_f64().unwrap() > 0.0, "{cluster}");
+    let log = driver.log();
+    assert!(log.contains(&format!("node {a_addr} admitted again")), "{log}");
+    assert!(log.contains("cluster: 2/2 nodes alive, 4 of 4 evaluators on nodes, 0 in the driver"), "{log}");
+    let results = stop_and_check_iterations(&dir, driver);
+    // Moves are not restarts: only the six re-placements after the losses.
+    assert_eq!(results.last().unwrap()["num_evaluator_restarts"], 6);
+}
+
+/// A host at another address: a network namespace joined to this one by
+/// a veth pair, with a private /30 between them. Deleted on drop (with
+/// its end of the pair); the test kills the processes inside first.
+struct Netns {
+    name: String,
+    host_link: String,
+    /// The namespace's address.
+    ip: String,
+    link: String,
+}
+
+impl Netns {
+    /// A new namespace, or `None` (with the reason printed) where none can
+    /// be made here. With `RLX_REQUIRE_NETNS=1`, as in CI, that is a failure.
+    fn create() -> Option<Self> {
+        static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let k = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = std::process::id();
+        let net = format!("10.{}.{}.{}", 100 + k % 100, (id >> 6) & 255, (id & 63) * 4);
+        let ip = |last: u32| {
+            let (prefix, base) = net.rsplit_once('.').unwrap();
+            format!("{prefix}.{}", base.parse::<u32>().unwrap() + last)
+        };
+        let ns = Self {
+            name: format!("rlx-test-{id}-{k}"),
+            host_link: format!("rh{id}-{k}"),
+            ip: ip(2),
+            link: format!("rn{id}-{k}"),
+        };
+        let steps: [&[&str]; 8] = [
+            &["netns", "add", &ns.name],
+            &["link", "add", &ns.host_link, "type", "veth", "peer", "name", &ns.link],
+            &["link", "set", &ns.link, "netns", &ns.name],
+            &["addr", "add", &format!("{}/30", ip(1)), "dev", &ns.host_link],
+            &["link", "set", &ns.host_link, "up"],
+            &["-n", &ns.name, "addr", "add", &format!("{}/30", ns.ip), "dev", &ns.link],
+            &["-n", &ns.name, "link", "set", &ns.link, "up"],
+            // A node's ractor_cluster listener binds 127.0.0.1.
+            &["-n", &ns.name, "link", "set", "lo", "up"],
+        ];
+        for step in steps {
+            let out = Command::new("ip").args(step).output();
+            let failed = match out {
+                Ok(o) if o.status.success() => continue,
+                Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                Err(e) => format!("cannot run `ip`: {e}"),
+            };
+            let reason = format!("cannot make a network namespace (`ip {}`: {failed})", step.join(" "));
+            assert!(std::env::var("RLX_REQUIRE_NETNS").as_deref() != Ok("1"), "RLX_REQUIRE_NETNS=1: {reason}");
+            eprintln!("skipped: {reason}");
+            return None;
+        }
+        Some(ns)
+    }
+
+    /// `program` run inside the namespace (`ip netns exec` execs it, so
+    /// the child's id is the program's).
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", &self.name, program]);
+        command
+    }
+
+    /// Takes the namespace's link down (`up: false`) or up: down, every
+    /// packet either way is dropped without a word to either side.
+    fn set_link(&self, up: bool) {
+        let state = if up { "up" } else { "down" };
+        let status = Command::new("ip").args(["-n", &self.name, "link", "set", &self.link, state]).status().unwrap();
+        assert!(status.success(), "ip link set {state} failed");
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip").args(["link", "del", &self.host_link]).stderr(Stdio::null()).status();
+    }
+}
+
+/// A node at another address, cut off by a partition that drops every
+/// packet both ways (its link down) and then heals. The heartbeat finds
+/// it lost, its evaluators move to the other node, and once the link is
+/// up the driver admits it again in a new session and moves evaluators
+/// back; the node stops those of the old session. No iteration is lost
+/// and no evaluator runs twice.
+#[test]
+fn a_partitioned_node_is_used_again_after_the_partition_heals() {
+    let dir = tmp("partition");
+    let Some(ns) = Netns::create() else { return };
+    let far = Node::start_at(&dir, "far", &format!("{}:0", ns.ip), COOKIE, &[], Some(&ns));
+    let near = Node::start(&dir, "near", COOKIE);
+    let mut driver = train(&dir, &[&far, &near], COOKIE, quick_membership(4), json!({"training_iteration": 1_000_000}));
+    wait_for_cluster(&dir, &mut driver, "two evaluators on each node", |c| {
+        c["evaluators_on_nodes"] == 4 && c["moves"] == 0
+    });
+    wait_for_iterations(&dir, &mut driver, 3);
+    ns.set_link(false);
+    let cut = wait_for_cluster(&dir, &mut driver, "the far node lost", |c| {
+        c["nodes_alive"] == 1 && c["evaluators_on_nodes"] == 4
+    });
+    let failures = cut["evaluator_failures"].to_string();
+    assert!(failures.contains(&format!("node {} lost: no heartbeat reply within 2s", far.addr)), "{failures}");
+    ns.set_link(true);
+    let healed = wait_for_cluster(&dir, &mut driver, "the far node used again", |c| {
+        c["readmissions"] == 1 && c["nodes_alive"] == 2 && c["evaluators_on_nodes"] == 4 && c["moves"] == 2
+    });
+    let cluster = &healed["cluster"];
+    assert_eq!((cluster["evaluators_target"].as_u64(), cluster["evaluators_local"].as_u64()), (Some(4), Some(0)));
+    // Two evaluators in the first session, two moved back in the second,
+    // and the first session's stopped.
+    let far_log = far.proc.log();
+    assert_eq!(far_log.matches("started evaluator").count(), 4, "{far_log}");
+    assert!(
+        far_log.contains("stopping the evaluators of its earlier session") || far_log.contains("driver left"),
+        "{far_log}"
+    );
+    let results = stop_and_check_iterations(&dir, driver);
+    assert_eq!(results.last().unwrap()["num_evaluator_restarts"], 2);
+    drop((far, near));
+}
+
+/// Slowness is not death: one env step on the node blocks for 4 s, past
+/// a 1.5 s call timeout, while the node answers its heartbeats. Only that
+/// evaluator is given up on (stopped there and started again); the node
+/// is not lost, its other evaluator stays, and every iteration finishes.
+#[test]
+fn a_slow_call_on_a_node_that_answers_heartbeats_restarts_one_evaluator_and_keeps_the_node() {
+    let dir = tmp("slow-call");
+    let node = Node::start_faulty(&dir, "slow", "stall-3000");
+    let config =
+        json!({"num_workers": 2, "cluster": {"heartbeat_s": 0.2, "node_timeout_s": 10.0, "call_timeout_s": 1.5}});
+    let mut driver = train(&dir, &[&node], COOKIE, config, json!({"training_iteration": 6}));
+    let status = driver.wait(Duration::from_secs(120));
+    assert!(status.success(), "driver failed:\n{}\nnode:\n{}", driver.log(), node.proc.log());
+    let results = results(&dir);
+    let iterations: Vec<u64> = results.iter().map(|r| r["training_iteration"].as_u64().unwrap()).collect();
+    assert_eq!(iterations, (1..=6).collect::<Vec<_>>());
+    let last = results.last().unwrap();
+    let cluster = &last["cluster"];
+    assert_eq!((cluster["nodes_lost"].as_u64(), cluster["nodes_alive"].as_u64()), (Some(0), Some(1)), "{last}");
+    assert_eq!(cluster["evaluators_on_nodes"], 2, "{last}");
+    assert_eq!(last["num_evaluator_restarts"], 1, "{last}");
+    let failures = last["evaluator_failures"].to_string();
+    assert!(
+        failures.contains(&format!("gave no reply within 1.5s on node {}, which still answers heartbeats", node.addr)),
+        "{failures}"
+    );
+    assert!(!failures.contains("lost"), "{failures}");
+}
+
+// ---------------------------------------------------------------------------
+// Resources: nodes say what they offer, evaluators what they need.
+
+/// An RLlib experiment file asking one CPU per env runner, on nodes of 1
+/// and 3 CPUs: 1 and 3 evaluators, each node printing what it offers.
+#[test]
+fn an_rllib_file_asking_a_cpu_per_env_runner_puts_one_and_three_evaluators_on_one_and_three_cpus() {
+    let dir = tmp("cpus");
+    let small = Node::start_at(&dir, "small", "127.0.0.1:0", COOKIE, &["--num-cpus", "1"], None);
+    let large = Node::start_at(&dir, "large", "127.0.0.1:0", COOKIE, &["--num-cpus", "3"], None);
+    assert!(small.proc.log().contains("offering 1 CPUs, 0 GPUs"), "{}", small.proc.log());
+    let file = dir.join("cartpole-ppo.yaml");
+    let experiment =
+        "cartpole-ppo:\n  env: CartPole-v1\n  run: PPO\n  stop:\n    training_iteration: 3\n  config:\n    \
+                      framework: torch\n    num_env_runners: 4\n    num_cpus_per_env_runner: 1\n";
+    std::fs::write(&file, experiment).unwrap();
+    let nodes = format!("{},{}", small.addr, large.addr);
+    let mut command = Command::new(RLX);
+    command.arg("train").arg("-f").arg(&file).args(["--nodes", &nodes, "--cookie", COOKIE]);
+    command.arg("--results-dir").arg(dir.join("results"));
+    let mut driver = Proc::spawn(&mut command, dir.join("driver.log"));
+    let status = driver.wait(Duration::from_secs(120));
+    assert!(status.success(), "driver failed:\n{}", driver.log());
+    assert_eq!(small.proc.log().matches("started evaluator").count(), 1, "{}", small.proc.log());
+    assert_eq!(large.proc.log().matches("started evaluator").count(), 3, "{}", large.proc.log());
+    let last = results(&dir).pop().unwrap();
+    assert_eq!(last["cluster"]["evaluators_on_nodes"], 4, "{last}");
+    let log = driver.log();
+    assert!(log.contains(&format!("node {} offers 1 CPUs, 0 GPUs", small.addr)), "{log}");
+}
+
+/// An evaluator asking for a GPU that no node has waits, with one line
+/// naming what it needs and what each node offers; with
+/// `placement_fallback: local` it runs in the driver instead.
+#[test]
+fn an_evaluator_asking_for_a_gpu_no_node_has_waits_or_runs_in_the_driver() {
+    let dir = tmp("gpu");
+    let node = Node::start_at(&dir, "cpu-only", "127.0.0.1:0", COOKIE, &["--num-gpus", "0"], None);
+    let waiting = dir.join("waiting");
+    std::fs::create_dir_all(&waiting).unwrap();
+    let config = json!({"num_workers": 2, "num_gpus_per_worker": 1});
+    let mut driver = train(&waiting, &[&node], COOKIE, config, json!({"training_iteration": 2}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let line = format!("evaluator 1 waits for a node with room: it needs 1 GPU; node {} offers", node.addr);
+    while !driver.log().contains(&line) {
+        assert!(Instant::now() < deadline, "no waiting line:\n{}", driver.log());
+        assert!(driver.child.try_wait().unwrap().is_none(), "driver exited:\n{}", driver.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(results(&waiting).is_empty(), "no iteration while the evaluators wait");
+    // One line for each of the two evaluators, however long they wait.
+    let log = driver.log();
+    assert_eq!(log.matches("evaluator 1 waits for a node with room").count(), 1, "{log}");
+    assert_eq!(log.matches("waits for a node with room").count(), 2, "{log}");
+    assert_eq!(node.proc.log().matches("started evaluator").count(), 0);
+    drop(driver);
+    let local = dir.join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    let config = json!({"num_workers": 2, "num_gpus_per_worker": 1, "placement_fallback": "local"});
+    let mut driver = train(&local, &[&node], COOKIE, config, json!({"training_iteration": 2}));
+    let status = driver.wait(Duration::from_secs(120));
+    assert!(status.success(), "driver failed:\n{}", driver.log());
+    let last = results(&local).pop().unwrap();
+    let cluster = &last["cluster"];
+    assert_eq!((cluster["evaluators_local"].as_u64(), cluster["evaluators_on_nodes"].as_u64()), (Some(2), Some(0)));
+    assert_eq!(node.proc.log().matches("started evaluator").count(), 0);
 }

@@ -32,6 +32,14 @@ async fn train_until(
     panic!("{what} within {iterations} iterations");
 }
 
+/// A deployed PPO trainer on the PettingZoo env `env` with `config`, or
+/// `None` (the test skips) without Python.
+async fn pettingzoo_ppo(env: &str, config: serde_json::Value) -> Option<rlx::Trainer> {
+    python()?;
+    let (trainer, _) = build_deployed_trainer("PPO", env, &config).await.unwrap();
+    Some(trainer)
+}
+
 /// `rlx_test_agents.two_corridors`: `left` must walk forward with action
 /// 0, `right` with action 1, nine cells in at most 50 steps. A random
 /// walk mostly runs out of time (a mean return near -4); the shortest path
@@ -39,16 +47,12 @@ async fn train_until(
 /// evaluator actor whose copies step in Python processes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ppo_learns_a_parallel_pettingzoo_env_with_a_policy_per_agent() {
-    if python().is_none() {
-        return;
-    }
     let config = json!({
         "seed": 1, "num_workers": 1, "num_envs_per_worker": 4, "train_batch_size": 2000,
         "sgd_minibatch_size": 250, "num_sgd_iter": 8,
         "multiagent": {"policies": ["left", "right"], "policy_mapping": "{agent}"},
     });
-    let (mut trainer, _) =
-        build_deployed_trainer("PPO", "pettingzoo:rlx_test_agents.two_corridors", &config).await.unwrap();
+    let Some(mut trainer) = pettingzoo_ppo("pettingzoo:rlx_test_agents.two_corridors", config).await else { return };
     let means = |r: &TrainResult| -> Option<(f64, f64)> {
         Some((
             r.policy_reward_mean.get("left").copied().flatten()?,
@@ -71,15 +75,12 @@ async fn ppo_learns_a_parallel_pettingzoo_env_with_a_policy_per_agent() {
 /// fail the run: every move was legal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn self_play_on_pettingzoo_tic_tac_toe_beats_its_initial_self() {
-    if python().is_none() {
-        return;
-    }
     let config = json!({
         "seed": 1, "num_envs_per_worker": 8, "train_batch_size": 4096, "sgd_minibatch_size": 256,
         "num_sgd_iter": 6, "lr": 0.001, "entropy_coeff": 0.01, "gamma": 0.99,
         "multiagent": {"self_play": {"snapshot_every": 5, "pool": 4}},
     });
-    let (mut trainer, _) = build_deployed_trainer("PPO", "pettingzoo:classic/tictactoe-v3", &config).await.unwrap();
+    let Some(mut trainer) = pettingzoo_ppo("pettingzoo:classic/tictactoe-v3", config).await else { return };
     let mut first = None;
     train_until(&mut trainer, 150, "a win rate of 0.8 against the initial snapshot", |r| {
         let Some(rate) = r.win_rate.get("main_v0").copied().flatten() else { return false };

@@ -31,6 +31,22 @@ fn start_tune(dir: &Path, experiment: &str, extra: &[&str]) -> Child {
         .unwrap()
 }
 
+/// Starts `rlx tune`, two trials at once, on PPO in CartPole-v1 with `num_workers: 0`, each stopped
+/// at `stop` iterations, over the one config line `grid` (a `grid_search` of two values).
+fn start_two_trials(dir: &Path, stop: u64, grid: &str) -> Child {
+    let experiment = format!(
+        "search:
+  run: PPO
+  env: CartPole-v1
+  stop: {{training_iteration: {stop}}}
+  config:
+    num_workers: 0
+    {grid}
+"
+    );
+    start_tune(dir, &experiment, &["--max-concurrent", "2"])
+}
+
 /// Waits for `child` at most `limit`, killing it past that.
 fn wait(mut child: Child, limit: Duration) -> (std::process::ExitStatus, String) {
     let t0 = Instant::now();
@@ -143,15 +159,7 @@ fn a_grid_with_asha_stops_trials_early_and_writes_the_summary() {
 fn a_crashed_trial_is_reported_and_the_others_finish() {
     let dir = tmp("crash");
     // trial_000 is killed mid-run.
-    let experiment = "search:
-  run: PPO
-  env: CartPole-v1
-  stop: {training_iteration: 25}
-  config:
-    num_workers: 0
-    lr: {grid_search: [0.001, 0.0005]}
-";
-    let tune = start_tune(&dir, experiment, &["--max-concurrent", "2"]);
+    let tune = start_two_trials(&dir, 25, "lr: {grid_search: [0.001, 0.0005]}");
     let running = until(&dir, "ran trial_000 two iterations", |s| {
         let t = &s["trials"][0];
         t["pid"].is_u64() && t["run_dir"].is_string() && iterations(&t["run_dir"]).len() >= 2
@@ -203,15 +211,7 @@ fn a_search_that_cannot_run_is_refused_before_any_trial() {
 #[test]
 fn ctrl_c_stops_every_trial_with_a_checkpoint_and_restore_finishes_them() {
     let dir = tmp("restore");
-    let experiment = "search:
-  run: PPO
-  env: CartPole-v1
-  stop: {training_iteration: 30}
-  config:
-    num_workers: 0
-    seed: {grid_search: [1, 2]}
-";
-    let tune = start_tune(&dir, experiment, &["--max-concurrent", "2"]);
+    let tune = start_two_trials(&dir, 30, "seed: {grid_search: [1, 2]}");
     until(&dir, "ran both trials three iterations", |s| {
         s["trials"].as_array().unwrap().iter().all(|t| t["run_dir"].is_string() && iterations(&t["run_dir"]).len() >= 3)
     });

@@ -140,37 +140,14 @@ impl Conv2d {
     }
 
     /// The convolution plus bias: the device's ([`NetDevice::conv2d`]),
-    /// on the CPU `conv2d_on_cpu`.
+    /// on the CPU `conv2d_on_cpu`, the input's gradient only if
+    /// `input_grad`. A network's input needs none (nothing is computed for
+    /// it), so its first convolution passes `false`.
     ///
     /// # Shapes
     /// `x` is `(rows, height · width · in_channels)`, channels last; the
     /// result `(rows, h' · w' · out_channels)`, channels last.
     pub fn forward<D: NetDevice, T: Tape<f32, D>>(
-        &self,
-        p: &Params<D>,
-        x: Matrix<D, T>,
-        height: usize,
-        width: usize,
-    ) -> Matrix<D, T> {
-        self.forward_with(p, x, height, width, true)
-    }
-
-    /// [`forward`](Self::forward) for a network's input, which needs no
-    /// gradient (nothing is computed for it). A network's first
-    /// convolution takes this path.
-    pub fn forward_input<D: NetDevice, T: Tape<f32, D>>(
-        &self,
-        p: &Params<D>,
-        x: Matrix<D, T>,
-        height: usize,
-        width: usize,
-    ) -> Matrix<D, T> {
-        self.forward_with(p, x, height, width, false)
-    }
-
-    /// The device's [`NetDevice::conv2d`] with this layer's filters and
-    /// bias, the input's gradient only if `input_grad`.
-    fn forward_with<D: NetDevice, T: Tape<f32, D>>(
         &self,
         p: &Params<D>,
         x: Matrix<D, T>,
@@ -357,8 +334,8 @@ mod tests {
         let conv = Conv2d::new(&mut p, "conv", 2, 3, 2, 2);
         // One 5×4 image, 2 channels, channels last; output 2×2×3.
         let img: Vec<f32> = (0..5 * 4 * 2).map(|i| (i as f32 * 0.37).cos()).collect();
-        let y = conv.forward(&p, dev.tensor_from_vec(img.clone(), (1usize, 40usize)), 5, 4).as_vec();
-        let y_input = conv.forward_input(&p, dev.tensor_from_vec(img.clone(), (1usize, 40usize)), 5, 4).as_vec();
+        let y = conv.forward(&p, dev.tensor_from_vec(img.clone(), (1usize, 40usize)), 5, 4, true).as_vec();
+        let y_input = conv.forward(&p, dev.tensor_from_vec(img.clone(), (1usize, 40usize)), 5, 4, false).as_vec();
         assert_eq!(y, y_input, "the host-side patches of an input are the gathered ones");
         let (w, b) = (p.get(conv.w).as_vec(), p.get(conv.b).as_vec());
         for oy in 0..2 {
@@ -394,14 +371,14 @@ mod tests {
             let c0 = dev.tensor_from_vec(vec![-0.2f32; 8], (2usize, 4usize));
             if taped {
                 // tanh, not relu: finite differences across a kink are meaningless.
-                let y = conv.forward(p, x.leaky_traced(), 3, 3).tanh();
+                let y = conv.forward(p, x.leaky_traced(), 3, 3, true).tanh();
                 let (h1, c1) = lstm.step(p, y.with_empty_tape(), h0.retaped(), c0.retaped());
                 let (h2, _) = lstm.step(p, y, h1.with_empty_tape(), c1);
                 let l = (h1 + h2).square().sum::<Rank0, _>();
                 let v = l.as_vec()[0];
                 (v, Some(l.backward()))
             } else {
-                let y = conv.forward(p, x, 3, 3).tanh();
+                let y = conv.forward(p, x, 3, 3, true).tanh();
                 let (h1, c1) = lstm.step(p, y.clone(), h0, c0);
                 let (h2, _) = lstm.step(p, y, h1.clone(), c1);
                 ((h1 + h2).square().sum::<Rank0, _>().as_vec()[0], None)

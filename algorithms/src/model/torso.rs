@@ -345,7 +345,7 @@ impl<D: NetDevice> Torso<D> {
                 let mut y = x;
                 for (i, (conv, &(h, w))) in convs.iter().zip(sides).enumerate() {
                     // The input needs no gradient: its patches are cut on the host.
-                    let z = if i == 0 { conv.forward_input(p, y, h, w) } else { conv.forward(p, y, h, w) };
+                    let z = conv.forward(p, y, h, w, i > 0);
                     y = conv_activation.apply(z);
                 }
                 mlp.forward(p, y)

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `<panic-at>` is `N` (every env of the node panics at the node's `N`-th
-//! env step, counted over all of them) or `always` (at every 50th step).
+//! env step, counted over all of them), `always` (at every 50th step) or
+//! `stall-N` (the `N`-th step blocks its thread for 4 s instead).
 //! It prints `listening on <addr>` once it serves on 127.0.0.1 (a free
 //! port), and exits by itself after 10 minutes if its parent never kills it.
 
@@ -27,16 +28,18 @@ use std::time::Duration;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [cookie, panic_at] = args.as_slice() else {
-        eprintln!("usage: rlx-test-node <cookie> <panic-at: N | always>");
+        eprintln!("usage: rlx-test-node <cookie> <panic-at: N | always | stall-N>");
         std::process::exit(2);
     };
-    let at: usize = match panic_at.as_str() {
-        "always" => 0,
-        n => n.parse().unwrap_or_else(|e| panic!("panic-at {n:?}: {e}")),
+    let number = |n: &str| -> usize { n.parse().unwrap_or_else(|e| panic!("panic-at {n:?}: {e}")) };
+    let make_env = match panic_at.as_str() {
+        "always" => common::faulty(|n| n % 50 == 0),
+        n if n.starts_with("stall-") => common::stalling(number(&n["stall-".len()..]), Duration::from_secs(4)),
+        n => {
+            let at = number(n);
+            common::faulty(move |n| n == at)
+        }
     };
-    // CartPole that panics at the `at`-th step of this process, or, with
-    // `at == 0`, at every 50th step.
-    let make_env = common::faulty(move |n| (at > 0 && n == at) || (at == 0 && n % 50 == 0));
     let envs: deploy::EnvResolver =
         Arc::new(move |_name: &str, _: &Value| -> Result<EnvMaker, BuildError> { Ok(make_env.clone()) });
     rlx_cli::init_logging();

@@ -5,12 +5,13 @@ use rlx::{Action, Env, EnvError, EnvMaker, EnvSignature, Step, Wrapped, Wrapper}
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Makes CartPole's step panic when a step counter shared by every copy
-/// from the same maker hits a step `panic_at` picks.
+/// Runs `fault` with a step counter shared by every copy from the same
+/// maker before each of CartPole's steps (it panics or stalls at steps
+/// of its choosing).
 struct Faulty {
     signature: EnvSignature,
     steps: Arc<AtomicUsize>,
-    panic_at: Arc<dyn Fn(usize) -> bool + Send + Sync>,
+    fault: Arc<dyn Fn(usize) + Send + Sync>,
 }
 
 impl Wrapper<Box<dyn Env>> for Faulty {
@@ -18,22 +19,39 @@ impl Wrapper<Box<dyn Env>> for Faulty {
         &self.signature
     }
     fn step(&mut self, env: &mut Box<dyn Env>, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
-        let n = self.steps.fetch_add(1, Ordering::SeqCst) + 1;
-        if (self.panic_at)(n) {
-            panic!("simulator crashed at global step {n}");
-        }
+        (self.fault)(self.steps.fetch_add(1, Ordering::SeqCst) + 1);
         env.step(action, obs)
     }
 }
 
-/// A maker of [`Faulty`] CartPoles sharing one step counter.
+/// A maker of CartPoles sharing one step counter whose step panics at
+/// the steps `panic_at` picks.
 pub fn faulty(panic_at: impl Fn(usize) -> bool + Send + Sync + 'static) -> EnvMaker {
+    with_fault(move |n| {
+        if panic_at(n) {
+            panic!("simulator crashed at global step {n}");
+        }
+    })
+}
+
+/// A maker of CartPoles sharing one step counter whose `at`-th step
+/// blocks its thread for `pause` (a simulator that hangs for a while).
+pub fn stalling(at: usize, pause: std::time::Duration) -> EnvMaker {
+    with_fault(move |n| {
+        if n == at {
+            std::thread::sleep(pause);
+        }
+    })
+}
+
+/// A maker of [`Faulty`] CartPoles sharing one step counter.
+fn with_fault(fault: impl Fn(usize) + Send + Sync + 'static) -> EnvMaker {
     let steps = Arc::new(AtomicUsize::new(0));
-    let panic_at: Arc<dyn Fn(usize) -> bool + Send + Sync> = Arc::new(panic_at);
+    let fault: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(fault);
     Arc::new(move || {
         let cartpole = rlx_envs::make("CartPole-v1")?;
         let signature = EnvSignature { name: "FaultyCartPole".into(), ..cartpole.signature().clone() };
-        let faulty = Faulty { signature, steps: steps.clone(), panic_at: panic_at.clone() };
+        let faulty = Faulty { signature, steps: steps.clone(), fault: fault.clone() };
         Ok(Box::new(Wrapped::wrap(cartpole, faulty)) as Box<dyn Env>)
     })
 }
