@@ -160,6 +160,7 @@ pub async fn build_trainer(algorithm: &str, env: &str, overrides: &Value) -> Res
 /// learns (see `rlx_cli::deploy`).
 pub const DEPLOYMENT_KEYS: &[&str] = &[
     "nodes",
+    "node_listen",
     "cookie",
     "backend",
     "cluster",

@@ -24,7 +24,8 @@
 //!   however many evaluators it hosted; they are listed in
 //!   [`Cluster::failures`] and their re-placements count as restarts.
 
-use crate::admission::{self, Admission, DriverTls};
+use crate::admission::{self, Admission, DriverTls, NodeTls};
+use crate::gatekeeper::{self, Gatekeeper, Sessions};
 use crate::node::{serve, DEFAULT_MAX_FRAME_BYTES};
 use crate::resources::{Fallback, NodeResources, Placing, Strategy};
 use crate::wire::{
@@ -79,6 +80,10 @@ pub struct ClusterOptions {
     /// What each evaluator needs, how evaluators spread, and what happens
     /// to one that fits no node.
     pub placing: Placing,
+    /// Where nodes started with `rlx node --join` dial in (`None`: only
+    /// the nodes the driver dials). With [`tls`](Self::tls) and its
+    /// `identity`, the driver serves TLS there with that certificate.
+    pub listen: Option<SocketAddr>,
 }
 
 impl ClusterOptions {
@@ -98,6 +103,7 @@ impl ClusterOptions {
             tls: None,
             redial_max: Duration::from_secs(30),
             placing: Placing::default(),
+            listen: None,
         }
     }
 
@@ -125,6 +131,11 @@ impl ClusterOptions {
             ));
         }
         self.placing.request.validate()?;
+        if self.listen.is_some() && self.tls.as_ref().is_some_and(|t| t.identity.is_none()) {
+            return Err("nodes that join over TLS check the driver's certificate: give cluster.tls.cert and \
+                        cluster.tls.key (--tls-cert, --tls-key) with --node-listen"
+                .into());
+        }
         if self.node_restart.is_some_and(|p| p.strategy == RestartStrategy::OneForAll) {
             return Err("node_restart.strategy must be one_for_one: a lost node's evaluators are re-placed, \
                         and evaluators on other nodes have nothing to restart from (one_for_all applies to \
@@ -217,6 +228,10 @@ struct Shared {
     below_target: Mutex<BelowTarget>,
     /// The last cluster line printed, to print it again only on a change.
     shown: Mutex<Option<(u64, u64, u64)>>,
+    /// The names of the nodes that joined (dialled in) so far.
+    joined: Mutex<std::collections::BTreeSet<String>>,
+    /// The sessions of the listener for joining nodes, for its limits.
+    sessions: Arc<Mutex<Sessions>>,
 }
 
 /// Time spent below the evaluator target, added up as membership ticks.
@@ -300,10 +315,11 @@ impl Cluster {
             }
         };
         let closed: Arc<Mutex<Vec<String>>> = Arc::default();
-        let _ = server.cast(NodeServerMessage::SubscribeToEvents {
-            id: "rlx.driver".into(),
-            subscription: Box::new(SessionEnds(closed.clone())),
-        });
+        let sessions: Arc<Mutex<Sessions>> = Arc::default();
+        let events =
+            DriverSessions { closed: closed.clone(), sessions: sessions.clone(), timeout: options.connect_timeout };
+        let _ = server
+            .cast(NodeServerMessage::SubscribeToEvents { id: "rlx.driver".into(), subscription: Box::new(events) });
         let shared = Arc::new(Shared {
             known: resolved.clone(),
             epochs: AtomicU64::new(0),
@@ -314,6 +330,8 @@ impl Cluster {
             stuck: Mutex::new(None),
             below_target: Mutex::default(),
             shown: Mutex::new(None),
+            joined: Mutex::default(),
+            sessions: sessions.clone(),
             closed,
             server,
             admission: Admission::new(&options.cookie),
@@ -350,8 +368,12 @@ impl Cluster {
             }
         }
         let links = shared.nodes.lock().expect("nodes lock").clone();
-        if links.is_empty() {
+        if links.is_empty() && shared.options.listen.is_none() {
             return Err(ClusterError::NoNodes(refused));
+        }
+        if let Some(listen) = shared.options.listen {
+            let door = shared.listen(listen).await?;
+            shared.watchers.lock().expect("watchers lock").push(door);
         }
         let watchers = links.into_iter().map(|link| tokio::spawn(watch_node(Arc::downgrade(&shared), link)));
         shared.watchers.lock().expect("watchers lock").extend(watchers);
@@ -799,7 +821,7 @@ impl Shared {
         };
         ClusterStatus {
             nodes_alive: alive.len() as u64,
-            nodes_known: self.known.len() as u64,
+            nodes_known: (self.known.len() + self.joined.lock().expect("joined lock").len()) as u64,
             nodes_lost: self.losses.load(Ordering::Relaxed),
             readmissions: self.readmissions.load(Ordering::Relaxed),
             evaluators_on_nodes: on_nodes,
@@ -826,6 +848,84 @@ impl Shared {
                 s.evaluators_target,
                 s.evaluators_local
             );
+        }
+    }
+}
+
+impl Shared {
+    /// Opens the door for nodes that join (`rlx node --join`): TLS with
+    /// the driver's certificate if configured, the admission handshake and
+    /// its limits, as a node's own door has. The joined sessions are
+    /// linked by the membership loop ([`link_joined`](Self::link_joined)).
+    async fn listen(&self, addr: SocketAddr) -> Result<tokio::task::JoinHandle<()>, ClusterError> {
+        let bind = |e: std::io::Error| ClusterError::Bind { addr: addr.to_string(), reason: e.to_string() };
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind)?;
+        let bound = listener.local_addr().map_err(bind)?;
+        let tls = match &self.options.tls {
+            Some(DriverTls { identity: Some((cert, key)), .. }) => {
+                let files = NodeTls { cert: cert.clone(), key: key.clone(), client_ca: None };
+                Some(files.acceptor().map_err(ClusterError::Options)?)
+            }
+            _ => None,
+        };
+        let door = Gatekeeper {
+            server: self.server.clone(),
+            sessions: self.sessions.clone(),
+            admission: self.admission.clone(),
+            tls,
+            timeout: self.options.connect_timeout,
+            max_connections: crate::node::DEFAULT_MAX_CONNECTIONS,
+        };
+        tracing::info!("listening for nodes on {bound}");
+        Ok(tokio::spawn(door.run(listener)))
+    }
+
+    /// Links every node that dialled in and whose spawner is visible, as
+    /// a new session (a node that joins again after it was lost is a
+    /// re-admission).
+    async fn link_joined(self: &Arc<Self>) {
+        let Ok(Ok(CallResult::Success(sessions))) =
+            tokio::time::timeout(Duration::from_secs(1), self.server.call(NodeServerMessage::GetSessions, None)).await
+        else {
+            return;
+        };
+        let spawners = ractor::pg::get_members(&wire::SPAWNER_GROUP.to_string());
+        for session in sessions.values().filter(|s| s.is_server) {
+            let node_id = session.node_id;
+            if self.nodes.lock().expect("nodes lock").iter().any(|n| n.node_id == node_id) {
+                continue;
+            }
+            let Some(cell) = spawners.iter().find(|c| !c.get_id().is_local() && c.get_id().node() == node_id) else {
+                continue;
+            };
+            let Ok(addr) = session.peer_addr.parse::<SocketAddr>() else { continue };
+            let name = session.peer_name.as_ref().map_or_else(|| addr.to_string(), |p| p.name.clone());
+            let mut link = NodeLink {
+                addr,
+                node_id,
+                spawner: cell.clone().into(),
+                session: session.actor.clone(),
+                up: true,
+                down: Arc::new(watch::channel(false).0),
+                epoch: self.epochs.fetch_add(1, Ordering::Relaxed) + 1,
+                resources: NodeResources::default(),
+            };
+            match self.describe(&link).await {
+                Ok(resources) => link.resources = resources,
+                Err(reason) => {
+                    tracing::warn!("node {name} joined from {addr} but {reason}; closing its session");
+                    link.session.stop(Some(reason));
+                    continue;
+                }
+            }
+            let again = !self.joined.lock().expect("joined lock").insert(name.clone());
+            tracing::info!("node {name} joined from {addr}, offering {}", link.resources);
+            if again {
+                self.readmissions.fetch_add(1, Ordering::Relaxed);
+            }
+            self.nodes.lock().expect("nodes lock").push(link.clone());
+            let watcher = tokio::spawn(watch_node(Arc::downgrade(self), link));
+            self.watchers.lock().expect("watchers lock").push(watcher);
         }
     }
 }
@@ -869,6 +969,9 @@ async fn keep_members(shared: Weak<Shared>) {
                 }
             }
         }
+        if shared.options.listen.is_some() {
+            shared.link_joined().await;
+        }
         shared.rebalance().await;
         shared.show();
     }
@@ -909,14 +1012,25 @@ async fn marked_lost(down: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Records the peer address of every session that ends.
-struct SessionEnds(Arc<Mutex<Vec<String>>>);
+/// Records the peer address of every session that ends, and counts the
+/// sessions for the limits of the listener for joining nodes.
+struct DriverSessions {
+    closed: Arc<Mutex<Vec<String>>>,
+    sessions: Arc<Mutex<Sessions>>,
+    /// A session that has not authenticated by then is closed.
+    timeout: Duration,
+}
 
-impl ractor_cluster::NodeEventSubscription for SessionEnds {
-    fn node_session_opened(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
-    fn node_session_authenticated(&self, _: ractor_cluster::node::NodeServerSessionInformation) {}
+impl ractor_cluster::NodeEventSubscription for DriverSessions {
+    fn node_session_opened(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        Sessions::opened(&self.sessions, ses, self.timeout);
+    }
+    fn node_session_authenticated(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        gatekeeper::lock(&self.sessions).authenticated(&ses);
+    }
     fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
-        self.0.lock().expect("closed lock").push(ses.peer_addr);
+        gatekeeper::lock(&self.sessions).ended(&ses);
+        self.closed.lock().expect("closed lock").push(ses.peer_addr);
     }
 }
 
@@ -1207,8 +1321,10 @@ impl RemoteEvaluator {
             self.shared.retire(self.index, &new).await;
             return;
         };
-        let weights = lock(&self.latest).replay().into_iter().filter(|r| matches!(r, EvalRequest::SetWeights(_)));
-        for request in weights.chain([EvalRequest::LoadState(Arc::new(state))]).collect::<Vec<_>>() {
+        let latest_weights =
+            || lock(&self.latest).replay().into_iter().find(|r| matches!(r, EvalRequest::SetWeights(_)));
+        let weights = latest_weights();
+        for request in weights.clone().into_iter().chain([EvalRequest::LoadState(Arc::new(state))]) {
             let sent = match self.encode(&request) {
                 Ok(payload) => self.send(&mut new.clone(), &payload, limit(&request)).await.map(drop),
                 Err(e) => Err(Lost::Error(e)),
@@ -1220,6 +1336,13 @@ impl RemoteEvaluator {
             }
         }
         *lock(&self.home) = (new.clone(), placement + 1);
+        // Weights pushed without waiting while the state moved went to the
+        // old home: send the newest again.
+        if let Some(newer) = latest_weights().filter(|w| !same_weights(w, weights.as_ref())) {
+            if let Ok(payload) = self.encode(&newer) {
+                let _ = self.send(&mut new.clone(), &payload, limit(&newer)).await;
+            }
+        }
         // Restarts counted on the old node stay counted.
         let on_old_node = self.shared.node_restarts.lock().expect("restarts lock").remove(&self.index).unwrap_or(0);
         self.shared.retired_restarts.fetch_add(on_old_node, Ordering::Relaxed);
@@ -1235,6 +1358,15 @@ impl RemoteEvaluator {
 
     fn config_error(&self, message: String) -> HandleError {
         self_config(self.index, message)
+    }
+}
+
+/// Whether two `SetWeights` requests carry the same weights (the same
+/// allocation: a handle keeps the latest it was given).
+fn same_weights(a: &EvalRequest, b: Option<&EvalRequest>) -> bool {
+    match (a, b) {
+        (EvalRequest::SetWeights(a), Some(EvalRequest::SetWeights(b))) => Arc::ptr_eq(a, b),
+        _ => false,
     }
 }
 

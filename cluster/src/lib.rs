@@ -20,6 +20,7 @@ pub mod actix_backend;
 pub mod admission;
 pub mod driver;
 pub mod external;
+mod gatekeeper;
 pub mod node;
 pub mod policy_client;
 pub mod resources;

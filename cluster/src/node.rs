@@ -18,7 +18,8 @@
 //! build from the [`SpawnSpec`] (the [`Resolver`] the binary passes in), so a
 //! remote evaluator is exactly the one the driver would have built locally.
 
-use crate::admission::{self, Admission, AdmissionError, NodeTls};
+use crate::admission::{self, Admission, DriverTls, NodeTls};
+use crate::gatekeeper::{lock, Gatekeeper, Sessions};
 use crate::resources::NodeResources;
 use crate::wire::{
     self, EvalProtocol, EvalRequest, SpawnProtocol, SpawnReply, SpawnRequest, SpawnSpec, SpawnerReply, SpawnerRequest,
@@ -26,19 +27,18 @@ use crate::wire::{
 };
 use crate::ClusterError;
 use futures::FutureExt as _;
-use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
 use rlx::actor::{RactorEvaluator, RactorEvaluatorSet};
 use rlx::protocol::EvalReply;
 use rlx::{EvaluatorFactory, EvaluatorHandle};
 use serde::Serialize;
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 /// Builds the evaluator factory for a spec (the algorithm's build, run on
 /// the node). Injected by the binary: this crate knows no algorithms.
@@ -77,6 +77,13 @@ pub struct NodeConfig {
     pub tls: Option<NodeTls>,
     /// What the node offers drivers ([`NodeResources::detect`] by default).
     pub resources: NodeResources,
+    /// A driver to join (`HOST:PORT` of its `--node-listen`): the node
+    /// dials it, and dials again with back-off whenever the session ends
+    /// or the driver cannot be reached, for as long as the node runs.
+    pub join: Option<String>,
+    /// TLS to the driver it joins: the CA its certificate must be signed
+    /// by (and the name it must carry; default: the host of `join`).
+    pub join_tls: Option<DriverTls>,
 }
 
 impl NodeConfig {
@@ -91,6 +98,8 @@ impl NodeConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             tls: None,
             resources: NodeResources::detect(),
+            join: None,
+            join_tls: None,
         }
     }
 }
@@ -104,6 +113,8 @@ pub struct Node {
     server: ActorRef<NodeServerMessage>,
     spawner: ActorRef<Wire<SpawnProtocol>>,
     accept: tokio::task::JoinHandle<()>,
+    /// Keeps the node joined to its driver (with `join`).
+    joining: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Node {
@@ -151,86 +162,116 @@ impl Node {
             max_connections: config.max_connections,
         };
         let accept = tokio::spawn(gatekeeper.run(listener));
-        Ok(Self { addr, name, server, spawner, accept })
+        let joining = match &config.join {
+            Some(driver) => {
+                let tls = match &config.join_tls {
+                    Some(settings) => Some((settings.connector().map_err(ClusterError::Options)?, settings.clone())),
+                    None => None,
+                };
+                let admission = Admission::new(&config.cookie);
+                Some(tokio::spawn(keep_joined(
+                    server.clone(),
+                    driver.clone(),
+                    tls,
+                    admission,
+                    config.handshake_timeout,
+                )))
+            }
+            None => None,
+        };
+        Ok(Self { addr, name, server, spawner, accept, joining })
     }
 
     /// Stops the node and every evaluator on it.
     pub fn stop(self) {
+        if let Some(joining) = &self.joining {
+            joining.abort();
+        }
         self.accept.abort();
         self.spawner.stop(Some("node stopped".into()));
         self.server.stop(Some("node stopped".into()));
     }
 }
 
+/// Checks a `--join` address: `HOST:PORT` with a port number.
+///
+/// # Errors
+/// What is wrong with it.
+pub fn check_join_address(driver: &str) -> Result<(), String> {
+    let Some((host, port)) = driver.rsplit_once(':') else {
+        return Err(format!("`{driver}` is not HOST:PORT (no port)"));
+    };
+    if host.trim_start_matches('[').trim_end_matches(']').is_empty() {
+        return Err(format!("`{driver}` is not HOST:PORT (no host)"));
+    }
+    port.parse::<u16>().map(drop).map_err(|_| format!("`{driver}` is not HOST:PORT (`{port}` is not a port number)"))
+}
+
+/// Keeps the node joined to the driver at `driver`: dials it (TLS if
+/// configured, the admission handshake), waits while the session lasts,
+/// and dials again, waiting 0.5 s after a failed dial and doubling up to
+/// 30 s, back to 0.5 s after a session. A driver that is restored at the
+/// same address gets the node back without anyone touching it.
+async fn keep_joined(
+    server: ActorRef<NodeServerMessage>,
+    driver: String,
+    tls: Option<(tokio_rustls::TlsConnector, DriverTls)>,
+    admission: Admission,
+    timeout: Duration,
+) {
+    const FIRST: Duration = Duration::from_millis(500);
+    let host =
+        driver.rsplit_once(':').map_or(driver.as_str(), |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    let mut wait = FIRST;
+    loop {
+        let dialled = async {
+            let addr = tokio::net::lookup_host(driver.as_str())
+                .await
+                .map_err(|e| e.to_string())?
+                .next()
+                .ok_or_else(|| "resolves to nothing".to_string())?;
+            admission::connect(&server, addr, host, tls.as_ref(), &admission, timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(addr)
+        };
+        match dialled.await {
+            Ok(addr) => {
+                // The session shows up once ractor_cluster's handshake is
+                // done, and is gone when it ends.
+                let deadline = tokio::time::Instant::now() + timeout;
+                while !session_to(&server, addr).await && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                if session_to(&server, addr).await {
+                    tracing::info!("joined the driver at {driver}");
+                    wait = FIRST;
+                    while session_to(&server, addr).await {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    tracing::info!("the driver at {driver} is gone; dialling it again");
+                    continue;
+                }
+                tracing::warn!("cannot join the driver at {driver}: its session did not start (wrong cookie?)");
+            }
+            Err(reason) => tracing::info!("cannot join the driver at {driver} yet: {reason}; again in {wait:?}"),
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// Whether the node has a session with the peer at `addr`.
+async fn session_to(server: &ActorRef<NodeServerMessage>, addr: SocketAddr) -> bool {
+    let text = addr.to_string();
+    let sessions = server.call(NodeServerMessage::GetSessions, Some(Duration::from_secs(1))).await;
+    matches!(sessions, Ok(ractor::rpc::CallResult::Success(s)) if s.values().any(|s| s.peer_addr == text))
+}
+
 /// Evaluator servers per driver name, with the driver's latest session
 /// epoch: stopped when that driver leaves, or when it starts a later
 /// session (it re-placed them when it lost this node).
 type Owned = Arc<Mutex<HashMap<String, (u64, Vec<ActorCell>)>>>;
-
-/// The node's connections: how many are open, and which have
-/// authenticated (by their session actor), and the recent failed
-/// handshakes per address.
-#[derive(Default)]
-struct Sessions {
-    open: usize,
-    /// Connections in TLS or the admission handshake, per peer address.
-    admitting: HashMap<IpAddr, usize>,
-    authenticated: HashSet<ActorId>,
-    /// The peer name of each authenticated session.
-    names: HashMap<ActorId, String>,
-    failures: FailedHandshakes,
-    /// For the refusal and accept-failure lines.
-    log: LogLimit,
-}
-
-/// Failed handshakes per peer address within the last
-/// [`FAILURE_WINDOW`]: past [`MAX_FAILURES`] the address is refused at
-/// `accept` until the window has moved on, so guessing the cookie costs
-/// the node one closed socket per try, and its log one line a second.
-#[derive(Default)]
-struct FailedHandshakes(HashMap<IpAddr, VecDeque<Instant>>);
-
-/// Connections one address may have in the handshake at once (its
-/// admitted sessions do not count).
-const MAX_ADMITTING_PER_ADDRESS: usize = 16;
-
-/// Failed handshakes an address may make within [`FAILURE_WINDOW`].
-const MAX_FAILURES: usize = 20;
-/// The window over which failed handshakes are counted.
-const FAILURE_WINDOW: Duration = Duration::from_secs(10);
-/// Addresses remembered at once (the oldest is forgotten past it).
-const MAX_REMEMBERED: usize = 4096;
-
-impl FailedHandshakes {
-    fn record(&mut self, ip: IpAddr, now: Instant) {
-        if self.0.len() >= MAX_REMEMBERED && !self.0.contains_key(&ip) {
-            let oldest = self.0.iter().min_by_key(|(_, t)| t.back().copied()).map(|(ip, _)| *ip);
-            oldest.map(|ip| self.0.remove(&ip));
-        }
-        let times = self.0.entry(ip).or_default();
-        times.push_back(now);
-        while times.len() > MAX_FAILURES {
-            times.pop_front();
-        }
-    }
-
-    /// Whether `ip` has failed [`MAX_FAILURES`] times within the window.
-    fn blocked(&mut self, ip: IpAddr, now: Instant) -> bool {
-        let Some(times) = self.0.get_mut(&ip) else { return false };
-        while times.front().is_some_and(|t| now.duration_since(*t) > FAILURE_WINDOW) {
-            times.pop_front();
-        }
-        if times.is_empty() {
-            self.0.remove(&ip);
-            return false;
-        }
-        times.len() >= MAX_FAILURES
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Watches the node's connections. A connection that has not
 /// authenticated within the handshake timeout is closed. When an
@@ -245,39 +286,18 @@ struct Gate {
 
 impl NodeEventSubscription for Gate {
     fn node_session_opened(&self, ses: NodeServerSessionInformation) {
-        lock(&self.sessions).open += 1;
-        let (sessions, timeout) = (self.sessions.clone(), self.handshake_timeout);
-        tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
-            if !lock(&sessions).authenticated.contains(&ses.actor.get_id()) {
-                ses.actor.stop(Some(format!("no handshake within {timeout:?}")));
-            }
-        });
+        Sessions::opened(&self.sessions, ses, self.handshake_timeout);
     }
 
     fn node_session_authenticated(&self, ses: NodeServerSessionInformation) {
-        let mut sessions = lock(&self.sessions);
-        sessions.authenticated.insert(ses.actor.get_id());
-        if let Some(peer) = &ses.peer_name {
-            sessions.names.insert(ses.actor.get_id(), peer.name.clone());
-        }
+        lock(&self.sessions).authenticated(&ses);
     }
 
     fn node_session_disconnected(&self, ses: NodeServerSessionInformation) {
-        let (was_authenticated, driver_still_here) = {
-            let mut sessions = lock(&self.sessions);
-            sessions.open = sessions.open.saturating_sub(1);
-            let authenticated = sessions.authenticated.remove(&ses.actor.get_id());
-            sessions.names.remove(&ses.actor.get_id());
-            if let (false, Ok(peer)) = (authenticated, ses.peer_addr.parse::<SocketAddr>()) {
-                sessions.failures.record(peer.ip(), Instant::now());
-            }
-            // A session that outlived a partition ends after its driver
-            // dialled in again: the driver is still here, and its next
-            // spawn (a later epoch) stops what the old session started.
-            let name = ses.peer_name.as_ref().map(|p| p.name.as_str());
-            (authenticated, sessions.names.values().any(|n| Some(n.as_str()) == name))
-        };
+        // A session that outlived a partition ends after its driver
+        // dialled in again: the driver is still here, and its next spawn
+        // (a later epoch) stops what the old session started.
+        let (was_authenticated, driver_still_here) = lock(&self.sessions).ended(&ses);
         let Some(peer) = ses.peer_name.filter(|_| was_authenticated && !driver_still_here) else { return };
         let (_, cells) = lock(&self.owned).remove(&peer.name).unwrap_or_default();
         if !cells.is_empty() {
@@ -285,128 +305,6 @@ impl NodeEventSubscription for Gate {
         }
         for cell in cells {
             cell.stop(Some(format!("driver {} left", peer.name)));
-        }
-    }
-}
-
-/// Accepts connections and admits them (TLS if configured, then the
-/// admission handshake) before ractor_cluster sees them. An address past
-/// its failed handshakes, or a connection past the limit, is closed as it
-/// is accepted; a failed `accept` (out of file descriptors, say) is
-/// retried after a pause doubling from 10 ms to 1 s, not in a busy loop.
-struct Gatekeeper {
-    server: ActorRef<NodeServerMessage>,
-    sessions: Arc<Mutex<Sessions>>,
-    admission: Admission,
-    tls: Option<TlsAcceptor>,
-    timeout: Duration,
-    max_connections: usize,
-}
-
-impl Gatekeeper {
-    async fn run(self, listener: TcpListener) {
-        let this = Arc::new(self);
-        let mut delay = Duration::ZERO;
-        loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    delay = (delay * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
-                    lock(&this.sessions).log.line("accept failed", |n| {
-                        tracing::warn!("accept failed ({e}; {n} failures since the last line); retrying in {delay:?}")
-                    });
-                    tokio::time::sleep(delay).await;
-                    continue;
-                }
-            };
-            delay = Duration::ZERO;
-            if let Some(why) = this.refusal(peer.ip()) {
-                lock(&this.sessions).log.line(why, |n| {
-                    tracing::warn!("refused {peer}: {why} ({n} refused for this reason since its last line)")
-                });
-                continue;
-            }
-            tokio::spawn(this.clone().admit(stream, peer));
-        }
-    }
-
-    /// Why a new connection from `ip` is closed at once, if it is;
-    /// otherwise it counts as being admitted.
-    fn refusal(&self, ip: IpAddr) -> Option<&'static str> {
-        let mut sessions = lock(&self.sessions);
-        if sessions.failures.blocked(ip, Instant::now()) {
-            return Some("too many failed handshakes from it");
-        }
-        let admitting: usize = sessions.admitting.values().sum();
-        if sessions.open + admitting >= self.max_connections {
-            // Closed at once: no peer can make the node hold more.
-            return Some("connection limit reached");
-        }
-        let from_ip = sessions.admitting.entry(ip).or_default();
-        if *from_ip >= MAX_ADMITTING_PER_ADDRESS {
-            // So that one address holding silent connections cannot keep
-            // every other peer out.
-            return Some("too many connections from it in the handshake");
-        }
-        *from_ip += 1;
-        None
-    }
-
-    /// TLS and the admission handshake within the timeout; then the
-    /// connection is ractor_cluster's. A wrong proof, another protocol or a
-    /// failed TLS handshake counts against the address.
-    async fn admit(self: Arc<Self>, stream: tokio::net::TcpStream, peer: SocketAddr) {
-        let handshake = admission::admit_incoming(stream, peer, self.tls.as_ref(), &self.admission);
-        let admitted = tokio::time::timeout(self.timeout, handshake)
-            .await
-            .unwrap_or_else(|_| Err(AdmissionError::Io(format!("no handshake within {:?}", self.timeout))));
-        let mut sessions = lock(&self.sessions);
-        if let Some(n) = sessions.admitting.get_mut(&peer.ip()) {
-            *n -= 1;
-            if *n == 0 {
-                sessions.admitting.remove(&peer.ip());
-            }
-        }
-        match admitted {
-            Ok(stream) => {
-                drop(sessions);
-                let _ =
-                    self.server.cast(NodeServerMessage::ConnectionOpened { stream: Box::new(stream), is_server: true });
-            }
-            Err(e) => {
-                if !matches!(e, AdmissionError::Io(_)) {
-                    sessions.failures.record(peer.ip(), Instant::now());
-                }
-                sessions.log.line(e.kind(), |n| {
-                    tracing::warn!("refused {peer}: {e} ({n} refused for this reason since its last line)")
-                });
-            }
-        }
-    }
-}
-
-/// Keeps each kind of log line to one a second, counting the ones left
-/// out (the kinds are a handful of fixed reasons).
-#[derive(Default)]
-struct LogLimit(HashMap<&'static str, (Instant, u64)>);
-
-impl LogLimit {
-    /// Logs through `line` (given the count of this kind since its last
-    /// line) at most once a second per kind.
-    fn line(&mut self, kind: &'static str, line: impl FnOnce(u64)) {
-        match self.0.get_mut(kind) {
-            Some((last, unlogged)) => {
-                *unlogged += 1;
-                if last.elapsed() >= Duration::from_secs(1) {
-                    line(*unlogged);
-                    *last = Instant::now();
-                    *unlogged = 0;
-                }
-            }
-            None => {
-                line(1);
-                self.0.insert(kind, (Instant::now(), 0));
-            }
         }
     }
 }
@@ -679,20 +577,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_address_is_refused_after_its_failures_until_the_window_moves_on() {
-        let mut failures = FailedHandshakes::default();
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let t0 = Instant::now();
-        for i in 0..MAX_FAILURES {
-            assert!(!failures.blocked(a, t0), "blocked after {i} failures");
-            failures.record(a, t0);
-        }
-        assert!(failures.blocked(a, t0));
-        assert!(!failures.blocked(b, t0), "another address is not");
-        assert!(!failures.blocked(a, t0 + FAILURE_WINDOW + Duration::from_millis(1)));
-        for i in 0..=MAX_REMEMBERED {
-            failures.record(IpAddr::from([10, 1, (i >> 8) as u8, i as u8]), t0);
-        }
-        assert!(failures.0.len() <= MAX_REMEMBERED);
+    fn a_join_address_needs_a_host_and_a_port_number() {
+        assert!(check_join_address("10.0.0.1:7100").is_ok());
+        assert!(check_join_address("driver.example:7100").is_ok());
+        assert!(check_join_address("[::1]:7100").is_ok());
+        assert_eq!(check_join_address("driver").unwrap_err(), "`driver` is not HOST:PORT (no port)");
+        assert_eq!(check_join_address(":7100").unwrap_err(), "`:7100` is not HOST:PORT (no host)");
+        let e = check_join_address("driver:http").unwrap_err();
+        assert_eq!(e, "`driver:http` is not HOST:PORT (`http` is not a port number)");
     }
 }

@@ -91,6 +91,10 @@ pub struct TrainArgs {
     /// comma-separated HOST:PORT; same as the config key `nodes`.
     #[arg(long)]
     pub nodes: Option<String>,
+    /// Accept worker nodes started with `rlx node --join` on this IP:PORT,
+    /// during the whole run; same as the config key `node_listen`.
+    #[arg(long)]
+    pub node_listen: Option<String>,
     /// The worker nodes' cookie (or the env var RLX_COOKIE); never written
     /// to results. Visible to other local users: prefer --cookie-file.
     #[arg(long)]
@@ -157,6 +161,14 @@ pub struct NodeArgs {
     /// '{"sim_license": 2}' (evaluators ask with custom_resources_per_worker).
     #[arg(long)]
     pub resources: Option<String>,
+    /// Join the driver listening on HOST:PORT (`rlx train --node-listen`),
+    /// and dial it again whenever it is gone, for as long as the node runs.
+    #[arg(long)]
+    pub join: Option<String>,
+    /// With --join over TLS: trust the driver's certificate if this CA
+    /// (PEM) signed it (checked against the host of --join).
+    #[arg(long, requires = "join")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// Arguments of `rlx tune`.

@@ -57,7 +57,8 @@ pub async fn build_deployed_trainer(
     let (deployment, overrides) = split(overrides)?;
     let kwargs = overrides.get("env_config").cloned().unwrap_or(Value::Null);
     let make_env = env_maker(env, &kwargs)?;
-    if env.starts_with(rlx_cluster::external::PREFIX) && !deployment.nodes.is_empty() {
+    let on_nodes = !deployment.nodes.is_empty() || deployment.node_listen.is_some();
+    if env.starts_with(rlx_cluster::external::PREFIX) && on_nodes {
         return Err(BuildError::Config(ConfigError::Invalid {
             key: "nodes".into(),
             message: "an external env's clients connect to this process; it cannot run on nodes".into(),
@@ -68,11 +69,14 @@ pub async fn build_deployed_trainer(
         resolved["backend"] = serde_json::json!("actix");
         return Ok((trainer, resolved));
     }
-    if deployment.nodes.is_empty() {
+    if deployment.nodes.is_empty() && deployment.node_listen.is_none() {
         return build(algorithm, make_env, &overrides, None).await;
     }
     let (trainer, mut resolved) = build_on_nodes(algorithm, env, make_env, &overrides, &deployment).await?;
     resolved["nodes"] = serde_json::json!(deployment.nodes);
+    if let Some(listen) = deployment.node_listen {
+        resolved["node_listen"] = serde_json::json!(listen.to_string());
+    }
     if deployment.cluster != ClusterKeys::default() {
         resolved["cluster"] = serde_json::to_value(&deployment.cluster).expect("cluster keys serialize");
     }
@@ -131,6 +135,8 @@ struct ExternalConfig {
 pub struct Deployment {
     /// Node addresses; empty for a single-process run.
     pub nodes: Vec<String>,
+    /// Where nodes started with `rlx node --join` dial in (`node_listen`).
+    pub node_listen: Option<std::net::SocketAddr>,
     /// The nodes' cookie.
     pub cookie: Option<String>,
     /// Local evaluators as actix sync actors instead of ractor actors.
@@ -388,15 +394,25 @@ pub fn split(overrides: &Value) -> Result<(Deployment, Value), BuildError> {
     if actix && !nodes.is_empty() {
         return Err(bad("backend", "\"ractor\" with \"nodes\" (nodes run their evaluators as ractor actors)"));
     }
+    let node_listen = match map.remove("node_listen") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.parse().map_err(|_| {
+            invalid("node_listen", &format!("`{s}` is not an IP:PORT to listen on, e.g. 0.0.0.0:7100"))
+        })?),
+        Some(other) => return Err(invalid("node_listen", &format!("expected an \"IP:PORT\" string, got {other}"))),
+    };
+    if actix && node_listen.is_some() {
+        return Err(bad("backend", "\"ractor\" with \"node_listen\" (nodes run their evaluators as ractor actors)"));
+    }
     let cluster = match map.remove("cluster") {
         None | Some(Value::Null) => ClusterKeys::default(),
-        Some(value) if nodes.is_empty() => {
-            return Err(invalid("cluster", &format!("applies only with \"nodes\" (got {value})")))
+        Some(value) if nodes.is_empty() && node_listen.is_none() => {
+            return Err(invalid("cluster", &format!("applies only with \"nodes\" or \"node_listen\" (got {value})")))
         }
         Some(value) => serde_json::from_value(value).map_err(|e| invalid("cluster", &e.to_string()))?,
     };
     let placement = PlacementKeys::take(map)?;
-    Ok((Deployment { nodes, cookie, actix, cluster, placement }, rest))
+    Ok((Deployment { nodes, node_listen, cookie, actix, cluster, placement }, rest))
 }
 
 /// Builds the trainer with its evaluators on `deployment.nodes`.
@@ -426,6 +442,8 @@ pub async fn build_on_nodes(
     let spec = SpawnSpec { algorithm: algorithm.to_string(), env: env.to_string(), config_json: overrides.to_string() };
     let mut options = deployment.cluster.apply(ClusterOptions::new(cookie))?;
     options.placing = deployment.placement.placing()?;
+    options.listen = deployment.node_listen;
+    options.validate().map_err(|message| invalid("node_listen", &message))?;
     let cluster =
         Cluster::connect(&deployment.nodes, spec, options).await.map_err(|e| BuildError::Unsupported(e.to_string()))?;
     for line in cluster.failures() {
@@ -549,7 +567,8 @@ mod tests {
     #[test]
     fn split_takes_every_key_the_library_refuses() {
         let all = json!({
-            "nodes": ["a:1"], "cookie": "s", "backend": "ractor", "cluster": {"heartbeat_s": 1},
+            "nodes": ["a:1"], "node_listen": "127.0.0.1:7100", "cookie": "s", "backend": "ractor",
+            "cluster": {"heartbeat_s": 1},
             "num_cpus_per_worker": 1, "num_gpus_per_worker": 0, "custom_resources_per_worker": {"sim": 1},
             "placement_strategy": "pack", "placement_fallback": "local",
         });
@@ -558,6 +577,17 @@ mod tests {
         refused.sort_unstable();
         assert_eq!(keys, refused);
         assert_eq!(split(&all).unwrap().1, json!({}));
+    }
+
+    #[test]
+    fn node_listen_is_an_address_and_allows_the_cluster_key() {
+        let (d, _) = split(&json!({"node_listen": "0.0.0.0:7100", "cluster": {"heartbeat_s": 0.5}})).unwrap();
+        assert_eq!(d.node_listen, Some("0.0.0.0:7100".parse().unwrap()));
+        assert!(d.nodes.is_empty());
+        let err = split(&json!({"node_listen": "driver:7100"})).unwrap_err().to_string();
+        assert!(err.contains("config key `node_listen`: `driver:7100` is not an IP:PORT to listen on"), "{err}");
+        let err = split(&json!({"node_listen": 7100})).unwrap_err().to_string();
+        assert!(err.contains("node_listen") && err.contains("7100"), "{err}");
     }
 
     #[test]

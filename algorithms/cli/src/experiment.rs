@@ -298,6 +298,10 @@ pub fn experiments(
             config["nodes"] = json!(nodes);
             given(&json!({"nodes": nodes}), "--nodes");
         }
+        if let Some(listen) = &args.node_listen {
+            config["node_listen"] = json!(listen);
+            given(&json!({"node_listen": listen}), "--node-listen");
+        }
         if let Some(cookie) = &cookie {
             config["cookie"] = json!(cookie);
             given(&json!({"cookie": 0}), if args.cookie.is_some() { "--cookie" } else { "--cookie-file" });

@@ -29,8 +29,13 @@ pub(crate) async fn node(args: NodeArgs) -> Result<(), CliError> {
         resources.custom = rlx_cluster::resources::NodeResources::parse_custom(text)
             .map_err(|e| CliError::Usage(format!("--resources {text}: {e}")))?;
     }
+    if let Some(driver) = &args.join {
+        rlx_cluster::node::check_join_address(driver).map_err(|e| CliError::Usage(format!("--join {e}")))?;
+    }
     let config = rlx_cluster::NodeConfig {
         resources: resources.clone(),
+        join: args.join.clone(),
+        join_tls: args.tls_ca.map(|ca| rlx_cluster::DriverTls { ca, server_name: None, identity: None }),
         name: args.name,
         max_frame_bytes: args.max_frame_mib << 20,
         max_connections: args.max_connections,

@@ -704,9 +704,22 @@ async fn env_panics_in_remote_evaluators_are_restarted_within_budget_and_reporte
 /// Waits until the newest result's `cluster` object satisfies `ready`
 /// (at most 90 s) and returns that result.
 fn wait_for_cluster(dir: &Path, driver: &mut Proc, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    wait_for_cluster_after(dir, driver, what, 0, ready)
+}
+
+/// [`wait_for_cluster`] for a result past iteration `after` (a restored
+/// run's `result.json` starts with the history it carried over).
+fn wait_for_cluster_after(
+    dir: &Path,
+    driver: &mut Proc,
+    what: &str,
+    after: u64,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        if let Some(last) = results(dir).pop().filter(|r| ready(&r["cluster"])) {
+        let newer = |r: &Value| r["training_iteration"].as_u64().is_some_and(|i| i > after) && ready(&r["cluster"]);
+        if let Some(last) = results(dir).pop().filter(newer) {
             return last;
         }
         assert!(driver.child.try_wait().unwrap().is_none(), "driver exited early:\n{}", driver.log());
@@ -993,4 +1006,105 @@ fn an_evaluator_asking_for_a_gpu_no_node_has_waits_or_runs_in_the_driver() {
     let cluster = &last["cluster"];
     assert_eq!((cluster["evaluators_local"].as_u64(), cluster["evaluators_on_nodes"].as_u64()), (Some(2), Some(0)));
     assert_eq!(node.proc.log().matches("started evaluator").count(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Joining: nodes dial a running driver.
+
+/// A port on 127.0.0.1 that was free a moment ago (for a driver's
+/// `--node-listen`, which a restored driver must find again).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The only run directory under `dir/results`.
+fn run_dir(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir.join("results")).unwrap().next().unwrap().unwrap().path()
+}
+
+/// A driver that only listens starts with its evaluators in its own
+/// process; a node started with `--join` mid-run gets them (on nodes up,
+/// in the driver down). The driver is then killed and restored from its
+/// checkpoint at the same address, and the node, which kept dialling,
+/// comes back to it on its own. A `--join` that is not HOST:PORT is
+/// refused at start.
+#[test]
+fn a_node_that_joins_mid_run_gets_the_evaluators_and_comes_back_to_a_restored_driver() {
+    let dir = tmp("join");
+    let out = Command::new(RLX).args(["node", "--join", "driver", "--cookie", COOKIE]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--join `driver` is not HOST:PORT (no port)"), "{stderr}");
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (first, second) = (dir.join("first"), dir.join("second"));
+    let config = json!({"num_workers": 2, "cluster": {"heartbeat_s": 0.2, "node_timeout_s": 2.0}});
+    let mut command = Command::new(RLX);
+    command.args(["train", "--run", "PPO", "--env", "CartPole-v1", "--seed", "1", "--cookie", COOKIE]);
+    command.args(["--node-listen", &listen, "--config", &config.to_string(), "--checkpoint-freq", "1"]);
+    command.args(["--stop", &json!({"training_iteration": 1_000_000}).to_string()]);
+    command.arg("--results-dir").arg(first.join("results"));
+    std::fs::create_dir_all(&first).unwrap();
+    let mut driver = Proc::spawn(&mut command, first.join("driver.log"));
+    wait_for_cluster(&first, &mut driver, "both evaluators in the driver, no node", |c| {
+        c["evaluators_local"] == 2 && c["nodes_known"] == 0
+    });
+    let node = Node::start_at(&dir, "joiner", "127.0.0.1:0", COOKIE, &["--join", &listen], None);
+    wait_for_cluster(&first, &mut driver, "both evaluators on the node that joined", |c| {
+        c["nodes_alive"] == 1 && c["nodes_known"] == 1 && c["evaluators_on_nodes"] == 2 && c["evaluators_local"] == 0
+    });
+    assert!(node.proc.log().contains(&format!("joined the driver at {listen}")), "{}", node.proc.log());
+    assert!(driver.log().contains("joined from 127.0.0.1:"), "{}", driver.log());
+    assert_eq!(node.proc.log().matches("started evaluator").count(), 2, "{}", node.proc.log());
+
+    let run = run_dir(&first);
+    driver.child.kill().unwrap();
+    driver.child.wait().unwrap();
+    let killed_at = results(&first).pop().unwrap()["training_iteration"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !node.proc.log().contains(&format!("the driver at {listen} is gone")) {
+        assert!(Instant::now() < deadline, "the node did not notice:\n{}", node.proc.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::create_dir_all(&second).unwrap();
+    let mut command = Command::new(RLX);
+    command.arg("train").arg("--restore").arg(&run).args(["--cookie", COOKIE]);
+    command.args(["--stop", &json!({"training_iteration": 1_000_000}).to_string()]);
+    command.arg("--results-dir").arg(second.join("results"));
+    let mut restored = Proc::spawn(&mut command, second.join("driver.log"));
+    wait_for_cluster_after(&second, &mut restored, "the node back with both evaluators", killed_at, |c| {
+        c["nodes_alive"] == 1 && c["evaluators_on_nodes"] == 2 && c["evaluators_local"] == 0
+    });
+    assert_eq!(node.proc.log().matches(&format!("joined the driver at {listen}")).count(), 2, "{}", node.proc.log());
+    drop(restored);
+}
+
+/// With `--node-listen` and a certificate, the driver serves TLS to the
+/// nodes that join: one with `--tls-ca` joins and gets the evaluators; one
+/// that dials in plaintext with the right cookie is never admitted.
+#[test]
+fn nodes_join_over_tls_and_a_plaintext_joiner_is_refused() {
+    let dir = tmp("join-tls");
+    let [ca, cert, key, ..] = test_pki(&dir);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let config = json!({"num_workers": 2, "cluster": {"heartbeat_s": 0.2, "node_timeout_s": 2.0}});
+    let mut command = Command::new(RLX);
+    command.args(["train", "--run", "PPO", "--env", "CartPole-v1", "--seed", "1", "--cookie", COOKIE]);
+    command.args(["--node-listen", &listen, "--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key]);
+    command.args(["--config", &config.to_string(), "--stop", &json!({"training_iteration": 1_000_000}).to_string()]);
+    command.arg("--results-dir").arg(dir.join("results"));
+    let mut driver = Proc::spawn(&mut command, dir.join("driver.log"));
+    let plain = Node::start_at(&dir, "plain", "127.0.0.1:0", COOKIE, &["--join", &listen], None);
+    let secure = Node::start_at(&dir, "secure", "127.0.0.1:0", COOKIE, &["--join", &listen, "--tls-ca", &ca], None);
+    wait_for_cluster(&dir, &mut driver, "both evaluators on the node that joined over TLS", |c| {
+        c["nodes_alive"] == 1 && c["nodes_known"] == 1 && c["evaluators_on_nodes"] == 2
+    });
+    assert_eq!(secure.proc.log().matches("started evaluator").count(), 2, "{}", secure.proc.log());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !plain.proc.log().contains(&format!("cannot join the driver at {listen} yet")) {
+        assert!(Instant::now() < deadline, "the plaintext node was not refused:\n{}", plain.proc.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!plain.proc.log().contains("joined the driver"), "{}", plain.proc.log());
+    assert_eq!(plain.proc.log().matches("started evaluator").count(), 0);
 }
