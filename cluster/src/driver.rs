@@ -463,7 +463,8 @@ impl Shared {
 
     /// Asks a node what it offers.
     async fn describe(&self, link: &NodeLink) -> Result<NodeResources, String> {
-        let payload = wire::encode(&SpawnerRequest::Describe).map_err(|e| e.to_string())?;
+        let request = SpawnerRequest::Describe { driver: self.name.clone(), epoch: link.epoch };
+        let payload = wire::encode(&request).map_err(|e| e.to_string())?;
         let timeout = self.options.connect_timeout;
         let answer = link.spawner.call(|reply| Wire::call(payload, reply), Some(timeout)).await;
         let Ok(CallResult::Success(bytes)) = answer else {
@@ -615,7 +616,10 @@ impl Shared {
             epoch: node.epoch,
         });
         let payload = wire::encode(&request).map_err(|e| SpawnFailure::Evaluator(e.to_string()))?;
-        let timeout = self.options.call_timeout;
+        // A spawn builds an evaluator (the first one of a session rebuilds
+        // the trainer); the spawner answers no heartbeat meanwhile, so it
+        // may take as long as a node may stay silent.
+        let timeout = self.options.call_timeout.max(self.options.node_timeout);
         let mut down = node.down.subscribe();
         let answer = tokio::select! {
             answer = node.spawner.call(|reply| Wire::call(payload, reply), Some(timeout)) => answer,
@@ -704,6 +708,11 @@ impl Shared {
     /// started here in the background; the evaluator's own next request
     /// hands its state over (see [`RemoteEvaluator::hand_over`]).
     async fn rebalance(&self) {
+        // Room goes to evaluators that wait for it first: a move would take
+        // room that frees only when the moved evaluator's next call comes.
+        if !self.waiting.lock().expect("waiting lock").is_empty() {
+            return;
+        }
         let evaluators = self.placed();
         // Evaluators with a move prepared still count on their old node
         // until they hand over: they are leaving it.
@@ -742,7 +751,21 @@ impl Shared {
             }
             let generation = (placement + 1) << GENERATIONS_PER_PLACEMENT_BITS;
             match self.spawn_on(&node, e.index, generation, e.restart).await {
-                Ok(prepared) => *lock(&e.prepared) = Some((prepared, placement)),
+                Ok(prepared) => {
+                    let extra = {
+                        let mut slot = lock(&e.prepared);
+                        match *slot {
+                            None => {
+                                *slot = Some((prepared, placement));
+                                None
+                            }
+                            Some(_) => Some(prepared),
+                        }
+                    };
+                    if let Some(extra) = extra {
+                        self.retire(e.index, &extra).await;
+                    }
+                }
                 Err(SpawnFailure::Node(reason)) => self.node_lost(node.node_id, &reason),
                 Err(SpawnFailure::Evaluator(reason)) => {
                     tracing::warn!(index = e.index, "cannot move the evaluator to node {}: {reason}", node.addr);
@@ -1187,8 +1210,7 @@ impl RemoteEvaluator {
                 Err(Lost::Node(reason)) => self.replace(placement, &reason).await?,
                 Err(Lost::Stuck(reason)) => {
                     self.shared.record_stuck(self.index, &reason)?;
-                    self.shared.retire(self.index, &home).await;
-                    self.replace(placement, &reason).await?;
+                    self.replace_from(placement, &reason, Some(&home)).await?;
                 }
             }
         }
@@ -1266,9 +1288,25 @@ impl RemoteEvaluator {
     /// Puts the evaluator on another node (or here) and brings it up to
     /// date, unless another caller already re-placed it since `placement`.
     async fn replace(&self, placement: u64, reason: &str) -> Result<(), HandleError> {
+        self.replace_from(placement, reason, None).await
+    }
+
+    /// [`replace`](Self::replace), stopping `stuck` first (the home whose
+    /// call timed out on a node that still answers), under the same lock
+    /// and only if no other caller re-placed the evaluator meanwhile. A
+    /// home prepared for a move is given up too: the new placement
+    /// chooses afresh.
+    async fn replace_from(&self, placement: u64, reason: &str, stuck: Option<&Home>) -> Result<(), HandleError> {
         let _one_at_a_time = self.replacing.lock().await;
         if lock(&self.home).1 != placement {
             return Ok(());
+        }
+        if let Some(home) = stuck {
+            self.shared.retire(self.index, home).await;
+        }
+        let prepared = lock(&self.prepared).take();
+        if let Some((home, _)) = prepared {
+            self.shared.retire(self.index, &home).await;
         }
         self.shared.record_replacement(self.index, reason)?;
         // Restarts counted on the lost node stay counted.
@@ -1299,15 +1337,14 @@ impl RemoteEvaluator {
     /// step fails, the evaluator stays where it was (a lost node is then
     /// noticed by the request that follows).
     async fn hand_over(&self) {
+        let Ok(_alone) = self.requests.try_write() else { return };
         let Some((new, from)) = lock(&self.prepared).take() else { return };
-        let Ok(_alone) = self.requests.try_write() else {
-            *lock(&self.prepared) = Some((new, from));
-            return;
-        };
+        // If this call is dropped part-way (a round that stops waiting for
+        // slow evaluators), the home that was not kept is still stopped.
+        let mut unused = RetireOnDrop { shared: self.shared.clone(), index: self.index, home: Some(new.clone()) };
         let (old, placement) = lock(&self.home).clone();
         if placement != from {
             // Re-placed since the move was prepared.
-            self.shared.retire(self.index, &new).await;
             return;
         }
         let max_frame = self.shared.options.max_frame_bytes;
@@ -1318,37 +1355,41 @@ impl RemoteEvaluator {
         };
         let Ok(EvalReply::State(state)) = state else {
             tracing::warn!(index = self.index, "evaluator not moved: its state could not be saved");
-            self.shared.retire(self.index, &new).await;
             return;
         };
         let latest_weights =
             || lock(&self.latest).replay().into_iter().find(|r| matches!(r, EvalRequest::SetWeights(_)));
         let weights = latest_weights();
         for request in weights.clone().into_iter().chain([EvalRequest::LoadState(Arc::new(state))]) {
-            let sent = match self.encode(&request) {
+            let delivered = match self.encode(&request) {
                 Ok(payload) => self.send(&mut new.clone(), &payload, limit(&request)).await.map(drop),
                 Err(e) => Err(Lost::Error(e)),
             };
-            if sent.is_err() {
+            if delivered.is_err() {
                 tracing::warn!(index = self.index, "evaluator not moved: its new home did not take its state");
-                self.shared.retire(self.index, &new).await;
                 return;
             }
         }
         *lock(&self.home) = (new.clone(), placement + 1);
+        unused.home = Some(old.clone());
         // Weights pushed without waiting while the state moved went to the
-        // old home: send the newest again.
-        if let Some(newer) = latest_weights().filter(|w| !same_weights(w, weights.as_ref())) {
+        // old home: send the newest again, until none newer came meanwhile.
+        let mut sent = weights;
+        for _ in 0..3 {
+            let Some(newer) = latest_weights().filter(|w| !same_weights(w, sent.as_ref())) else { break };
             if let Ok(payload) = self.encode(&newer) {
                 let _ = self.send(&mut new.clone(), &payload, limit(&newer)).await;
             }
+            sent = Some(newer);
         }
         // Restarts counted on the old node stay counted.
         let on_old_node = self.shared.node_restarts.lock().expect("restarts lock").remove(&self.index).unwrap_or(0);
         self.shared.retired_restarts.fetch_add(on_old_node, Ordering::Relaxed);
         lock(&self.stats).restarts += on_old_node;
         self.shared.moves.fetch_add(1, Ordering::Relaxed);
-        self.shared.retire(self.index, &old).await;
+        if let Some(old) = unused.home.take() {
+            self.shared.retire(self.index, &old).await;
+        }
         tracing::info!(index = self.index, "evaluator moved from {} to {}", old.place(), new.place());
     }
 
@@ -1358,6 +1399,24 @@ impl RemoteEvaluator {
 
     fn config_error(&self, message: String) -> HandleError {
         self_config(self.index, message)
+    }
+}
+
+/// Stops a home on drop unless taken out of it: the home a move did not
+/// keep (the new one if the move failed or was dropped, the old one if it
+/// succeeded), whatever way the move's future ends.
+struct RetireOnDrop {
+    shared: Arc<Shared>,
+    index: usize,
+    home: Option<Home>,
+}
+
+impl Drop for RetireOnDrop {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.take() {
+            let (shared, index) = (self.shared.clone(), self.index);
+            tokio::spawn(async move { shared.retire(index, &home).await });
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::admission::{self, Admission, AdmissionError};
 use ractor::{ActorId, ActorRef};
-use ractor_cluster::node::NodeServerSessionInformation;
+use ractor_cluster::node::{NodeServerSessionInformation, NodeSessionMessage};
 use ractor_cluster::NodeServerMessage;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -25,8 +25,8 @@ pub(crate) struct Sessions {
     /// Connections in TLS or the admission handshake, per peer address.
     admitting: HashMap<IpAddr, usize>,
     authenticated: HashSet<ActorId>,
-    /// The peer name of each authenticated session.
-    names: HashMap<ActorId, String>,
+    /// The peer name of each authenticated session, and the session.
+    names: HashMap<ActorId, (String, ActorRef<NodeSessionMessage>)>,
     failures: FailedHandshakes,
     /// For the refusal and accept-failure lines.
     log: LogLimit,
@@ -95,11 +95,18 @@ impl Sessions {
         });
     }
 
-    /// ractor_cluster authenticated the session.
+    /// ractor_cluster authenticated the session. Older sessions with the
+    /// same peer name are closed: the peer dialled again, so they outlived
+    /// a partition half-open (nothing is written on them to find out).
     pub(crate) fn authenticated(&mut self, ses: &NodeServerSessionInformation) {
         self.authenticated.insert(ses.actor.get_id());
         if let Some(peer) = &ses.peer_name {
-            self.names.insert(ses.actor.get_id(), peer.name.clone());
+            for (id, (name, actor)) in &self.names {
+                if *name == peer.name && *id != ses.actor.get_id() {
+                    actor.stop(Some("the peer opened a newer session".into()));
+                }
+            }
+            self.names.insert(ses.actor.get_id(), (peer.name.clone(), ses.actor.clone()));
         }
     }
 
@@ -115,7 +122,7 @@ impl Sessions {
             self.failures.record(peer.ip(), Instant::now());
         }
         let name = ses.peer_name.as_ref().map(|p| p.name.as_str());
-        (authenticated, self.names.values().any(|n| Some(n.as_str()) == name))
+        (authenticated, self.names.values().any(|(n, _)| Some(n.as_str()) == name))
     }
 }
 

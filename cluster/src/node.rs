@@ -351,7 +351,9 @@ impl Actor for Spawner {
         };
         let result = match wire::decode::<SpawnerRequest>(&msg.payload) {
             Ok(SpawnerRequest::Ping) => Ok(SpawnerReply::Pong),
-            Ok(SpawnerRequest::Describe) => Ok(SpawnerReply::Described(state.resources.clone())),
+            Ok(SpawnerRequest::Describe { driver, epoch }) => {
+                enter_epoch(&state.owned, &driver, epoch).map(|()| SpawnerReply::Described(state.resources.clone()))
+            }
             Ok(SpawnerRequest::Stop { spawn_id }) => {
                 stop_evaluator(state, &spawn_id).await;
                 Ok(SpawnerReply::Stopped)
@@ -414,20 +416,24 @@ async fn stop_evaluator(state: &mut SpawnerState, spawn_id: &str) {
 /// Checks `request`'s session epoch against the latest one seen from its
 /// driver: a later one stops the evaluators of the earlier sessions, an
 /// earlier one is refused (a message that outlived its session).
-fn enter_epoch(owned: &Owned, request: &SpawnRequest) -> Result<(), String> {
+fn enter_epoch(owned: &Owned, driver: &str, epoch: u64) -> Result<(), String> {
     let mut owned = owned.lock().expect("owned lock");
-    let (epoch, cells) = owned.entry(request.driver.clone()).or_insert((request.epoch, Vec::new()));
-    if request.epoch < *epoch {
-        return Err(format!("stale session: epoch {} after epoch {epoch}", request.epoch));
+    let (latest, cells) = owned.entry(driver.to_string()).or_insert((epoch, Vec::new()));
+    if epoch < *latest {
+        return Err(format!("stale session: epoch {epoch} after epoch {latest}"));
     }
-    if request.epoch > *epoch {
+    if epoch > *latest {
         if !cells.is_empty() {
-            tracing::info!(driver = %request.driver, evaluators = cells.len(), "driver dialled in again; stopping the evaluators of its earlier session");
+            tracing::info!(
+                driver,
+                evaluators = cells.len(),
+                "driver dialled in again; stopping the evaluators of its earlier session"
+            );
         }
         for cell in cells.drain(..) {
             cell.stop(Some("its driver started a new session".into()));
         }
-        *epoch = request.epoch;
+        *latest = epoch;
     }
     Ok(())
 }
@@ -455,8 +461,19 @@ async fn spawn_evaluator(
     state: &mut SpawnerState,
     request: SpawnRequest,
 ) -> Result<SpawnReply, String> {
-    enter_epoch(&state.owned, &request)?;
+    enter_epoch(&state.owned, &request.driver, request.epoch)?;
     let set = driver_set(state, &request).await?;
+    // A copy of this evaluator the driver no longer uses (a move or a
+    // re-placement that did not finish) gives its index up first.
+    let stale: Vec<String> = state
+        .spawned
+        .iter()
+        .filter(|(_, (s, index))| *index == request.index && std::ptr::eq(s.as_ptr(), Arc::as_ptr(&set)))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for spawn_id in stale {
+        stop_evaluator(state, &spawn_id).await;
+    }
     let handle = set.add(request.index, request.generation).await.map_err(|e| e.to_string())?;
     let group = wire::eval_group(&request.spawn_id);
     state.spawned.insert(request.spawn_id.clone(), (Arc::downgrade(&set), request.index));

@@ -297,8 +297,15 @@ pub enum SpawnerRequest {
     Spawn(SpawnRequest),
     /// The driver's heartbeat: is the node alive and responsive?
     Ping,
-    /// What the node offers: asked once when a driver admits it.
-    Describe,
+    /// What the node offers: asked once when a driver admits it, in the
+    /// driver's new session (the node then stops the evaluators of that
+    /// driver's earlier sessions, and refuses an earlier epoch).
+    Describe {
+        /// The driver's node name.
+        driver: String,
+        /// The session's epoch (see [`SpawnRequest::epoch`]).
+        epoch: u64,
+    },
     /// Stop the evaluator of this spawn id (it moved to another home).
     /// An unknown id is no error: the evaluator is already gone.
     Stop {
@@ -530,7 +537,7 @@ mod tests {
             encode(&SpawnerRequest::Ping).unwrap(),
             encode(&SpawnerRequest::Spawn(spawn)).unwrap(),
             encode(&SpawnerRequest::Stop { spawn_id: "a1".into() }).unwrap(),
-            encode(&SpawnerRequest::Describe).unwrap(),
+            encode(&SpawnerRequest::Describe { driver: "driver".into(), epoch: 2 }).unwrap(),
             encode(&Ok::<_, String>(SpawnerReply::Described(crate::resources::NodeResources {
                 num_cpus: 2.0,
                 custom: [("sim".to_string(), 1.0)].into(),

@@ -11,7 +11,7 @@
 //!
 //! `<panic-at>` is `N` (every env of the node panics at the node's `N`-th
 //! env step, counted over all of them), `always` (at every 50th step) or
-//! `stall-N` (the `N`-th step blocks its thread for 4 s instead).
+//! `stall-N` (the `N`-th step blocks its thread for 8 s instead).
 //! It prints `listening on <addr>` once it serves on 127.0.0.1 (a free
 //! port), and exits by itself after 10 minutes if its parent never kills it.
 
@@ -34,7 +34,7 @@ fn main() {
     let number = |n: &str| -> usize { n.parse().unwrap_or_else(|e| panic!("panic-at {n:?}: {e}")) };
     let make_env = match panic_at.as_str() {
         "always" => common::faulty(|n| n % 50 == 0),
-        n if n.starts_with("stall-") => common::stalling(number(&n["stall-".len()..]), Duration::from_secs(4)),
+        n if n.starts_with("stall-") => common::stalling(number(&n["stall-".len()..]), Duration::from_secs(8)),
         n => {
             let at = number(n);
             common::faulty(move |n| n == at)
