@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Env steps per second over the chaos run's wall time, one point per
+second (the steps of the iterations that ended in it), with the faults
+marked: node kills, node stops, driver kills. Needs matplotlib.
+
+Usage: plot.py OUT_DIR PNG
+"""
+import gzip, json, re, sys
+from pathlib import Path
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+out, png = Path(sys.argv[1]), sys.argv[2]
+summary = json.loads((out / "summary.json").read_text())
+restored_at = {r["restored_from"]: r["checkpoint_iteration"] for r in summary["restores"]}
+starts = [float(m.group(1)) for m in re.finditer(r"\[\s*([\d.]+)s\] driver #\d+ \(pid", (out / "chaos.log").read_text())]
+
+def lines(path):
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        yield from f
+
+per_second = {}
+runs = summary["run_dirs"]
+for k, (run, previous) in enumerate(zip(runs, [None] + runs[:-1])):
+    skip_to = restored_at.get(previous, 0) if previous else 0
+    first_total = None
+    for line in lines(next((out / "runs" / run).glob("result.json*"))):
+        r = json.loads(line)
+        if r["training_iteration"] <= skip_to:
+            continue
+        if first_total is None:
+            first_total = r["time_total_s"] - r["time_this_iter_s"]
+        # Wall time: the driver's start plus its own training time so far.
+        t = starts[k] + (r["time_total_s"] - first_total)
+        per_second[int(t)] = per_second.get(int(t), 0) + r["timesteps_this_iter"]
+
+fig, ax = plt.subplots(figsize=(11, 4))
+# Seconds in which no iteration ended count as 0 steps.
+xs = list(range(min(per_second), max(per_second) + 1))
+ax.plot(xs, [per_second.get(x, 0) for x in xs], lw=0.6, color="tab:blue", label="env steps per second")
+kinds = {"SIGKILL": ("tab:red", "node killed"), "SIGSTOP": ("tab:orange", "node stopped"), "driver": ("black", "driver killed")}
+seen = set()
+for line in (out / "chaos.log").read_text().splitlines():
+    m = re.match(r"\[\s*([\d.]+)s\] SIGKILL driver", line)
+    kind = "driver" if m else None
+    if not m and (n := re.match(r"\[\s*([\d.]+)s\] (SIGKILL|SIGSTOP) chaos-node", line)):
+        m, kind = n, n.group(2)
+    if not m:
+        continue
+    color, label = kinds[kind]
+    ax.axvline(float(m.group(1)), color=color, lw=0.5 if kind != "driver" else 1.5, alpha=0.6,
+               label=None if kind in seen else label)
+    seen.add(kind)
+ax.set_xlabel("wall time (s)")
+ax.set_ylabel("env steps per second")
+ax.set_title(f"rlx-chaos seed {summary['seed']}: PPO, 3 nodes, {summary['faults_total']} faults in {summary['wall_time_s']:.0f} s")
+ax.legend(loc="lower right", fontsize=8)
+fig.tight_layout()
+fig.savefig(png, dpi=110)
