@@ -148,7 +148,7 @@ impl ClusterOptions {
 
 /// The host part of `HOST:PORT` (`[::1]:7000` gives `::1`), the name a
 /// node's TLS certificate is checked against by default.
-fn host_of(addr: &str) -> String {
+pub(crate) fn host_of(addr: &str) -> String {
     let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
     host.trim_start_matches('[').trim_end_matches(']').to_string()
 }
@@ -449,16 +449,28 @@ impl Shared {
         if self.nodes.lock().expect("nodes lock").iter().any(|n| n.node_id == node_id && !n.up) {
             return None;
         }
-        Some(NodeLink {
+        Some(self.new_link(addr, node_id, cell, session.actor.clone()))
+    }
+
+    /// A link for a new session with a node (up, with the next epoch); its
+    /// resources come with [`describe`](Self::describe).
+    fn new_link(
+        &self,
+        addr: SocketAddr,
+        node_id: u64,
+        spawner: ActorCell,
+        session: ActorRef<NodeSessionMessage>,
+    ) -> NodeLink {
+        NodeLink {
             addr,
             node_id,
-            spawner: cell.into(),
-            session: session.actor.clone(),
+            spawner: spawner.into(),
+            session,
             up: true,
             down: Arc::new(watch::channel(false).0),
             epoch: self.epochs.fetch_add(1, Ordering::Relaxed) + 1,
             resources: NodeResources::default(),
-        })
+        }
     }
 
     /// Asks a node what it offers.
@@ -520,9 +532,7 @@ impl Shared {
             |n: &NodeLink| (homes.get(&n.node_id).copied().unwrap_or(0) + 1) as f64 / n.resources.num_cpus.max(1e-9);
         let room = |n: &&&NodeLink| {
             let mut free = n.resources.clone();
-            for _ in 0..homes.get(&n.node_id).copied().unwrap_or(0) {
-                request.take_from(&mut free, 1.0);
-            }
+            request.take_from(&mut free, homes.get(&n.node_id).copied().unwrap_or(0) as f64);
             Some(n.node_id) != except && request.fits(&free)
         };
         let chosen = match self.options.placing.strategy {
@@ -923,16 +933,7 @@ impl Shared {
             };
             let Ok(addr) = session.peer_addr.parse::<SocketAddr>() else { continue };
             let name = session.peer_name.as_ref().map_or_else(|| addr.to_string(), |p| p.name.clone());
-            let mut link = NodeLink {
-                addr,
-                node_id,
-                spawner: cell.clone().into(),
-                session: session.actor.clone(),
-                up: true,
-                down: Arc::new(watch::channel(false).0),
-                epoch: self.epochs.fetch_add(1, Ordering::Relaxed) + 1,
-                resources: NodeResources::default(),
-            };
+            let mut link = self.new_link(addr, node_id, cell.clone(), session.actor.clone());
             match self.describe(&link).await {
                 Ok(resources) => link.resources = resources,
                 Err(reason) => {

@@ -220,8 +220,7 @@ async fn keep_joined(
     timeout: Duration,
 ) {
     const FIRST: Duration = Duration::from_millis(500);
-    let host =
-        driver.rsplit_once(':').map_or(driver.as_str(), |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    let host = crate::driver::host_of(&driver);
     let mut wait = FIRST;
     loop {
         let dialled = async {
@@ -230,7 +229,7 @@ async fn keep_joined(
                 .map_err(|e| e.to_string())?
                 .next()
                 .ok_or_else(|| "resolves to nothing".to_string())?;
-            admission::connect(&server, addr, host, tls.as_ref(), &admission, timeout)
+            admission::connect(&server, addr, &host, tls.as_ref(), &admission, timeout)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok::<_, String>(addr)

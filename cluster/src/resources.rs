@@ -98,14 +98,20 @@ impl ResourceRequest {
     /// # Errors
     /// The key and the value at fault.
     pub fn validate(&self) -> Result<(), String> {
-        let amounts = [("num_cpus_per_worker", self.num_cpus), ("num_gpus_per_worker", self.num_gpus)];
-        let custom = self.custom.iter().map(|(k, v)| (k.as_str(), *v));
-        for (key, value) in amounts.into_iter().chain(custom) {
-            if !value.is_finite() || value < 0.0 {
-                return Err(format!("`{key}`: expected a non-negative number, got {value}"));
-            }
+        match self.bad_amount() {
+            Some((key, value)) => Err(format!("`{key}`: expected a non-negative number, got {value}")),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// The first amount that is negative or not finite, with its config
+    /// key (`num_cpus_per_worker`, `num_gpus_per_worker`,
+    /// `custom_resources_per_worker.<label>`).
+    pub fn bad_amount(&self) -> Option<(String, f64)> {
+        let amounts =
+            [("num_cpus_per_worker".to_string(), self.num_cpus), ("num_gpus_per_worker".into(), self.num_gpus)];
+        let custom = self.custom.iter().map(|(label, v)| (format!("custom_resources_per_worker.{label}"), *v));
+        amounts.into_iter().chain(custom).find(|(_, value)| !value.is_finite() || *value < 0.0)
     }
 
     /// Whether `free` has room for this request.
@@ -116,12 +122,13 @@ impl ResourceRequest {
             && self.custom.iter().all(|(k, v)| *v <= free.custom.get(k).copied().unwrap_or(0.0) + SLACK)
     }
 
-    /// `free` less this request (`sign` 1.0), or with it given back (-1.0).
-    pub fn take_from(&self, free: &mut NodeResources, sign: f64) {
-        free.num_cpus -= sign * self.num_cpus;
-        free.num_gpus -= sign * self.num_gpus;
+    /// `free` less `count` times this request (a negative count gives
+    /// that many back).
+    pub fn take_from(&self, free: &mut NodeResources, count: f64) {
+        free.num_cpus -= count * self.num_cpus;
+        free.num_gpus -= count * self.num_gpus;
         for (k, v) in &self.custom {
-            *free.custom.entry(k.clone()).or_default() -= sign * v;
+            *free.custom.entry(k.clone()).or_default() -= count * v;
         }
     }
 }
@@ -220,6 +227,6 @@ mod tests {
         let bad = ResourceRequest { num_gpus: -0.5, ..Default::default() };
         assert!(bad.validate().unwrap_err().contains("`num_gpus_per_worker`"));
         let nan = ResourceRequest { custom: [("x".to_string(), f64::NAN)].into(), ..Default::default() };
-        assert!(nan.validate().unwrap_err().contains("`x`"));
+        assert!(nan.validate().unwrap_err().contains("`custom_resources_per_worker.x`"));
     }
 }

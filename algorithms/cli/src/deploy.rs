@@ -215,13 +215,8 @@ impl PlacementKeys {
             num_gpus: self.num_gpus_per_worker.unwrap_or(0.0),
             custom: self.custom_resources_per_worker.clone().unwrap_or_default(),
         };
-        let custom = request.custom.iter().map(|(label, v)| (format!("custom_resources_per_worker.{label}"), *v));
-        let amounts =
-            [("num_cpus_per_worker".to_string(), request.num_cpus), ("num_gpus_per_worker".into(), request.num_gpus)];
-        for (key, value) in amounts.into_iter().chain(custom) {
-            if !value.is_finite() || value < 0.0 {
-                return Err(invalid(&key, &format!("expected a non-negative number, got {value}")));
-            }
+        if let Some((key, value)) = request.bad_amount() {
+            return Err(invalid(&key, &format!("expected a non-negative number, got {value}")));
         }
         Ok(rlx_cluster::resources::Placing {
             request,

@@ -1077,11 +1077,7 @@ fn a_node_that_joins_mid_run_gets_the_evaluators_and_comes_back_to_a_restored_dr
     driver.child.kill().unwrap();
     driver.child.wait().unwrap();
     let killed_at = results(&first).pop().unwrap()["training_iteration"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !node.proc.log().contains(&format!("the driver at {listen} is gone")) {
-        assert!(Instant::now() < deadline, "the node did not notice:\n{}", node.proc.log());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_log(&node.proc, &format!("the driver at {listen} is gone"));
     std::fs::create_dir_all(&second).unwrap();
     let mut command = Command::new(RLX);
     command.arg("train").arg("--restore").arg(&run).args(["--cookie", COOKIE]);
@@ -1116,11 +1112,7 @@ fn nodes_join_over_tls_and_a_plaintext_joiner_is_refused() {
         c["nodes_alive"] == 1 && c["nodes_known"] == 1 && c["evaluators_on_nodes"] == 2
     });
     assert_eq!(secure.proc.log().matches("started evaluator").count(), 2, "{}", secure.proc.log());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !plain.proc.log().contains(&format!("cannot join the driver at {listen} yet")) {
-        assert!(Instant::now() < deadline, "the plaintext node was not refused:\n{}", plain.proc.log());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_log(&plain.proc, &format!("cannot join the driver at {listen} yet"));
     assert!(!plain.proc.log().contains("joined the driver"), "{}", plain.proc.log());
     assert_eq!(plain.proc.log().matches("started evaluator").count(), 0);
 }

@@ -5,36 +5,25 @@ marked: node kills, node stops, driver kills. Needs matplotlib.
 
 Usage: plot.py OUT_DIR PNG
 """
-import gzip, json, re, sys
+import json, re, sys
 from pathlib import Path
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from analyse import own_iterations  # noqa: E402
+
 out, png = Path(sys.argv[1]), sys.argv[2]
 summary = json.loads((out / "summary.json").read_text())
-restored_at = {r["restored_from"]: r["checkpoint_iteration"] for r in summary["restores"]}
 starts = [float(m.group(1)) for m in re.finditer(r"\[\s*([\d.]+)s\] driver #\d+ \(pid", (out / "chaos.log").read_text())]
 
-def lines(path):
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        yield from f
-
-per_second = {}
-runs = summary["run_dirs"]
-for k, (run, previous) in enumerate(zip(runs, [None] + runs[:-1])):
-    skip_to = restored_at.get(previous, 0) if previous else 0
-    first_total = None
-    for line in lines(next((out / "runs" / run).glob("result.json*"))):
-        r = json.loads(line)
-        if r["training_iteration"] <= skip_to:
-            continue
-        if first_total is None:
-            first_total = r["time_total_s"] - r["time_this_iter_s"]
-        # Wall time: the driver's start plus its own training time so far.
-        t = starts[k] + (r["time_total_s"] - first_total)
-        per_second[int(t)] = per_second.get(int(t), 0) + r["timesteps_this_iter"]
+per_second, first_total = {}, {}
+for k, r in own_iterations(out, summary):
+    first_total.setdefault(k, r["time_total_s"] - r["time_this_iter_s"])
+    # Wall time: the driver's start plus its own training time so far.
+    t = starts[k] + (r["time_total_s"] - first_total[k])
+    per_second[int(t)] = per_second.get(int(t), 0) + r["timesteps_this_iter"]
 
 fig, ax = plt.subplots(figsize=(11, 4))
 # Seconds in which no iteration ended count as 0 steps.
