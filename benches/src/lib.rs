@@ -9,6 +9,8 @@
 /// The book's Rust examples, compiled as doctests of this crate.
 #[cfg(doctest)]
 mod book;
+pub mod children;
+pub mod lan;
 pub mod nodes;
 
 use std::time::Duration;

@@ -84,13 +84,21 @@ pub struct ClusterOptions {
     /// the nodes the driver dials). With [`tls`](Self::tls) and its
     /// `identity`, the driver serves TLS there with that certificate.
     pub listen: Option<SocketAddr>,
+    /// Connections [`listen`](Self::listen) holds at once: nodes joined
+    /// and handshakes under way. More are closed as they are accepted.
+    pub max_node_connections: usize,
 }
+
+/// The default [`ClusterOptions::max_node_connections`]: a node's own
+/// limit (64, for the drivers that dial it) would cap a cluster at 64
+/// joined nodes.
+pub const DEFAULT_MAX_NODE_CONNECTIONS: usize = 1024;
 
 impl ClusterOptions {
     /// Defaults for `cookie`: 5 s to connect, 120 s per request, a
     /// heartbeat every second with a 10 s node timeout, the run's restart
     /// budget for lost nodes, 256 MiB frames, lost nodes re-dialled at
-    /// least every 30 s.
+    /// least every 30 s, up to 1,024 nodes joined.
     pub fn new(cookie: impl Into<String>) -> Self {
         Self {
             cookie: cookie.into(),
@@ -104,14 +112,16 @@ impl ClusterOptions {
             redial_max: Duration::from_secs(30),
             placing: Placing::default(),
             listen: None,
+            max_node_connections: DEFAULT_MAX_NODE_CONNECTIONS,
         }
     }
 
     /// Checks the options make sense together.
     ///
     /// # Errors
-    /// A zero duration, a heartbeat not shorter than the node timeout, or a
-    /// one-for-all `node_restart`; the message names the option.
+    /// A zero duration, a heartbeat not shorter than the node timeout, a
+    /// zero `max_node_connections`, or a one-for-all `node_restart`; the
+    /// message names the option.
     pub fn validate(&self) -> Result<(), String> {
         for (name, d) in [
             ("connect_timeout_s", self.connect_timeout),
@@ -123,6 +133,9 @@ impl ClusterOptions {
             if d.is_zero() {
                 return Err(format!("{name} must be positive"));
             }
+        }
+        if self.max_node_connections == 0 {
+            return Err("max_node_connections must be at least 1".into());
         }
         if self.heartbeat >= self.node_timeout {
             return Err(format!(
@@ -336,7 +349,7 @@ impl Cluster {
             server,
             admission: Admission::new(&options.cookie),
             tls,
-            name: format!("{node_name}@{}", crate::HOSTNAME),
+            name: format!("{node_name}@{}", crate::hostname()),
             spec,
             options,
             nodes: Mutex::new(Vec::new()),
@@ -907,7 +920,7 @@ impl Shared {
             admission: self.admission.clone(),
             tls,
             timeout: self.options.connect_timeout,
-            max_connections: crate::node::DEFAULT_MAX_CONNECTIONS,
+            max_connections: self.options.max_node_connections,
         };
         tracing::info!("listening for nodes on {bound}");
         Ok(tokio::spawn(door.run(listener)))

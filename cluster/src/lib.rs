@@ -27,7 +27,7 @@ pub mod resources;
 pub mod wire;
 
 pub use admission::{AdmissionError, DriverTls, NodeTls};
-pub use driver::{Cluster, ClusterOptions};
+pub use driver::{Cluster, ClusterOptions, DEFAULT_MAX_NODE_CONNECTIONS};
 pub use node::{
     Node, NodeConfig, Resolver, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES,
 };
@@ -66,9 +66,27 @@ pub enum ClusterError {
     Actor(String),
 }
 
-/// The host name rlx gives ractor_cluster (names are `NAME@localhost`;
-/// rlx addresses nodes by socket address, not by this name).
-const HOSTNAME: &str = "localhost";
+/// The host part of this process's ractor_cluster name, `NAME@HOST`: a
+/// random token drawn once per process (rlx addresses nodes by socket
+/// address, not by this name). ractor_cluster takes a peer whose
+/// `HOST:PORT` equals its own for a connection to itself, and refuses a
+/// session whose `HOST:PORT` it already has. The port is that of a
+/// listener nothing uses, drawn from each machine's own ephemeral range,
+/// so with one fixed host for every process (`localhost`, before
+/// 2026-12-01) two machines could share the pair: a node that drew the
+/// driver's port never joined it (seen at 64 nodes), and of two nodes
+/// that drew the same port the second was refused.
+fn hostname() -> &'static str {
+    use std::hash::{BuildHasher, Hasher};
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        // Randomly keyed per process by std; the id and the time besides.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        format!("h{:016x}", h.finish())
+    })
+}
 
 /// Starts this process's ractor_cluster NodeServer. Its own listener binds
 /// an ephemeral loopback port that nothing uses: nodes accept on the
@@ -85,7 +103,7 @@ async fn start_node_server(
         0,
         cookie.to_string(),
         name.to_string(),
-        HOSTNAME.to_string(),
+        hostname().to_string(),
         Some(IncomingEncryptionMode::Tls(admission::refuse_everything())),
         Some(NodeConnectionMode::Isolated),
     )

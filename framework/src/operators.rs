@@ -142,8 +142,25 @@ pub struct Completed<T> {
 /// evaluator's handle, so requests stay in flight across optimizer steps
 /// while the optimizer's own handles stay available for checkpoints and
 /// metrics.
+///
+/// Each request runs as a tokio task of its own, so it goes on between
+/// steps too. A request that only advanced while the optimizer polled it
+/// could stop half-way at the end of a step still holding what it took (a
+/// handle's lock while its evaluator moves between nodes), and a call the
+/// trainer then made to that evaluator, such as a checkpoint's
+/// `SaveState`, waited for it forever. Dropping the `InFlight` aborts the
+/// requests still running.
 pub struct InFlight<T> {
     requests: FuturesUnordered<BoxFuture<'static, Completed<T>>>,
+}
+
+/// A spawned request, aborted if dropped before it finished.
+struct Task<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for Task<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl<T: Send + 'static> Default for InFlight<T> {
@@ -159,7 +176,9 @@ impl<T: Send + 'static> InFlight<T> {
     where
         F: for<'a> FnOnce(&'a dyn EvaluatorHandle) -> BoxFuture<'a, Result<T, HandleError>> + Send + 'static,
     {
-        self.requests.push(Box::pin(async move {
+        let index = worker.index();
+        let spare = worker.clone();
+        let mut task = Task(tokio::spawn(async move {
             let version = match weights {
                 Some((w, v)) => match worker.set_weights(w).await {
                     Ok(()) => v,
@@ -169,6 +188,13 @@ impl<T: Send + 'static> InFlight<T> {
             };
             let result = call(worker.as_ref()).await;
             Completed { worker, version, result }
+        }));
+        self.requests.push(Box::pin(async move {
+            (&mut task.0).await.unwrap_or_else(|e| Completed {
+                worker: spare,
+                version,
+                result: Err(HandleError::Unreachable { index, reason: format!("its request's task ended: {e}") }),
+            })
         }));
     }
 
@@ -221,6 +247,56 @@ impl<T> ConcatBatches<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::HandleStats;
+    use crate::protocol::{EvalReply, EvalRequest};
+    use std::time::Duration;
+
+    /// A handle that serves nothing: the requests below bring their work.
+    struct Idle(usize);
+
+    #[async_trait::async_trait]
+    impl EvaluatorHandle for Idle {
+        fn index(&self) -> usize {
+            self.0
+        }
+        async fn call(&self, _: EvalRequest) -> Result<EvalReply, HandleError> {
+            Err(HandleError::Unreachable { index: self.0, reason: "idle".into() })
+        }
+        fn cast(&self, _: EvalRequest) {}
+        fn stats(&self) -> HandleStats {
+            HandleStats::default()
+        }
+    }
+
+    /// A request still running when a step has what it needs goes on by
+    /// itself, and lets go of what it holds (here a lock, as a cluster
+    /// handle holds its own while its evaluator moves between nodes)
+    /// without the optimizer polling it: a call between steps, such as a
+    /// checkpoint's, gets the lock. Before, it waited forever (an IMPALA
+    /// driver stalled this way in the chaos run of 2026-12-01).
+    #[tokio::test]
+    async fn a_request_left_in_flight_between_steps_still_finishes() {
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        let mut in_flight = InFlight::<u32>::default();
+        let held = lock.clone();
+        in_flight.send(Arc::new(Idle(1)), None, 0, move |_| {
+            Box::pin(async move {
+                let _guard = held.lock().await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Ok(1)
+            })
+        });
+        in_flight.send(Arc::new(Idle(2)), None, 0, |_| Box::pin(async { Ok(2) }));
+        let first = in_flight.next().await.expect("two in flight");
+        assert_eq!((first.worker.index(), first.result.unwrap()), (2, 2));
+        // The step ends here, with request 1 holding the lock.
+        let got = tokio::time::timeout(Duration::from_secs(5), lock.lock()).await;
+        assert!(got.is_ok(), "the request left in flight kept its lock");
+        drop(got);
+        let second = in_flight.next().await.expect("one in flight");
+        assert_eq!((second.worker.index(), second.result.unwrap()), (1, 1));
+        assert!(in_flight.is_empty());
+    }
 
     #[test]
     fn concat_batches_emits_at_the_minimum_size_with_tags() {

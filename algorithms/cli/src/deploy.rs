@@ -10,7 +10,7 @@
 //!   It is never written to `params.json` or checkpoints.
 //! - `"cluster"`: how the driver supervises its nodes, with `"nodes"` only:
 //!   `{"heartbeat_s": 1, "node_timeout_s": 10, "call_timeout_s": 120,
-//!   "connect_timeout_s": 5, "redial_max_s": 30,
+//!   "connect_timeout_s": 5, "redial_max_s": 30, "max_node_connections": 1024,
 //!   "node_restart": {"max_restarts": 3, "window_s": 60}}`
 //!   (the defaults; `node_restart`, the budget for lost nodes, is the run's
 //!   `restart` unless given). The run's `restart` stays the evaluator-level
@@ -249,6 +249,10 @@ pub struct ClusterKeys {
     /// The longest wait, in seconds, between two dials of a lost node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redial_max_s: Option<f64>,
+    /// Connections `node_listen` holds at once (nodes joined and
+    /// handshakes under way); default 1,024.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_node_connections: Option<usize>,
     /// TLS to every node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsKeys>,
@@ -298,6 +302,9 @@ impl ClusterKeys {
         }
         if let Some(v) = self.redial_max_s {
             options.redial_max = seconds("redial_max_s", v)?;
+        }
+        if let Some(n) = self.max_node_connections {
+            options.max_node_connections = n;
         }
         if let Some(policy) = self.node_restart {
             policy.validate("cluster.node_restart")?;
@@ -631,5 +638,11 @@ mod tests {
         assert!(err.contains("one_for_one"), "{err}");
         let budget = apply(json!({"node_restart": {"max_restarts": 1, "window_s": 30}})).unwrap().node_restart;
         assert_eq!(budget.map(|p| (p.max_restarts, p.window_s)), Some((1, 30.0)));
+        assert_eq!(options.max_node_connections, rlx_cluster::DEFAULT_MAX_NODE_CONNECTIONS);
+        assert_eq!(apply(json!({"max_node_connections": 4096})).unwrap().max_node_connections, 4096);
+        let err = apply(json!({"max_node_connections": 0})).unwrap_err().to_string();
+        assert!(err.contains("max_node_connections must be at least 1"), "{err}");
+        let err = with(json!({"max_node_connections": -3})).unwrap_err().to_string();
+        assert!(err.contains("cluster") && err.contains("-3"), "{err}");
     }
 }

@@ -385,13 +385,13 @@ fn peers_without_the_cookie_cannot_touch_a_running_driver() {
     let mut driver = train(&dir, &[&node], COOKIE, json!({"num_workers": 2}), json!({"training_iteration": 1_000_000}));
     wait_for_iterations(&dir, &mut driver, 2);
     let log = node.proc.log();
-    let name = log
+    let (name, host) = log
         .split("driver=")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|full| full.strip_suffix("@localhost"))
-        .unwrap_or_else(|| panic!("the node logs the driver's name, NAME@localhost:\n{log}"))
-        .to_string();
+        .and_then(|full| full.split_once('@'))
+        .map(|(name, host)| (name.to_string(), host.to_string()))
+        .unwrap_or_else(|| panic!("the node logs the driver's name, NAME@HOST:\n{log}"));
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
@@ -400,7 +400,7 @@ fn peers_without_the_cookie_cannot_touch_a_running_driver() {
                 0,
                 "not-the-cookie".into(),
                 name.clone(),
-                "localhost".into(),
+                host.clone(),
                 None,
                 Some(ractor_cluster::node::NodeConnectionMode::Isolated),
             );

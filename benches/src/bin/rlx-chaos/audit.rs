@@ -27,12 +27,9 @@ use std::process::Command;
 
 /// The return the run must reach (CartPole-v1's reward threshold).
 const SOLVE_RETURN: f64 = 475.0;
-/// A log larger than this is cut to its last [`KEEP_LINES`] lines.
-const MAX_LOG_BYTES: u64 = 1 << 20;
-const KEEP_LINES: usize = 2000;
-/// A run directory's `result.json` or `progress.csv` larger than this is
-/// gzipped at the end.
-const MAX_RUN_FILE_BYTES: u64 = 256 << 10;
+/// A log, or a run directory's `result.json` or `progress.csv`, larger
+/// than this is gzipped at the end.
+const MAX_PLAIN_BYTES: u64 = 256 << 10;
 
 /// Reads the complete lines appended to a `result.json` since last time.
 pub struct Tail {
@@ -73,7 +70,6 @@ pub fn run_dirs(runs: &Path) -> BTreeSet<PathBuf> {
 
 /// What the run left behind, once every child is stopped.
 pub struct Run {
-    pub started_unix_s: u64,
     pub wall_s: f64,
     /// The nodes' addresses.
     pub addrs: Vec<String>,
@@ -96,7 +92,7 @@ pub struct Audit {
 
 /// Checks everything the run left and gathers the figures.
 pub fn audit(chaos: &Chaos, run: Run) -> Audit {
-    let Run { started_unix_s, wall_s, addrs, node_starts, drivers, driver_kills_done, mut record } = run;
+    let Run { wall_s, addrs, node_starts, drivers, driver_kills_done, mut record } = run;
     let failures = &mut record.failures;
     if driver_kills_done < 2 {
         failures.push(format!("{driver_kills_done} driver kills made, 2 planned"));
@@ -118,9 +114,11 @@ pub fn audit(chaos: &Chaos, run: Run) -> Audit {
     let mut summary = json!({
         "passed": passed,
         "failures": failures,
+        "algorithm": chaos.algorithm,
         "seed": chaos.seed,
         "minutes": chaos.minutes,
-        "started_unix_s": started_unix_s,
+        "fault_every_s": chaos.fault_every_s,
+        "started_unix_s": chaos.start_unix_s,
         "wall_time_s": round3(wall_s),
         "poll_interval_s": POLL.as_secs_f64(),
         "stop": serde_json::from_str::<Value>(&chaos.stop).unwrap_or(Value::Null),
@@ -455,11 +453,20 @@ fn checkpoint_problem(p: &Path, iteration: u64, by_iteration: &BTreeMap<u64, &Tr
 /// node.
 fn subkinds(f: &Fault) -> Vec<&'static str> {
     let mut kinds = vec![f.kind];
-    if f.kind == "node_stop" {
-        kinds.push(if f.duration_s > NODE_TIMEOUT_S { "node_stop_past_timeout" } else { "node_stop_within_timeout" });
+    let past = f.duration_s > NODE_TIMEOUT_S;
+    match f.kind {
+        "node_stop" => kinds.push(if past { "node_stop_past_timeout" } else { "node_stop_within_timeout" }),
+        "node_partition" => {
+            kinds.push(if past { "node_partition_past_timeout" } else { "node_partition_within_timeout" })
+        }
+        _ => {}
     }
     if f.node_in_use == Some(true) {
-        kinds.push(if f.kind == "node_kill" { "node_kill_in_use" } else { "node_stop_in_use" });
+        kinds.push(match f.kind {
+            "node_kill" => "node_kill_in_use",
+            "node_stop" => "node_stop_in_use",
+            _ => "node_partition_in_use",
+        });
     }
     kinds
 }
@@ -522,13 +529,15 @@ fn stats(xs: &[f64]) -> Value {
     })
 }
 
-/// Keeps `--out` small: logs cut, only each run's newest checkpoint once
-/// all of them verified (unless `--keep-checkpoints`), large run files
-/// gzipped; and the cookie goes.
+/// Keeps `--out` small: only each run's newest checkpoint once all of
+/// them verified (unless `--keep-checkpoints`), large logs and run files
+/// gzipped (whole: the analysis reads every line); and the cookie goes.
 pub fn tidy_output(chaos: &mut Chaos, dirs: &[PathBuf], passed: bool) {
     let entries = fs::read_dir(&chaos.out).map(|rd| rd.filter_map(Result::ok).collect::<Vec<_>>()).unwrap_or_default();
-    for p in entries.iter().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")) {
-        shrink_log(&p);
+    // chaos.log stays plain: this tool still writes to it.
+    let logs = entries.iter().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log"));
+    for p in logs.filter(|p| !p.ends_with("chaos.log")) {
+        gzip_large(&p);
     }
     if !chaos.keep_checkpoints && passed {
         for dir in dirs {
@@ -547,34 +556,12 @@ pub fn tidy_output(chaos: &mut Chaos, dirs: &[PathBuf], passed: bool) {
     let _ = fs::remove_file(chaos.out.join("cookie"));
 }
 
-/// A log over [`MAX_LOG_BYTES`] is cut to its last [`KEEP_LINES`] lines.
-fn shrink_log(path: &Path) {
-    let Ok(meta) = fs::metadata(path) else { return };
-    if meta.len() <= MAX_LOG_BYTES {
-        return;
-    }
-    let Ok(bytes) = fs::read(path) else { return };
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().collect();
-    let keep = &lines[lines.len().saturating_sub(KEEP_LINES)..];
-    let mut out = format!(
-        "[rlx-chaos: this log was {} bytes and {} lines; only its last {} lines are kept]\n",
-        meta.len(),
-        lines.len(),
-        keep.len()
-    );
-    for l in keep {
-        out.push_str(l);
-        out.push('\n');
-    }
-    let _ = fs::write(path, out);
-}
-
-/// Compresses a file over [`MAX_RUN_FILE_BYTES`] with `gzip -9 -n` (the
-/// run directories' `result.json` and `progress.csv` run to megabytes at
-/// about 20 iterations a second). Returns the new name, if it did.
+/// Compresses a file over [`MAX_PLAIN_BYTES`] with `gzip -9 -n` (the
+/// run directories' `result.json` and `progress.csv`, and the drivers'
+/// logs, run to megabytes at about 20 iterations a second). Returns the
+/// new name, if it did.
 fn gzip_large(path: &Path) -> Option<String> {
-    if fs::metadata(path).ok()?.len() <= MAX_RUN_FILE_BYTES {
+    if fs::metadata(path).ok()?.len() <= MAX_PLAIN_BYTES {
         return None;
     }
     let ok = Command::new("gzip").args(["-9", "-n", "-f"]).arg(path).status().ok()?.success();

@@ -1,16 +1,19 @@
 //! The fault schedule and the faults. A ChaCha8 RNG seeded by `--seed`
-//! picks every fault and every time: a node fault every 5 to 20 s (SIGKILL
-//! and a restart 1 to 5 s later, or SIGSTOP for 2 to 15 s), never leaving
-//! fewer than one node up; and two driver kills, one in each band of the
+//! picks every fault and every time: a node fault every 0.5 to 1.5 times
+//! `--fault-every-s` (SIGKILL and a restart 1 to 5 s later, SIGSTOP for 2
+//! to 15 s, or a partition of 5 to 40 s, a third each), only while two
+//! nodes are up; the late node's start, in the first 10 to 25 % of the
+//! planned training time; and two driver kills, one in each band of the
 //! planned training time, each restored 1 to 3 s later. The draws happen
 //! in a fixed order, so a seed always gives the same schedule against the
 //! same run.
 
-use crate::fleet::{kill_child, signal_child, DriverPhase, Drivers, Fleet, NodeProc, NodeState};
+use crate::fleet::{DriverPhase, Drivers, Fleet, NodeProc, NodeState};
 use crate::{Chaos, Record, NODE_TIMEOUT_S};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rlx::checkpoint;
+use rlx_benches::children::{kill_child, signal_child};
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -43,23 +46,30 @@ pub struct Schedule {
     /// band of the planned training time.
     driver_kill_at: [f64; 2],
     next_fault_s: f64,
+    /// The mean gap between two node faults.
+    fault_every_s: f64,
+    /// When the last node starts, with `--join` (wall seconds).
+    pub late_join_at: f64,
     pub driver_kills_done: usize,
 }
 
 impl Schedule {
-    /// The schedule of seed `seed` for a run that trains `stop_time_s`.
-    pub fn new(seed: u64, stop_time_s: f64) -> Self {
+    /// The schedule of seed `seed` for a run that trains `stop_time_s`,
+    /// with a node fault every `fault_every_s` on average.
+    pub fn new(seed: u64, stop_time_s: f64, fault_every_s: f64) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let driver_kill_at = [rng.gen_range(0.20..0.40) * stop_time_s, rng.gen_range(0.55..0.75) * stop_time_s];
-        let next_fault_s = rng.gen_range(10.0..20.0);
-        Self { rng, driver_kill_at, next_fault_s, driver_kills_done: 0 }
+        let next_fault_s = rng.gen_range(0.5..1.5) * fault_every_s;
+        let late_join_at = rng.gen_range(0.10..0.25) * stop_time_s;
+        Self { rng, driver_kill_at, next_fault_s, fault_every_s, late_join_at, driver_kills_done: 0 }
     }
 
     /// The plan, for `chaos.log`.
     pub fn describe(&self, stop: &str) -> String {
         format!(
-            "stop {stop}; driver kills planned at {:.1}s and {:.1}s; first node fault at {:.1}s",
-            self.driver_kill_at[0], self.driver_kill_at[1], self.next_fault_s
+            "stop {stop}; driver kills planned at {:.1}s and {:.1}s; the last node joins at {:.1}s; \
+             first node fault at {:.1}s, then one every {:.0}s on average",
+            self.driver_kill_at[0], self.driver_kill_at[1], self.late_join_at, self.next_fault_s, self.fault_every_s
         )
     }
 
@@ -127,25 +137,26 @@ impl Schedule {
             self.next_fault_s = t + 1.0;
             return;
         }
-        let in_run = |n: &NodeProc| {
-            matches!(drivers.phase, DriverPhase::Running) && !node_dropped_by_driver(&drivers.current().log, &n.addr)
-        };
+        let log = drivers.current().log.clone();
+        let in_run = |n: &NodeProc| matches!(drivers.phase, DriverPhase::Running) && node_in_use(&log, n);
         let i = self.pick_node(fleet, &in_run);
-        let kill = self.rng.gen_bool(0.5);
-        let dur = if kill { self.rng.gen_range(1.0..5.0) } else { self.rng.gen_range(2.0..15.0) };
+        let kind = [NodeFault::Kill, NodeFault::Stop, NodeFault::Partition][self.rng.gen_range(0..3)];
+        let dur = match kind {
+            NodeFault::Kill => self.rng.gen_range(1.0..5.0),
+            NodeFault::Stop => self.rng.gen_range(2.0..15.0),
+            NodeFault::Partition => self.rng.gen_range(5.0..40.0),
+        };
         let in_use = in_run(&fleet.nodes[i]);
         let at = Instant::now();
-        if inject(chaos, &mut fleet.nodes[i], kill, at + Duration::from_secs_f64(dur)) {
+        if inject(chaos, &mut fleet.nodes[i], kind, at + Duration::from_secs_f64(dur)) {
             let node = &fleet.nodes[i];
-            say_node_fault(chaos, &node.name, kill, dur, in_use);
-            record.faults.push(node_fault(node, kill, dur, in_use, at, chaos.t(), record.newest_trained));
+            say_node_fault(chaos, &node.name, kind, dur, in_use);
+            record.faults.push(node_fault(node, kind, dur, in_use, at, chaos.t(), record.newest_trained));
         }
-        self.next_fault_s = t + self.rng.gen_range(5.0..20.0);
+        self.next_fault_s = t + self.rng.gen_range(0.5..1.5) * self.fault_every_s;
     }
 
-    /// A node that is up, at random: one the driver still uses if any.
-    /// Once the driver has dropped all three (it re-admits none), faults
-    /// only reach idle nodes until the next restore.
+    /// A node that is up, at random: one the driver uses now if any.
     fn pick_node(&mut self, fleet: &Fleet, in_run: &dyn Fn(&NodeProc) -> bool) -> usize {
         let healthy: Vec<usize> = (0..fleet.nodes.len()).filter(|&i| fleet.nodes[i].state == NodeState::Up).collect();
         let used: Vec<usize> = healthy.iter().copied().filter(|&i| in_run(&fleet.nodes[i])).collect();
@@ -154,34 +165,71 @@ impl Schedule {
     }
 }
 
-/// SIGKILLs `node` (restarted at `until`) or SIGSTOPs it (SIGCONT at
-/// `until`). Returns whether the fault took.
-fn inject(chaos: &mut Chaos, node: &mut NodeProc, kill: bool, until: Instant) -> bool {
-    if kill {
-        if let Some(c) = node.child.as_mut() {
-            kill_child(c);
+/// What happens to a node.
+#[derive(Clone, Copy, PartialEq)]
+enum NodeFault {
+    /// SIGKILL, and a restart on the same address.
+    Kill,
+    /// SIGSTOP, and SIGCONT.
+    Stop,
+    /// Its link down (every packet dropped both ways), and up again.
+    Partition,
+}
+
+impl NodeFault {
+    fn kind(self) -> &'static str {
+        match self {
+            NodeFault::Kill => "node_kill",
+            NodeFault::Stop => "node_stop",
+            NodeFault::Partition => "node_partition",
         }
-        node.child = None;
-        node.state = NodeState::Down { restart_at: until };
-        return true;
-    }
-    match node.child.as_mut().map(|c| signal_child(c, "STOP")) {
-        Some(Ok(())) => {
-            node.state = NodeState::Stopped { cont_at: until };
-            true
-        }
-        Some(Err(e)) => {
-            chaos.say(&format!("SIGSTOP {} failed: {e}", node.name));
-            false
-        }
-        None => false,
     }
 }
 
+/// Injects `fault` into `node` until `until` (when the node is restarted,
+/// continued or healed). Returns whether the fault took.
+fn inject(chaos: &mut Chaos, node: &mut NodeProc, fault: NodeFault, until: Instant) -> bool {
+    let failed = match fault {
+        NodeFault::Kill => {
+            if let Some(c) = node.child.as_mut() {
+                kill_child(c);
+            }
+            node.child = None;
+            node.state = NodeState::Down { restart_at: until };
+            return true;
+        }
+        NodeFault::Stop => match node.child.as_mut().map(|c| signal_child(c, "STOP")) {
+            Some(Ok(())) => {
+                node.state = NodeState::Stopped { cont_at: until };
+                return true;
+            }
+            Some(Err(e)) => format!("SIGSTOP {} failed: {e}", node.name),
+            None => return false,
+        },
+        NodeFault::Partition => match chaos.lan.set_link(&node.host, false) {
+            Ok(()) => {
+                node.state = NodeState::Partitioned { heal_at: until };
+                return true;
+            }
+            Err(e) => format!("cutting {} off failed: {e}", node.name),
+        },
+    };
+    chaos.say(&failed);
+    false
+}
+
 /// The record of a node fault injected at `at` (`at_s` from the start).
-fn node_fault(node: &NodeProc, kill: bool, dur: f64, in_use: bool, at: Instant, at_s: f64, iteration_at: u64) -> Fault {
+fn node_fault(
+    node: &NodeProc,
+    fault: NodeFault,
+    dur: f64,
+    in_use: bool,
+    at: Instant,
+    at_s: f64,
+    iteration_at: u64,
+) -> Fault {
     Fault {
-        kind: if kill { "node_kill" } else { "node_stop" },
+        kind: fault.kind(),
         target: format!("{} ({})", node.name, node.addr),
         at,
         at_s,
@@ -194,12 +242,12 @@ fn node_fault(node: &NodeProc, kill: bool, dur: f64, in_use: bool, at: Instant, 
     }
 }
 
-fn say_node_fault(chaos: &mut Chaos, name: &str, kill: bool, dur: f64, in_use: bool) {
-    let what = if kill {
-        format!("SIGKILL {name}; restart in {dur:.1}s")
-    } else {
-        let past = if dur > NODE_TIMEOUT_S { " (past the node timeout)" } else { "" };
-        format!("SIGSTOP {name} for {dur:.1}s{past}")
+fn say_node_fault(chaos: &mut Chaos, name: &str, fault: NodeFault, dur: f64, in_use: bool) {
+    let past = if dur > NODE_TIMEOUT_S { " (past the node timeout)" } else { "" };
+    let what = match fault {
+        NodeFault::Kill => format!("SIGKILL {name}; restart in {dur:.1}s"),
+        NodeFault::Stop => format!("SIGSTOP {name} for {dur:.1}s{past}"),
+        NodeFault::Partition => format!("PARTITION {name} for {dur:.1}s{past}"),
     };
     chaos.say(&format!("{what} [{}]", if in_use { "in use by the driver" } else { "idle" }));
 }
@@ -211,10 +259,26 @@ fn newest_iteration(path: &Path) -> u64 {
     lines.iter().map(|r| r.training_iteration).max().unwrap_or(0)
 }
 
-/// Whether the driver's log says it lost or refused the node at `addr`.
-fn node_dropped_by_driver(driver_log: &Path, addr: &str) -> bool {
+/// Whether the driver uses `node` now, by the last line of its log about
+/// it: lost or refused (no), admitted again or joined (yes). A node the
+/// driver dials is in use from the start; the node that joins once it
+/// joined. Lines name a node by its address (a joined node's with the
+/// port it dialled from), so they are matched by the node's IP.
+fn node_in_use(driver_log: &Path, node: &NodeProc) -> bool {
     let Ok(text) = fs::read_to_string(driver_log) else { return false };
-    let lost = format!("node {addr} lost");
-    let refused = format!("node {addr} refused");
-    text.lines().any(|l| l.contains(&lost) || l.contains(&refused))
+    let at = format!("node {}:", node.ip);
+    // `node NAME@HOST joined from IP:PORT, offering …` (a join refused
+    // after the handshake says `… but REASON` instead).
+    let joined = format!(" joined from {}:", node.ip);
+    let mut in_use = !node.joins;
+    for line in text.lines() {
+        if line.contains(&at) && (line.contains(" lost: ") || line.contains(" refused: ")) {
+            in_use = false;
+        } else if (line.contains(&joined) && line.contains(", offering "))
+            || (line.contains(&at) && line.contains(" admitted again"))
+        {
+            in_use = true;
+        }
+    }
+    in_use
 }

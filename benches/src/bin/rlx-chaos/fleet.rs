@@ -1,25 +1,27 @@
-//! The processes: three `rlx node`s and one `rlx train` driver at a time,
+//! The processes: the `rlx node`s, each on its own host of the run's
+//! network, and one `rlx train` driver at a time on the driver's host,
 //! each logging to its own file in `--out`. [`Fleet`] starts, restarts and
-//! stops them (and kills every one it started when it drops); [`Drivers`]
-//! follows the driver processes one after another, from the first run
-//! through each restore.
+//! stops them (and kills every one it started when it drops), heals
+//! partitions and samples their memory; [`Drivers`] follows the driver
+//! processes one after another, from the first run through each restore.
 
 use crate::audit::{run_dirs, Tail};
-use crate::{Chaos, Flow, Record, POLL};
+use crate::{node_host, Chaos, Flow, Record, DRIVER_PORT, NODE_PORT, POLL};
 use rlx::checkpoint::Checkpoint;
+use rlx_benches::children::{kill_child, resident_kib, signal_child, spawn_logged};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
+use std::fs::{self, File};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 /// Restarts of a restored driver that found no usable node, at most.
 const MAX_RESTORE_RETRIES: u32 = 3;
 /// Restarts of a node whose new process exited at once, in a row, at most.
 const MAX_NODE_RESPAWNS: u32 = 10;
+/// How often every child's resident memory goes to `memory.csv`.
+const MEMORY_EVERY: Duration = Duration::from_secs(10);
 
 /// What a node process is doing, as this tool made it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,12 +32,20 @@ pub enum NodeState {
     Down { restart_at: Instant },
     /// SIGSTOPped; SIGCONT at the instant.
     Stopped { cont_at: Instant },
+    /// Cut off (its link down); healed at the instant.
+    Partitioned { heal_at: Instant },
 }
 
-/// One of the three nodes, across its restarts (same name and address).
+/// One node, across its restarts (same name, host and address).
 pub struct NodeProc {
     pub name: String,
+    /// Its host on the run's network, and that host's IP.
+    pub host: String,
+    pub ip: String,
+    /// Where it listens (what the driver dials, unless it joins).
     pub addr: String,
+    /// Whether it dials the driver (`rlx node --join`) instead.
+    pub joins: bool,
     log: PathBuf,
     pub child: Option<Child>,
     pub state: NodeState,
@@ -52,6 +62,9 @@ pub struct Fleet {
     pub nodes: Vec<NodeProc>,
     /// The driver process, if one was started and not killed since.
     pub driver: Option<Child>,
+    /// `memory.csv`, and when it was last written.
+    memory: File,
+    memory_at: Option<Instant>,
 }
 
 impl Drop for Fleet {
@@ -68,32 +81,44 @@ impl Drop for Fleet {
 }
 
 impl Fleet {
-    /// Starts the three nodes on free loopback ports, and gives them a
-    /// moment (15 s at most) to bind before a driver dials them.
-    pub fn start(chaos: &mut Chaos) -> Result<Self, String> {
-        let ports = free_ports(3)?;
+    /// Starts the nodes but the last, and gives them a moment (15 s at
+    /// most) to bind before a driver dials them. The last node starts
+    /// `late_join_at` seconds after the start, and joins the driver.
+    pub fn start(chaos: &mut Chaos, late_join_at: f64) -> Result<Self, String> {
         let now = Instant::now();
-        let nodes = ports
-            .iter()
-            .enumerate()
-            .map(|(i, port)| NodeProc {
-                name: format!("chaos-node-{}", i + 1),
-                addr: format!("127.0.0.1:{port}"),
-                log: chaos.out.join(format!("node-{}.log", i + 1)),
-                child: None,
-                state: NodeState::Down { restart_at: now },
-                starts: 0,
-                started_at: now,
-                quick_exits: 0,
+        let n = chaos.nodes;
+        let nodes = (1..=n)
+            .map(|i| {
+                let host = node_host(i);
+                let ip = chaos.lan.ip(&host);
+                let joins = i == n;
+                let first_start = if joins { now + Duration::from_secs_f64(late_join_at) } else { now };
+                NodeProc {
+                    name: format!("chaos-node-{i}"),
+                    addr: format!("{ip}:{NODE_PORT}"),
+                    host,
+                    ip,
+                    joins,
+                    log: chaos.out.join(format!("node-{i}.log")),
+                    child: None,
+                    state: NodeState::Down { restart_at: first_start },
+                    starts: 0,
+                    started_at: now,
+                    quick_exits: 0,
+                }
             })
             .collect();
-        let mut fleet = Fleet { nodes, driver: None };
-        for i in 0..fleet.nodes.len() {
+        let memory = File::create(chaos.out.join("memory.csv")).map_err(|e| format!("memory.csv: {e}"))?;
+        let mut fleet = Fleet { nodes, driver: None, memory, memory_at: None };
+        writeln!(fleet.memory, "t_s,process,pid,rss_kib").map_err(|e| format!("memory.csv: {e}"))?;
+        for i in 0..n - 1 {
             fleet.spawn_node(chaos, i)?;
         }
         let bind_deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < bind_deadline {
-            let all = fleet.nodes.iter().all(|n| fs::read_to_string(&n.log).is_ok_and(|t| t.contains("listening on")));
+            let all = fleet.nodes[..n - 1]
+                .iter()
+                .all(|n| fs::read_to_string(&n.log).is_ok_and(|t| t.contains("listening on")));
             if all {
                 break;
             }
@@ -102,9 +127,25 @@ impl Fleet {
         Ok(fleet)
     }
 
-    /// The nodes' addresses, as every driver's `--nodes`.
+    /// The nodes' addresses (those the driver dials are its `--nodes`).
     pub fn addrs(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.addr.clone()).collect()
+    }
+
+    /// Every child's resident memory, every [`MEMORY_EVERY`], to
+    /// `memory.csv` (a stopped process has memory too; a dead one none).
+    pub fn sample_memory(&mut self, t: f64) {
+        if self.memory_at.is_some_and(|at| at.elapsed() < MEMORY_EVERY) {
+            return;
+        }
+        self.memory_at = Some(Instant::now());
+        let children = self.nodes.iter().filter_map(|n| n.child.as_ref().map(|c| (n.name.as_str(), c.id())));
+        let driver = self.driver.as_ref().map(|c| ("driver", c.id()));
+        for (name, pid) in driver.into_iter().chain(children) {
+            if let Some(kib) = resident_kib(pid) {
+                let _ = writeln!(self.memory, "{t:.1},{name},{pid},{kib}");
+            }
+        }
     }
 
     /// How many nodes are running and not stopped.
@@ -112,20 +153,19 @@ impl Fleet {
         self.nodes.iter().filter(|n| n.state == NodeState::Up).count()
     }
 
-    /// Starts node `i` (again) on its address.
+    /// Starts node `i` (again) on its host, listening on its address (and
+    /// joining the driver, if it is the one that joins).
     fn spawn_node(&mut self, chaos: &mut Chaos, i: usize) -> Result<(), String> {
         let node = &mut self.nodes[i];
-        let (o, e) = log_stdio(&node.log)?;
-        let child = Command::new(&chaos.rlx)
-            .args(["node", "--listen", &node.addr, "--cookie-file"])
+        let mut command = chaos.lan.command(&node.host, &chaos.rlx);
+        command
+            .args(["node", "--listen", &format!("0.0.0.0:{NODE_PORT}"), "--cookie-file"])
             .arg(&chaos.cookie)
-            .args(["--name", &node.name])
-            .stdin(Stdio::null())
-            .stdout(o)
-            .stderr(e)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("starting {} {}: {e}", chaos.rlx.display(), node.name))?;
+            .args(["--name", &node.name]);
+        if node.joins {
+            command.args(["--join", &chaos.driver_listen()]);
+        }
+        let child = spawn_logged(&mut command, &node.log, &format!("{} {}", chaos.rlx.display(), node.name))?;
         node.starts += 1;
         node.started_at = Instant::now();
         let pid = child.id();
@@ -139,24 +179,20 @@ impl Fleet {
     /// `restore`. Returns its log.
     fn spawn_driver(&mut self, chaos: &mut Chaos, n: usize, restore: Option<&Path>) -> Result<PathBuf, String> {
         let log = chaos.out.join(format!("driver-{n}.log"));
-        let (o, e) = log_stdio(&log)?;
-        let nodes = self.addrs().join(",");
-        let mut cmd = Command::new(&chaos.rlx);
-        cmd.args(["train", "--run", "PPO", "--env", "CartPole-v1", "--nodes", &nodes, "--cookie-file"])
+        let dialled: Vec<&str> = self.nodes.iter().filter(|n| !n.joins).map(|n| n.addr.as_str()).collect();
+        let mut cmd = chaos.lan.command("driver", &chaos.rlx);
+        cmd.args(["train", "--run", &chaos.algorithm, "--env", "CartPole-v1", "--nodes", &dialled.join(",")])
+            .args(["--node-listen", &format!("0.0.0.0:{DRIVER_PORT}"), "--cookie-file"])
             .arg(&chaos.cookie)
-            .args(["--config", &chaos.config, "--stop", &chaos.stop, "--checkpoint-freq", "1", "--results-dir"])
+            .args(["--config", &chaos.config, "--stop", &chaos.stop, "--checkpoint-freq"])
+            .arg(chaos.checkpoint_freq.to_string())
+            .arg("--results-dir")
             .arg(&chaos.runs);
         match restore {
             Some(dir) => cmd.arg("--restore").arg(dir),
             None => cmd.args(["--seed", &chaos.seed.to_string()]),
         };
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(o)
-            .stderr(e)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("starting the driver: {e}"))?;
+        let child = spawn_logged(&mut cmd, &log, "the driver")?;
         let msg = match restore {
             Some(dir) => format!("driver #{n} (pid {}): restore from {}", child.id(), dir.display()),
             None => format!("driver #{n} (pid {}): new run", child.id()),
@@ -189,6 +225,15 @@ impl Fleet {
                 }
                 NodeState::Stopped { cont_at } if now >= cont_at => {
                     resume(chaos, &mut self.nodes[i]);
+                    false
+                }
+                NodeState::Partitioned { heal_at } if now >= heal_at => {
+                    let node = &mut self.nodes[i];
+                    node.state = NodeState::Up;
+                    match chaos.lan.set_link(&node.host, true) {
+                        Ok(()) => chaos.say(&format!("HEAL {}", node.name)),
+                        Err(e) => record.failures.push(format!("healing {}: {e}", node.name)),
+                    }
                     false
                 }
                 NodeState::Up => note_own_exit(chaos, record, &mut self.nodes[i], now, t),
@@ -418,61 +463,4 @@ impl Drivers {
         self.phase = DriverPhase::Running;
         Ok(true)
     }
-}
-
-/// SIGKILL and reap. A child already reaped is not signalled again (std
-/// remembers its status), so a reused pid is never hit.
-pub fn kill_child(c: &mut Child) {
-    let _ = c.kill();
-    let _ = c.wait();
-}
-
-/// Sends `signal` (`STOP`, `CONT`) to a child that has not been reaped, so
-/// its pid is still its own.
-pub fn signal_child(c: &mut Child, signal: &str) -> Result<(), String> {
-    if !matches!(c.try_wait(), Ok(None)) {
-        return Err(format!("pid {} has exited", c.id()));
-    }
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(c.id().to_string())
-        .status()
-        .map_err(|e| format!("kill -{signal} {}: {e}", c.id()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("kill -{signal} {} exited with {status}", c.id()))
-    }
-}
-
-/// A 32-byte random cookie, hex, in a file only its owner may read.
-pub fn write_cookie(path: &Path) -> Result<(), String> {
-    let mut secret = [0u8; 32];
-    File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut secret)).map_err(|e| format!("/dev/urandom: {e}"))?;
-    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    f.write_all(hex.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// `n` free loopback ports (bound and released; a restarted node comes
-/// back on the same one).
-fn free_ports(n: usize) -> Result<Vec<u16>, String> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("binding 127.0.0.1:0: {e}"))?;
-    listeners.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
-}
-
-/// Opens `path` for appending, as a child's stdout and stderr.
-fn log_stdio(path: &Path) -> Result<(Stdio, Stdio), String> {
-    let f = OpenOptions::new().create(true).append(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let g = f.try_clone().map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((Stdio::from(f), Stdio::from(g)))
 }

@@ -1,23 +1,32 @@
-//! `rlx-chaos`: the chaos run of issue 23. A PPO run on CartPole-v1 with
-//! its evaluators on three `rlx node` processes, while this tool kills
-//! (SIGKILL), stops (SIGSTOP, then SIGCONT) and restarts the nodes at
-//! random, seeded intervals, and twice kills the driver and restores it
-//! from its newest checkpoint. Afterwards it checks what the issue asks:
-//! the final `result.json` holds every iteration exactly once, in order,
-//! with consistent step counts; every checkpoint of every run directory
-//! verifies; the run reached a 100-episode mean return of 475.
+//! `rlx-chaos`: the chaos run of issues 23 and 45. A PPO or IMPALA run on
+//! CartPole-v1 with its evaluators on four `rlx node` processes, each on
+//! its own "machine" (a network namespace on a private bridge, with the
+//! driver on a fifth), while this tool kills (SIGKILL, then a restart),
+//! stops (SIGSTOP, then SIGCONT) and cuts off (its link down, then up)
+//! the nodes at random, seeded times, starts the fourth node late with
+//! `rlx node --join` (the driver listens with `--node-listen`), and twice
+//! kills the driver and restores it from its newest checkpoint.
+//! Afterwards it checks what the issues ask: the final `result.json`
+//! holds every iteration exactly once, in order, with consistent step
+//! counts; every checkpoint of every run directory verifies; the run
+//! reached a 100-episode mean return of 475.
 //!
 //! ```text
 //! cargo build --release -p rlx-cli --bin rlx -p rlx-benches --bin rlx-chaos
-//! target/release/rlx-chaos --seed 1 --minutes 6 --out benches/reference/results/chaos-2026-11-25/seed-1
+//! target/release/rlx-chaos --run PPO --seed 1 --minutes 30 --out <dir>
+//! python3 benches/chaos/analyse.py <dir> > <dir>/analysis.json
+//! python3 benches/chaos/plot.py <dir> <dir>/steps_per_second.png
 //! ```
 //!
-//! It is a benchmark-style script (minutes of wall time), not a test in
-//! CI's budget. Everything binds 127.0.0.1 only. `--out` gets:
+//! It is a benchmark-style script (half an hour of wall time), not a test
+//! in CI's budget, and it needs root and iproute2 for the namespaces
+//! ([`rlx_benches::lan`]); `--net N` picks the private network
+//! `10.79.N.0/24`, so two runs can go side by side. `--out` gets:
 //!
 //! - `chaos.log`: every fault injected and every restart, with times;
-//! - `node-<i>.log`, `driver-<n>.log`: each child's stdout and stderr (a
-//!   log over 1 MB is cut to its last 2000 lines at the end);
+//! - `node-<i>.log`, `driver-<n>.log`: each child's stdout and stderr
+//!   (gzipped at the end if over 256 KiB);
+//! - `memory.csv`: every child's resident memory every 10 s;
 //! - `runs/`: the run directories (`result.json`, `params.json`,
 //!   checkpoints; only each run's newest checkpoint is kept after all of
 //!   them verified, unless `--keep-checkpoints`; a `result.json` or
@@ -30,7 +39,10 @@
 //! is injected until the next iteration that the current driver trains
 //! appears in its `result.json` (lines a restored run carries over from
 //! the old run do not count). It includes the ordinary length of an
-//! iteration, reported beside it as `iteration_time_s_median`.
+//! iteration, reported beside it as `iteration_time_s_median`. The
+//! figures of issue 45 (the fraction of wall time at the full evaluator
+//! count on nodes, the time to re-admit a node, memory) come from
+//! `benches/chaos/analyse.py`, which reads the output folder.
 //!
 //! The parts: this file holds the settings and the main loop;
 //! [`fleet`] starts, watches and stops the node and driver processes;
@@ -45,11 +57,12 @@ mod fleet;
 use clap::Parser;
 use faults::{Fault, Schedule};
 use fleet::{Drivers, Fleet};
+use rlx_benches::children::interrupt_flag;
+use rlx_benches::lan::Lan;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// `cluster.node_timeout_s`, the default: a node silent this long is lost.
@@ -58,18 +71,38 @@ const NODE_TIMEOUT_S: f64 = 10.0;
 /// resolution of the recovery times).
 const POLL: Duration = Duration::from_millis(20);
 
+/// The nodes' port, on each node's own address.
+const NODE_PORT: u16 = 7000;
+/// The driver's `--node-listen` port, for the node that joins.
+const DRIVER_PORT: u16 = 7100;
+
 #[derive(Parser)]
-#[command(about = "Chaos run: PPO on CartPole-v1 over 3 rlx nodes that are killed, stopped and restarted, \
-                   with the driver killed and restored twice; then checks results and checkpoints")]
+#[command(about = "Chaos run: PPO or IMPALA on CartPole-v1 over 4 rlx nodes in network namespaces that are \
+                   killed, stopped, cut off and restarted, one joining late, with the driver killed and \
+                   restored twice; then checks results and checkpoints (needs root and iproute2)")]
 struct Cli {
+    /// The algorithm: PPO (synchronous) or IMPALA (asynchronous).
+    #[arg(long, default_value = "PPO", value_parser = ["PPO", "IMPALA"])]
+    run: String,
     /// Seed of the fault schedule (and of the training run).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Planned length of the run in minutes. Training stops at
     /// `time_total_s` = minutes × 60 − 30 (training time, which survives
     /// restores); the whole run is given up at minutes + 5.
-    #[arg(long, default_value_t = 6.0)]
+    #[arg(long, default_value_t = 30.0)]
     minutes: f64,
+    /// How many nodes; the last one joins late, with `--join`.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(2..=32))]
+    nodes: u16,
+    /// The mean time between two node faults, in seconds (each gap is
+    /// drawn from 0.5 to 1.5 times it).
+    #[arg(long, default_value_t = 60.0)]
+    fault_every_s: f64,
+    /// The private network `10.79.NET.0/24` (and the namespaces' names):
+    /// another NET lets a second run go side by side.
+    #[arg(long, default_value_t = 1)]
+    net: u8,
     /// The `rlx` binary (default: `rlx` next to this binary).
     #[arg(long)]
     rlx: Option<PathBuf>,
@@ -80,16 +113,31 @@ struct Cli {
     /// newest, to keep the output small).
     #[arg(long)]
     keep_checkpoints: bool,
+    /// The drivers' `--checkpoint-freq`. Each checkpoint is written to disk
+    /// and synced before the next iteration: with IMPALA's short
+    /// iterations, every iteration's checkpoint takes most of the wall time,
+    /// which `time_total_s` (the stop) does not count.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    checkpoint_freq: u64,
 }
 
 /// The run's settings, its clock and its log (`chaos.log`).
 struct Chaos {
     rlx: PathBuf,
+    /// The algorithm (`--run`).
+    algorithm: String,
+    /// The driver's host and the nodes', on their own network.
+    lan: Lan,
+    nodes: usize,
+    fault_every_s: f64,
     out: PathBuf,
     /// `<out>/runs`: the drivers' `--results-dir`.
     runs: PathBuf,
     cookie: PathBuf,
     start: Instant,
+    /// The same moment as `start`, in seconds since the Unix epoch (the
+    /// analysis puts the drivers' log times on the run's clock with it).
+    start_unix_s: f64,
     log: File,
     /// The drivers' `--config` and `--stop`, as JSON.
     config: String,
@@ -99,6 +147,7 @@ struct Chaos {
     seed: u64,
     minutes: f64,
     keep_checkpoints: bool,
+    checkpoint_freq: u64,
 }
 
 impl Chaos {
@@ -115,6 +164,9 @@ impl Chaos {
         if !(cli.minutes > 0.0 && cli.minutes.is_finite()) {
             return Err("--minutes must be positive".into());
         }
+        if !(cli.fault_every_s > 0.0 && cli.fault_every_s.is_finite()) {
+            return Err("--fault-every-s must be positive".into());
+        }
         let out = cli.out;
         fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
         let runs = out.join("runs");
@@ -123,18 +175,42 @@ impl Chaos {
         }
         fs::create_dir_all(&runs).map_err(|e| format!("{}: {e}", runs.display()))?;
         let cookie = out.join("cookie");
-        fleet::write_cookie(&cookie)?;
+        rlx_benches::children::write_cookie(&cookie)?;
         let log = File::create(out.join("chaos.log")).map_err(|e| format!("chaos.log: {e}"))?;
+        let nodes = usize::from(cli.nodes);
+        let hosts: Vec<String> = std::iter::once("driver".to_string()).chain((1..=nodes).map(node_host)).collect();
+        let lan = Lan::create(cli.net, &hosts.iter().map(String::as_str).collect::<Vec<_>>())
+            .map_err(|e| format!("cannot make the network namespaces: {e}"))?;
         let stop_time_s = (cli.minutes * 60.0 - 30.0).max(30.0);
         let config = serde_json::json!({
-            "num_workers": 3,
+            "num_workers": 4,
             "cluster": {"node_restart": {"max_restarts": 50, "window_s": 60}},
         })
         .to_string();
         let stop = serde_json::json!({ "time_total_s": stop_time_s }).to_string();
         let (seed, minutes, keep_checkpoints) = (cli.seed, cli.minutes, cli.keep_checkpoints);
         let start = Instant::now();
-        Ok(Self { rlx, out, runs, cookie, start, log, config, stop, stop_time_s, seed, minutes, keep_checkpoints })
+        let start_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        Ok(Self {
+            rlx,
+            algorithm: cli.run,
+            lan,
+            nodes,
+            fault_every_s: cli.fault_every_s,
+            out,
+            runs,
+            cookie,
+            start,
+            start_unix_s,
+            log,
+            config,
+            stop,
+            stop_time_s,
+            seed,
+            minutes,
+            keep_checkpoints,
+            checkpoint_freq: cli.checkpoint_freq,
+        })
     }
 
     /// Seconds since the start.
@@ -147,6 +223,11 @@ impl Chaos {
         let line = format!("[{:7.1}s] {msg}", self.t());
         println!("{line}");
         let _ = writeln!(self.log, "{line}");
+    }
+
+    /// Where the node that joins dials the driver.
+    fn driver_listen(&self) -> String {
+        format!("{}:{DRIVER_PORT}", self.lan.ip("driver"))
     }
 
     /// When the whole run is given up: minutes + 5.
@@ -183,6 +264,11 @@ enum Flow {
     Stop,
 }
 
+/// The host name of node `i` (from 1) on the run's network.
+fn node_host(i: usize) -> String {
+    format!("node{i}")
+}
+
 fn main() {
     let cli = Cli::parse();
     match run(cli) {
@@ -195,37 +281,15 @@ fn main() {
     }
 }
 
-/// Ctrl-C or SIGTERM sets the flag; the main loop then stops, and the
-/// fleet's drop kills the children.
-fn interrupt_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let f = flag.clone();
-    std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-        rt.block_on(async {
-            let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
-                return;
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        });
-        f.store(true, Ordering::SeqCst);
-    });
-    flag
-}
-
 /// The whole chaos run: whether every check passed.
 fn run(cli: Cli) -> Result<bool, String> {
     let mut chaos = Chaos::new(cli)?;
     let interrupted = interrupt_flag();
-    let started_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let mut schedule = Schedule::new(chaos.seed, chaos.stop_time_s);
+    let mut schedule = Schedule::new(chaos.seed, chaos.stop_time_s, chaos.fault_every_s);
     let plan = schedule.describe(&chaos.stop);
-    chaos.say(&format!("seed {}; {plan}", chaos.seed));
+    chaos.say(&format!("{} seed {}; {plan}", chaos.algorithm, chaos.seed));
 
-    let mut fleet = Fleet::start(&mut chaos)?;
+    let mut fleet = Fleet::start(&mut chaos, schedule.late_join_at)?;
     let mut record = Record::default();
     let mut drivers = Drivers::start(&mut chaos, &mut fleet)?;
     main_loop(&mut chaos, &mut fleet, &mut drivers, &mut schedule, &mut record, &interrupted)?;
@@ -236,7 +300,7 @@ fn run(cli: Cli) -> Result<bool, String> {
     let wall_s = chaos.t();
     chaos.say(&format!("all children stopped; wall time {wall_s:.1}s; verifying"));
     let driver_kills_done = schedule.driver_kills_done;
-    let run = audit::Run { started_unix_s, wall_s, addrs, node_starts, drivers, driver_kills_done, record };
+    let run = audit::Run { wall_s, addrs, node_starts, drivers, driver_kills_done, record };
     let audit = audit::audit(&chaos, run);
     let text = serde_json::to_string_pretty(&audit.summary).expect("summary serializes");
     println!("{text}");
@@ -281,6 +345,7 @@ fn main_loop(
             continue;
         }
         schedule.fault_node_when_due(chaos, fleet, drivers, record, t);
+        fleet.sample_memory(t);
         std::thread::sleep(POLL);
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Env steps per second over the chaos run's wall time, one point per
 second (the steps of the iterations that ended in it), with the faults
-marked: node kills, node stops, driver kills. Needs matplotlib.
+marked: node kills, node stops, partitions, driver kills. Needs
+matplotlib.
 
 Usage: plot.py OUT_DIR PNG
 """
@@ -29,12 +30,13 @@ fig, ax = plt.subplots(figsize=(11, 4))
 # Seconds in which no iteration ended count as 0 steps.
 xs = list(range(min(per_second), max(per_second) + 1))
 ax.plot(xs, [per_second.get(x, 0) for x in xs], lw=0.6, color="tab:blue", label="env steps per second")
-kinds = {"SIGKILL": ("tab:red", "node killed"), "SIGSTOP": ("tab:orange", "node stopped"), "driver": ("black", "driver killed")}
+kinds = {"SIGKILL": ("tab:red", "node killed"), "SIGSTOP": ("tab:orange", "node stopped"),
+         "PARTITION": ("tab:purple", "node cut off"), "driver": ("black", "driver killed")}
 seen = set()
 for line in (out / "chaos.log").read_text().splitlines():
     m = re.match(r"\[\s*([\d.]+)s\] SIGKILL driver", line)
     kind = "driver" if m else None
-    if not m and (n := re.match(r"\[\s*([\d.]+)s\] (SIGKILL|SIGSTOP) chaos-node", line)):
+    if not m and (n := re.match(r"\[\s*([\d.]+)s\] (SIGKILL|SIGSTOP|PARTITION) chaos-node", line)):
         m, kind = n, n.group(2)
     if not m:
         continue
@@ -44,7 +46,9 @@ for line in (out / "chaos.log").read_text().splitlines():
     seen.add(kind)
 ax.set_xlabel("wall time (s)")
 ax.set_ylabel("env steps per second")
-ax.set_title(f"rlx-chaos seed {summary['seed']}: PPO, 3 nodes, {summary['faults_total']} faults in {summary['wall_time_s']:.0f} s")
+algorithm = summary.get("algorithm", "PPO")
+ax.set_title(f"rlx-chaos seed {summary['seed']}: {algorithm}, {len(summary['nodes'])} nodes, "
+             f"{summary['faults_total']} faults in {summary['wall_time_s']:.0f} s")
 ax.legend(loc="lower right", fontsize=8)
 fig.tight_layout()
 fig.savefig(png, dpi=110)
