@@ -137,20 +137,28 @@ def main():
     }, indent=2))
 
 
+def driver_starts(out):
+    """When each driver started, in seconds from the run's start."""
+    return [float(m.group(1)) for m in
+            re.finditer(r"\[\s*([\d.]+)s\] driver #\d+ \(pid", (out / "chaos.log").read_text())]
+
+
+def iterations_in_wall_time(out, summary):
+    """(wall second, row) for each iteration a driver trained itself: its
+    driver's start plus that driver's own training time so far."""
+    starts, first_total = driver_starts(out), {}
+    for k, r in own_iterations(out, summary):
+        first_total.setdefault(k, r["time_total_s"] - r["time_this_iter_s"])
+        yield int(starts[k] + r["time_total_s"] - first_total[k]), r
+
+
 def idle_seconds(out, summary):
     """Whole seconds of wall time (from the first driver's start to the
     end) in which no iteration the drivers trained themselves ended: the
     stalls a synchronous step has while it waits for a stopped or cut-off
-    node, and the gaps around driver restores. The placement of an
-    iteration in wall time is its driver's start plus its own training
-    time, as plot.py draws it."""
-    starts = [float(m.group(1)) for m in
-              re.finditer(r"\[\s*([\d.]+)s\] driver #\d+ \(pid", (out / "chaos.log").read_text())]
-    ended, first_total = set(), {}
-    for k, r in own_iterations(out, summary):
-        first_total.setdefault(k, r["time_total_s"] - r["time_this_iter_s"])
-        ended.add(int(starts[k] + r["time_total_s"] - first_total[k]))
-    span = range(int(starts[0]), int(summary["wall_time_s"]))
+    node, and the gaps around driver restores."""
+    ended = {t for t, _ in iterations_in_wall_time(out, summary)}
+    span = range(int(driver_starts(out)[0]), int(summary["wall_time_s"]))
     idle = sum(1 for t in span if t not in ended)
     return {"seconds": idle, "of": len(span), "fraction": round(idle / max(1, len(span)), 4)}
 

@@ -13,18 +13,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from analyse import own_iterations  # noqa: E402
+from analyse import iterations_in_wall_time  # noqa: E402
 
 out, png = Path(sys.argv[1]), sys.argv[2]
 summary = json.loads((out / "summary.json").read_text())
-starts = [float(m.group(1)) for m in re.finditer(r"\[\s*([\d.]+)s\] driver #\d+ \(pid", (out / "chaos.log").read_text())]
 
-per_second, first_total = {}, {}
-for k, r in own_iterations(out, summary):
-    first_total.setdefault(k, r["time_total_s"] - r["time_this_iter_s"])
-    # Wall time: the driver's start plus its own training time so far.
-    t = starts[k] + (r["time_total_s"] - first_total[k])
-    per_second[int(t)] = per_second.get(int(t), 0) + r["timesteps_this_iter"]
+per_second = {}
+for t, r in iterations_in_wall_time(out, summary):
+    per_second[t] = per_second.get(t, 0) + r["timesteps_this_iter"]
 
 fig, ax = plt.subplots(figsize=(11, 4))
 # Seconds in which no iteration ended count as 0 steps.

@@ -178,16 +178,21 @@ impl Drop for Children {
     }
 }
 
-/// Polls `done` until it gives a value, `limit` at most, while the
-/// driver `pid` runs (the error says what was awaited).
-fn wait_for<T>(what: &str, pid: u32, limit: Duration, mut done: impl FnMut() -> Option<T>) -> Result<T, String> {
+/// Polls `done` until it gives a value, `limit` at most, and while the
+/// `driver` process (if given) runs (the error says what was awaited).
+fn wait_for<T>(
+    what: &str,
+    driver: Option<u32>,
+    limit: Duration,
+    mut done: impl FnMut() -> Option<T>,
+) -> Result<T, String> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(v) = done() {
             return Ok(v);
         }
         // A process that exited (a zombie until reaped) has no VmRSS.
-        if resident_kib(pid).is_none() {
+        if driver.is_some_and(|pid| resident_kib(pid).is_none()) {
             return Err(format!("the driver exited while waiting for {what}; see its log"));
         }
         if interrupted() {
@@ -316,7 +321,7 @@ fn scale_run(
     }
     for i in 1..=k {
         let log = dir.join(format!("node{i}.log"));
-        wait_for("a node to listen", std::process::id(), Duration::from_secs(30), || {
+        wait_for("a node to listen", None, Duration::from_secs(30), || {
             (count_in(&log, "listening on") > 0).then_some(())
         })?;
     }
@@ -417,7 +422,7 @@ fn swarm(
         let args: Vec<&str> = args.iter().map(String::as_str).chain(dial.iter().copied()).collect();
         let pid = children.start(lan, "driver", rlx, &args, &log)?;
         let said = |text: &str| count_in(&log, text) > 0;
-        wait_for("the driver to listen", pid, Duration::from_secs(60), || {
+        wait_for("the driver to listen", Some(pid), Duration::from_secs(60), || {
             (said("listening for nodes on") || said("error")).then_some(())
         })?;
         if !said("listening for nodes on") {
@@ -441,7 +446,7 @@ fn swarm(
         "1",
     ];
     children.start(lan, "near0", rlx, &anchor_args, &anchor_log)?;
-    wait_for("the anchor node to listen", std::process::id(), Duration::from_secs(30), || {
+    wait_for("the anchor node to listen", None, Duration::from_secs(30), || {
         (count_in(&anchor_log, "listening on") > 0).then_some(())
     })?;
     let (driver1, log1) = start_driver(&mut children, 1, 1, 2, &["--nodes", &anchor_addr])?;
@@ -477,7 +482,7 @@ fn swarm(
     }
     let spawned_s = started.elapsed().as_secs_f64();
     let limit = Duration::from_secs(60 + n as u64);
-    let joined_s = wait_for("every node to join", driver1, limit, || {
+    let joined_s = wait_for("every node to join", Some(driver1), limit, || {
         (count_in(&log1, " joined from ") >= n).then(|| started.elapsed().as_secs_f64())
     })?;
     pause(Duration::from_secs(2))?;
@@ -495,10 +500,10 @@ fn swarm(
         rows.last().is_some_and(|r| r["cluster"]["nodes_alive"] == n && r["cluster"]["evaluators_on_nodes"] == n)
     };
     let rejoined_s =
-        wait_for("every node back after the restore", driver2, Duration::from_secs(120 + n as u64), || {
+        wait_for("every node back after the restore", Some(driver2), Duration::from_secs(120 + n as u64), || {
             (count_in(&log2, " joined from ") >= n).then(|| restarted.elapsed().as_secs_f64())
         })?;
-    let full_s = wait_for("every evaluator on a node", driver2, limit, || {
+    let full_s = wait_for("every evaluator on a node", Some(driver2), limit, || {
         all_on_nodes(&rows(&results2)).then(|| restarted.elapsed().as_secs_f64())
     })?;
     let driver2_kib = resident_kib(driver2).unwrap_or(0);
@@ -509,7 +514,7 @@ fn swarm(
         lan.set_link(host, false)?;
     }
     let cut = Instant::now();
-    let lost_s = wait_for("the far half lost", driver2, Duration::from_secs(120), || {
+    let lost_s = wait_for("the far half lost", Some(driver2), Duration::from_secs(120), || {
         rows(&results2)
             .last()
             .is_some_and(|r| r["cluster"]["nodes_alive"] == n / 2)
@@ -522,7 +527,7 @@ fn swarm(
     }
     let healed = Instant::now();
     let recovered_s =
-        wait_for("every evaluator back on a node after the heal", driver2, Duration::from_secs(300), || {
+        wait_for("every evaluator back on a node after the heal", Some(driver2), Duration::from_secs(300), || {
             all_on_nodes(&rows(&results2)).then(|| healed.elapsed().as_secs_f64())
         })?;
     pause(Duration::from_secs(3))?;
