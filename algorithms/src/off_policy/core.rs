@@ -20,6 +20,7 @@ use rlx::env::EnvMaker;
 use rlx::postprocessing::N_STEP_DISCOUNTS;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, SyncReplayOptimizer, Trainer};
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// The keys DDPG, TD3 and SAC share beyond the sampling, replay and
@@ -75,13 +76,22 @@ pub(crate) struct ContinuousBuild<'a, C> {
     pub rng_seed: u64,
 }
 
+/// The sections of a DDPG/TD3 or SAC config that the family's shared code
+/// reads.
+pub(crate) struct Sections<'a> {
+    pub sampling: &'a Sampling,
+    pub replay: &'a Replay,
+    pub learning: &'a Learning,
+    pub continuous: &'a ContinuousLearning,
+}
+
 /// A continuous-control config whose policy can be built on any device.
 pub(crate) trait ContinuousPolicy: Sized {
     /// The algorithm's name, for errors.
     const NAME: &'static str;
 
-    /// The sampling, replay and learning sections.
-    fn sections(&self) -> (&Sampling, &Replay, &Learning);
+    /// The sampling, replay, learning and shared continuous sections.
+    fn sections(&self) -> Sections<'_>;
 
     /// The policy on `dev`.
     fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError>;
@@ -95,6 +105,48 @@ impl<C: ContinuousPolicy> OnDevice for ContinuousBuild<'_, C> {
     }
 }
 
+/// The networks DDPG, TD3 and SAC all start with, in the weights' order:
+/// the actor's hidden layers and its `N` linear heads (`actor.<head>`), then
+/// the critics on `[u, s]` (`critic<j>`).
+pub(crate) struct Networks<const N: usize> {
+    pub hidden: Mlp,
+    pub heads: [Linear; N],
+    pub critics: Vec<Critic>,
+    /// The actor's and the critics' spans of the weights.
+    spans: (Range<usize>, Range<usize>),
+}
+
+impl<C: ContinuousPolicy> ContinuousBuild<'_, C> {
+    /// The actor, with one head of the action's width per name in `heads`,
+    /// and `critics` critics, on `p` (the policy's own weights follow them).
+    pub(crate) fn networks<D: NetDevice, const N: usize>(
+        &self,
+        p: &mut Params<D>,
+        heads: [&str; N],
+        critics: usize,
+    ) -> Networks<N> {
+        let model = &self.cfg.sections().learning.model;
+        let (f, a) = (self.input.features(), self.bounds.dim());
+        let start = p.next_id();
+        let hidden = Mlp::new(p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
+        let heads = heads.map(|h| Linear::new(p, &format!("actor.{h}"), hidden.features(), a));
+        let critics_start = p.next_id();
+        let critics = (0..critics).map(|j| Critic::new(p, &format!("critic{j}"), a + f, model)).collect();
+        let spans = (p.range(start, critics_start), p.range(critics_start, p.next_id()));
+        Networks { hidden, heads, critics, spans }
+    }
+
+    /// The policy core over `p`, with target copies of the weights and the
+    /// actor's and the critics' Adam as its optimizers 0 and 1.
+    pub(crate) fn core<D: NetDevice, const N: usize>(&self, p: Params<D>, n: &Networks<N>) -> PolicyCore<D> {
+        let s = self.cfg.sections();
+        let mut core = PolicyCore::new(p, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
+        core.add_optimizer(n.spans.0.clone(), s.continuous.actor_lr, 1e-8, s.learning.grad_clip);
+        core.add_optimizer(n.spans.1.clone(), s.continuous.critic_lr, 1e-8, s.learning.grad_clip);
+        core
+    }
+}
+
 /// A policy of config `cfg`'s algorithm for the given spaces, on the
 /// config's device.
 pub(crate) fn make_policy<C: ContinuousPolicy>(
@@ -104,8 +156,8 @@ pub(crate) fn make_policy<C: ContinuousPolicy>(
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
     let (input, bounds) = continuous_spaces(C::NAME, obs, act)?;
-    let (sampling, _, learning) = cfg.sections();
-    on_device(learning.device, sampling.seed, ContinuousBuild { cfg, obs, act, input, bounds, rng_seed })
+    let s = cfg.sections();
+    on_device(s.learning.device, s.sampling.seed, ContinuousBuild { cfg, obs, act, input, bounds, rng_seed })
 }
 
 /// The execution plan of DDPG, TD3 and SAC: evaluators from `make_env`,
@@ -117,8 +169,8 @@ pub(crate) async fn replay_trainer<C: ContinuousPolicy + Send + Sync + 'static>(
     make_env: EnvMaker,
     cfg: C,
 ) -> Result<Trainer, BuildError> {
-    let (sampling, replay, _) = cfg.sections();
-    let (settings, optimizer) = (replay.settings(sampling), replay.optimizer(sampling.seed, None));
+    let s = cfg.sections();
+    let (settings, optimizer) = (s.replay.settings(s.sampling), s.replay.optimizer(s.sampling.seed, None));
     let make = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&cfg, o, a, seed));
     let evaluators = crate::common::sampling::spawn_evaluators(ctx, make_env, make, settings).await?;
     let optimizer = SyncReplayOptimizer::new(optimizer).map_err(|e| BuildError::Unsupported(e.to_string()))?;
@@ -420,8 +472,24 @@ pub(crate) fn soft_update_target<D: NetDevice>(core: &mut PolicyCore<D>, tau: f6
 /// Fixtures for the DDPG and SAC unit tests.
 #[cfg(test)]
 pub(crate) mod fixtures {
+    use super::{continuous_spaces, ContinuousBuild, ContinuousPolicy};
+    use crate::error::BuildError;
+    use dfdx::prelude::Cpu;
     use rlx::postprocessing::N_STEP_DISCOUNTS;
     use rlx::{fields, SampleBatch, Space};
+
+    /// The policy `policy` builds from `cfg` for [`spaces`], on a CPU seeded
+    /// by the config.
+    pub(crate) fn on_cpu<C: ContinuousPolicy, P>(
+        cfg: &C,
+        rng_seed: u64,
+        policy: impl FnOnce(ContinuousBuild<'_, C>, Cpu) -> Result<P, BuildError>,
+    ) -> P {
+        let (o, a) = spaces();
+        let (input, bounds) = continuous_spaces(C::NAME, &o, &a).unwrap();
+        let dev = Cpu::seed_from_u64(cfg.sections().sampling.seed);
+        policy(ContinuousBuild { cfg, obs: &o, act: &a, input, bounds, rng_seed }, dev).unwrap()
+    }
 
     /// A 3-value observation and a 1-value action in `[-2, 2]`.
     pub(crate) fn spaces() -> (Space, Space) {

@@ -56,7 +56,7 @@ use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, critic_gradient, critic_input_taped, min_q, replay_trainer, soft_update_target,
-    step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+    step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic, Networks, Sections,
 };
 use dfdx::prelude::*;
 use rand::Rng;
@@ -369,8 +369,13 @@ pub fn make_policy(cfg: &DdpgConfig, obs: &Space, act: &Space, seed: u64) -> Res
 impl ContinuousPolicy for DdpgConfig {
     const NAME: &'static str = DdpgConfig::NAME;
 
-    fn sections(&self) -> (&Sampling, &Replay, &Learning) {
-        (&self.sampling, &self.replay, &self.learning)
+    fn sections(&self) -> Sections<'_> {
+        Sections {
+            sampling: &self.sampling,
+            replay: &self.replay,
+            learning: &self.learning,
+            continuous: &self.continuous,
+        }
     }
 
     fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
@@ -380,25 +385,16 @@ impl ContinuousPolicy for DdpgConfig {
 
 /// The policy's networks and optimizers on `dev`.
 fn policy<D: NetDevice>(b: ContinuousBuild<'_, DdpgConfig>, dev: D) -> Result<DeepPolicy<Ddpg, D>, BuildError> {
-    let (cfg, model) = (b.cfg, &b.cfg.learning.model);
-    let (f, a) = (b.input.features(), b.bounds.dim());
     let mut p = Params::new(dev);
-    let start = p.next_id();
-    let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
-    let head = Linear::new(&mut p, "actor.out", mlp.features(), a);
-    let critics_start = p.next_id();
-    let critics =
-        (0..if cfg.twin_q { 2 } else { 1 }).map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model)).collect();
-    let (actor_range, critic_range) = (p.range(start, critics_start), p.range(critics_start, p.next_id()));
-    let mut core = PolicyCore::new(p, b.obs.clone(), b.act.clone(), b.rng_seed).with_target();
-    core.add_optimizer(actor_range, cfg.continuous.actor_lr, 1e-8, cfg.learning.grad_clip);
-    core.add_optimizer(critic_range, cfg.continuous.critic_lr, 1e-8, cfg.learning.grad_clip);
+    let networks = b.networks(&mut p, ["out"], if b.cfg.twin_q { 2 } else { 1 });
+    let core = b.core(p, &networks);
+    let Networks { hidden, heads: [head], critics, .. } = networks;
     let ddpg = Ddpg {
-        random_steps: cfg.continuous.random_steps_per_evaluator(&cfg.sampling),
-        cfg: cfg.clone(),
+        random_steps: b.cfg.continuous.random_steps_per_evaluator(&b.cfg.sampling),
+        cfg: b.cfg.clone(),
         input: b.input,
         bounds: b.bounds,
-        actor: Actor { mlp, head },
+        actor: Actor { mlp: hidden, head },
         critics,
         state: DdpgState::default(),
     };
@@ -422,15 +418,12 @@ pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: DdpgConfig) -> Re
 mod tests {
     use super::*;
     use crate::off_policy::core::critic_input;
-    use crate::off_policy::core::fixtures::{batch, spaces};
+    use crate::off_policy::core::fixtures::{batch, on_cpu, spaces};
 
     type Policy = DeepPolicy<Ddpg, Cpu>;
 
     fn policy(cfg: DdpgConfig) -> Policy {
-        let (o, a) = spaces();
-        let (input, bounds) = crate::off_policy::core::continuous_spaces("DDPG", &o, &a).unwrap();
-        let dev = Cpu::seed_from_u64(cfg.sampling.seed);
-        super::policy(ContinuousBuild { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed: 0 }, dev).unwrap()
+        on_cpu(&cfg, 0, super::policy)
     }
 
     fn td3() -> DdpgConfig {

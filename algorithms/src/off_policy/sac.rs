@@ -47,7 +47,7 @@ use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, critic_gradient, critic_input_taped, min_q, replay_trainer, soft_update_target,
-    step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+    step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic, Networks, Sections,
 };
 use dfdx::prelude::*;
 use rand::Rng;
@@ -374,8 +374,13 @@ pub fn make_policy(cfg: &SacConfig, obs: &Space, act: &Space, seed: u64) -> Resu
 impl ContinuousPolicy for SacConfig {
     const NAME: &'static str = SacConfig::NAME;
 
-    fn sections(&self) -> (&Sampling, &Replay, &Learning) {
-        (&self.sampling, &self.replay, &self.learning)
+    fn sections(&self) -> Sections<'_> {
+        Sections {
+            sampling: &self.sampling,
+            replay: &self.replay,
+            learning: &self.learning,
+            continuous: &self.continuous,
+        }
     }
 
     fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
@@ -383,32 +388,25 @@ impl ContinuousPolicy for SacConfig {
     }
 }
 
-/// The policy's networks and optimizers on `dev`.
+/// The policy's networks and optimizers on `dev`; `log α` follows the
+/// critics in the weights and has the core's third optimizer.
 fn policy<D: NetDevice>(b: ContinuousBuild<'_, SacConfig>, dev: D) -> Result<DeepPolicy<Sac, D>, BuildError> {
-    let (cfg, model) = (b.cfg, &b.cfg.learning.model);
-    let (f, a) = (b.input.features(), b.bounds.dim());
+    let cfg = b.cfg;
     let mut p = Params::new(dev);
-    let start = p.next_id();
-    let mlp = Mlp::new(&mut p, "actor.hidden", f, &model.fcnet_hiddens, model.fcnet_activation);
-    let mean = Linear::new(&mut p, "actor.mean", mlp.features(), a);
-    let log_std = Linear::new(&mut p, "actor.log_std", mlp.features(), a);
-    let critics_start = p.next_id();
-    let critics = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), a + f, model)).collect();
+    let networks = b.networks(&mut p, ["mean", "log_std"], 2);
     let alpha_start = p.next_id();
     let log_alpha = p.constant("log_alpha", &[1], &[(cfg.initial_alpha as f32).ln()]);
-    let ranges =
-        (p.range(start, critics_start), p.range(critics_start, alpha_start), p.range(alpha_start, p.next_id()));
-    let mut core = PolicyCore::new(p, b.obs.clone(), b.act.clone(), b.rng_seed).with_target();
-    core.add_optimizer(ranges.0, cfg.continuous.actor_lr, 1e-8, cfg.learning.grad_clip);
-    core.add_optimizer(ranges.1, cfg.continuous.critic_lr, 1e-8, cfg.learning.grad_clip);
-    core.add_optimizer(ranges.2, cfg.alpha_lr, 1e-8, None);
+    let alpha_range = p.range(alpha_start, p.next_id());
+    let mut core = b.core(p, &networks);
+    core.add_optimizer(alpha_range, cfg.alpha_lr, 1e-8, None);
+    let Networks { hidden, heads: [mean, log_std], critics, .. } = networks;
     let sac = Sac {
-        target_entropy: cfg.target_entropy.map_or(-(a as f32), |h| h as f32),
+        target_entropy: cfg.target_entropy.map_or(-(b.bounds.dim() as f32), |h| h as f32),
         random_steps: cfg.continuous.random_steps_per_evaluator(&cfg.sampling),
         cfg: cfg.clone(),
         input: b.input,
         bounds: b.bounds,
-        actor: Actor { mlp, mean, log_std },
+        actor: Actor { mlp: hidden, mean, log_std },
         critics,
         log_alpha,
         steps_explored: 0,
@@ -433,15 +431,12 @@ pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: SacConfig) -> Res
 mod tests {
     use super::*;
     use crate::off_policy::core::critic_input;
-    use crate::off_policy::core::fixtures::{batch, spaces};
+    use crate::off_policy::core::fixtures::{batch, on_cpu, spaces};
 
     type Policy = DeepPolicy<Sac, Cpu>;
 
     fn policy_with(cfg: SacConfig, rng_seed: u64) -> Policy {
-        let (o, a) = spaces();
-        let (input, bounds) = crate::off_policy::core::continuous_spaces("SAC", &o, &a).unwrap();
-        let dev = Cpu::seed_from_u64(cfg.sampling.seed);
-        super::policy(ContinuousBuild { cfg: &cfg, obs: &o, act: &a, input, bounds, rng_seed }, dev).unwrap()
+        on_cpu(&cfg, rng_seed, super::policy)
     }
 
     fn policy(cfg: SacConfig) -> Policy {
