@@ -16,6 +16,23 @@ async fn dqn_learns_cartpole() {
     assert!(learner.get("replay_buffer_size").unwrap() > 1000.0);
 }
 
+/// Rainbow's two pieces on top of DQN's defaults: the C51 distributional
+/// head (51 atoms on [0, 100], which covers CartPole's discounted returns
+/// of at most 1/(1 − 0.99)) and noisy heads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distributional_noisy_dqn_learns_cartpole() {
+    // Greedy 488.6 after 42k steps (seed 1), 494.9 after 33k (seed 2)
+    // and 477.3 after 45k (seed 3) on 2026-12-02, release build.
+    let config = json!({"seed": 1, "num_atoms": 51, "v_min": 0.0, "v_max": 100.0, "noisy": true});
+    let learner = learns("DQN", config, 475.0, 150_000).await;
+    // Q is the mean of the learned distribution: a balancing policy's
+    // discounted return is well above a random one's (about 20) and
+    // within the atoms' [0, 100]. The run above had 60 when it passed.
+    let mean_q = learner.get("mean_q").unwrap();
+    assert!(mean_q > 40.0 && mean_q <= 100.0, "mean_q {mean_q}");
+    assert!(learner.get("loss").unwrap() > 0.0, "a cross-entropy against projected targets");
+}
+
 /// Ape-X's reported returns mix its evaluators, and one of two explores
 /// with ε = 0.4 throughout, which holds the training mean near 100 on some
 /// runs however well the policy does; so this test asks the learned policy

@@ -6,6 +6,7 @@
 //! Set `RLX_BENCH_QUICK=1` to run every suite for a moment only (CI checks
 //! that the benchmarks build and run; the figures come from full runs).
 
+pub mod atari_stream;
 /// The book's Rust examples, compiled as doctests of this crate.
 #[cfg(doctest)]
 mod book;

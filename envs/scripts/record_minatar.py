@@ -6,9 +6,11 @@ Run from the repository root:
     pip install minatar==1.0.15 gymnasium==1.0.0 numpy==2.4.6
     python3 envs/scripts/record_minatar.py
 
-Writes envs/tests/fixtures/MinAtar-Breakout-v1.json,
-MinAtar-SpaceInvaders-v1.json and MinAtar-mt19937.json, replayed by
-envs/tests/minatar_reference.rs.
+Writes envs/tests/fixtures/MinAtar-<Game>-v1.json for Breakout,
+SpaceInvaders, Asterix and Freeway, and MinAtar-mt19937.json, replayed by
+envs/tests/minatar_reference.rs. With game names as arguments
+(`python3 envs/scripts/record_minatar.py Asterix Freeway`), only those
+games' files are written.
 
 Trajectories: per game, ONE env from `gymnasium.make("MinAtar/<Game>-v1")`
 (sticky actions 0.1, difficulty ramping, minimal action set, as registered)
@@ -46,6 +48,9 @@ GAMES = {
     # name: (seeds, steps per seed)
     "MinAtar/Breakout-v1": ([0, 1, 2, 3, 4, 2**32 + 7], 2000),
     "MinAtar/SpaceInvaders-v1": ([0, 1, 2, 3, 4], 1800),
+    "MinAtar/Asterix-v1": ([0, 1, 2, 3, 4, 2**32 + 7], 2000),
+    # An episode is 2,500 steps: three seeds of 3,000 end three of them.
+    "MinAtar/Freeway-v1": ([0, 1, 2], 3000),
 }
 
 
@@ -113,6 +118,40 @@ def space_invaders_action(rng, game, eps):
     return 0
 
 
+def asterix_action(rng, game, eps):
+    if rng.random() < eps:
+        return int(rng.integers(5))
+    # 0 no-op, 1 left, 2 up, 3 right, 4 down: the move that keeps clear of
+    # enemies next to the new cell and comes closest to some gold.
+    moves = [(0, 0), (-1, 0), (0, -1), (1, 0), (0, 1)]
+    enemies = [e for e in game.entities if e is not None and not e[3]]
+    golds = [e for e in game.entities if e is not None and e[3]]
+    best = None
+    for a, (dx, dy) in enumerate(moves):
+        x, y = min(9, max(0, game.player_x + dx)), min(8, max(1, game.player_y + dy))
+        if any(e[1] == y and abs(e[0] - x) <= 1 for e in enemies):
+            continue
+        d = min((abs(g[0] - x) + abs(g[1] - y) for g in golds), default=0)
+        if best is None or d < best[0]:
+            best = (d, a)
+    return best[1] if best else int(rng.integers(5))
+
+
+def freeway_action(rng, game, eps):
+    if rng.random() < eps:
+        return int(rng.integers(3))
+    # 0 no-op, 1 up, 2 down: up unless a car is about to cross column 4 on
+    # the next row up.
+    ahead = [c for c in game.cars if c[1] == game.pos - 1]
+    if any(abs(c[0] - 4) <= 1 for c in ahead):
+        return 0
+    return 1
+
+
+POLICIES = {"Breakout": breakout_action, "SpaceInvaders": space_invaders_action, "Asterix": asterix_action,
+            "Freeway": freeway_action}
+
+
 def reset_env(env, seed):
     # Seeds beyond 32 bits: NumPy's RandomState(seed) refuses them; rlx uses
     # the two 32-bit words as an init_by_array key, which we reproduce here.
@@ -127,7 +166,7 @@ def reset_env(env, seed):
 def record(name, seeds, steps):
     env = gym.make(name)
     game_env = env.unwrapped.game.env
-    policy = breakout_action if "Breakout" in name else space_invaders_action
+    policy = POLICIES[name.split("/")[1].split("-")[0]]
     out = []
     stats = {"terminations": 0, "max_return": 0, "max_ramp": 0}
 
@@ -197,7 +236,10 @@ def main():
     register_envs()
     versions = {"minatar": version("minatar"), "gymnasium": gym.__version__, "numpy": np.__version__,
                 "python": sys.version.split()[0]}
+    only = sys.argv[1:]
     for name, (seeds, steps) in GAMES.items():
+        if only and name.split("/")[1].split("-")[0] not in only:
+            continue
         episodes, stats = record(name, seeds, steps)
         doc = {
             "env": name,
@@ -210,6 +252,8 @@ def main():
             json.dump(doc, f, separators=(",", ":"))
         n = sum(len(e["actions"]) for e in episodes)
         print(f"{path}: {len(episodes)} episodes, {n} steps, {stats}")
+    if only:
+        return
     path = "envs/tests/fixtures/MinAtar-mt19937.json"
     with open(path, "w") as f:
         json.dump({"made_with": versions, "cases": rng_checks()}, f, separators=(",", ":"))

@@ -248,7 +248,7 @@ mod tests {
         let env = Acrobot::new();
         let high = vec![1.0f32, 1.0, 1.0, 1.0, 12.566371, 28.274334];
         let low = high.iter().map(|h| -h).collect();
-        assert_eq!(env.observation_space(), &Space::Box { low, high, shape: vec![6] });
+        assert_eq!(env.observation_space(), &Space::bounded(low, high, vec![6]).unwrap());
         assert_eq!(env.action_space(), &Space::discrete(3));
     }
 

@@ -422,7 +422,7 @@ mod tests {
     fn spaces_match_gymnasium() {
         let low = vec![-1.2f32, -0.07];
         let high = vec![0.6f32, 0.07];
-        let obs = Space::Box { low, high, shape: vec![2] };
+        let obs = Space::bounded(low, high, vec![2]).unwrap();
         assert_eq!(MountainCar::new().observation_space(), &obs);
         assert_eq!(MountainCarContinuous::new().observation_space(), &obs);
         assert_eq!(MountainCar::new().action_space(), &Space::discrete(3));

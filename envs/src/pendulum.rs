@@ -196,7 +196,7 @@ mod tests {
     #[test]
     fn spaces_match_gymnasium() {
         let env = Pendulum::new();
-        let obs = Space::Box { low: vec![-1.0, -1.0, -8.0], high: vec![1.0, 1.0, 8.0], shape: vec![3] };
+        let obs = Space::bounded(vec![-1.0, -1.0, -8.0], vec![1.0, 1.0, 8.0], vec![3]).unwrap();
         assert_eq!(env.observation_space(), &obs);
         assert_eq!(env.action_space().to_string(), "Box(-2, 2, [1])");
     }

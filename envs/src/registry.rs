@@ -1,6 +1,6 @@
 //! Envs by name, with the metadata Gymnasium's registry keeps.
 
-use crate::minatar::{BreakoutGame, Game, MinAtar, SpaceInvadersGame};
+use crate::minatar::{AsterixGame, BreakoutGame, FreewayGame, Game, MinAtar, SpaceInvadersGame};
 use crate::{Acrobot, CartPole, MaskedMaze, MountainCar, MountainCarContinuous, Pendulum, StatelessCartPole};
 use rlx::config::{closest_n, from_value};
 use rlx::{Env, EnvError, TimeLimit};
@@ -221,6 +221,20 @@ const REGISTRY: &[EnvSpec] = &[
         reward_threshold: None,
         kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
         make: minatar::<SpaceInvadersGame>,
+    },
+    EnvSpec {
+        name: "MinAtar/Asterix-v1",
+        description: "MinAtar Asterix; Box(0, 1, [10, 10, 4]) binary obs, Discrete(5) actions, sticky actions, no time limit (minatar 1.0.15)",
+        reward_threshold: None,
+        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
+        make: minatar::<AsterixGame>,
+    },
+    EnvSpec {
+        name: "MinAtar/Freeway-v1",
+        description: "MinAtar Freeway; Box(0, 1, [10, 10, 7]) binary obs, Discrete(3) actions, sticky actions, ends after 2,500 steps (minatar 1.0.15)",
+        reward_threshold: None,
+        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
+        make: minatar::<FreewayGame>,
     },
 ];
 

@@ -7,7 +7,7 @@
 //! against recorded NumPy outputs.
 
 use rlx::{Action, Env};
-use rlx_envs::minatar::{BreakoutGame, SpaceInvadersGame};
+use rlx_envs::minatar::{AsterixGame, BreakoutGame, FreewayGame, SpaceInvadersGame};
 use rlx_envs::minatar::{Game, MinAtar, Mt19937};
 use serde::Deserialize;
 use serde_json::Value;
@@ -147,6 +147,23 @@ fn space_invaders_matches_minatar() {
 }
 
 #[test]
+fn asterix_matches_minatar() {
+    let cov = replay::<AsterixGame>("MinAtar-Asterix-v1");
+    assert!(cov.steps >= 10_000 && cov.terminations >= 50 && cov.seeded >= 5, "{} {}", cov.steps, cov.terminations);
+    // Long episodes reached the ramp's faster spawns and moves.
+    assert!(cov.max_return > 30.0 && cov.max_ramp >= 5, "{} {}", cov.max_return, cov.max_ramp);
+}
+
+#[test]
+fn freeway_matches_minatar() {
+    let cov = replay::<FreewayGame>("MinAtar-Freeway-v1");
+    // Every episode that ended ran into the 2,500-step limit; crossings
+    // re-drew the cars' speeds.
+    assert!(cov.steps >= 9_000 && cov.terminations >= 3 && cov.seeded >= 3, "{} {}", cov.steps, cov.terminations);
+    assert!(cov.max_return > 20.0, "{}", cov.max_return);
+}
+
+#[test]
 fn mt19937_matches_numpy_random_state() {
     let doc: Value = serde_json::from_str(&read("MinAtar-mt19937")).unwrap();
     let cases = doc["cases"].as_array().unwrap();
@@ -183,7 +200,12 @@ fn mt19937_matches_numpy_random_state() {
 
 #[test]
 fn registered_under_the_minatar_gym_names() {
-    for (name, n, channels) in [("MinAtar/Breakout-v1", 3, 4), ("MinAtar/SpaceInvaders-v1", 4, 6)] {
+    for (name, n, channels) in [
+        ("MinAtar/Breakout-v1", 3, 4),
+        ("MinAtar/SpaceInvaders-v1", 4, 6),
+        ("MinAtar/Asterix-v1", 5, 4),
+        ("MinAtar/Freeway-v1", 3, 7),
+    ] {
         let env = rlx_envs::make(name).unwrap();
         assert_eq!(env.name(), name);
         assert_eq!(env.action_space().to_string(), format!("Discrete({n})"));

@@ -74,7 +74,7 @@ pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGr
 pub use pool::{ActorPool, PoolError};
 pub use restart::{RestartPolicy, RestartStrategy};
 pub use sample_batch::{fields, Column, SampleBatch};
-pub use space::{Action, Space};
+pub use space::{Action, Dtype, Space};
 pub use trainer::{RunState, StopCriteria, Trainer};
 pub use vector_env::{BatchedEnv, EpisodeSummary, VectorEnv};
 pub use wrappers::{ActionRepeat, ClipReward, FrameStack, TimeLimit, Wrapped, Wrapper};

@@ -27,12 +27,29 @@ pub enum Space {
         high: Vec<f32>,
         /// The shape; the product of its entries is `low.len()`.
         shape: Vec<usize>,
+        /// What the values are at their source (Gymnasium's `dtype`).
+        #[serde(default)]
+        dtype: Dtype,
     },
     /// Several discrete choices at once: element `i` lies in `0..nvec[i]`.
     MultiDiscrete {
         /// Number of choices per element.
         nvec: Vec<i64>,
     },
+}
+
+/// What a [`Space::Box`]'s values are at their source. Every observation
+/// travels as `f32`; a `U8` box says that each value is a byte `b` written
+/// as `b / 255` (how the Gymnasium bridge hands over `uint8` images), so
+/// storage that knows it keeps one byte per value (the replay's
+/// [`FrameStore`](crate::replay::FrameLayout)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Dtype {
+    /// Any `f32`.
+    #[default]
+    F32,
+    /// Bytes, scaled to `[0, 1]`: every value is `b / 255` for a `b` in `0..=255`.
+    U8,
 }
 
 /// One action handed to [`Env::step`](crate::Env::step), borrowed from the
@@ -84,7 +101,22 @@ impl Space {
         if let Some(i) = (0..size).find(|&i| low[i] > high[i] || low[i].is_nan() || high[i].is_nan()) {
             return Err(SpaceError(format!("element {i}: low {} > high {}", low[i], high[i])));
         }
-        Ok(Space::Box { low, high, shape })
+        Ok(Space::Box { low, high, shape, dtype: Dtype::F32 })
+    }
+
+    /// A box of `uint8` values scaled to `[0, 1]` (an image from the
+    /// Gymnasium bridge): bounds 0 and 1, [`Dtype::U8`].
+    pub fn bytes(shape: Vec<usize>) -> Self {
+        let size = shape.iter().product();
+        Space::Box { low: vec![0.0; size], high: vec![1.0; size], shape, dtype: Dtype::U8 }
+    }
+
+    /// A `Box`'s dtype; `None` for the other spaces.
+    pub fn dtype(&self) -> Option<Dtype> {
+        match self {
+            Space::Box { dtype, .. } => Some(*dtype),
+            _ => None,
+        }
     }
 
     /// A box with the same bounds for every element.
@@ -217,12 +249,13 @@ impl fmt::Display for Space {
         match self {
             Space::Discrete { n } => write!(f, "Discrete({n})"),
             Space::MultiDiscrete { nvec } => write!(f, "MultiDiscrete({nvec:?})"),
-            Space::Box { low, high, shape } => {
+            Space::Box { low, high, shape, dtype } => {
                 let same = |v: &[f32]| v.windows(2).all(|w| w[0] == w[1]);
+                let bytes = if *dtype == Dtype::U8 { ", uint8" } else { "" };
                 if !low.is_empty() && same(low) && same(high) {
-                    write!(f, "Box({}, {}, {shape:?})", low[0], high[0])
+                    write!(f, "Box({}, {}, {shape:?}{bytes})", low[0], high[0])
                 } else {
-                    write!(f, "Box(low={low:?}, high={high:?}, shape={shape:?})")
+                    write!(f, "Box(low={low:?}, high={high:?}, shape={shape:?}{bytes})")
                 }
             }
         }
@@ -282,6 +315,20 @@ mod tests {
         for x in draw(7) {
             assert!(s.contains_row(&x), "{x:?}");
         }
+    }
+
+    #[test]
+    fn byte_boxes_say_so_and_old_spaces_read_as_f32() {
+        let s = Space::bytes(vec![2, 2, 1]);
+        assert_eq!(s.dtype(), Some(Dtype::U8));
+        assert_eq!(s.to_string(), "Box(0, 1, [2, 2, 1], uint8)");
+        assert_eq!(Space::discrete(2).dtype(), None);
+        // A space written before Box had a dtype reads as F32.
+        let old = serde_json::json!({"Box": {"low": [0.0], "high": [1.0], "shape": [1]}});
+        let read: Space = serde_json::from_value(old).unwrap();
+        assert_eq!(read, Space::uniform_box(0.0, 1.0, vec![1]).unwrap());
+        let round = rmp_serde::from_slice::<Space>(&rmp_serde::to_vec(&s).unwrap()).unwrap();
+        assert_eq!(round, s);
     }
 
     #[test]

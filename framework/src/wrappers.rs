@@ -256,13 +256,16 @@ impl<E: Env> FrameStack<E> {
         if k == 0 {
             return Err(bad("FrameStack needs k >= 1".into()));
         }
-        let Space::Box { low, high, shape } = env.observation_space() else {
+        let Space::Box { low, high, shape, dtype } = env.observation_space() else {
             return Err(bad(format!("FrameStack needs a Box observation space, not {}", env.observation_space())));
         };
         let tile = |v: &[f32]| v.iter().copied().cycle().take(v.len() * k).collect::<Vec<_>>();
         let mut stacked_shape = vec![k];
         stacked_shape.extend(shape);
-        let space = Space::bounded(tile(low), tile(high), stacked_shape).map_err(|e| bad(e.to_string()))?;
+        let space = match Space::bounded(tile(low), tile(high), stacked_shape).map_err(|e| bad(e.to_string()))? {
+            Space::Box { low, high, shape, .. } => Space::Box { low, high, shape, dtype: *dtype },
+            other => other,
+        };
         let frames = vec![0.0; low.len() * k];
         let signature = EnvSignature::new(env.name(), space, env.action_space().clone());
         Ok(Self::wrap(env, Frames { k, frames, signature }))

@@ -347,6 +347,7 @@ async fn a_killed_replay_shard_restarts_and_its_transitions_are_counted_lost() {
         timesteps_per_iteration: 100,
         shard_restart: RestartPolicy::default(),
         seed: 3,
+        frames: None,
     };
     let mut optimizer = AsyncReplayOptimizer::new(learner, config).await.unwrap();
     // The learner thread reports asynchronously: step until it has.

@@ -3,8 +3,9 @@
 //! learns within the native test's budget; a custom env loaded with the
 //! `module:Id` form and `gym:FrozenLake-v1` are learned; training goes on
 //! through worker processes that raise or exit, and no sampled row comes
-//! from a dead process; an Atari game runs with the CNN; `rlx train` and
-//! `rlx rollout` take a `gym:` env.
+//! from a dead process; an Atari game runs with the CNN, and DQN replays
+//! it as shared byte frames; `rlx train` and `rlx rollout` take a `gym:`
+//! env.
 //!
 //! These need Python with Gymnasium: `rlx_envs::gym::testing::python`
 //! prepares `target/python` on first use, or the tests skip with a printed
@@ -159,7 +160,7 @@ async fn ppo_runs_pong_with_the_cnn() {
         return;
     }
     let env = rlx_envs::make("gym:ALE/Pong-v5").unwrap();
-    assert_eq!(env.observation_space(), &rlx::Space::uniform_box(0.0, 1.0, vec![84, 84, 4]).unwrap());
+    assert_eq!(env.observation_space(), &rlx::Space::bytes(vec![84, 84, 4]));
     assert_eq!(env.action_space(), &rlx::Space::discrete(6));
     drop(env);
     let config = json!({
@@ -175,6 +176,28 @@ async fn ppo_runs_pong_with_the_cnn() {
     // 768 agent steps, 4 frames each.
     assert_eq!(r.timesteps_total, 768);
     assert!(r.learner.get("policy_loss").is_some_and(f64::is_finite));
+}
+
+/// DQN on Atari keeps its replay as shared frames of bytes: Pong's 84×84×4
+/// byte observations fill a buffer at under 7.5 KB a transition (as `f32`
+/// columns, `obs` and `new_obs` alone took 225,792 bytes), and it learns
+/// from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dqn_on_pong_replays_frames_stored_once_as_bytes() {
+    if python().is_none() {
+        return;
+    }
+    let config = json!({
+        "seed": 1, "num_envs_per_worker": 2, "buffer_size": 1000, "learning_starts": 500,
+        "timesteps_per_iteration": 600, "train_batch_size": 32, "training_intensity": 0.5,
+    });
+    let (mut trainer, _) = build_deployed_trainer("DQN", "gym:ALE/Pong-v5", &config).await.unwrap();
+    let mut r = trainer.train().await.unwrap();
+    r = if r.learner.get("replay_buffer_size") < Some(1000.0) { trainer.train().await.unwrap() } else { r };
+    let (rows, bytes) = (r.learner.get("replay_buffer_size").unwrap(), r.learner.get("replay_buffer_bytes").unwrap());
+    assert_eq!(rows, 1000.0, "the buffer is full");
+    assert!(bytes / rows < 7_500.0, "{:.0} bytes per transition", bytes / rows);
+    assert!(r.learner.get("loss").is_some_and(f64::is_finite), "{:?}", r.learner);
 }
 
 /// `rlx train` and `rlx rollout` with a `gym:` env from a user's module,

@@ -45,6 +45,14 @@ impl Linear {
         Self { w, b, inputs, outputs }
     }
 
+    /// A layer whose every weight and bias starts at `value` (a noisy
+    /// layer's `σ`).
+    pub fn filled<D: NetDevice>(params: &mut Params<D>, name: &str, inputs: usize, outputs: usize, value: f32) -> Self {
+        let w = params.constant(&format!("{name}.weight"), &[outputs, inputs], &vec![value; outputs * inputs]);
+        let b = params.constant(&format!("{name}.bias"), &[outputs], &vec![value; outputs]);
+        Self { w, b, inputs, outputs }
+    }
+
     /// Output features.
     pub fn outputs(&self) -> usize {
         self.outputs

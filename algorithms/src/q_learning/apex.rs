@@ -34,6 +34,7 @@ use crate::q_learning::dqn::{self, DqnConfig, QLearning};
 use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::optimizer::{AsyncReplayConfig, AsyncReplayOptimizer};
+use rlx::replay::FrameLayout;
 use rlx::{RestartPolicy, RestartStrategy, Space, Trainer};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -155,8 +156,8 @@ impl ApexConfig {
         }
     }
 
-    /// The optimizer's settings.
-    fn replay(&self) -> AsyncReplayConfig {
+    /// The optimizer's settings, with frame sharing of `frames`.
+    fn replay(&self, frames: Option<FrameLayout>) -> AsyncReplayConfig {
         AsyncReplayConfig {
             num_replay_shards: self.num_replay_shards,
             buffer_size: self.replay.buffer_size,
@@ -169,6 +170,7 @@ impl ApexConfig {
             timesteps_per_iteration: self.replay.timesteps_per_iteration,
             shard_restart: self.shard_restart,
             seed: self.sampling.seed,
+            frames,
         }
     }
 }
@@ -205,8 +207,9 @@ pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: ApexConfig) -> Re
     // the evaluators do.
     let (obs, act) = evaluators.local().spaces();
     let learner = make_policy(&cfg, &obs, &act, 0, 0)?;
+    let replay = cfg.replay(dqn::frame_layout(&evaluators.local()));
     let optimizer =
-        AsyncReplayOptimizer::new(learner, cfg.replay()).await.map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        AsyncReplayOptimizer::new(learner, replay).await.map_err(|e| BuildError::Unsupported(e.to_string()))?;
     Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 

@@ -10,7 +10,19 @@
 //! - **n-step returns** (Sutton 1988; as in Hessel et al.'s Rainbow, 2018),
 //!   computed per trajectory by [`n_step_returns`];
 //! - **prioritized replay** (Schaul et al., ICLR 2016), with importance
-//!   weights on the loss.
+//!   weights on the loss;
+//! - with `num_atoms` > 1, a **distributional head** (C51, Bellemare et al.
+//!   2017; [`distributional`](super::distributional)): a categorical
+//!   distribution over `num_atoms` returns from `v_min` to `v_max` per
+//!   action, learned by cross-entropy against the projected target
+//!   distribution (dueling applies per atom, as in Rainbow);
+//! - with `noisy`, **noisy nets** (Fortunato et al. 2018;
+//!   [`NoisyLinear`]): the advantage and value heads carry learned
+//!   factorized Gaussian noise, drawn afresh for every exploring action
+//!   and every update (online and target networks separately), and left
+//!   out when acting greedily. As in RLlib, ε-greedy still applies: set
+//!   `exploration_initial_eps` and `exploration_final_eps` to 0 to explore
+//!   by the noise alone, as Rainbow does.
 //!
 //! The loss is the Huber loss (δ = 1) of the TD error
 //! `Q(s, a) − (R + γ^k (1 − terminated) Q_target(s', a*))`, weighted by the
@@ -24,8 +36,10 @@
 //! steps each, the rows go into the replay buffer, the driver learns on
 //! replayed minibatches and broadcasts its weights.
 //!
-//! Learner metrics (`learner.*`): `loss` (weighted Huber), `mean_q`
-//! (`Q(s, a)` of the replayed actions), `mean_td_error` (mean |TD error|),
+//! Learner metrics (`learner.*`): `loss` (weighted Huber, or weighted
+//! cross-entropy with `num_atoms` > 1), `mean_q` (`Q(s, a)` of the replayed
+//! actions), `mean_td_error` (mean |TD error|; with `num_atoms` > 1 the
+//! mean cross-entropy, which is also the replay priority),
 //! `grad_norm` (before clipping), `num_target_updates`, `num_updates` and
 //! `replay_buffer_size`.
 
@@ -35,16 +49,18 @@ use crate::common::distributions::best_legal;
 use crate::common::sections::{Learning, PrioritizedReplay, Replay, Sampling};
 use crate::error::BuildError;
 use crate::model::device::{on_device, NetDevice, OnDevice};
-use crate::model::{to_vec, Linear, Matrix, ModelConfig, ModelSupport, Params, Torso};
+use crate::model::{to_vec, Matrix, ModelConfig, ModelSupport, Noise, NoisyLinear, Params, Torso};
+use crate::q_learning::distributional::{cross_entropy, softmax_rows, Support};
 use dfdx::prelude::*;
 use rand::Rng;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
-use rlx::replay::{LinearSchedule, TD_ERRORS, WEIGHTS};
+use rlx::replay::{FrameLayout, LinearSchedule, TD_ERRORS, WEIGHTS};
 use rlx::{
-    fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, SyncReplayOptimizer, Trainer,
+    fields, LearnerStats, PolicyError, PolicyEvaluator, PolicyGraph, PolicyInput, SampleBatch, Space,
+    SyncReplayOptimizer, Trainer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -98,11 +114,36 @@ pub struct QLearning {
     /// target network (RLlib's `target_network_update_freq` counts env
     /// steps instead).
     pub target_update_interval: u64,
+    /// Atoms of each action's return distribution (C51); 1 learns the
+    /// expected return alone (plain DQN).
+    pub num_atoms: u64,
+    /// The lowest return the atoms cover (with `num_atoms` > 1).
+    pub v_min: f64,
+    /// The highest return the atoms cover (with `num_atoms` > 1).
+    pub v_max: f64,
+    /// Noisy nets: learned factorized Gaussian noise in the advantage and
+    /// value heads.
+    pub noisy: bool,
+    /// The noise's initial scale: each `σ` starts at `sigma0 / √inputs`.
+    pub sigma0: f64,
 }
+
+/// The most atoms a return distribution may have.
+pub const MAX_ATOMS: u64 = 1024;
 
 impl Default for QLearning {
     fn default() -> Self {
-        Self { lr: 1e-3, double_q: true, dueling: true, target_update_interval: 250 }
+        Self {
+            lr: 1e-3,
+            double_q: true,
+            dueling: true,
+            target_update_interval: 250,
+            num_atoms: 1,
+            v_min: -10.0,
+            v_max: 10.0,
+            noisy: false,
+            sigma0: 0.5,
+        }
     }
 }
 
@@ -114,7 +155,21 @@ impl QLearning {
     pub fn validate(&self) -> Result<(), ConfigError> {
         check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
         let t = self.target_update_interval;
-        check("target_update_interval", t, t >= 1, "must be >= 1")
+        check("target_update_interval", t, t >= 1, "must be >= 1")?;
+        let n = self.num_atoms;
+        check("num_atoms", n, (1..=MAX_ATOMS).contains(&n), &format!("must be in [1, {MAX_ATOMS}]"))?;
+        if n > 1 {
+            check("v_min", self.v_min, self.v_min.is_finite(), "must be a finite number")?;
+            let ok = self.v_max.is_finite() && self.v_max > self.v_min;
+            check("v_max", self.v_max, ok, &format!("must be a finite number above v_min ({})", self.v_min))?;
+        }
+        check("sigma0", self.sigma0, self.sigma0 > 0.0 && self.sigma0.is_finite(), "must be > 0")
+    }
+
+    /// The atoms of the return distribution, or `None` for one Q-value per
+    /// action.
+    fn support(&self) -> Option<Support> {
+        (self.num_atoms > 1).then(|| Support::new(self.v_min as f32, self.v_max as f32, self.num_atoms as usize))
     }
 }
 
@@ -179,60 +234,112 @@ impl DqnConfig {
     }
 }
 
-/// The Q-network: the `model`'s layers, then an advantage head (one output
-/// per action) and a value head, combined by the dueling formula (or the
-/// advantage head alone without `dueling`).
+/// The Q-network: the `model`'s layers, then an advantage head and a value
+/// head, combined by the dueling formula (or the advantage head alone
+/// without `dueling`). Each head gives one output per action, or with a
+/// [`Support`] the logits of one distribution over the atoms per action;
+/// dueling then applies to each atom's logits.
 pub struct QNetwork<D: NetDevice> {
     torso: Torso<D>,
-    advantage: Linear,
-    value: Linear,
+    advantage: NoisyLinear,
+    value: NoisyLinear,
     actions: usize,
     dueling: bool,
+    support: Option<Support>,
+}
+
+/// One draw of the heads' noise (noisy nets); nothing without `noisy`, or
+/// where the network acts on its mean weights.
+#[derive(Default)]
+pub struct HeadNoise {
+    advantage: Option<Noise>,
+    value: Option<Noise>,
+}
+
+/// The noise of one update: the online and the target networks draw
+/// their own.
+#[derive(Default)]
+struct UpdateNoise {
+    online: HeadNoise,
+    target: HeadNoise,
 }
 
 impl<D: NetDevice> QNetwork<D> {
     /// The network for `n` actions on observations of `obs`: tensors
-    /// `q.torso.…`, `q.advantage` and `q.value`.
+    /// `q.torso.…`, `q.advantage` and `q.value` (and their `.sigma` with
+    /// `noisy`).
     ///
     /// # Errors
     /// A model that does not fit the observation space.
     pub fn build(cfg: &DqnConfig, obs: &Space, actions: usize, p: &mut Params<D>) -> Result<Self, BuildError> {
+        let q = &cfg.q_learning;
         let torso = Torso::build(&cfg.learning.model, obs, p, "q.torso")?;
-        let advantage = Linear::new(p, "q.advantage", torso.features(), actions);
-        let value = Linear::new(p, "q.value", torso.features(), 1);
-        Ok(Self { torso, advantage, value, actions, dueling: cfg.q_learning.dueling })
+        let (support, sigma0) = (q.support(), q.noisy.then_some(q.sigma0 as f32));
+        let atoms = support.map_or(1, |s| s.atoms());
+        let advantage = NoisyLinear::new(p, "q.advantage", torso.features(), actions * atoms, sigma0);
+        let value = NoisyLinear::new(p, "q.value", torso.features(), atoms, sigma0);
+        Ok(Self { torso, advantage, value, actions, dueling: q.dueling, support })
     }
 
-    /// `Q(s, ·)` of every row on `params` (online or target), any tape.
-    fn forward<T: crate::model::TapeKind<D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+    /// Outputs per action: 1, or the number of atoms.
+    fn atoms(&self) -> usize {
+        self.support.map_or(1, |s| s.atoms())
+    }
+
+    /// A fresh draw of the heads' noise (none without `noisy`).
+    fn noise(&self, rng: &mut impl Rng) -> HeadNoise {
+        HeadNoise { advantage: self.advantage.sample_noise(rng), value: self.value.sample_noise(rng) }
+    }
+
+    /// `Q(s, ·)` (or each action's atom logits, `[rows, actions · atoms]`)
+    /// of every row on `params` (online or target), any tape.
+    fn forward<T: crate::model::TapeKind<D>>(&self, p: &Params<D>, x: Matrix<D, T>, noise: &HeadNoise) -> Matrix<D, T> {
         let features = self.torso.forward(p, x);
         if !self.dueling {
-            return self.advantage.forward(p, features);
+            return self.advantage.forward(p, features, noise.advantage.as_ref());
         }
-        let value = self.value.forward(p, features.with_empty_tape());
-        let adv = self.advantage.forward(p, features);
-        let shape = *adv.shape();
-        let mean = adv.with_empty_tape().mean::<(usize,), Axis<1>>().broadcast_like::<(usize, usize), Axis<1>>(&shape);
-        let value = value.reshape_like(&(shape.0,)).broadcast_like::<(usize, usize), Axis<1>>(&shape);
-        adv - mean + value
+        let value = self.value.forward(p, features.with_empty_tape(), noise.value.as_ref());
+        let adv = self.advantage.forward(p, features, noise.advantage.as_ref());
+        let (rows, atoms) = (adv.shape().0, self.atoms());
+        let shape = (rows, self.actions, atoms);
+        let adv = adv.reshape_like(&shape);
+        let mean = adv.with_empty_tape().mean::<(usize, usize), Axis<1>>().broadcast_like::<_, Axis<1>>(&shape);
+        let value = value.broadcast_like::<(usize, usize, usize), Axis<1>>(&shape);
+        (adv - mean + value).reshape_like(&(rows, self.actions * atoms))
     }
 
-    /// Q-values of every row of `obs` on `params`, no gradient, row-major
-    /// `[n, actions]` on the host. The dueling formula is applied on the
-    /// host: for the few rows an evaluator acts on, that is cheaper than
-    /// three more device operations.
-    fn q_values(&self, p: &Params<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
-        let features = self.torso.forward(p, self.torso.input().encode(p.device(), obs)?);
-        if !self.dueling {
-            return Ok(to_vec(&self.advantage.forward(p, features)));
+    /// What the heads say about every row of `obs` on `params`, no
+    /// gradient, row-major on the host: Q-values `[n, actions]`, or with a
+    /// support each action's atom probabilities `[n, actions, atoms]`.
+    /// Without atoms the dueling formula is applied on the host: for the
+    /// few rows an evaluator acts on, that is cheaper than three more
+    /// device operations.
+    fn outputs(&self, p: &Params<D>, obs: &[f32], noise: &HeadNoise) -> Result<Vec<f32>, PolicyError> {
+        let x = self.torso.input().encode(p.device(), obs)?;
+        if self.support.is_some() {
+            return Ok(softmax_rows(&to_vec(&self.forward(p, x, noise)), self.atoms()));
         }
-        let value = to_vec(&self.value.forward(p, features.clone()));
-        let mut q = to_vec(&self.advantage.forward(p, features));
+        let features = self.torso.forward(p, x);
+        if !self.dueling {
+            return Ok(to_vec(&self.advantage.forward(p, features, noise.advantage.as_ref())));
+        }
+        let value = to_vec(&self.value.forward(p, features.clone(), noise.value.as_ref()));
+        let mut q = to_vec(&self.advantage.forward(p, features, noise.advantage.as_ref()));
         for (row, v) in q.chunks_exact_mut(self.actions).zip(value) {
             let mean = row.iter().sum::<f32>() / self.actions as f32;
             row.iter_mut().for_each(|x| *x += v - mean);
         }
         Ok(q)
+    }
+
+    /// Q-values of every row of `obs` on `params`, no gradient, row-major
+    /// `[n, actions]` on the host (a distribution's mean with atoms).
+    fn q_values(&self, p: &Params<D>, obs: &[f32], noise: &HeadNoise) -> Result<Vec<f32>, PolicyError> {
+        let out = self.outputs(p, obs, noise)?;
+        Ok(match self.support {
+            Some(s) => s.means(&out),
+            None => out,
+        })
     }
 }
 
@@ -267,24 +374,48 @@ impl<D: NetDevice> Dqn<D> {
 
     /// The bootstrapped target `R + γ^k (1 − terminated) Q_target(s', a*)`
     /// of every row, with `a*` the best legal action of `s'` by the online
-    /// network (double Q) or the target network.
-    fn td_targets(&self, core: &PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
+    /// network (double Q) or the target network. With atoms, each row's
+    /// target is instead the target network's distribution at `a*`,
+    /// shifted and projected onto the atoms (`[n, atoms]`).
+    fn td_targets(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        noise: &UpdateNoise,
+    ) -> Result<Vec<f32>, PolicyError> {
         let a = self.net.actions;
         let new_obs = batch.f32(fields::NEW_OBS)?;
         let (rewards, terminated) = (batch.f32(fields::REWARDS)?, batch.f32(fields::TERMINATEDS)?);
         let discounts = batch.f32(N_STEP_DISCOUNTS)?;
         let target = core.target.as_ref().expect("DQN keeps a target network");
-        let q_target = self.net.q_values(target, new_obs)?;
-        let q_select =
-            if self.cfg.q_learning.double_q { self.net.q_values(&core.params, new_obs)? } else { q_target.clone() };
+        let next = self.net.outputs(target, new_obs, &noise.target)?;
+        let q_target = match self.net.support {
+            Some(s) => std::borrow::Cow::Owned(s.means(&next)),
+            None => std::borrow::Cow::Borrowed(&next),
+        };
+        let q_select = if self.cfg.q_learning.double_q {
+            std::borrow::Cow::Owned(self.net.q_values(&core.params, new_obs, &noise.online)?)
+        } else {
+            q_target.clone()
+        };
         let masks = batch.get(fields::NEW_ACTION_MASK).map(|_| batch.f32(fields::NEW_ACTION_MASK)).transpose()?;
-        Ok((0..batch.len())
-            .map(|i| {
-                let mask = masks.map(|m| &m[i * a..(i + 1) * a]);
-                let next = argmax(&q_select[i * a..(i + 1) * a], mask);
-                rewards[i] + discounts[i] * (1.0 - terminated[i]) * q_target[i * a + next]
-            })
-            .collect())
+        let mut targets = Vec::with_capacity(batch.len() * self.net.atoms());
+        for i in 0..batch.len() {
+            let mask = masks.map(|m| &m[i * a..(i + 1) * a]);
+            let best = i * a + argmax(&q_select[i * a..(i + 1) * a], mask);
+            let discount = discounts[i] * (1.0 - terminated[i]);
+            match self.net.support {
+                Some(s) => targets.extend(s.project(&next[best * s.atoms()..][..s.atoms()], rewards[i], discount)),
+                None => targets.push(rewards[i] + discount * q_target[best]),
+            }
+        }
+        Ok(targets)
+    }
+
+    /// The noise of one update: fresh draws for the online and the target
+    /// networks (nothing without `noisy`).
+    fn update_noise(&self, core: &mut PolicyCore<D>) -> UpdateNoise {
+        UpdateNoise { online: self.net.noise(&mut core.rng), target: self.net.noise(&mut core.rng) }
     }
 }
 
@@ -301,7 +432,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
     /// with probability ε when exploring.
     fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let a = self.net.actions;
-        let q = self.net.q_values(&core.params, input.obs)?;
+        let noise = if input.explore { self.net.noise(&mut core.rng) } else { HeadNoise::default() };
+        let q = self.net.q_values(&core.params, input.obs, &noise)?;
         if let Some(m) = input.action_mask {
             if m.len() != q.len() {
                 return Err(PolicyError::WrongLength { what: "action mask values", expected: q.len(), got: m.len() });
@@ -344,14 +476,17 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         Ok(())
     }
 
-    /// The importance-weighted Huber loss (δ = 1) of the TD errors.
+    /// The importance-weighted Huber loss (δ = 1) of the TD errors, or
+    /// with atoms the importance-weighted cross-entropy of the projected
+    /// target distributions.
     fn gradient(
         &mut self,
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let (n, a) = (batch.len(), self.net.actions);
-        let targets = self.td_targets(core, batch)?;
+        let noise = self.update_noise(core);
+        let targets = self.td_targets(core, batch, &noise)?;
         let weights = match batch.f32(WEIGHTS) {
             Ok(w) => w.to_vec(),
             Err(_) => vec![1.0; n],
@@ -363,17 +498,31 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         let p = &core.params;
         let dev = p.device();
         let x = self.net.torso.input().encode(dev, batch.f32(fields::OBS)?)?;
-        let q = self.net.forward(p, x.leaky_traced());
-        let q_taken = q.select(dev.tensor_from_vec(actions, (n,)));
-        let q_host = q_taken.as_vec();
-        let huber = q_taken.huber_error(dev.tensor_from_vec(targets.clone(), (n,)), 1.0);
-        let loss = (huber * dev.tensor_from_vec(weights, (n,))).mean();
+        let out = self.net.forward(p, x.leaky_traced(), &noise.online);
+        let (per_row, q_host) = match self.net.support {
+            None => {
+                let q_taken = out.select(dev.tensor_from_vec(actions, (n,)));
+                let q_host = q_taken.as_vec();
+                self.last_td.clear();
+                self.last_td.extend(q_host.iter().zip(&targets).map(|(q, y)| q - y));
+                (q_taken.huber_error(dev.tensor_from_vec(targets, (n,)), 1.0), q_host)
+            }
+            Some(s) => {
+                let z = s.atoms();
+                let taken = actions.iter().enumerate().map(|(i, &act)| i * a + act).collect();
+                let rows = out.reshape_like(&(n * a, z)).gather(dev.tensor_from_vec(taken, (n,)));
+                let log_p = rows.log_softmax::<Axis<1>>();
+                let probs: Vec<f32> = log_p.as_vec().iter().map(|l| l.exp()).collect();
+                self.last_td = cross_entropy(&targets, &probs, z);
+                let m = dev.tensor_from_vec(targets, (n, z));
+                ((log_p * m).sum::<(usize,), Axis<1>>().negate(), s.means(&probs))
+            }
+        };
+        let loss = (per_row * dev.tensor_from_vec(weights, (n,))).mean();
         let (total, grad) = core.backward(loss, "loss", 0..core.num_params())?;
         let mut stats = LearnerStats::default();
         stats.set("loss", total as f64);
         stats.set("mean_q", q_host.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
-        self.last_td.clear();
-        self.last_td.extend(q_host.iter().zip(&targets).map(|(q, y)| q - y));
         stats.set("mean_td_error", self.last_td.iter().map(|d| d.abs() as f64).sum::<f64>() / n as f64);
         Ok((grad, stats))
     }
@@ -401,12 +550,18 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         Ok((stats, std::mem::take(&mut self.last_td)))
     }
 
+    /// Each row's TD error under the mean weights (the cross-entropy with
+    /// atoms).
     fn td_errors(&mut self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
-        let a = self.net.actions;
-        let targets = self.td_targets(core, batch)?;
-        let q = self.net.q_values(&core.params, batch.f32(fields::OBS)?)?;
-        let actions = batch.i64(fields::ACTIONS)?;
-        Ok(targets.iter().zip(actions).enumerate().map(|(i, (y, &act))| q[i * a + act as usize] - y).collect())
+        let (a, z) = (self.net.actions, self.net.atoms());
+        let targets = self.td_targets(core, batch, &UpdateNoise::default())?;
+        let out = self.net.outputs(&core.params, batch.f32(fields::OBS)?, &HeadNoise::default())?;
+        let taken = batch.i64(fields::ACTIONS)?.iter().enumerate().map(|(i, &act)| (i * a + act as usize) * z);
+        if z == 1 {
+            return Ok(targets.iter().zip(taken).map(|(y, at)| out[at] - y).collect());
+        }
+        let probs: Vec<f32> = taken.flat_map(|at| out[at..at + z].iter().copied()).collect();
+        Ok(cross_entropy(&targets, &probs, z))
     }
 
     fn state(&self) -> DqnState {
@@ -487,8 +642,20 @@ pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: DqnConfig) -> Res
     let policy_cfg = cfg.clone();
     let make_policy = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&policy_cfg, o, a, seed));
     let evaluators = crate::common::sampling::spawn_evaluators(&ctx, make_env, make_policy, sampling).await?;
-    let optimizer = SyncReplayOptimizer::new(replay).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    let frames = frame_layout(&evaluators.local());
+    let mut optimizer = SyncReplayOptimizer::new(replay).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    if let Some(layout) = frames {
+        optimizer = optimizer.share_frames(layout).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    }
     Ok(Trainer::new(evaluators, Box::new(optimizer)))
+}
+
+/// How replay stores the observations `evaluator` samples: as shared
+/// frames of bytes ([`FrameLayout`]) for images of `uint8` (a rank-3 `Box`
+/// of [`Dtype::U8`](rlx::Dtype::U8)) left unfiltered, as `f32` rows
+/// otherwise (`None`).
+pub(crate) fn frame_layout(evaluator: &PolicyEvaluator) -> Option<FrameLayout> {
+    evaluator.observation_filter().is_none().then(|| FrameLayout::of(evaluator.policy().observation_space()))?
 }
 
 #[cfg(test)]
@@ -523,7 +690,7 @@ mod tests {
     }
 
     fn q(p: &Policy, params: &Params<Cpu>, obs: &[f32]) -> Vec<f32> {
-        p.algorithm().net.q_values(params, obs).unwrap()
+        p.algorithm().net.q_values(params, obs, &HeadNoise::default()).unwrap()
     }
 
     fn target(p: &Policy) -> &Params<Cpu> {
@@ -543,7 +710,7 @@ mod tests {
             let b = batch(&mut p);
             let new_obs = b.f32(fields::NEW_OBS).unwrap();
             let (q_t, q_o) = (q(&p, target(&p), new_obs), q(&p, &p.core().params, new_obs));
-            let targets = p.algorithm().td_targets(p.core(), &b).unwrap();
+            let targets = p.algorithm().td_targets(p.core(), &b, &UpdateNoise::default()).unwrap();
             for i in 0..4 {
                 let pick =
                     if double_q { argmax(&q_o[i * 2..i * 2 + 2], None) } else { argmax(&q_t[i * 2..i * 2 + 2], None) };
@@ -570,8 +737,10 @@ mod tests {
         let (net, params) = (&p.algorithm().net, &p.core().params);
         let obs = [0.1f32, -0.2, 0.3, 0.05];
         let features = net.torso.forward(params, net.torso.input().encode(params.device(), &obs).unwrap());
-        let (adv, v) =
-            (net.advantage.forward(params, features.clone()).as_vec(), net.value.forward(params, features).as_vec()[0]);
+        let (adv, v) = (
+            net.advantage.forward(params, features.clone(), None).as_vec(),
+            net.value.forward(params, features, None).as_vec()[0],
+        );
         let q = q(&p, params, &obs);
         let mean = (adv[0] + adv[1]) / 2.0;
         assert!((q[0] - (v + adv[0] - mean)).abs() < 1e-6 && (q[1] - (v + adv[1] - mean)).abs() < 1e-6);
@@ -597,13 +766,97 @@ mod tests {
         let worse: Vec<f32> =
             (0..4).flat_map(|i| if q_t[2 * i] < q_t[2 * i + 1] { [1.0, 0.0] } else { [0.0, 1.0] }).collect();
         b.insert_f32(fields::NEW_ACTION_MASK, worse.clone(), 2).unwrap();
-        let targets = p.algorithm().td_targets(p.core(), &b).unwrap();
+        let targets = p.algorithm().td_targets(p.core(), &b, &UpdateNoise::default()).unwrap();
         let r = b.f32(fields::REWARDS).unwrap();
         let next = q_t.iter().zip(&worse).map(|(q, m)| q * m).collect::<Vec<_>>();
         for i in [0, 1, 3] {
             let expected = r[i] + 0.99 * (next[2 * i] + next[2 * i + 1]);
             assert!((targets[i] - expected).abs() < 1e-6, "row {i}");
         }
+    }
+
+    /// C51 with 5 atoms on [-2, 2] (so targets are clamped and projected)
+    /// and noisy heads.
+    fn rainbow(double_q: bool) -> DqnConfig {
+        let q_learning =
+            QLearning { num_atoms: 5, v_min: -2.0, v_max: 2.0, noisy: true, double_q, ..QLearning::default() };
+        DqnConfig { q_learning, exploration_initial_eps: 0.0, exploration_final_eps: 0.0, ..DqnConfig::default() }
+    }
+
+    #[test]
+    fn distributional_targets_are_the_projected_target_distribution_at_the_best_action() {
+        for double_q in [true, false] {
+            let mut p = policy(rainbow(double_q), 0);
+            let b = batch(&mut p);
+            let new_obs = b.f32(fields::NEW_OBS).unwrap();
+            let net = &p.algorithm().net;
+            let support = net.support.unwrap();
+            let none = HeadNoise::default();
+            let probs_t = net.outputs(target(&p), new_obs, &none).unwrap();
+            assert_eq!(probs_t.len(), 4 * 2 * 5);
+            let (q_t, q_o) = (support.means(&probs_t), q(&p, &p.core().params, new_obs));
+            let targets = p.algorithm().td_targets(p.core(), &b, &UpdateNoise::default()).unwrap();
+            let (r, ends) = (b.f32(fields::REWARDS).unwrap(), b.f32(fields::TERMINATEDS).unwrap());
+            for i in 0..4 {
+                let pick = argmax(if double_q { &q_o[i * 2..i * 2 + 2] } else { &q_t[i * 2..i * 2 + 2] }, None);
+                let at = (i * 2 + pick) * 5;
+                let expected = support.project(&probs_t[at..at + 5], r[i], 0.99 * (1.0 - ends[i]));
+                assert_eq!(&targets[i * 5..i * 5 + 5], expected.as_slice(), "double_q {double_q} row {i}");
+                assert!((expected.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+            }
+            // Row 2 ended with reward -1: all mass on the atom at -1.
+            assert_eq!(&targets[10..15], &[0.0, 1.0, 0.0, 0.0, 0.0]);
+            // The loss is the cross-entropy, which is also the TD error
+            // prioritized replay reads; learning lowers it.
+            let td = p.td_errors(&b).unwrap();
+            let probs = p.algorithm().net.outputs(&p.core().params, b.f32(fields::OBS).unwrap(), &none).unwrap();
+            let actions = b.i64(fields::ACTIONS).unwrap();
+            for i in 0..4 {
+                let at = (i * 2 + actions[i] as usize) * 5;
+                let ce: f32 = (0..5).map(|k| -targets[i * 5 + k] * probs[at + k].ln()).sum();
+                assert!((td[i] - ce).abs() < 1e-5, "row {i}: {} against {ce}", td[i]);
+            }
+            let first = p.learn_on_batch(&b).unwrap();
+            let loss = |s: &LearnerStats| s.get("loss").unwrap();
+            let mut last = first.clone();
+            for _ in 0..20 {
+                last = p.learn_on_batch(&b).unwrap();
+            }
+            assert!(loss(&last) < loss(&first) * 0.9, "cross-entropy {} -> {}", loss(&first), loss(&last));
+        }
+    }
+
+    #[test]
+    fn noisy_heads_explore_by_their_noise_and_act_greedily_on_their_means() {
+        let mut cfg = rainbow(true);
+        cfg.q_learning.sigma0 = 4.0;
+        let mut p = policy(cfg, 0);
+        let obs: Vec<f32> = (0..4 * 64).map(|i| (i as f32 * 0.29).cos()).collect();
+        let act = |p: &mut Policy, explore| {
+            let mut out = SampleBatch::new();
+            p.compute_actions(&obs, explore, &mut out).unwrap();
+            out.i64(fields::ACTIONS).unwrap().to_vec()
+        };
+        let greedy = act(&mut p, false);
+        assert_eq!(act(&mut p, false), greedy, "greedy acting draws no noise");
+        // ε is 0: any departure from the greedy actions is the noise's.
+        let explored: Vec<Vec<i64>> = (0..4).map(|_| act(&mut p, true)).collect();
+        assert!(explored.iter().any(|a| a != &greedy), "the noise changes some actions");
+        assert!(explored.windows(2).any(|w| w[0] != w[1]), "each exploring call draws fresh noise");
+        // The σ weights train: an update moves them.
+        let sigma = |p: &Policy| {
+            let named = p.core().params.named();
+            named
+                .into_iter()
+                .filter(|(name, _, _)| name.contains(".sigma."))
+                .flat_map(|(_, _, v)| v)
+                .collect::<Vec<f32>>()
+        };
+        let before = sigma(&p);
+        assert_eq!(before.len(), (64 * 2 * 5 + 2 * 5) + (64 * 5 + 5), "σ of both heads, with atoms");
+        let b = batch(&mut p);
+        p.learn_on_batch(&b).unwrap();
+        assert!(sigma(&p) != before);
     }
 
     #[test]
@@ -671,21 +924,22 @@ mod tests {
 
     #[test]
     fn state_round_trips_and_bad_input_is_an_error() {
-        let cfg = DqnConfig {
-            q_learning: QLearning { target_update_interval: 1000, ..QLearning::default() },
-            ..DqnConfig::default()
-        };
-        let mut p = policy(cfg.clone(), 0);
+        for mut cfg in [DqnConfig::default(), rainbow(true)] {
+            cfg.q_learning.target_update_interval = 1000;
+            let mut p = policy(cfg.clone(), 0);
+            let b = batch(&mut p);
+            p.learn_on_batch(&b).unwrap();
+            let mut q = policy(cfg, 9);
+            q.set_weights(&p.get_weights()).unwrap();
+            q.load_state(&p.save_state().unwrap()).unwrap();
+            assert_eq!(target(&q).to_vec(), target(&p).to_vec());
+            p.learn_on_batch(&b).unwrap();
+            q.learn_on_batch(&b).unwrap();
+            assert_eq!(p.get_weights(), q.get_weights(), "a restored policy continues exactly");
+            assert!(q.load_state(b"junk").is_err());
+        }
+        let mut p = policy(DqnConfig::default(), 0);
         let b = batch(&mut p);
-        p.learn_on_batch(&b).unwrap();
-        let mut q = policy(cfg, 9);
-        q.set_weights(&p.get_weights()).unwrap();
-        q.load_state(&p.save_state().unwrap()).unwrap();
-        assert_eq!(target(&q).to_vec(), target(&p).to_vec());
-        p.learn_on_batch(&b).unwrap();
-        q.learn_on_batch(&b).unwrap();
-        assert_eq!(p.get_weights(), q.get_weights(), "a restored policy continues exactly");
-        assert!(q.load_state(b"junk").is_err());
 
         let mut bad = b.clone();
         bad.insert_i64(fields::ACTIONS, vec![0, 1, 2, 0], 1).unwrap();
@@ -699,6 +953,15 @@ mod tests {
             rlx::config::merge_json(&DqnConfig::default(), &serde_json::json!({"final_prioritized_replay_beta": 2.0}))
                 .unwrap_err();
         assert!(err.to_string().contains("final_prioritized_replay_beta"), "{err}");
+        for (bad, key) in [
+            (serde_json::json!({"num_atoms": 0}), "num_atoms"),
+            (serde_json::json!({"num_atoms": 5000}), "num_atoms"),
+            (serde_json::json!({"num_atoms": 51, "v_min": 10.0, "v_max": 10.0}), "v_max"),
+            (serde_json::json!({"noisy": true, "sigma0": 0.0}), "sigma0"),
+        ] {
+            let err = rlx::config::merge_json(&DqnConfig::default(), &bad).unwrap_err();
+            assert!(err.to_string().contains(key), "{bad}: {err}");
+        }
         let err = rlx::config::merge_json(&DqnConfig::default(), &serde_json::json!({"model": {"use_lstm": true}}))
             .unwrap_err();
         assert!(err.to_string().contains("model.use_lstm"), "{err}");

@@ -42,7 +42,7 @@ use rlx::env::invalid_action;
 use rlx::restart::{FailureWindow, RestartPolicy};
 use rlx::sample_batch::Column;
 use rlx::vector_env::{BatchSettings, Current, RunningEpisodes, VectorStep};
-use rlx::{Action, BatchedEnv, Env, EnvError, EnvSignature, Space, Step};
+use rlx::{Action, BatchedEnv, Dtype, Env, EnvError, EnvSignature, Space, Step};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -212,7 +212,11 @@ impl Bounds {
 impl Spaces {
     fn signature(&self, name: &str) -> Result<EnvSignature, EnvError> {
         let bad = |message: String| EnvError::Other { env: name.to_string(), message };
-        let observation = self.observation.space().map_err(|e| bad(format!("observation space: {e}")))?;
+        let observation = match self.observation.space().map_err(|e| bad(format!("observation space: {e}")))? {
+            // Bytes arrive scaled to [0, 1] (`take_obs`) and say so.
+            Space::Box { low, high, shape, .. } if self.obs_bytes => Space::Box { low, high, shape, dtype: Dtype::U8 },
+            space => space,
+        };
         let action = match &self.action {
             ActionSpace::Discrete(n) => Space::discrete(*n),
             ActionSpace::MultiDiscrete(nvec) => Space::MultiDiscrete { nvec: nvec.clone() },

@@ -10,8 +10,8 @@
 //! | observation | `Box(0, 1, [10, 10, C])`, binary: `env.state()` flattened row-major, index `(row * 10 + col) * C + channel` |
 //! | action | `Discrete(n)`: the game's minimal action set (`use_minimal_action_set=True`), mapped to MinAtar's 6 actions `n l u r d f` |
 //! | sticky actions | before every step, with probability 0.1 (`rand() < 0.1`) the previous step's action is repeated instead |
-//! | difficulty ramping | on (the package default); only Space Invaders ramps |
-//! | reward, termination | as the game (see [`breakout`], [`space_invaders`]) |
+//! | difficulty ramping | on (the package default); Space Invaders and Asterix ramp |
+//! | reward, termination | as the game (see [`asterix`], [`breakout`], [`freeway`], [`space_invaders`]) |
 //! | truncation | none: the package registers no `max_episode_steps` |
 //! | reset | `reset(Some(seed))` seeds NumPy's `RandomState(seed)`; `reset(None)` continues the stream |
 //!
@@ -25,11 +25,15 @@
 //! Seeds of 2³² and above, which NumPy rejects, are handled as
 //! [`Mt19937::from_u64_seed`] says.
 
+pub mod asterix;
 pub mod breakout;
+pub mod freeway;
 pub mod mt19937;
 pub mod space_invaders;
 
+pub use asterix::AsterixGame;
 pub use breakout::BreakoutGame;
+pub use freeway::FreewayGame;
 pub use mt19937::Mt19937;
 pub use space_invaders::SpaceInvadersGame;
 
@@ -305,8 +309,14 @@ impl<G: Game> Env for MinAtar<G> {
     }
 }
 
+/// `MinAtar/Asterix-v1`.
+pub type Asterix = MinAtar<AsterixGame>;
+
 /// `MinAtar/Breakout-v1`.
 pub type Breakout = MinAtar<BreakoutGame>;
+
+/// `MinAtar/Freeway-v1`.
+pub type Freeway = MinAtar<FreewayGame>;
 
 /// `MinAtar/SpaceInvaders-v1`.
 pub type SpaceInvaders = MinAtar<SpaceInvadersGame>;
@@ -403,8 +413,20 @@ mod tests {
 
     #[test]
     fn snapshots_restore_everything() {
+        check_snapshot::<AsterixGame>();
         check_snapshot::<BreakoutGame>();
+        check_snapshot::<FreewayGame>();
         check_snapshot::<SpaceInvadersGame>();
+    }
+
+    #[test]
+    fn asterix_env_contract() {
+        check_common::<AsterixGame>();
+    }
+
+    #[test]
+    fn freeway_env_contract() {
+        check_common::<FreewayGame>();
     }
 
     #[test]

@@ -41,7 +41,7 @@ use crate::evaluator_set::Evaluators;
 use crate::handle::{panic_message, SharedHandle};
 use crate::operators::{Completed, InFlight};
 use crate::policy::{FlatWeights, LearnerStats, PolicyGraph};
-use crate::replay::{take_td_errors, PrioritizedReplayConfig, ReplayError, ReplayShards, ShardArgs};
+use crate::replay::{take_td_errors, FrameLayout, PrioritizedReplayConfig, ReplayError, ReplayShards, ShardArgs};
 use crate::restart::{RestartPolicy, RestartStrategy};
 use crate::sample_batch::SampleBatch;
 use async_trait::async_trait;
@@ -79,6 +79,10 @@ pub struct AsyncReplayConfig {
     pub shard_restart: RestartPolicy,
     /// Seeds the shard choice and the shards' sampling.
     pub seed: u64,
+    /// Store image observations as shared frames of bytes
+    /// ([`ReplayBuffer::share_frames`](crate::replay::ReplayBuffer::share_frames));
+    /// `None` stores `f32` rows.
+    pub frames: Option<FrameLayout>,
 }
 
 impl AsyncReplayConfig {
@@ -205,6 +209,7 @@ impl AsyncReplayOptimizer {
                 capacity,
                 prioritized: config.prioritized,
                 seed: config.seed.wrapping_add(1 + i as u64),
+                frames: config.frames,
             })
             .collect();
         let shards = ReplayShards::spawn(shard_args, config.shard_restart).await?;

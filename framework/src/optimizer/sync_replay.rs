@@ -82,6 +82,16 @@ impl SyncReplayOptimizer {
         &self.replay
     }
 
+    /// Stores image observations as shared frames of `layout`
+    /// ([`ReplayBuffer::share_frames`](crate::replay::ReplayBuffer::share_frames)).
+    ///
+    /// # Errors
+    /// Once the buffer holds something.
+    pub fn share_frames(mut self, layout: crate::replay::FrameLayout) -> Result<Self, ReplayError> {
+        self.replay.share_frames(layout)?;
+        Ok(self)
+    }
+
     /// One replayed minibatch: learn, and re-prioritize its rows by the
     /// TD errors of that learning pass.
     fn learn_from_replay(&mut self, evaluators: &mut Evaluators) -> Result<LearnerStats, OptimizerError> {
@@ -141,6 +151,7 @@ impl PolicyOptimizer for SyncReplayOptimizer {
         }
         out.learner = summarize_updates(&learner);
         out.learner.set("replay_buffer_size", self.replay.len() as f64);
+        out.learner.set("replay_buffer_bytes", self.replay.heap_bytes() as f64);
         Ok(out)
     }
 

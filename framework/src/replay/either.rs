@@ -2,7 +2,7 @@
 //! an optimizer (or an Ape-X replay shard) holds either without caring
 //! which.
 
-use super::{LinearSchedule, PrioritizedReplayBuffer, ReplayBuffer, ReplayError, BATCH_INDEXES};
+use super::{FrameLayout, LinearSchedule, PrioritizedReplayBuffer, ReplayBuffer, ReplayError, BATCH_INDEXES};
 use crate::sample_batch::SampleBatch;
 use rand::Rng;
 
@@ -45,6 +45,26 @@ impl Replay {
                 Replay::Prioritized(PrioritizedReplayBuffer::new(capacity, p.alpha, p.eps)?, p.beta)
             }
         })
+    }
+
+    /// Stores image observations as shared frames of `layout`
+    /// ([`ReplayBuffer::share_frames`]).
+    ///
+    /// # Errors
+    /// Once something is stored.
+    pub fn share_frames(&mut self, layout: FrameLayout) -> Result<(), ReplayError> {
+        match self {
+            Replay::Uniform(b) => b.share_frames(layout),
+            Replay::Prioritized(b, _) => b.share_frames(layout),
+        }
+    }
+
+    /// Bytes the stored transitions take on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Replay::Uniform(b) => b.heap_bytes(),
+            Replay::Prioritized(b, _) => b.heap_bytes(),
+        }
     }
 
     /// Transitions stored.

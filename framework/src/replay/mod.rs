@@ -8,18 +8,24 @@
 //! batch with a `batch_indexes` column naming the slots (prioritized replay
 //! also adds importance `weights`). n-step returns are a postprocessing step
 //! ([`crate::postprocessing::n_step_returns`]) applied before adding.
+//!
+//! With [`ReplayBuffer::share_frames`], image observations are stored as
+//! bytes, each distinct frame once ([`frames`]).
 
 mod either;
+pub mod frames;
 mod prioritized;
 mod shard;
 mod sum_tree;
 
 pub use either::{PrioritizedReplayConfig, Replay};
+pub use frames::FrameLayout;
 pub use prioritized::{LinearSchedule, PrioritizedReplayBuffer};
 pub use shard::{ReplayShard, ReplayShards, ShardArgs, ShardMsg};
 pub use sum_tree::SumTree;
 
-use crate::sample_batch::{BatchError, SampleBatch};
+use crate::sample_batch::{fields, BatchError, SampleBatch};
+use frames::{FrameStore, Which};
 use rand::Rng;
 
 /// The slot of every replayed row, as an `i64` column.
@@ -94,6 +100,9 @@ pub struct ReplayBuffer {
     /// The slot the next row goes to.
     next: usize,
     added: u64,
+    /// With frame sharing, `obs` and `new_obs` live here and not in
+    /// `storage`.
+    frames: Option<FrameStore>,
 }
 
 impl ReplayBuffer {
@@ -105,7 +114,33 @@ impl ReplayBuffer {
         if capacity == 0 {
             return Err(ReplayError::Invalid("capacity must be >= 1".into()));
         }
-        Ok(Self { capacity, storage: SampleBatch::new(), next: 0, added: 0 })
+        Ok(Self { capacity, storage: SampleBatch::new(), next: 0, added: 0, frames: None })
+    }
+
+    /// Stores the `obs` and `new_obs` columns from now on as bytes of
+    /// `layout`'s images, each distinct plane once ([`frames`]); they are
+    /// rebuilt exactly when sampled. Every row added must then hold images
+    /// of `layout` with byte values (`b / 255`).
+    ///
+    /// # Errors
+    /// [`ReplayError::Invalid`] once something is stored.
+    pub fn share_frames(&mut self, layout: FrameLayout) -> Result<(), ReplayError> {
+        if !self.is_empty() {
+            return Err(ReplayError::Invalid("frame sharing must be set up before anything is stored".into()));
+        }
+        self.frames = Some(FrameStore::new(layout, self.capacity));
+        Ok(())
+    }
+
+    /// The frame layout, with frame sharing.
+    pub fn frame_layout(&self) -> Option<FrameLayout> {
+        self.frames.as_ref().map(FrameStore::layout)
+    }
+
+    /// Bytes the stored transitions take on the heap: the columns'
+    /// values and, with frame sharing, the frame store.
+    pub fn heap_bytes(&self) -> usize {
+        self.storage.size_bytes() + self.frames.as_ref().map_or(0, FrameStore::heap_bytes)
     }
 
     /// Transitions stored (at most the capacity).
@@ -139,6 +174,30 @@ impl ReplayBuffer {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        let Some(frames) = &self.frames else {
+            return self.add_rows(batch);
+        };
+        // Every image is checked before anything is stored.
+        let n = batch.len();
+        let obs = frames.encode(fields::OBS, batch.f32(fields::OBS)?, n)?;
+        let new_obs = frames.encode(fields::NEW_OBS, batch.f32(fields::NEW_OBS)?, n)?;
+        let mut rest = SampleBatch::new();
+        for (field, column) in batch.columns().filter(|(f, _)| *f != fields::OBS && *f != fields::NEW_OBS) {
+            rest.insert(field, column.clone())?;
+        }
+        if rest.is_empty() {
+            return Err(ReplayError::Invalid("a batch needs columns besides `obs` and `new_obs`".into()));
+        }
+        let slots = self.add_rows(&rest)?;
+        let (frames, size) = (self.frames.as_mut().expect("checked above"), obs.len() / n);
+        for (row, &slot) in slots.iter().enumerate() {
+            frames.put(slot, &obs[row * size..(row + 1) * size], &new_obs[row * size..(row + 1) * size]);
+        }
+        Ok(slots)
+    }
+
+    /// [`add`](Self::add) of the columns `storage` keeps.
+    fn add_rows(&mut self, batch: &SampleBatch) -> Result<Vec<usize>, ReplayError> {
         if self.storage.fields().next().is_none() {
             self.storage = SampleBatch::with_capacity_like(batch, self.capacity);
         }
@@ -167,6 +226,12 @@ impl ReplayBuffer {
     /// If a slot is out of range.
     pub fn gather(&self, slots: &[usize]) -> SampleBatch {
         let mut out = self.storage.gather(slots);
+        if let Some(frames) = &self.frames {
+            let width = frames.layout().values();
+            for (field, which) in [(fields::OBS, Which::Obs), (fields::NEW_OBS, Which::NewObs)] {
+                out.insert_f32(field, frames.rows(slots, which), width).expect("one image per gathered row");
+            }
+        }
         let indexes = slots.iter().map(|&s| s as i64).collect();
         out.insert_i64(BATCH_INDEXES, indexes, 1).expect("one index per gathered row");
         out

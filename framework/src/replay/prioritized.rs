@@ -80,6 +80,19 @@ impl PrioritizedReplayBuffer {
         self.tree.get(i)
     }
 
+    /// As [`ReplayBuffer::share_frames`].
+    ///
+    /// # Errors
+    /// As [`ReplayBuffer::share_frames`].
+    pub fn share_frames(&mut self, layout: super::FrameLayout) -> Result<(), ReplayError> {
+        self.buffer.share_frames(layout)
+    }
+
+    /// As [`ReplayBuffer::heap_bytes`], plus the sum tree's.
+    pub fn heap_bytes(&self) -> usize {
+        self.buffer.heap_bytes() + self.tree.heap_bytes()
+    }
+
     /// Stores every row of `batch`. With `td_errors` (one per row) each
     /// row's priority comes from its error; without, from the largest seen.
     ///

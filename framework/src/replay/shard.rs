@@ -21,7 +21,7 @@
 //! generation, so updates computed on a dead shard's rows are dropped
 //! instead of landing on the replacement's unrelated slots.
 
-use super::{PrioritizedReplayConfig, Replay, ReplayError, BATCH_INDEXES};
+use super::{FrameLayout, PrioritizedReplayConfig, Replay, ReplayError, BATCH_INDEXES};
 use crate::pool::{ActorPool, PoolError};
 use crate::restart::RestartPolicy;
 use crate::sample_batch::SampleBatch;
@@ -69,6 +69,8 @@ pub struct ShardArgs {
     pub prioritized: Option<PrioritizedReplayConfig>,
     /// Seeds the shard's replay sampling.
     pub seed: u64,
+    /// Frame sharing for image observations; `None` stores `f32` rows.
+    pub frames: Option<FrameLayout>,
 }
 
 /// A shard's buffer and random generator.
@@ -83,7 +85,10 @@ impl Actor for ReplayShard {
     type Arguments = ShardArgs;
 
     async fn pre_start(&self, _: ActorRef<ShardMsg>, args: ShardArgs) -> Result<ShardState, ActorProcessingErr> {
-        let replay = Replay::new(args.capacity, args.prioritized)?;
+        let mut replay = Replay::new(args.capacity, args.prioritized)?;
+        if let Some(layout) = args.frames {
+            replay.share_frames(layout)?;
+        }
         Ok(ShardState { replay, rng: ChaCha8Rng::seed_from_u64(args.seed) })
     }
 
@@ -278,7 +283,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_shard_past_its_restart_budget_is_an_error_naming_it() {
-        let args = ShardArgs { capacity: 100, prioritized: None, seed: 0 };
+        let args = ShardArgs { capacity: 100, prioritized: None, seed: 0, frames: None };
         let restart = RestartPolicy { max_restarts: 1, window_s: 60.0, ..RestartPolicy::default() };
         let mut shards = ReplayShards::spawn(vec![args; 2], restart).await.unwrap();
         shards.add(1, rows(10), None).await.unwrap();

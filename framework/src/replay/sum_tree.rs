@@ -16,6 +16,11 @@ pub struct SumTree {
 }
 
 impl SumTree {
+    /// Bytes its two trees take on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        (self.sums.capacity() + self.mins.capacity()) * 8
+    }
+
     /// A tree of `len` slots, all with priority 0.
     pub fn new(len: usize) -> Self {
         let leaves = len.max(1).next_power_of_two();
