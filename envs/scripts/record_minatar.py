@@ -51,6 +51,7 @@ GAMES = {
     "MinAtar/Asterix-v1": ([0, 1, 2, 3, 4, 2**32 + 7], 2000),
     # An episode is 2,500 steps: three seeds of 3,000 end three of them.
     "MinAtar/Freeway-v1": ([0, 1, 2], 3000),
+    "MinAtar/Seaquest-v1": ([0, 1, 2, 3, 4, 2**32 + 7], 2000),
 }
 
 
@@ -148,8 +149,34 @@ def freeway_action(rng, game, eps):
     return 1
 
 
+def seaquest_action(rng, game, eps):
+    if rng.random() < eps:
+        return int(rng.integers(6))
+    # 0 no-op, 1 left, 2 up, 3 right, 4 down, 5 fire. Surface when oxygen
+    # runs low with a diver aboard (or six aboard); otherwise dodge what is
+    # next to the sub, chase the nearest diver's row, and fire along rows
+    # with enemies.
+    x, y = game.sub_x, game.sub_y
+    threats = [e for e in game.e_fish + game.e_subs] + [[b[0], b[1]] for b in game.e_bullets]
+    near = lambda cx, cy: any(t[1] == cy and abs(t[0] - cx) <= 1 for t in threats)
+    if game.diver_count > 0 and (game.oxygen < 40 or game.diver_count == 6) and y > 0:
+        return 2 if not near(x, y - 1) else int(rng.choice([1, 3]))
+    if near(x, y):
+        for a, (dx, dy) in ((2, (0, -1)), (4, (0, 1)), (1, (-1, 0)), (3, (1, 0))):
+            if 0 <= x + dx <= 9 and 1 <= y + dy <= 8 and not near(x + dx, y + dy):
+                return a
+    if any(t[1] == y for t in game.e_fish + game.e_subs) and game.shot_timer == 0 and y > 0:
+        return 5
+    if game.divers and game.diver_count < 6:
+        d = min(game.divers, key=lambda d: abs(d[1] - y) + abs(d[0] - x))
+        if d[1] != y:
+            return 4 if d[1] > y else 2
+        return 3 if d[0] > x else 1
+    return 4 if y < 4 else int(rng.integers(6))
+
+
 POLICIES = {"Breakout": breakout_action, "SpaceInvaders": space_invaders_action, "Asterix": asterix_action,
-            "Freeway": freeway_action}
+            "Freeway": freeway_action, "Seaquest": seaquest_action}
 
 
 def reset_env(env, seed):

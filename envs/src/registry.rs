@@ -1,6 +1,6 @@
 //! Envs by name, with the metadata Gymnasium's registry keeps.
 
-use crate::minatar::{AsterixGame, BreakoutGame, FreewayGame, Game, MinAtar, SpaceInvadersGame};
+use crate::minatar::{AsterixGame, BreakoutGame, FreewayGame, Game, MinAtar, SeaquestGame, SpaceInvadersGame};
 use crate::{Acrobot, CartPole, MaskedMaze, MountainCar, MountainCarContinuous, Pendulum, StatelessCartPole};
 use rlx::config::{closest_n, from_value};
 use rlx::{Env, EnvError, TimeLimit};
@@ -235,6 +235,13 @@ const REGISTRY: &[EnvSpec] = &[
         reward_threshold: None,
         kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
         make: minatar::<FreewayGame>,
+    },
+    EnvSpec {
+        name: "MinAtar/Seaquest-v1",
+        description: "MinAtar Seaquest; Box(0, 1, [10, 10, 10]) binary obs, Discrete(6) actions, sticky actions, no time limit (minatar 1.0.15)",
+        reward_threshold: None,
+        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
+        make: minatar::<SeaquestGame>,
     },
 ];
 

@@ -7,7 +7,7 @@
 //! against recorded NumPy outputs.
 
 use rlx::{Action, Env};
-use rlx_envs::minatar::{AsterixGame, BreakoutGame, FreewayGame, SpaceInvadersGame};
+use rlx_envs::minatar::{AsterixGame, BreakoutGame, FreewayGame, SeaquestGame, SpaceInvadersGame};
 use rlx_envs::minatar::{Game, MinAtar, Mt19937};
 use serde::Deserialize;
 use serde_json::Value;
@@ -164,6 +164,14 @@ fn freeway_matches_minatar() {
 }
 
 #[test]
+fn seaquest_matches_minatar() {
+    let cov = replay::<SeaquestGame>("MinAtar-Seaquest-v1");
+    assert!(cov.steps >= 10_000 && cov.terminations >= 30 && cov.seeded >= 5, "{} {}", cov.steps, cov.terminations);
+    // Some episode surfaced with divers, so the ramp moved.
+    assert!(cov.max_return > 10.0 && cov.max_ramp >= 2, "{} {}", cov.max_return, cov.max_ramp);
+}
+
+#[test]
 fn mt19937_matches_numpy_random_state() {
     let doc: Value = serde_json::from_str(&read("MinAtar-mt19937")).unwrap();
     let cases = doc["cases"].as_array().unwrap();
@@ -205,6 +213,7 @@ fn registered_under_the_minatar_gym_names() {
         ("MinAtar/SpaceInvaders-v1", 4, 6),
         ("MinAtar/Asterix-v1", 5, 4),
         ("MinAtar/Freeway-v1", 3, 7),
+        ("MinAtar/Seaquest-v1", 6, 10),
     ] {
         let env = rlx_envs::make(name).unwrap();
         assert_eq!(env.name(), name);

@@ -10,8 +10,8 @@
 //! | observation | `Box(0, 1, [10, 10, C])`, binary: `env.state()` flattened row-major, index `(row * 10 + col) * C + channel` |
 //! | action | `Discrete(n)`: the game's minimal action set (`use_minimal_action_set=True`), mapped to MinAtar's 6 actions `n l u r d f` |
 //! | sticky actions | before every step, with probability 0.1 (`rand() < 0.1`) the previous step's action is repeated instead |
-//! | difficulty ramping | on (the package default); Space Invaders and Asterix ramp |
-//! | reward, termination | as the game (see [`asterix`], [`breakout`], [`freeway`], [`space_invaders`]) |
+//! | difficulty ramping | on (the package default); Space Invaders, Asterix and Seaquest ramp |
+//! | reward, termination | as the game (see [`asterix`], [`breakout`], [`freeway`], [`seaquest`], [`space_invaders`]) |
 //! | truncation | none: the package registers no `max_episode_steps` |
 //! | reset | `reset(Some(seed))` seeds NumPy's `RandomState(seed)`; `reset(None)` continues the stream |
 //!
@@ -29,12 +29,14 @@ pub mod asterix;
 pub mod breakout;
 pub mod freeway;
 pub mod mt19937;
+pub mod seaquest;
 pub mod space_invaders;
 
 pub use asterix::AsterixGame;
 pub use breakout::BreakoutGame;
 pub use freeway::FreewayGame;
 pub use mt19937::Mt19937;
+pub use seaquest::SeaquestGame;
 pub use space_invaders::SpaceInvadersGame;
 
 use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
@@ -318,6 +320,9 @@ pub type Breakout = MinAtar<BreakoutGame>;
 /// `MinAtar/Freeway-v1`.
 pub type Freeway = MinAtar<FreewayGame>;
 
+/// `MinAtar/Seaquest-v1`.
+pub type Seaquest = MinAtar<SeaquestGame>;
+
 /// `MinAtar/SpaceInvaders-v1`.
 pub type SpaceInvaders = MinAtar<SpaceInvadersGame>;
 
@@ -416,6 +421,7 @@ mod tests {
         check_snapshot::<AsterixGame>();
         check_snapshot::<BreakoutGame>();
         check_snapshot::<FreewayGame>();
+        check_snapshot::<SeaquestGame>();
         check_snapshot::<SpaceInvadersGame>();
     }
 
@@ -427,6 +433,11 @@ mod tests {
     #[test]
     fn freeway_env_contract() {
         check_common::<FreewayGame>();
+    }
+
+    #[test]
+    fn seaquest_env_contract() {
+        check_common::<SeaquestGame>();
     }
 
     #[test]
