@@ -22,9 +22,7 @@
 //! difficulty ramping, every 102 steps the spawn interval shrinks by one
 //! and, every other time, the move interval, down to 1.
 
-use super::{cell, decode_game, Game, Mt19937, GRID, LEFT, RIGHT};
-use rlx::env::{encode_state, EnvState};
-use rlx::EnvError;
+use super::{cell, Game, Mt19937, GRID, LEFT, RIGHT};
 use serde::{Deserialize, Serialize};
 
 const PLAYER: usize = 0;
@@ -78,19 +76,6 @@ impl AsterixGame {
     /// Entities on the screen.
     pub fn entities(&self) -> usize {
         self.entities.iter().flatten().count()
-    }
-
-    /// Whether `act` can run on this state: the player and entities on
-    /// the grid, timers and speeds in the ranges `act` keeps them in.
-    fn valid(&self) -> bool {
-        let on_grid = |v: i32| (0..GRID as i32).contains(&v);
-        on_grid(self.player_x)
-            && (1..=8).contains(&self.player_y)
-            && self.entities.iter().flatten().all(|e| on_grid(e.x))
-            && self.spawn_speed >= 1
-            && self.move_speed >= 1
-            && self.spawn_timer >= 0
-            && self.move_timer >= 0
     }
 
     /// The package's `_spawn_entity`.
@@ -216,15 +201,22 @@ impl Game for AsterixGame {
 
     const GLYPHS: &'static [(usize, char)] = &[(PLAYER, '@'), (ENEMY, 'X'), (GOLD, '$'), (TRAIL, '.')];
 
-    /// The whole game state, for checkpoints (see [`Game::save_state`]).
-    fn save_state(&self) -> Option<EnvState> {
-        Some(encode_state(self))
+    /// Whether `act` can run on this state: the player and entities on
+    /// the grid, timers and speeds in the ranges `act` keeps them in.
+    fn valid(&self) -> bool {
+        let on_grid = |v: i32| (0..GRID as i32).contains(&v);
+        on_grid(self.player_x)
+            && (1..=8).contains(&self.player_y)
+            && self.entities.iter().flatten().all(|e| on_grid(e.x))
+            && self.spawn_speed >= 1
+            && self.move_speed >= 1
+            && self.spawn_timer >= 0
+            && self.move_timer >= 0
     }
 
     /// A restore keeps this game's `ramping` setting, which is
     /// configuration.
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        *self = Self { ramping: self.ramping, ..decode_game(state, Self::valid)? };
-        Ok(())
+    fn restored(&self, saved: Self) -> Self {
+        Self { ramping: self.ramping, ..saved }
     }
 }

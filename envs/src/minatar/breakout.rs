@@ -20,9 +20,7 @@
 //! paddle's cell. When the ball reaches the bottom row with no bricks left,
 //! the three rows are refilled.
 
-use super::{cell, decode_game, Game, Mt19937, GRID, LEFT, RIGHT};
-use rlx::env::{encode_state, EnvState};
-use rlx::EnvError;
+use super::{cell, Game, Mt19937, GRID, LEFT, RIGHT};
 use serde::{Deserialize, Serialize};
 
 const PADDLE: usize = 0;
@@ -67,16 +65,6 @@ impl BreakoutGame {
     /// Number of bricks left.
     pub fn bricks_left(&self) -> usize {
         self.bricks.iter().flatten().filter(|&&b| b).count()
-    }
-
-    /// Whether `act` can run on this state without indexing off the grid:
-    /// the ball, its trail and the paddle on the grid, a ball direction, and
-    /// the ball above the bottom row unless the game is over.
-    fn valid(&self) -> bool {
-        let on_grid = |v: i32| (0..GRID as i32).contains(&v);
-        [self.ball_x, self.ball_y, self.last_x, self.last_y, self.pos].into_iter().all(on_grid)
-            && self.ball_dir < DIRECTIONS.len()
-            && (self.ball_y < 9 || self.terminal)
     }
 
     fn fill_bricks(&mut self) {
@@ -193,14 +181,14 @@ impl Game for BreakoutGame {
 
     const GLYPHS: &'static [(usize, char)] = &[(BALL, 'o'), (PADDLE, '='), (BRICK, '#'), (TRAIL, '.')];
 
-    /// The whole game state, for checkpoints (see [`Game::save_state`]).
-    fn save_state(&self) -> Option<EnvState> {
-        Some(encode_state(self))
-    }
-
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        *self = decode_game(state, Self::valid)?;
-        Ok(())
+    /// Whether `act` can run on this state without indexing off the grid:
+    /// the ball, its trail and the paddle on the grid, a ball direction, and
+    /// the ball above the bottom row unless the game is over.
+    fn valid(&self) -> bool {
+        let on_grid = |v: i32| (0..GRID as i32).contains(&v);
+        [self.ball_x, self.ball_y, self.last_x, self.last_y, self.pos].into_iter().all(on_grid)
+            && self.ball_dir < DIRECTIONS.len()
+            && (self.ball_y < 9 || self.terminal)
     }
 }
 

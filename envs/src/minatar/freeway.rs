@@ -18,9 +18,7 @@
 //! the sides, and sends the chicken back to row 9 when they share a cell
 //! (checked before and after the car moves).
 
-use super::{cell, decode_game, Game, Mt19937, GRID};
-use rlx::env::{encode_state, EnvState};
-use rlx::EnvError;
+use super::{cell, Game, Mt19937, GRID};
 use serde::{Deserialize, Serialize};
 
 const CHICKEN: usize = 0;
@@ -66,15 +64,6 @@ impl FreewayGame {
     /// The chicken's row.
     pub fn chicken(&self) -> usize {
         self.pos as usize
-    }
-
-    /// Whether `act` can run on this state: the chicken and cars on the
-    /// grid, speeds the package draws.
-    fn valid(&self) -> bool {
-        let on_grid = |v: i32| (0..GRID as i32).contains(&v);
-        on_grid(self.pos)
-            && self.move_timer >= 0
-            && self.cars.iter().all(|c| on_grid(c.x) && c.timer >= 0 && c.speed.abs() <= 5)
     }
 
     /// The package's `_randomize_cars`: 8 speeds in 1..6, then 8
@@ -187,13 +176,12 @@ impl Game for FreewayGame {
 
     const GLYPHS: &'static [(usize, char)] = &[(CHICKEN, 'C'), (CAR, '#')];
 
-    /// The whole game state, for checkpoints (see [`Game::save_state`]).
-    fn save_state(&self) -> Option<EnvState> {
-        Some(encode_state(self))
-    }
-
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        *self = decode_game(state, Self::valid)?;
-        Ok(())
+    /// Whether `act` can run on this state: the chicken and cars on the
+    /// grid, speeds the package draws.
+    fn valid(&self) -> bool {
+        let on_grid = |v: i32| (0..GRID as i32).contains(&v);
+        on_grid(self.pos)
+            && self.move_timer >= 0
+            && self.cars.iter().all(|c| on_grid(c.x) && c.timer >= 0 && c.speed.abs() <= 5)
     }
 }

@@ -21,9 +21,7 @@
 //! step matches the package, quirks included: surfacing with six divers
 //! leaves a diver count of −1, as the package's `_surface` does.
 
-use super::{cell, decode_game, Game, Mt19937, FIRE, GRID, LEFT, RIGHT};
-use rlx::env::{encode_state, EnvState};
-use rlx::EnvError;
+use super::{cell, Game, Mt19937, FIRE, GRID, LEFT, RIGHT};
 use serde::{Deserialize, Serialize};
 
 const SUB_FRONT: usize = 0;
@@ -201,22 +199,6 @@ impl SeaquestGame {
     /// Oxygen left, out of 200.
     pub fn oxygen(&self) -> i32 {
         self.oxygen
-    }
-
-    /// Whether `act` and `write_state` can run on this state.
-    fn valid(&self) -> bool {
-        let listed = |l: &PyList<Mover>| l.values().all(|m| on_grid(m.x) && (1..=8).contains(&m.y));
-        let bullets = |l: &PyList<Bullet>| l.values().all(|b| on_grid(b.x) && (0..=8).contains(&b.y));
-        on_grid(self.sub_x)
-            && (0..=8).contains(&self.sub_y)
-            && (-1..=MAX_OXYGEN).contains(&self.oxygen)
-            && self.diver_count <= MAX_DIVERS
-            && listed(&self.e_fish)
-            && listed(&self.e_subs)
-            && listed(&self.divers)
-            && bullets(&self.f_bullets)
-            && bullets(&self.e_bullets)
-            && self.e_subs.values().all(|s| s.shot_timer.is_some())
     }
 
     fn new_id(&mut self) -> u64 {
@@ -528,16 +510,26 @@ impl Game for SeaquestGame {
         (TRAIL, '.'),
     ];
 
-    /// The whole game state, for checkpoints (see [`Game::save_state`]).
-    fn save_state(&self) -> Option<EnvState> {
-        Some(encode_state(self))
+    /// Whether `act` and `write_state` can run on this state.
+    fn valid(&self) -> bool {
+        let listed = |l: &PyList<Mover>| l.values().all(|m| on_grid(m.x) && (1..=8).contains(&m.y));
+        let bullets = |l: &PyList<Bullet>| l.values().all(|b| on_grid(b.x) && (0..=8).contains(&b.y));
+        on_grid(self.sub_x)
+            && (0..=8).contains(&self.sub_y)
+            && (-1..=MAX_OXYGEN).contains(&self.oxygen)
+            && self.diver_count <= MAX_DIVERS
+            && listed(&self.e_fish)
+            && listed(&self.e_subs)
+            && listed(&self.divers)
+            && bullets(&self.f_bullets)
+            && bullets(&self.e_bullets)
+            && self.e_subs.values().all(|s| s.shot_timer.is_some())
     }
 
     /// A restore keeps this game's `ramping` setting, which is
     /// configuration.
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        *self = Self { ramping: self.ramping, ..decode_game(state, Self::valid)? };
-        Ok(())
+    fn restored(&self, saved: Self) -> Self {
+        Self { ramping: self.ramping, ..saved }
     }
 }
 

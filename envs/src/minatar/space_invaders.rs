@@ -23,9 +23,7 @@
 //! and, with difficulty ramping, the interval drops by one, from 12 down to 6.
 //! Rewards still count on the step that ends the episode.
 
-use super::{cell, decode_game, Game, Mt19937, FIRE, GRID, LEFT, RIGHT};
-use rlx::env::{encode_state, EnvState};
-use rlx::EnvError;
+use super::{cell, Game, Mt19937, FIRE, GRID, LEFT, RIGHT};
 use serde::{Deserialize, Serialize};
 
 const CANNON: usize = 0;
@@ -87,17 +85,6 @@ impl SpaceInvadersGame {
     /// The current move interval of the aliens (12 at the start, down to 6).
     pub fn enemy_move_interval(&self) -> i32 {
         self.enemy_move_interval
-    }
-
-    /// Whether `act` can run on this state as the package's would: the
-    /// cannon on the grid, a marching direction, and timers in their ranges.
-    fn valid(&self) -> bool {
-        self.pos < GRID
-            && self.alien_dir.abs() == 1
-            && (MIN_MOVE_INTERVAL..=ENEMY_MOVE_INTERVAL).contains(&self.enemy_move_interval)
-            && (0..=ENEMY_MOVE_INTERVAL).contains(&self.alien_move_timer)
-            && (0..=ENEMY_SHOT_INTERVAL).contains(&self.alien_shot_timer)
-            && (0..=SHOT_COOL_DOWN).contains(&self.shot_timer)
     }
 
     /// The lowest alien in the occupied column nearest `pos`.
@@ -249,15 +236,21 @@ impl Game for SpaceInvadersGame {
     const GLYPHS: &'static [(usize, char)] =
         &[(CANNON, 'A'), (FRIENDLY_BULLET, '|'), (ENEMY_BULLET, '!'), (ALIEN_LEFT, '<'), (ALIEN_RIGHT, '>')];
 
-    /// The whole game state, for checkpoints (see [`Game::save_state`]); a
-    /// restore keeps this game's `ramping` setting, which is configuration.
-    fn save_state(&self) -> Option<EnvState> {
-        Some(encode_state(self))
+    /// Whether `act` can run on this state as the package's would: the
+    /// cannon on the grid, a marching direction, and timers in their ranges.
+    fn valid(&self) -> bool {
+        self.pos < GRID
+            && self.alien_dir.abs() == 1
+            && (MIN_MOVE_INTERVAL..=ENEMY_MOVE_INTERVAL).contains(&self.enemy_move_interval)
+            && (0..=ENEMY_MOVE_INTERVAL).contains(&self.alien_move_timer)
+            && (0..=ENEMY_SHOT_INTERVAL).contains(&self.alien_shot_timer)
+            && (0..=SHOT_COOL_DOWN).contains(&self.shot_timer)
     }
 
-    fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
-        *self = Self { ramping: self.ramping, ..decode_game(state, Self::valid)? };
-        Ok(())
+    /// A restore keeps this game's `ramping` setting, which is
+    /// configuration.
+    fn restored(&self, saved: Self) -> Self {
+        Self { ramping: self.ramping, ..saved }
     }
 }
 
