@@ -82,4 +82,7 @@ fn images_that_do_not_fit_the_layout_are_refused_and_nothing_is_stored() {
     assert!(replay.is_empty());
     replay.add(&AtariStream::new(1, 1, 0).batch(2), None).unwrap();
     assert!(replay.share_frames(LAYOUT).is_err(), "only while empty");
+    let empty = FrameLayout { height: 0, width: SIDE, channels: STACK };
+    let err = Replay::new(100, None).unwrap().share_frames(empty).unwrap_err().to_string();
+    assert!(err.contains("at least 1×1×1"), "{err}");
 }

@@ -159,9 +159,11 @@ impl QLearning {
         let n = self.num_atoms;
         check("num_atoms", n, (1..=MAX_ATOMS).contains(&n), &format!("must be in [1, {MAX_ATOMS}]"))?;
         if n > 1 {
-            check("v_min", self.v_min, self.v_min.is_finite(), "must be a finite number")?;
-            let ok = self.v_max.is_finite() && self.v_max > self.v_min;
-            check("v_max", self.v_max, ok, &format!("must be a finite number above v_min ({})", self.v_min))?;
+            // The atoms are f32: the bounds must be apart as f32s too.
+            let (lo, hi) = (self.v_min as f32, self.v_max as f32);
+            check("v_min", self.v_min, lo.is_finite(), "must be a finite f32")?;
+            let ok = hi.is_finite() && hi > lo;
+            check("v_max", self.v_max, ok, &format!("must be a finite f32 above v_min ({})", self.v_min))?;
         }
         check("sigma0", self.sigma0, self.sigma0 > 0.0 && self.sigma0.is_finite(), "must be > 0")
     }
@@ -419,6 +421,18 @@ impl<D: NetDevice> Dqn<D> {
     }
 }
 
+/// The batch's actions as indices into `a` actions.
+///
+/// # Errors
+/// An action outside `0..a`, or no `actions` column of `i64`.
+fn taken_actions(batch: &SampleBatch, a: usize) -> Result<Vec<usize>, PolicyError> {
+    let actions = batch.i64(fields::ACTIONS)?;
+    if let Some(&bad) = actions.iter().find(|&&x| !(0..a as i64).contains(&x)) {
+        return Err(PolicyError::Other(format!("action {bad} is outside the {a} actions of this network")));
+    }
+    Ok(actions.iter().map(|&x| x as usize).collect())
+}
+
 /// The index of the largest entry among the legal ones (the first of
 /// ties); every entry is legal without a mask.
 fn argmax(row: &[f32], mask: Option<&[f32]>) -> usize {
@@ -491,10 +505,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
             Ok(w) => w.to_vec(),
             Err(_) => vec![1.0; n],
         };
-        let actions: Vec<usize> = batch.i64(fields::ACTIONS)?.iter().map(|&a| a as usize).collect();
-        if let Some(&bad) = actions.iter().find(|&&x| x >= a) {
-            return Err(PolicyError::Other(format!("action {bad} is outside the {a} actions of this network")));
-        }
+        let actions = taken_actions(batch, a)?;
         let p = &core.params;
         let dev = p.device();
         let x = self.net.torso.input().encode(dev, batch.f32(fields::OBS)?)?;
@@ -556,7 +567,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         let (a, z) = (self.net.actions, self.net.atoms());
         let targets = self.td_targets(core, batch, &UpdateNoise::default())?;
         let out = self.net.outputs(&core.params, batch.f32(fields::OBS)?, &HeadNoise::default())?;
-        let taken = batch.i64(fields::ACTIONS)?.iter().enumerate().map(|(i, &act)| (i * a + act as usize) * z);
+        let taken = taken_actions(batch, a)?.into_iter().enumerate().map(|(i, act)| (i * a + act) * z);
         if z == 1 {
             return Ok(targets.iter().zip(taken).map(|(y, at)| out[at] - y).collect());
         }
@@ -944,6 +955,7 @@ mod tests {
         let mut bad = b.clone();
         bad.insert_i64(fields::ACTIONS, vec![0, 1, 2, 0], 1).unwrap();
         assert!(p.learn_on_batch(&bad).unwrap_err().to_string().contains("action 2"));
+        assert!(p.td_errors(&bad).unwrap_err().to_string().contains("action 2"), "not a panic");
         let mut missing = SampleBatch::new();
         missing.insert_f32(fields::OBS, vec![0.0; 4], 4).unwrap();
         assert!(p.learn_on_batch(&missing).is_err());
@@ -957,6 +969,8 @@ mod tests {
             (serde_json::json!({"num_atoms": 0}), "num_atoms"),
             (serde_json::json!({"num_atoms": 5000}), "num_atoms"),
             (serde_json::json!({"num_atoms": 51, "v_min": 10.0, "v_max": 10.0}), "v_max"),
+            (serde_json::json!({"num_atoms": 51, "v_min": 1.0, "v_max": 1.00000001}), "v_max"),
+            (serde_json::json!({"num_atoms": 51, "v_min": -1e300, "v_max": 1.0}), "v_min"),
             (serde_json::json!({"noisy": true, "sigma0": 0.0}), "sigma0"),
         ] {
             let err = rlx::config::merge_json(&DqnConfig::default(), &bad).unwrap_err();

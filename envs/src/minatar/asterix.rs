@@ -208,10 +208,12 @@ impl Game for AsterixGame {
         on_grid(self.player_x)
             && (1..=8).contains(&self.player_y)
             && self.entities.iter().flatten().all(|e| on_grid(e.x))
-            && self.spawn_speed >= 1
-            && self.move_speed >= 1
-            && self.spawn_timer >= 0
-            && self.move_timer >= 0
+            && (1..=1000).contains(&self.spawn_speed)
+            && (1..=1000).contains(&self.move_speed)
+            && (0..=1000).contains(&self.spawn_timer)
+            && (0..=1000).contains(&self.move_timer)
+            && (-1..=RAMP_INTERVAL).contains(&self.ramp_timer)
+            && self.ramp_index < 1_000_000
     }
 
     /// A restore keeps this game's `ramping` setting, which is

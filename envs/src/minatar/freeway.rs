@@ -181,7 +181,8 @@ impl Game for FreewayGame {
     fn valid(&self) -> bool {
         let on_grid = |v: i32| (0..GRID as i32).contains(&v);
         on_grid(self.pos)
-            && self.move_timer >= 0
-            && self.cars.iter().all(|c| on_grid(c.x) && c.timer >= 0 && c.speed.abs() <= 5)
+            && (0..=PLAYER_SPEED).contains(&self.move_timer)
+            && (-1..=TIME_LIMIT).contains(&self.terminate_timer)
+            && self.cars.iter().all(|c| on_grid(c.x) && (0..=5).contains(&c.timer) && c.speed.abs() <= 5)
     }
 }

@@ -511,8 +511,15 @@ impl Game for SeaquestGame {
     ];
 
     /// Whether `act` and `write_state` can run on this state.
+    /// Also bounds every timer and counter, so that no step of a restored
+    /// game overflows.
     fn valid(&self) -> bool {
-        let listed = |l: &PyList<Mover>| l.values().all(|m| on_grid(m.x) && (1..=8).contains(&m.y));
+        let timer = |t: i32| (0..=1000).contains(&t);
+        let listed = |l: &PyList<Mover>| {
+            l.values().all(|m| {
+                on_grid(m.x) && (1..=8).contains(&m.y) && timer(m.move_timer) && m.shot_timer.is_none_or(timer)
+            })
+        };
         let bullets = |l: &PyList<Bullet>| l.values().all(|b| on_grid(b.x) && (0..=8).contains(&b.y));
         on_grid(self.sub_x)
             && (0..=8).contains(&self.sub_y)
@@ -524,6 +531,11 @@ impl Game for SeaquestGame {
             && bullets(&self.f_bullets)
             && bullets(&self.e_bullets)
             && self.e_subs.values().all(|s| s.shot_timer.is_some())
+            && [self.e_spawn_timer, self.d_spawn_timer, self.shot_timer].into_iter().all(timer)
+            && (1..=1000).contains(&self.e_spawn_speed)
+            && (1..=1000).contains(&self.move_speed)
+            && self.diver_count > -1_000_000
+            && self.ramp_index < 1_000_000
     }
 
     /// A restore keeps this game's `ramping` setting, which is

@@ -71,7 +71,6 @@ pub struct FrameStore {
     bytes: Vec<u8>,
     /// References from slots to each plane; 0 for a free id.
     refs: Vec<u32>,
-    hashes: Vec<u64>,
     free: Vec<u32>,
     /// The first plane of each hash; the others of that hash follow
     /// through `chain` (collisions are rare, but equal bytes decide).
@@ -97,7 +96,6 @@ impl FrameStore {
             layout,
             bytes: Vec::new(),
             refs: Vec::new(),
-            hashes: Vec::new(),
             free: Vec::new(),
             by_hash: HashMap::new(),
             chain: Vec::new(),
@@ -116,10 +114,12 @@ impl FrameStore {
     }
 
     /// Bytes this store holds on the heap: its vectors' capacity, and its
-    /// hash index's (a key, a value and a control byte per bucket).
+    /// hash index's (a bucket holds an aligned key and value plus a control
+    /// byte, and there are about 8 buckets per 7 entries of capacity).
     pub fn heap_bytes(&self) -> usize {
         let ids = self.refs.capacity() + self.free.capacity() + self.slots.capacity() + self.chain.capacity();
-        self.bytes.capacity() + ids * 4 + self.hashes.capacity() * 8 + self.by_hash.capacity() * (8 + 4 + 1)
+        let buckets = self.by_hash.capacity() * 8 / 7;
+        self.bytes.capacity() + ids * 4 + buckets * (std::mem::size_of::<(u64, u32)>() + 1)
     }
 
     /// `rows` observations (`obs` then `new_obs`, each `rows × values`) as
@@ -194,9 +194,7 @@ impl FrameStore {
 
     /// The id of a plane with these bytes, stored now if none is.
     fn intern(&mut self, plane: &[u8]) -> u32 {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        plane.hash(&mut hasher);
-        let hash = hasher.finish();
+        let hash = hash_of(plane);
         let size = plane.len();
         let first = self.by_hash.get(&hash).copied().unwrap_or(NONE);
         let mut at = first;
@@ -210,7 +208,6 @@ impl FrameStore {
         let id = match self.free.pop() {
             Some(id) => {
                 self.bytes[id as usize * size..(id as usize + 1) * size].copy_from_slice(plane);
-                self.hashes[id as usize] = hash;
                 id
             }
             None => {
@@ -220,7 +217,6 @@ impl FrameStore {
                     self.bytes.reserve_exact(size * (self.refs.len() / 64).max(16));
                 }
                 self.bytes.extend_from_slice(plane);
-                self.hashes.push(hash);
                 self.refs.push(0);
                 self.chain.push(NONE);
                 (self.refs.len() - 1) as u32
@@ -239,8 +235,10 @@ impl FrameStore {
         if *refs > 0 {
             return;
         }
-        // Unlink `id` from its hash's chain.
-        let hash = self.hashes[id as usize];
+        // Unlink `id` from its hash's chain (hashing the plane again costs
+        // less than keeping 8 bytes per plane).
+        let size = self.layout.plane();
+        let hash = hash_of(&self.bytes[id as usize * size..(id as usize + 1) * size]);
         let next = self.chain[id as usize];
         if self.by_hash.get(&hash) == Some(&id) {
             if next == NONE {
@@ -260,6 +258,13 @@ impl FrameStore {
         self.chain[id as usize] = NONE;
         self.free.push(id);
     }
+}
+
+/// The hash a plane is found by.
+fn hash_of(plane: &[u8]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    plane.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The byte `b` with `b / 255 == x` exactly, if there is one.

@@ -123,10 +123,14 @@ impl ReplayBuffer {
     /// of `layout` with byte values (`b / 255`).
     ///
     /// # Errors
-    /// [`ReplayError::Invalid`] once something is stored.
+    /// [`ReplayError::Invalid`] once something is stored, or for a layout
+    /// with a side of 0.
     pub fn share_frames(&mut self, layout: FrameLayout) -> Result<(), ReplayError> {
         if !self.is_empty() {
             return Err(ReplayError::Invalid("frame sharing must be set up before anything is stored".into()));
+        }
+        if layout.values() == 0 {
+            return Err(ReplayError::Invalid(format!("frame sharing needs images of at least 1×1×1, got {layout:?}")));
         }
         self.frames = Some(FrameStore::new(layout, self.capacity));
         Ok(())
@@ -137,8 +141,9 @@ impl ReplayBuffer {
         self.frames.as_ref().map(FrameStore::layout)
     }
 
-    /// Bytes the stored transitions take on the heap: the columns'
-    /// values and, with frame sharing, the frame store.
+    /// Bytes the stored transitions take on the heap: the columns' values
+    /// in use (their room for the whole capacity is reserved up front, and
+    /// untouched until filled), and with frame sharing the frame store.
     pub fn heap_bytes(&self) -> usize {
         self.storage.size_bytes() + self.frames.as_ref().map_or(0, FrameStore::heap_bytes)
     }
