@@ -139,17 +139,22 @@ impl FrameStore {
                 c
             )));
         }
+        let plane = self.layout.plane();
         let mut planes = vec![0u8; values.len()];
         for (r, row) in values.chunks_exact(n).enumerate() {
             let out = &mut planes[r * n..(r + 1) * n];
-            for (i, &x) in row.iter().enumerate() {
-                let b = to_byte(x).ok_or_else(|| {
-                    ReplayError::Invalid(format!(
-                        "`{field}` row {r} value {i} is {x}, not a byte over 255: frame sharing stores uint8 images"
-                    ))
-                })?;
-                // Channels last in the row; plane by plane in `out`.
-                out[(i % c) * self.layout.plane() + i / c] = b;
+            // Channels last in the row (pixel by pixel); plane by plane in
+            // `out`.
+            for (p, pixel) in row.chunks_exact(c).enumerate() {
+                for (k, &x) in pixel.iter().enumerate() {
+                    let Some(b) = to_byte(x) else {
+                        let i = p * c + k;
+                        return Err(ReplayError::Invalid(format!(
+                            "`{field}` row {r} value {i} is {x}, not a byte over 255: frame sharing stores uint8 images"
+                        )));
+                    };
+                    out[k * plane + p] = b;
+                }
             }
         }
         Ok(planes)
@@ -178,14 +183,21 @@ impl FrameStore {
     pub fn rows(&self, slots: &[usize], which: Which) -> Vec<f32> {
         let (c, plane) = (self.layout.channels, self.layout.plane());
         let mut out = vec![0.0f32; slots.len() * self.layout.values()];
+        let scale: Vec<f32> = (0..=255u8).map(|b| f32::from(b) / 255.0).collect();
         for (row, &slot) in out.chunks_exact_mut(self.layout.values()).zip(slots) {
             let first = slot * 2 * c + if which == Which::Obs { 0 } else { c };
-            for k in 0..c {
-                let id = self.slots[first + k];
-                assert_ne!(id, NONE, "slot {slot} holds no transition");
-                let bytes = &self.bytes[id as usize * plane..(id as usize + 1) * plane];
-                for (p, &b) in bytes.iter().enumerate() {
-                    row[p * c + k] = f32::from(b) / 255.0;
+            let planes: Vec<&[u8]> = self.slots[first..first + c]
+                .iter()
+                .map(|&id| {
+                    assert_ne!(id, NONE, "slot {slot} holds no transition");
+                    &self.bytes[id as usize * plane..(id as usize + 1) * plane]
+                })
+                .collect();
+            // Written in order, pixel by pixel, reading the planes side by
+            // side.
+            for (p, pixel) in row.chunks_exact_mut(c).enumerate() {
+                for (value, plane) in pixel.iter_mut().zip(&planes) {
+                    *value = scale[usize::from(plane[p])];
                 }
             }
         }
