@@ -107,6 +107,13 @@ fn time_limited<E: Env + 'static>(
 /// The MinAtar game `G` with the package's keyword arguments and defaults
 /// ([`MinAtarOptions`]), under a time limit only if `max_episode_steps`
 /// sets one: every MinAtar entry is this.
+/// The entry of MinAtar game `G`: no reward threshold, the package's
+/// keyword arguments.
+const fn minatar_spec<G: Game + 'static>(name: &'static str, description: &'static str) -> EnvSpec {
+    let kwargs = &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"];
+    EnvSpec { name, description, reward_threshold: None, kwargs, make: minatar::<G> }
+}
+
 fn minatar<G: Game + 'static>(name: &str, kwargs: &Value) -> Result<Box<dyn Env>, EnvError> {
     let k: MinAtarOptions = parse(name, kwargs)?;
     let env = MinAtar::<G>::with_options(k.sticky_action_prob.unwrap_or(0.1), k.difficulty_ramping.unwrap_or(true))?;
@@ -208,41 +215,11 @@ const REGISTRY: &[EnvSpec] = &[
             Ok(Box::new(rlx::AgentSlots::new(make)?))
         },
     },
-    EnvSpec {
-        name: "MinAtar/Breakout-v1",
-        description: "MinAtar Breakout; Box(0, 1, [10, 10, 4]) binary obs, Discrete(3) actions, sticky actions, no time limit (minatar 1.0.15)",
-        reward_threshold: None,
-        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
-        make: minatar::<BreakoutGame>,
-    },
-    EnvSpec {
-        name: "MinAtar/SpaceInvaders-v1",
-        description: "MinAtar Space Invaders; Box(0, 1, [10, 10, 6]) binary obs, Discrete(4) actions, sticky actions, no time limit (minatar 1.0.15)",
-        reward_threshold: None,
-        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
-        make: minatar::<SpaceInvadersGame>,
-    },
-    EnvSpec {
-        name: "MinAtar/Asterix-v1",
-        description: "MinAtar Asterix; Box(0, 1, [10, 10, 4]) binary obs, Discrete(5) actions, sticky actions, no time limit (minatar 1.0.15)",
-        reward_threshold: None,
-        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
-        make: minatar::<AsterixGame>,
-    },
-    EnvSpec {
-        name: "MinAtar/Freeway-v1",
-        description: "MinAtar Freeway; Box(0, 1, [10, 10, 7]) binary obs, Discrete(3) actions, sticky actions, ends after 2,500 steps (minatar 1.0.15)",
-        reward_threshold: None,
-        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
-        make: minatar::<FreewayGame>,
-    },
-    EnvSpec {
-        name: "MinAtar/Seaquest-v1",
-        description: "MinAtar Seaquest; Box(0, 1, [10, 10, 10]) binary obs, Discrete(6) actions, sticky actions, no time limit (minatar 1.0.15)",
-        reward_threshold: None,
-        kwargs: &["max_episode_steps", "sticky_action_prob", "difficulty_ramping"],
-        make: minatar::<SeaquestGame>,
-    },
+    minatar_spec::<BreakoutGame>("MinAtar/Breakout-v1", "MinAtar Breakout; Box(0, 1, [10, 10, 4]) binary obs, Discrete(3) actions, sticky actions, no time limit (minatar 1.0.15)"),
+    minatar_spec::<SpaceInvadersGame>("MinAtar/SpaceInvaders-v1", "MinAtar Space Invaders; Box(0, 1, [10, 10, 6]) binary obs, Discrete(4) actions, sticky actions, no time limit (minatar 1.0.15)"),
+    minatar_spec::<AsterixGame>("MinAtar/Asterix-v1", "MinAtar Asterix; Box(0, 1, [10, 10, 4]) binary obs, Discrete(5) actions, sticky actions, no time limit (minatar 1.0.15)"),
+    minatar_spec::<FreewayGame>("MinAtar/Freeway-v1", "MinAtar Freeway; Box(0, 1, [10, 10, 7]) binary obs, Discrete(3) actions, sticky actions, ends after 2,500 steps (minatar 1.0.15)"),
+    minatar_spec::<SeaquestGame>("MinAtar/Seaquest-v1", "MinAtar Seaquest; Box(0, 1, [10, 10, 10]) binary obs, Discrete(6) actions, sticky actions, no time limit (minatar 1.0.15)"),
 ];
 
 /// Creates the env registered as `name` with its default arguments.
