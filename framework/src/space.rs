@@ -111,6 +111,14 @@ impl Space {
         Space::Box { low: vec![0.0; size], high: vec![1.0; size], shape, dtype: Dtype::U8 }
     }
 
+    /// This space with `dtype` if it is a `Box` (unchanged otherwise).
+    pub fn with_dtype(self, dtype: Dtype) -> Self {
+        match self {
+            Space::Box { low, high, shape, .. } => Space::Box { low, high, shape, dtype },
+            other => other,
+        }
+    }
+
     /// A `Box`'s dtype; `None` for the other spaces.
     pub fn dtype(&self) -> Option<Dtype> {
         match self {

@@ -262,10 +262,8 @@ impl<E: Env> FrameStack<E> {
         let tile = |v: &[f32]| v.iter().copied().cycle().take(v.len() * k).collect::<Vec<_>>();
         let mut stacked_shape = vec![k];
         stacked_shape.extend(shape);
-        let space = match Space::bounded(tile(low), tile(high), stacked_shape).map_err(|e| bad(e.to_string()))? {
-            Space::Box { low, high, shape, .. } => Space::Box { low, high, shape, dtype: *dtype },
-            other => other,
-        };
+        let space = Space::bounded(tile(low), tile(high), stacked_shape).map_err(|e| bad(e.to_string()))?;
+        let space = space.with_dtype(*dtype);
         let frames = vec![0.0; low.len() * k];
         let signature = EnvSignature::new(env.name(), space, env.action_space().clone());
         Ok(Self::wrap(env, Frames { k, frames, signature }))

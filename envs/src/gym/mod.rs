@@ -212,11 +212,11 @@ impl Bounds {
 impl Spaces {
     fn signature(&self, name: &str) -> Result<EnvSignature, EnvError> {
         let bad = |message: String| EnvError::Other { env: name.to_string(), message };
-        let observation = match self.observation.space().map_err(|e| bad(format!("observation space: {e}")))? {
+        let mut observation = self.observation.space().map_err(|e| bad(format!("observation space: {e}")))?;
+        if self.obs_bytes {
             // Bytes arrive scaled to [0, 1] (`take_obs`) and say so.
-            Space::Box { low, high, shape, .. } if self.obs_bytes => Space::Box { low, high, shape, dtype: Dtype::U8 },
-            space => space,
-        };
+            observation = observation.with_dtype(Dtype::U8);
+        }
         let action = match &self.action {
             ActionSpace::Discrete(n) => Space::discrete(*n),
             ActionSpace::MultiDiscrete(nvec) => Space::MultiDiscrete { nvec: nvec.clone() },

@@ -57,6 +57,12 @@ struct Bullet {
     right: bool,
 }
 
+impl Bullet {
+    fn step_x(&mut self) {
+        self.x += if self.right { 1 } else { -1 };
+    }
+}
+
 /// A fish, an enemy sub or a diver: `[x, y, moving right, move timer]`,
 /// and a sub's shot timer (`None` for fish and divers, which the package
 /// stores as four-element lists).
@@ -269,7 +275,7 @@ impl SeaquestGame {
         while let Some(id) = self.f_bullets.reversed_at(at) {
             at -= 1;
             let mut b = Current::of(&self.f_bullets, id);
-            b.update(&mut self.f_bullets, |b| b.x += if b.right { 1 } else { -1 });
+            b.update(&mut self.f_bullets, Bullet::step_x);
             if !on_grid(b.value.x) {
                 b.remove_from(&mut self.f_bullets);
                 continue;
@@ -367,7 +373,7 @@ impl SeaquestGame {
             if self.at_sub(b.value.x, b.value.y) {
                 self.terminal = true;
             }
-            b.update(&mut self.e_bullets, |b| b.x += if b.right { 1 } else { -1 });
+            b.update(&mut self.e_bullets, Bullet::step_x);
             if !on_grid(b.value.x) {
                 b.remove_from(&mut self.e_bullets);
             } else if self.at_sub(b.value.x, b.value.y) {

@@ -108,6 +108,12 @@ impl FrameStore {
         self.layout
     }
 
+    /// Where plane `id`'s bytes are in `bytes`.
+    fn span(&self, id: u32) -> std::ops::Range<usize> {
+        let plane = self.layout.plane();
+        id as usize * plane..(id as usize + 1) * plane
+    }
+
     /// Distinct planes held.
     pub fn planes(&self) -> usize {
         self.refs.len() - self.free.len()
@@ -181,7 +187,7 @@ impl FrameStore {
     /// # Panics
     /// If a slot was never written.
     pub fn rows(&self, slots: &[usize], which: Which) -> Vec<f32> {
-        let (c, plane) = (self.layout.channels, self.layout.plane());
+        let c = self.layout.channels;
         let mut out = vec![0.0f32; slots.len() * self.layout.values()];
         let scale: Vec<f32> = (0..=255u8).map(|b| f32::from(b) / 255.0).collect();
         for (row, &slot) in out.chunks_exact_mut(self.layout.values()).zip(slots) {
@@ -190,7 +196,7 @@ impl FrameStore {
                 .iter()
                 .map(|&id| {
                     assert_ne!(id, NONE, "slot {slot} holds no transition");
-                    &self.bytes[id as usize * plane..(id as usize + 1) * plane]
+                    &self.bytes[self.span(id)]
                 })
                 .collect();
             // Written in order, pixel by pixel, reading the planes side by
@@ -207,11 +213,10 @@ impl FrameStore {
     /// The id of a plane with these bytes, stored now if none is.
     fn intern(&mut self, plane: &[u8]) -> u32 {
         let hash = hash_of(plane);
-        let size = plane.len();
         let first = self.by_hash.get(&hash).copied().unwrap_or(NONE);
         let mut at = first;
         while at != NONE {
-            if &self.bytes[at as usize * size..(at as usize + 1) * size] == plane {
+            if &self.bytes[self.span(at)] == plane {
                 self.refs[at as usize] += 1;
                 return at;
             }
@@ -219,14 +224,15 @@ impl FrameStore {
         }
         let id = match self.free.pop() {
             Some(id) => {
-                self.bytes[id as usize * size..(id as usize + 1) * size].copy_from_slice(plane);
+                let span = self.span(id);
+                self.bytes[span].copy_from_slice(plane);
                 id
             }
             None => {
                 // Grow by a 64th at a time, not by doubling: at a million
                 // Atari frames, a doubled vector would hold gigabytes unused.
-                if self.bytes.len() + size > self.bytes.capacity() {
-                    self.bytes.reserve_exact(size * (self.refs.len() / 64).max(16));
+                if self.bytes.len() + plane.len() > self.bytes.capacity() {
+                    self.bytes.reserve_exact(plane.len() * (self.refs.len() / 64).max(16));
                 }
                 self.bytes.extend_from_slice(plane);
                 self.refs.push(0);
@@ -249,8 +255,7 @@ impl FrameStore {
         }
         // Unlink `id` from its hash's chain (hashing the plane again costs
         // less than keeping 8 bytes per plane).
-        let size = self.layout.plane();
-        let hash = hash_of(&self.bytes[id as usize * size..(id as usize + 1) * size]);
+        let hash = hash_of(&self.bytes[self.span(id)]);
         let next = self.chain[id as usize];
         if self.by_hash.get(&hash) == Some(&id) {
             if next == NONE {

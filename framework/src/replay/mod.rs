@@ -136,11 +136,6 @@ impl ReplayBuffer {
         Ok(())
     }
 
-    /// The frame layout, with frame sharing.
-    pub fn frame_layout(&self) -> Option<FrameLayout> {
-        self.frames.as_ref().map(FrameStore::layout)
-    }
-
     /// Bytes the stored transitions take on the heap: the columns' values
     /// in use (their room for the whole capacity is reserved up front, and
     /// untouched until filled), and with frame sharing the frame store.

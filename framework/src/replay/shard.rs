@@ -73,6 +73,20 @@ pub struct ShardArgs {
     pub frames: Option<FrameLayout>,
 }
 
+impl ShardArgs {
+    /// The empty buffer a shard starts with.
+    ///
+    /// # Errors
+    /// Buffer settings out of range.
+    fn replay(&self) -> Result<Replay, ReplayError> {
+        let mut replay = Replay::new(self.capacity, self.prioritized)?;
+        if let Some(layout) = self.frames {
+            replay.share_frames(layout)?;
+        }
+        Ok(replay)
+    }
+}
+
 /// A shard's buffer and random generator.
 pub struct ShardState {
     replay: Replay,
@@ -85,11 +99,7 @@ impl Actor for ReplayShard {
     type Arguments = ShardArgs;
 
     async fn pre_start(&self, _: ActorRef<ShardMsg>, args: ShardArgs) -> Result<ShardState, ActorProcessingErr> {
-        let mut replay = Replay::new(args.capacity, args.prioritized)?;
-        if let Some(layout) = args.frames {
-            replay.share_frames(layout)?;
-        }
-        Ok(ShardState { replay, rng: ChaCha8Rng::seed_from_u64(args.seed) })
+        Ok(ShardState { replay: args.replay()?, rng: ChaCha8Rng::seed_from_u64(args.seed) })
     }
 
     async fn handle(&self, _: ActorRef<ShardMsg>, msg: ShardMsg, s: &mut ShardState) -> Result<(), ActorProcessingErr> {
@@ -135,7 +145,7 @@ impl ReplayShards {
     /// [`ReplayError::ShardLost`] if a shard cannot start.
     pub async fn spawn(shards: Vec<ShardArgs>, restart: RestartPolicy) -> Result<Self, ReplayError> {
         for args in &shards {
-            Replay::new(args.capacity, args.prioritized)?;
+            args.replay()?;
         }
         let n = shards.len();
         // A replacement is seeded by its generation, so it does not replay
