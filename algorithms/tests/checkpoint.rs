@@ -130,6 +130,15 @@ async fn damaged_and_mismatched_checkpoints_are_refused() {
     let err = Checkpoint::load(&path).unwrap().check_matches("A2C", "CartPole-v1").unwrap_err().to_string();
     assert!(err.contains("PPO on CartPole-v1") && err.contains("A2C on CartPole-v1"), "{err}");
 
+    // Sound files, but another network: said so, not called corrupt.
+    let mut wider = config();
+    wider["model"] = json!({"fcnet_hiddens": [32]});
+    let (mut other, _) = build_trainer("PPO", "CartPole-v1", &wider).await.unwrap();
+    let before = weights(&other);
+    let err = Checkpoint::load(&path).unwrap().restore(&mut other).await.unwrap_err().to_string();
+    assert!(err.contains("do not fit this run's network") && !err.contains("corrupt"), "{err}");
+    assert_eq!(weights(&other), before, "a refused restore leaves the weights alone");
+
     let weights_file = path.join(checkpoint::WEIGHTS_FILE);
     let good = std::fs::read(&weights_file).unwrap();
     std::fs::write(&weights_file, &good[..good.len() / 2]).unwrap();

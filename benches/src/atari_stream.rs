@@ -1,7 +1,8 @@
 //! Synthetic Atari transitions for measuring replay memory: what DQN's
 //! evaluators hand the replay on Atari (84 × 84 frames, stacks of four,
-//! channels last, values `b / 255`, n-step `new_obs`), from several env
+//! channels last, n-step `new_obs`), from several env
 //! copies at once, with random frames so that no two frames are alike.
+//! Observations are bytes (`Column::U8`), as evaluators hand them on.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -57,8 +58,8 @@ impl AtariStream {
             }
         }
         let mut b = SampleBatch::new();
-        b.insert_f32(fields::OBS, obs, values).unwrap();
-        b.insert_f32(fields::NEW_OBS, new_obs, values).unwrap();
+        b.insert_u8(fields::OBS, obs, values).unwrap();
+        b.insert_u8(fields::NEW_OBS, new_obs, values).unwrap();
         b.insert_i64(fields::ACTIONS, (0..rows).map(|i| (i % 4) as i64).collect(), 1).unwrap();
         for field in [fields::REWARDS, fields::TERMINATEDS, fields::TRUNCATEDS, "n_step_discounts"] {
             b.insert_f32(field, vec![0.0; rows], 1).unwrap();
@@ -73,10 +74,10 @@ impl AtariStream {
     }
 }
 
-/// Appends the frames as one channels-last observation of `b / 255` values.
-fn stack<'a>(frames: impl Iterator<Item = &'a Vec<u8>>, out: &mut Vec<f32>) {
+/// Appends the frames as one channels-last observation.
+fn stack<'a>(frames: impl Iterator<Item = &'a Vec<u8>>, out: &mut Vec<u8>) {
     let frames: Vec<&Vec<u8>> = frames.collect();
     for p in 0..SIDE * SIDE {
-        out.extend(frames.iter().map(|f| f32::from(f[p]) / 255.0));
+        out.extend(frames.iter().map(|f| f[p]));
     }
 }

@@ -35,12 +35,8 @@ fn bytes_per_transition(prioritized: Option<PrioritizedReplayConfig>) -> f64 {
         if slot >= 900 {
             let i = slot as usize - 900;
             for field in [fields::OBS, fields::NEW_OBS] {
-                let want = &newest.f32(field).unwrap()[i * width..(i + 1) * width];
-                assert_eq!(
-                    &sampled.f32(field).unwrap()[row * width..(row + 1) * width],
-                    want,
-                    "{field} of slot {slot}"
-                );
+                let want = &newest.u8(field).unwrap()[i * width..(i + 1) * width];
+                assert_eq!(&sampled.u8(field).unwrap()[row * width..(row + 1) * width], want, "{field} of slot {slot}");
             }
             checked += 1;
         }
@@ -73,8 +69,11 @@ fn images_that_do_not_fit_the_layout_are_refused_and_nothing_is_stored() {
     let err = replay.add(&AtariStream::new(1, 1, 0).batch(2), None).unwrap_err().to_string();
     assert!(err.contains("`obs` has 28224 values per row") && err.contains("84×84×3"), "{err}");
     assert!(replay.is_empty());
+    // A filtered observation arrives as f32 that are not bytes.
     let mut filtered = AtariStream::new(1, 1, 0).batch(2);
-    filtered.f32_mut(fields::NEW_OBS).unwrap()[3] = 0.3;
+    let mut values = filtered.values(fields::NEW_OBS).unwrap().to_f32().into_owned();
+    values[3] = 0.3;
+    filtered.insert_f32(fields::NEW_OBS, values, SIDE * SIDE * STACK).unwrap();
     let mut replay = Replay::new(100, None).unwrap();
     replay.share_frames(LAYOUT).unwrap();
     let err = replay.add(&filtered, None).unwrap_err().to_string();

@@ -285,17 +285,6 @@ impl Server {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
-
-    fn encode_action(actions: &Column, i: usize) -> Vec<u8> {
-        match actions {
-            Column::I64 { data, width } => {
-                data[i * width..(i + 1) * width].iter().flat_map(|a| a.to_le_bytes()).collect()
-            }
-            Column::F32 { data, width } => {
-                data[i * width..(i + 1) * width].iter().flat_map(|a| a.to_le_bytes()).collect()
-            }
-        }
-    }
 }
 
 impl Drop for Server {
@@ -435,7 +424,7 @@ impl BatchedEnv for Server {
         let mut failed = Vec::new();
         for i in 0..n {
             if let Some(client) = self.slots[i].as_mut() {
-                if let Err(Dropped(why)) = client.send(b'A', &Self::encode_action(actions, i)) {
+                if let Err(Dropped(why)) = client.send(b'A', &actions.le_bytes(i..i + 1)) {
                     failed.push((i, why));
                 }
             }

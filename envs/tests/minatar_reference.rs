@@ -218,7 +218,7 @@ fn registered_under_the_minatar_gym_names() {
         let env = rlx_envs::make(name).unwrap();
         assert_eq!(env.name(), name);
         assert_eq!(env.action_space().to_string(), format!("Discrete({n})"));
-        assert_eq!(env.observation_space().to_string(), format!("Box(0, 1, [10, 10, {channels}])"));
+        assert_eq!(env.observation_space().to_string(), format!("Box(0, 1, [10, 10, {channels}], uint8)"));
         assert_eq!(rlx_envs::spec(name).unwrap().reward_threshold, None);
     }
 }

@@ -546,10 +546,21 @@ impl Checkpoint {
     /// Loads the weights into `policy`.
     ///
     /// # Errors
-    /// [`CheckpointError::Corrupt`] naming the weights file.
+    /// [`CheckpointError::Corrupt`] naming the weights file if it is not a
+    /// readable weights file; [`CheckpointError::Restore`] if it is, but
+    /// its tensors do not fit `policy`'s network (a run restored with
+    /// another model config, e.g. `num_atoms` or `fcnet_hiddens`).
     pub fn load_weights(&self, policy: &mut dyn PolicyGraph) -> Result<(), CheckpointError> {
         let path = self.weights_path();
-        policy.load_weights(&path).map_err(|e| CheckpointError::Corrupt { path, reason: e.to_string() })
+        crate::weights_file::read_safetensors(&path)
+            .map_err(|e| CheckpointError::Corrupt { path: path.clone(), reason: e.to_string() })?;
+        policy.load_weights(&path).map_err(|e| CheckpointError::Restore {
+            path: self.dir.clone(),
+            reason: format!(
+                "its weights do not fit this run's network, so the model config differs from the one in its \
+                 metadata.json: {e}"
+            ),
+        })
     }
 
     /// Restores this checkpoint into `trainer`, built with the checkpoint's

@@ -149,6 +149,12 @@ enum WireColumn {
         le_bytes: Vec<u8>,
         width: u32,
     },
+    /// Added after `F32` and `I64`, so older batches decode unchanged.
+    U8 {
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+        width: u32,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -172,18 +178,14 @@ struct WireBatch {
 /// [`CodecError::TooLarge`] past [`MAX_DECODED_BYTES`], so nothing is sent
 /// that the receiver would refuse.
 pub fn encode(batch: &SampleBatch) -> Result<Vec<u8>, CodecError> {
+    let rows = batch.len();
     let columns = batch
         .columns()
         .map(|(name, col)| {
             let wire = match col {
-                Column::F32 { data, width } => WireColumn::F32 {
-                    le_bytes: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-                    width: *width as u32,
-                },
-                Column::I64 { data, width } => WireColumn::I64 {
-                    le_bytes: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-                    width: *width as u32,
-                },
+                Column::F32 { width, .. } => WireColumn::F32 { le_bytes: col.le_bytes(0..rows), width: *width as u32 },
+                Column::I64 { width, .. } => WireColumn::I64 { le_bytes: col.le_bytes(0..rows), width: *width as u32 },
+                Column::U8 { data, width } => WireColumn::U8 { bytes: data.clone(), width: *width as u32 },
             };
             (name.to_string(), wire)
         })
@@ -222,6 +224,7 @@ pub fn decode_within(bytes: &[u8], limit: usize) -> Result<SampleBatch, CodecErr
                     le_bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
                 Column::I64 { data, width: width as usize }
             }
+            WireColumn::U8 { bytes, width } => Column::U8 { data: bytes, width: width as usize },
         };
         columns.push((name, column));
     }
@@ -262,6 +265,7 @@ mod tests {
         b.insert_f32("obs", (0..400).map(|i| (i as f32).sin()).collect(), 4).unwrap();
         b.insert_i64("actions", (0..100).map(|i| i % 3).collect(), 1).unwrap();
         b.insert_f32("rewards", vec![1.0; 100], 1).unwrap();
+        b.insert_u8("pixels", (0..900).map(|i| (i * 7 % 256) as u8).collect(), 9).unwrap();
         b
     }
 
@@ -272,6 +276,20 @@ mod tests {
         assert_eq!(decode(&bytes).unwrap(), b);
         let empty = SampleBatch::new();
         assert_eq!(decode(&encode(&empty).unwrap()).unwrap(), empty);
+    }
+
+    /// `uint8` observations cross the wire as one byte per value, not four.
+    #[test]
+    fn byte_columns_cross_the_wire_as_bytes() {
+        let pixels: Vec<u8> = (0..64 * 7056).map(|i| (i * 2_654_435_761usize >> 13) as u8).collect();
+        let mut bytes = SampleBatch::new();
+        bytes.insert_u8("obs", pixels.clone(), 7056).unwrap();
+        let mut floats = SampleBatch::new();
+        floats.insert_f32("obs", pixels.iter().map(|&b| crate::space::from_byte(b)).collect(), 7056).unwrap();
+        let (b, f) = (encode(&bytes).unwrap(), encode(&floats).unwrap());
+        assert_eq!(decode(&b).unwrap(), bytes);
+        assert!(b.len() <= 64 * 7056 + 1024, "{} bytes for {} pixels", b.len(), 64 * 7056);
+        assert!(b.len() * 3 < f.len(), "{} bytes as u8, {} as f32", b.len(), f.len());
     }
 
     #[test]
@@ -316,7 +334,7 @@ mod tests {
     #[test]
     fn fuzzed_batches_never_panic() {
         let mut pixels = SampleBatch::new();
-        pixels.insert_f32("obs", (0..400).map(|i| (i % 3) as f32).collect(), 100).unwrap();
+        pixels.insert_u8("obs", (0..400).map(|i| (i % 3) as u8).collect(), 100).unwrap();
         let corpus = vec![encode(&sample()).unwrap(), encode(&pixels).unwrap(), encode(&SampleBatch::new()).unwrap()];
         crate::fuzz::run_target("batch_codec", &corpus, crate::fuzz::mutate_framed, |bytes| {
             let _ = decode(bytes);

@@ -11,6 +11,7 @@ use crate::env::EnvError;
 use crate::filter::{MeanStdFilter, RewardScaler, RunningStat};
 use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
 use crate::sample_batch::{fields, BatchError, Column, SampleBatch};
+use crate::space::{to_byte, Dtype};
 use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -300,13 +301,15 @@ impl PolicyEvaluator {
             self.acting.act(self.policy.as_mut(), &obs, masks.as_deref(), true, &mut self.step_out)?;
             self.step_env()?;
             let flag = |v: &[bool]| v.iter().map(|&b| if b { 1.0 } else { 0.0 }).collect::<Vec<f32>>();
-            self.step_out.insert_f32(fields::OBS, obs, d)?;
+            let obs = self.obs_column(fields::OBS, obs, d)?;
+            self.step_out.insert(fields::OBS, obs)?;
             let mut new_obs = self.step.new_obs.clone();
             if let Some(f) = &self.filter {
                 // Recorded when it becomes the next step's observation, not twice.
                 f.normalize(&mut new_obs);
             }
-            self.step_out.insert_f32(fields::NEW_OBS, new_obs, d)?;
+            let new_obs = self.obs_column(fields::NEW_OBS, new_obs, d)?;
+            self.step_out.insert(fields::NEW_OBS, new_obs)?;
             let mut rewards = self.step.rewards.clone();
             if let Some(scaler) = &mut self.reward_scaler {
                 let s = &self.step;
@@ -443,6 +446,35 @@ impl PolicyEvaluator {
             episodes: rollout.episodes,
             env_shard_restarts: rollout.env_shard_restarts,
         })
+    }
+
+    /// The batch column of observations `values` (rows of `width`): bytes
+    /// when the env's space is a `uint8` box that no filter rescales, so
+    /// that pixels stay a quarter the size through batches, the wire and
+    /// replay; `f32` otherwise.
+    ///
+    /// # Errors
+    /// A value of a `uint8` box that is not a byte over 255 (an env that
+    /// declares `uint8` but writes something else).
+    fn obs_column(&self, field: &str, values: Vec<f32>, width: usize) -> Result<Column, EvaluatorError> {
+        if self.filter.is_some() || self.env.observation_space().dtype() != Some(Dtype::U8) {
+            return Ok(Column::F32 { data: values, width });
+        }
+        let mut bytes = Vec::with_capacity(values.len());
+        for (i, &x) in values.iter().enumerate() {
+            let b = to_byte(x).ok_or_else(|| EnvError::Other {
+                env: self.env.name().to_string(),
+                message: format!(
+                    "`{field}` value {} of row {} is {x}, but the observation space {} is uint8: \
+                     every value must be a byte over 255",
+                    i % width.max(1),
+                    i / width.max(1),
+                    self.env.observation_space()
+                ),
+            })?;
+            bytes.push(b);
+        }
+        Ok(Column::U8 { data: bytes, width })
     }
 
     /// Steps the env with the actions in `step_out`. Continuous actions
@@ -618,6 +650,18 @@ impl PolicyEvaluator {
                     .map_err(|e| EvaluatorError::Config(format!("a saved pending row does not decode: {e}")))
             })
             .collect::<Result<_, _>>()?;
+        // Rows saved before observations of `uint8` boxes were kept as
+        // bytes hold them as `f32`: made bytes, they fit this evaluator's.
+        let mut carry = std::mem::take(&mut self.carry);
+        for row in carry.iter_mut().flatten() {
+            for field in [fields::OBS, fields::NEW_OBS] {
+                if let Some(Column::F32 { data, width }) = row.get(field) {
+                    let column = self.obs_column(field, data.clone(), *width)?;
+                    row.insert(field, column)?;
+                }
+            }
+        }
+        self.carry = carry;
         self.steps_sampled = state.steps_sampled;
         Ok(())
     }
@@ -633,9 +677,8 @@ fn complete_row(batch: &mut SampleBatch, row: usize, waiting: &SampleBatch) -> R
         *value = value.max(waiting.f32(flag)?[0]);
     }
     for field in [fields::NEW_OBS, fields::NEW_ACTION_MASK] {
-        if let Ok(src) = waiting.f32(field) {
-            let width = src.len();
-            batch.f32_mut(field)?[row * width..(row + 1) * width].copy_from_slice(src);
+        if let (Some(src), Some(dst)) = (waiting.get(field), batch.column_mut(field)) {
+            dst.scatter_rows(src, &[row]);
         }
     }
     Ok(())

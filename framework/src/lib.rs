@@ -73,7 +73,7 @@ pub use optimizer::{OptimizerError, PolicyOptimizer, StepStats, SyncReplayOptimi
 pub use policy::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, PolicyInput};
 pub use pool::{ActorPool, PoolError};
 pub use restart::{RestartPolicy, RestartStrategy};
-pub use sample_batch::{fields, Column, SampleBatch};
+pub use sample_batch::{fields, Column, SampleBatch, Values};
 pub use space::{Action, Dtype, Space};
 pub use trainer::{RunState, StopCriteria, Trainer};
 pub use vector_env::{BatchedEnv, EpisodeSummary, VectorEnv};

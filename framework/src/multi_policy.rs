@@ -179,7 +179,7 @@ impl MultiPolicy {
         let rows = batch.len();
         for (name, empty) in &self.columns {
             if !batch.contains(name) {
-                batch.insert(name.clone(), zeros(empty, rows))?;
+                batch.insert(name.clone(), empty.zeros(rows))?;
             }
         }
         Ok(())
@@ -243,31 +243,6 @@ impl MultiPolicy {
     }
 }
 
-/// `rows` zero rows of `like`'s kind and width.
-fn zeros(like: &Column, rows: usize) -> Column {
-    match like {
-        Column::F32 { width, .. } => Column::F32 { data: vec![0.0; rows * width], width: *width },
-        Column::I64 { width, .. } => Column::I64 { data: vec![0; rows * width], width: *width },
-    }
-}
-
-/// `src`'s rows written into rows `at` of `dst` (same kind and width).
-fn scatter(dst: &mut Column, src: &Column, at: &[usize]) {
-    match (dst, src) {
-        (Column::F32 { data, width }, Column::F32 { data: s, .. }) => {
-            for (i, &r) in at.iter().enumerate() {
-                data[r * *width..(r + 1) * *width].copy_from_slice(&s[i * *width..(i + 1) * *width]);
-            }
-        }
-        (Column::I64 { data, width }, Column::I64 { data: s, .. }) => {
-            for (i, &r) in at.iter().enumerate() {
-                data[r * *width..(r + 1) * *width].copy_from_slice(&s[i * *width..(i + 1) * *width]);
-            }
-        }
-        _ => unreachable!("columns are checked against the probed layout"),
-    }
-}
-
 /// Rows `at` of a `[rows, width]` slice.
 fn gather_rows(values: &[f32], width: usize, at: &[usize]) -> Vec<f32> {
     at.iter().flat_map(|&r| values[r * width..(r + 1) * width].iter().copied()).collect()
@@ -299,7 +274,7 @@ impl PolicyGraph for MultiPolicy {
         }
         let mask_width = input.action_mask.map_or(0, |m| m.len() / rows.max(1));
         let mut merged: BTreeMap<String, Column> =
-            self.columns.iter().map(|(name, empty)| (name.clone(), zeros(empty, rows))).collect();
+            self.columns.iter().map(|(name, empty)| (name.clone(), empty.zeros(rows))).collect();
         for (p, (id, policy)) in self.policies.iter_mut().enumerate() {
             let at: Vec<usize> = (0..rows).filter(|&r| policy_of(r) == p).collect();
             let obs = gather_rows(input.obs, d, &at);
@@ -312,7 +287,7 @@ impl PolicyGraph for MultiPolicy {
                 let dst = merged.get_mut(name).ok_or_else(|| {
                     PolicyError::Other(format!("policy `{id}` wrote `{name}`, which it did not write when probed"))
                 })?;
-                scatter(dst, col, &at);
+                dst.scatter_rows(col, &at);
             }
         }
         let mut batch = SampleBatch::new();

@@ -199,9 +199,7 @@ pub fn n_step_returns(traj: &mut SampleBatch, n: usize, gamma: f32) -> Result<()
     let len = traj.len();
     // Check everything before changing anything.
     let rewards = traj.f32(fields::REWARDS)?.to_vec();
-    for field in [fields::TERMINATEDS, fields::TRUNCATEDS, fields::NEW_OBS] {
-        traj.f32(field)?;
-    }
+    traj.values(fields::NEW_OBS)?;
     for field in [fields::TERMINATEDS, fields::TRUNCATEDS] {
         if let Some(t) = traj.f32(field)?.iter().take(len.saturating_sub(1)).position(|&d| d != 0.0) {
             return Err(BatchError::Incompatible(format!(
@@ -219,25 +217,13 @@ pub fn n_step_returns(traj: &mut SampleBatch, n: usize, gamma: f32) -> Result<()
         traj.f32_mut(fields::REWARDS)?[t] = acc;
         discounts.push(gamma.powi(k(t) as i32));
     }
-    let width = traj.get(fields::NEW_OBS).map(|c| c.width()).ok_or_else(|| BatchError::MissingField {
-        field: fields::NEW_OBS.into(),
-        available: traj.fields().collect::<Vec<_>>().join(", "),
-    })?;
     // The legal actions of the bootstrap observation move with it.
-    let mask_width = traj.get(fields::NEW_ACTION_MASK).map_or(0, |c| c.width());
     for field in [fields::TERMINATEDS, fields::TRUNCATEDS, fields::NEW_OBS, fields::NEW_ACTION_MASK] {
-        let w = match field {
-            fields::NEW_OBS => width,
-            fields::NEW_ACTION_MASK if mask_width == 0 => continue,
-            fields::NEW_ACTION_MASK => mask_width,
-            _ => 1,
-        };
-        let column = traj.f32_mut(field)?;
+        let Some(column) = traj.column_mut(field) else { continue };
         // Row t reads row t + k − 1 ≥ t, so a forward pass never reads an
         // overwritten row.
         for t in 0..len {
-            let src = t + k(t) - 1;
-            column.copy_within(src * w..(src + 1) * w, t * w);
+            column.copy_row_within(t + k(t) - 1, t);
         }
     }
     traj.insert_f32(N_STEP_DISCOUNTS, discounts, 1)

@@ -1,24 +1,31 @@
 //! [`SampleBatch`]: the columnar table of experience that flows from
 //! evaluators to learners.
 //!
-//! Each field is one contiguous column of `f32` or `i64` values with a fixed
-//! row width (an observation row of CartPole is 4 wide, a reward 1 wide), so
-//! concatenating, slicing and gathering minibatches are plain `memcpy`s and a
-//! column can be handed to a tensor library without reshaping. Flags
-//! (`terminateds`, `truncateds`) are stored as `f32` 0.0 / 1.0 so losses can
-//! use them directly.
+//! Each field is one contiguous column of `f32`, `i64` or `u8` values with a
+//! fixed row width (an observation row of CartPole is 4 wide, a reward 1
+//! wide), so concatenating, slicing and gathering minibatches are plain
+//! `memcpy`s and a column can be handed to a tensor library without
+//! reshaping. Flags (`terminateds`, `truncateds`) are stored as `f32`
+//! 0.0 / 1.0 so losses can use them directly.
+//!
+//! Observations of a `uint8` box ([`Dtype::U8`](crate::Dtype), Atari's
+//! frames) stay bytes: a [`Column::U8`] a quarter the size of `f32`, through
+//! batches, the wire and replay. They become `f32` (`b / 255`) only where a
+//! network reads them ([`SampleBatch::values`], [`Values::to_f32`]).
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// Standard field names, shared by evaluators, postprocessing and losses.
 pub mod fields {
-    /// Observation the action was taken on, `f32 [obs_dim]`.
+    /// Observation the action was taken on, `f32 [obs_dim]` (`u8` for a
+    /// `uint8` box, see [`super::Values`]).
     pub const OBS: &str = "obs";
-    /// Observation reached by the step, `f32 [obs_dim]` (the final one when the episode ended).
+    /// Observation reached by the step, like [`OBS`] (the final one when the episode ended).
     pub const NEW_OBS: &str = "new_obs";
     /// Action taken: `i64 [1]` for discrete spaces, `f32 [act_dim]` for boxes.
     pub const ACTIONS: &str = "actions";
@@ -113,6 +120,38 @@ pub enum Column {
         /// Values per row.
         width: usize,
     },
+    /// Bytes, `width` per row: the observations of a `uint8` box, byte `b`
+    /// standing for `b / 255` ([`Values`]).
+    U8 {
+        /// Row-major values.
+        data: Vec<u8>,
+        /// Values per row.
+        width: usize,
+    },
+}
+
+/// `$body` with `$data` bound to a column's values, whatever their type.
+macro_rules! with_data {
+    ($column:expr, $data:ident => $body:expr) => {
+        match $column {
+            Column::F32 { data: $data, .. } => $body,
+            Column::I64 { data: $data, .. } => $body,
+            Column::U8 { data: $data, .. } => $body,
+        }
+    };
+}
+
+/// `$body` with `$a` and `$b` bound to the values of two columns of the
+/// same kind (checked by the caller).
+macro_rules! with_pair {
+    ($x:expr, $y:expr, $a:ident, $b:ident => $body:expr) => {
+        match ($x, $y) {
+            (Column::F32 { data: $a, .. }, Column::F32 { data: $b, .. }) => $body,
+            (Column::I64 { data: $a, .. }, Column::I64 { data: $b, .. }) => $body,
+            (Column::U8 { data: $a, .. }, Column::U8 { data: $b, .. }) => $body,
+            _ => unreachable!("column kinds are checked before copying"),
+        }
+    };
 }
 
 impl Column {
@@ -126,36 +165,55 @@ impl Column {
         Column::I64 { data: Vec::new(), width }
     }
 
+    /// An empty `u8` column of the given row width.
+    pub fn u8(width: usize) -> Self {
+        Column::U8 { data: Vec::new(), width }
+    }
+
     /// Values per row.
     pub fn width(&self) -> usize {
         match self {
-            Column::F32 { width, .. } | Column::I64 { width, .. } => *width,
+            Column::F32 { width, .. } | Column::I64 { width, .. } | Column::U8 { width, .. } => *width,
         }
+    }
+
+    /// Number of values (rows × width).
+    fn values(&self) -> usize {
+        with_data!(self, data => data.len())
     }
 
     /// Number of rows.
     pub fn rows(&self) -> usize {
-        let w = self.width().max(1);
-        match self {
-            Column::F32 { data, .. } => data.len() / w,
-            Column::I64 { data, .. } => data.len() / w,
-        }
+        self.values() / self.width().max(1)
     }
 
-    /// `"f32"` or `"i64"`.
+    /// `"f32"`, `"i64"` or `"u8"`.
     pub fn kind_name(&self) -> &'static str {
         match self {
             Column::F32 { .. } => "f32",
             Column::I64 { .. } => "i64",
+            Column::U8 { .. } => "u8",
         }
+    }
+
+    /// Bytes of the column's values.
+    pub fn size_bytes(&self) -> usize {
+        with_data!(self, data => std::mem::size_of_val(data.as_slice()))
+    }
+
+    /// Rows `rows` as little-endian bytes, value after value (what a step
+    /// request to an external or Python env carries).
+    ///
+    /// # Panics
+    /// If `rows` goes past the end of the column.
+    pub fn le_bytes(&self, rows: Range<usize>) -> Vec<u8> {
+        let w = self.width();
+        with_data!(self, data => data[rows.start * w..rows.end * w].iter().flat_map(|v| v.to_le_bytes()).collect())
     }
 
     /// Removes all rows, keeping the allocation.
     pub fn clear(&mut self) {
-        match self {
-            Column::F32 { data, .. } => data.clear(),
-            Column::I64 { data, .. } => data.clear(),
-        }
+        with_data!(self, data => data.clear())
     }
 
     /// Copies rows `rows` into a new column.
@@ -168,6 +226,37 @@ impl Column {
         out
     }
 
+    /// `rows` rows of zeros of this column's kind and width.
+    pub fn zeros(&self, rows: usize) -> Column {
+        let mut out = self.empty_like();
+        let n = rows * self.width();
+        with_data!(&mut out, data => data.resize(n, Default::default()));
+        out
+    }
+
+    /// Overwrites rows `at[i]` with row `i` of `src`, for every `i`.
+    ///
+    /// # Panics
+    /// If `src` has another kind or width, or a row is out of range.
+    pub fn scatter_rows(&mut self, src: &Column, at: &[usize]) {
+        assert!(self.same_layout(src), "scatter of a {} column into a {}", src.kind_name(), self.kind_name());
+        let w = self.width();
+        with_pair!(self, src, data, s => {
+            for (i, &r) in at.iter().enumerate() {
+                data[r * w..(r + 1) * w].copy_from_slice(&s[i * w..(i + 1) * w]);
+            }
+        })
+    }
+
+    /// Copies row `from` over row `to` within the column.
+    ///
+    /// # Panics
+    /// If either row is out of range.
+    pub fn copy_row_within(&mut self, from: usize, to: usize) {
+        let w = self.width();
+        with_data!(self, data => data.copy_within(from * w..(from + 1) * w, to * w))
+    }
+
     fn same_layout(&self, other: &Column) -> bool {
         self.kind_name() == other.kind_name() && self.width() == other.width()
     }
@@ -176,32 +265,102 @@ impl Column {
         match self {
             Column::F32 { width, .. } => Column::f32(*width),
             Column::I64 { width, .. } => Column::i64(*width),
+            Column::U8 { width, .. } => Column::u8(*width),
         }
     }
 
+    fn reserve_rows(&mut self, rows: usize) {
+        let n = rows * self.width();
+        with_data!(self, data => data.reserve_exact(n))
+    }
+
     fn extend_from(&mut self, other: &Column) {
-        match (self, other) {
-            (Column::F32 { data, .. }, Column::F32 { data: o, .. }) => data.extend_from_slice(o),
-            (Column::I64 { data, .. }, Column::I64 { data: o, .. }) => data.extend_from_slice(o),
-            _ => unreachable!("layouts are checked before extending"),
-        }
+        with_pair!(self, other, data, o => data.extend_from_slice(o))
     }
 
     fn extend_rows(&mut self, other: &Column, rows: Range<usize>) {
         let w = other.width();
-        match (self, other) {
-            (Column::F32 { data, .. }, Column::F32 { data: o, .. }) => {
-                data.extend_from_slice(&o[rows.start * w..rows.end * w])
-            }
-            (Column::I64 { data, .. }, Column::I64 { data: o, .. }) => {
-                data.extend_from_slice(&o[rows.start * w..rows.end * w])
-            }
-            _ => unreachable!("layouts are checked before extending"),
-        }
+        with_pair!(self, other, data, o => data.extend_from_slice(&o[rows.start * w..rows.end * w]))
     }
 
     fn push_row(&mut self, other: &Column, row: usize) {
         self.extend_rows(other, row..row + 1)
+    }
+
+    /// Overwrites rows `at..at + rows.len()` with rows `rows` of `src`.
+    fn overwrite_rows(&mut self, at: usize, src: &Column, rows: Range<usize>) {
+        let w = src.width();
+        let (d, r) = (at * w..(at + rows.len()) * w, rows.start * w..rows.end * w);
+        with_pair!(self, src, data, o => data[d].copy_from_slice(&o[r]))
+    }
+}
+
+/// Observation values as a batch holds them: `f32`, or the bytes of a
+/// `uint8` box, byte `b` standing for `b / 255`. What a network's first
+/// layer reads ([`SampleBatch::values`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Values<'a> {
+    /// `f32` values.
+    F32(&'a [f32]),
+    /// Bytes, each `b / 255`.
+    U8(&'a [u8]),
+}
+
+impl<'a> Values<'a> {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::F32(v) => v.len(),
+            Values::U8(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Rows `rows` of `width` values each, as `f32` (see
+    /// [`to_f32`](Self::to_f32)).
+    ///
+    /// # Panics
+    /// If a row is out of range.
+    pub fn gather_f32(&self, width: usize, rows: &[usize]) -> Vec<f32> {
+        let mut out = Vec::with_capacity(rows.len() * width);
+        for &r in rows {
+            match self {
+                Values::F32(v) => out.extend_from_slice(&v[r * width..(r + 1) * width]),
+                Values::U8(v) => out.extend(v[r * width..(r + 1) * width].iter().map(|&b| crate::space::from_byte(b))),
+            }
+        }
+        out
+    }
+
+    /// The values as `f32`: borrowed as they are, or bytes made `b / 255`
+    /// (exactly what the Gymnasium bridge hands a policy to act on).
+    pub fn to_f32(&self) -> Cow<'a, [f32]> {
+        match *self {
+            Values::F32(v) => Cow::Borrowed(v),
+            Values::U8(v) => Cow::Owned(v.iter().map(|&b| crate::space::from_byte(b)).collect()),
+        }
+    }
+}
+
+impl<'a> From<&'a [f32]> for Values<'a> {
+    fn from(values: &'a [f32]) -> Self {
+        Values::F32(values)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [f32; N]> for Values<'a> {
+    fn from(values: &'a [f32; N]) -> Self {
+        Values::F32(values)
+    }
+}
+
+impl<'a> From<&'a Vec<f32>> for Values<'a> {
+    fn from(values: &'a Vec<f32>) -> Self {
+        Values::F32(values)
     }
 }
 
@@ -248,10 +407,7 @@ impl SampleBatch {
     /// sets the row count), or its data is not a whole number of rows.
     pub fn insert(&mut self, field: impl Into<String>, column: Column) -> Result<(), BatchError> {
         let field = field.into();
-        let len = match &column {
-            Column::F32 { data, .. } => data.len(),
-            Column::I64 { data, .. } => data.len(),
-        };
+        let len = column.values();
         let width = column.width();
         if width == 0 || len % width != 0 {
             return Err(BatchError::Ragged { field, len, width });
@@ -282,6 +438,14 @@ impl SampleBatch {
         self.insert(field, Column::I64 { data, width })
     }
 
+    /// Adds or replaces a `u8` column (the observations of a `uint8` box).
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub fn insert_u8(&mut self, field: impl Into<String>, data: Vec<u8>, width: usize) -> Result<(), BatchError> {
+        self.insert(field, Column::U8 { data, width })
+    }
+
     /// Removes a column and returns it.
     pub fn remove(&mut self, field: &str) -> Option<Column> {
         let col = self.columns.remove(field);
@@ -294,6 +458,12 @@ impl SampleBatch {
     /// The column called `field`, if any.
     pub fn get(&self, field: &str) -> Option<&Column> {
         self.columns.get(field)
+    }
+
+    /// The column called `field`, mutably: its values may change, not its
+    /// kind, width or rows.
+    pub(crate) fn column_mut(&mut self, field: &str) -> Option<&mut Column> {
+        self.columns.get_mut(field)
     }
 
     /// Whether the batch has a column called `field`.
@@ -321,7 +491,7 @@ impl SampleBatch {
     /// The `f32` values of `field`, row-major.
     ///
     /// # Errors
-    /// If the field is absent or holds `i64` values.
+    /// If the field is absent or holds other values.
     pub fn f32(&self, field: &str) -> Result<&[f32], BatchError> {
         match self.column(field)? {
             Column::F32 { data, .. } => Ok(data),
@@ -329,10 +499,34 @@ impl SampleBatch {
         }
     }
 
+    /// The `u8` values of `field`, row-major.
+    ///
+    /// # Errors
+    /// If the field is absent or holds other values.
+    pub fn u8(&self, field: &str) -> Result<&[u8], BatchError> {
+        match self.column(field)? {
+            Column::U8 { data, .. } => Ok(data),
+            other => Err(BatchError::WrongKind { field: field.into(), expected: "u8", got: other.kind_name() }),
+        }
+    }
+
+    /// The observation values of `field`: `f32`, or the bytes of a `uint8`
+    /// box. What a network's input layer takes.
+    ///
+    /// # Errors
+    /// If the field is absent or holds `i64` values.
+    pub fn values(&self, field: &str) -> Result<Values<'_>, BatchError> {
+        match self.column(field)? {
+            Column::F32 { data, .. } => Ok(Values::F32(data)),
+            Column::U8 { data, .. } => Ok(Values::U8(data)),
+            other => Err(BatchError::WrongKind { field: field.into(), expected: "f32 or u8", got: other.kind_name() }),
+        }
+    }
+
     /// The `i64` values of `field`, row-major.
     ///
     /// # Errors
-    /// If the field is absent or holds `f32` values.
+    /// If the field is absent or holds other values.
     pub fn i64(&self, field: &str) -> Result<&[i64], BatchError> {
         match self.column(field)? {
             Column::I64 { data, .. } => Ok(data),
@@ -343,7 +537,7 @@ impl SampleBatch {
     /// Mutable `f32` values of `field`.
     ///
     /// # Errors
-    /// If the field is absent or holds `i64` values.
+    /// If the field is absent or holds other values.
     pub fn f32_mut(&mut self, field: &str) -> Result<&mut [f32], BatchError> {
         let available = self.columns.keys().cloned().collect::<Vec<_>>().join(", ");
         match self.columns.get_mut(field) {
@@ -464,10 +658,7 @@ impl SampleBatch {
             .iter()
             .map(|(k, c)| {
                 let mut out = c.empty_like();
-                match &mut out {
-                    Column::F32 { data, width } => data.reserve_exact(rows * *width),
-                    Column::I64 { data, width } => data.reserve_exact(rows * *width),
-                }
+                out.reserve_rows(rows);
                 (k.clone(), out)
             })
             .collect();
@@ -493,13 +684,7 @@ impl SampleBatch {
             src.len
         );
         for (dst, c) in self.columns.values_mut().zip(src.columns.values()) {
-            let w = c.width();
-            let (d, r) = (at * w..(at + n) * w, rows.start * w..rows.end * w);
-            match (dst, c) {
-                (Column::F32 { data, .. }, Column::F32 { data: o, .. }) => data[d].copy_from_slice(&o[r]),
-                (Column::I64 { data, .. }, Column::I64 { data: o, .. }) => data[d].copy_from_slice(&o[r]),
-                _ => unreachable!("layouts are checked above"),
-            }
+            dst.overwrite_rows(at, c, rows.clone());
         }
         Ok(())
     }
@@ -533,13 +718,7 @@ impl SampleBatch {
 
     /// Size in bytes of the column data (for metrics).
     pub fn size_bytes(&self) -> usize {
-        self.columns
-            .values()
-            .map(|c| match c {
-                Column::F32 { data, .. } => data.len() * 4,
-                Column::I64 { data, .. } => data.len() * 8,
-            })
-            .sum()
+        self.columns.values().map(Column::size_bytes).sum()
     }
 
     /// Builds a batch from decoded columns, checking every invariant.
@@ -664,6 +843,26 @@ mod tests {
         let var: f32 = v.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / 4.0;
         assert!(mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-5, "{v:?}");
         assert!(b.standardize("missing").is_err());
+    }
+
+    #[test]
+    fn byte_columns_travel_as_bytes_and_read_as_f32() {
+        let mut b = batch(0, 3);
+        b.insert_u8("pixels", vec![0, 255, 51, 102, 7, 8], 2).unwrap();
+        assert_eq!(b.size_bytes(), 3 * 8 + 6 * 4 + 6, "one byte per pixel");
+        let c = SampleBatch::concat(&[b.clone(), b.slice(1..2)]).unwrap();
+        assert_eq!(c.u8("pixels").unwrap(), &[0, 255, 51, 102, 7, 8, 51, 102]);
+        assert_eq!(c.gather(&[3, 0]).u8("pixels").unwrap(), &[51, 102, 0, 255]);
+        assert_eq!(
+            c.values("pixels").unwrap().to_f32().as_ref(),
+            &[0.0, 1.0, 0.2, 0.4, 7.0 / 255.0, 8.0 / 255.0, 0.2, 0.4]
+        );
+        assert_eq!(c.values("obs").unwrap(), Values::F32(c.f32("obs").unwrap()));
+        let err = c.values("actions").unwrap_err().to_string();
+        assert!(err.contains("actions") && err.contains("i64"), "{err}");
+        let mut f = b.clone();
+        f.insert_f32("pixels", vec![0.0; 6], 2).unwrap();
+        assert!(matches!(SampleBatch::concat(&[b, f]), Err(BatchError::Incompatible(_))), "u8 and f32 do not mix");
     }
 
     #[test]

@@ -38,11 +38,13 @@ pub enum Space {
     },
 }
 
-/// What a [`Space::Box`]'s values are at their source. Every observation
-/// travels as `f32`; a `U8` box says that each value is a byte `b` written
-/// as `b / 255` (how the Gymnasium bridge hands over `uint8` images), so
-/// storage that knows it keeps one byte per value (the replay's
-/// [`FrameStore`](crate::replay::FrameLayout)).
+/// What a [`Space::Box`]'s values are at their source. An env writes every
+/// observation as `f32`; a `U8` box says that each value is a byte `b`
+/// written as `b / 255` (how the Gymnasium bridge hands over `uint8`
+/// images). From the evaluator on, such observations stay one byte per
+/// value: sample batches ([`Column::U8`](crate::Column::U8)), the wire, and
+/// replay (whose [`FrameStore`](crate::replay::FrameLayout) also shares the
+/// frames of stacked images); a network's first layer makes them `f32`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Dtype {
     /// Any `f32`.
@@ -50,6 +52,17 @@ pub enum Dtype {
     F32,
     /// Bytes, scaled to `[0, 1]`: every value is `b / 255` for a `b` in `0..=255`.
     U8,
+}
+
+/// The `f32` a byte of a [`Dtype::U8`] box stands for: `b / 255`.
+pub fn from_byte(b: u8) -> f32 {
+    f32::from(b) / 255.0
+}
+
+/// The byte `b` with [`from_byte`]`(b) == x` exactly, if there is one.
+pub fn to_byte(x: f32) -> Option<u8> {
+    let b = (x * 255.0).round();
+    ((0.0..=255.0).contains(&b) && from_byte(b as u8) == x).then_some(b as u8)
 }
 
 /// One action handed to [`Env::step`](crate::Env::step), borrowed from the

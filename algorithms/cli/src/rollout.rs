@@ -125,6 +125,9 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
                     env.step(Action::Continuous(&clipped), &mut obs)
                 }
                 (None, _) => return Err(CliError::Rollout("the policy wrote no actions".into())),
+                (Some(Column::U8 { .. }), _) => {
+                    return Err(CliError::Rollout("the policy wrote its actions as bytes".into()))
+                }
             }
             .map_err(|e| fail(&e))?;
             ret += step.reward;

@@ -10,7 +10,7 @@ use super::tensors::{Activation, Matrix, Taped};
 use super::ModelConfig;
 use dfdx::prelude::*;
 use rlx::config::ConfigError;
-use rlx::{PolicyError, Space};
+use rlx::{PolicyError, Space, Values};
 
 /// A dfdx tape the networks run with: `NoneTape` to act, `OwnedTape` to
 /// learn. It picks a custom network's matching forward pass.
@@ -78,12 +78,13 @@ impl Input {
     }
 
     /// Encodes observation rows (`[rows, raw_width]`, row-major) as a
-    /// `(rows, features)` matrix on `dev`.
+    /// `(rows, features)` matrix on `dev`. Rows of bytes (a `uint8` box,
+    /// [`Values::U8`]) become `f32` here, `b / 255`, and nowhere before.
     ///
     /// # Errors
     /// Values that are not a whole number of rows, or a discrete value
     /// outside its space.
-    pub fn encode<D: NetDevice>(&self, dev: &D, obs: &[f32]) -> Result<Matrix<D>, PolicyError> {
+    pub fn encode<'a, D: NetDevice>(&self, dev: &D, obs: impl Into<Values<'a>>) -> Result<Matrix<D>, PolicyError> {
         let data = self.encode_host(obs)?;
         let rows = data.len() / self.features().max(1);
         Ok(dev.tensor_from_vec(data, (rows, self.features())))
@@ -93,7 +94,8 @@ impl Input {
     ///
     /// # Errors
     /// As [`encode`](Self::encode).
-    pub fn encode_host(&self, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+    pub fn encode_host<'a>(&self, obs: impl Into<Values<'a>>) -> Result<Vec<f32>, PolicyError> {
+        let obs = obs.into().to_f32();
         let raw = self.raw_width();
         if raw == 0 || obs.len() % raw != 0 {
             return Err(PolicyError::Other(format!(
@@ -103,7 +105,7 @@ impl Input {
         }
         let rows = obs.len() / raw;
         let data = match self {
-            Input::Flat(_) => obs.to_vec(),
+            Input::Flat(_) | Input::Image { .. } => obs.into_owned(),
             Input::OneHot(sizes) => {
                 let width: usize = sizes.iter().sum();
                 let mut data = vec![0.0; rows * width];
@@ -121,7 +123,6 @@ impl Input {
                 }
                 data
             }
-            Input::Image { .. } => obs.to_vec(),
         };
         Ok(data)
     }
@@ -402,10 +403,10 @@ impl<D: NetDevice> Body<D> {
     ///
     /// # Errors
     /// Bad observations, or a state of the wrong size.
-    pub fn act(
+    pub fn act<'a>(
         &self,
         p: &Params<D>,
-        obs: &[f32],
+        obs: impl Into<Values<'a>>,
         state: Option<&[f32]>,
     ) -> Result<(Matrix<D>, Option<Vec<f32>>), PolicyError> {
         self.act_on(p, self.torso.input().encode(p.device(), obs)?, state)
@@ -443,10 +444,10 @@ impl<D: NetDevice> Body<D> {
     /// # Errors
     /// Bad observations; an LSTM without `seqs`, or rows that do not form
     /// them.
-    pub fn learn(
+    pub fn learn<'a>(
         &self,
         p: &Params<D>,
-        obs: &[f32],
+        obs: impl Into<Values<'a>>,
         seqs: Option<&SeqLayout<'_>>,
     ) -> Result<Matrix<D, Taped<D>>, PolicyError> {
         let x = self.torso.forward(p, self.torso.input().encode(p.device(), obs)?.leaky_traced());

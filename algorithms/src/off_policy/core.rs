@@ -393,7 +393,7 @@ pub(crate) fn critic_gradient<D: NetDevice>(
         )));
     }
     let u = bounds.to_normalized(batch.f32(fields::ACTIONS)?);
-    let s = input.encode_host(batch.f32(fields::OBS)?)?;
+    let s = input.encode_host(batch.values(fields::OBS)?)?;
     let x = (u.as_slice(), bounds.dim(), s.as_slice(), input.features());
     let span = |j: usize| {
         let at = range.start + sizes[..j].iter().sum::<usize>();

@@ -64,7 +64,7 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::postprocessing::n_step_returns;
-use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer, Values};
 use serde::{Deserialize, Serialize};
 
 /// DDPG's configuration (TD3's too, with other defaults): the sampling,
@@ -181,7 +181,7 @@ const CRITICS: usize = 1;
 impl Ddpg {
     /// The normalized actions `μ(s) ∈ [−1, 1]^A` of every row of `obs` under
     /// `p` (online or target), no gradient.
-    fn actions<D: NetDevice>(&self, p: &Params<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+    fn actions<D: NetDevice>(&self, p: &Params<D>, obs: Values<'_>) -> Result<Vec<f32>, PolicyError> {
         let x = self.input.encode(p.device(), obs)?;
         Ok(to_vec(&self.actor.head.forward(p, self.actor.mlp.forward(p, x)).tanh()))
     }
@@ -198,7 +198,7 @@ impl Ddpg {
         alone: bool,
     ) -> Result<Vec<f32>, PolicyError> {
         let target = core.target.as_ref().expect("DDPG keeps target networks");
-        let new_obs = batch.f32(fields::NEW_OBS)?;
+        let new_obs = batch.values(fields::NEW_OBS)?;
         let mut next = self.actions(target, new_obs)?;
         if self.cfg.smooth_target_policy {
             let (sigma, c) = (self.cfg.target_noise as f32, self.cfg.target_noise_clip as f32);
@@ -241,7 +241,7 @@ impl Ddpg {
         batch: &SampleBatch,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let p = &core.params;
-        let s = self.input.encode(p.device(), batch.f32(fields::OBS)?)?;
+        let s = self.input.encode(p.device(), batch.values(fields::OBS)?)?;
         let u = self.actor.head.forward(p, self.actor.mlp.forward(p, s.clone().leaky_traced())).tanh();
         let q = self.critics[0].forward_frozen(p, critic_input_taped(u, s));
         let (value, grad) = core.backward(q.mean() * -1.0, "actor loss", core.range(ACTOR))?;
@@ -281,7 +281,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
     /// Gaussian noise, clipped to the bounds.
     fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let a = self.bounds.dim();
-        let mut u = self.actions(&core.params, input.obs)?;
+        let mut u = self.actions(&core.params, input.obs.into())?;
         if input.explore {
             let sigma = self.cfg.exploration_noise as f32;
             for row in u.chunks_exact_mut(a) {
@@ -445,7 +445,7 @@ mod tests {
         let b = batch();
         let new_obs = b.f32(fields::NEW_OBS).unwrap().to_vec();
         let target = p.core().target.clone().unwrap();
-        let mu = p.algorithm().actions(&target, &new_obs).unwrap();
+        let mu = p.algorithm().actions(&target, (&new_obs).into()).unwrap();
         // Replay the policy's noise draws: with σ = 10 every draw is clipped
         // to ±0.3.
         let mut rng = p.core().rng.clone();

@@ -218,7 +218,7 @@ impl Sac {
         batch: &SampleBatch,
         eps: &[f32],
     ) -> Result<Vec<f32>, PolicyError> {
-        let new_obs = batch.f32(fields::NEW_OBS)?;
+        let new_obs = batch.values(fields::NEW_OBS)?;
         let s = self.input.encode_host(new_obs)?;
         let rows = batch.len();
         let (p, target) = (&core.params, core.target.as_ref().expect("SAC keeps target critics"));
@@ -258,7 +258,7 @@ impl Sac {
         let rows = batch.len();
         let p = &core.params;
         let dev = p.device();
-        let s = self.input.encode(dev, batch.f32(fields::OBS)?)?;
+        let s = self.input.encode(dev, batch.values(fields::OBS)?)?;
         let (mean, raw) = self.actor.forward(p, s.clone().leaky_traced());
         let (u, logp) = squashed_sample(dev, mean, raw, eps);
         let logp_host = logp.as_vec();

@@ -26,7 +26,7 @@ use rlx::env::EnvMaker;
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, SyncSamplesConfig, SyncSamplesOptimizer};
 use rlx::policy::bootstrap_needed;
 use rlx::postprocessing::value_fit_stats;
-use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space};
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Values};
 use rlx::{Evaluators, Trainer};
 use std::sync::Arc;
 
@@ -289,7 +289,7 @@ impl<D: NetDevice> ActorCriticNet<D> {
 
     /// `V(s)` of observation rows without gradient, from `state` for an
     /// LSTM.
-    fn values(&self, p: &Params<D>, obs: &[f32], state: Option<&[f32]>) -> Result<Vec<f32>, PolicyError> {
+    fn values(&self, p: &Params<D>, obs: Values<'_>, state: Option<&[f32]>) -> Result<Vec<f32>, PolicyError> {
         let features = match &self.vf {
             Some(torso) => torso.forward(p, torso.input().encode(p.device(), obs)?),
             None => self.pi.act(p, obs, state)?.0,
@@ -331,14 +331,14 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
 
     /// `V(s')` of `new_obs` at the rows that end a fragment, 0 elsewhere.
     fn values_at_ends(&self, p: &Params<D>, mb: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
-        let (ends, new_obs) = (mb.f32(TRAJ_ENDS)?, mb.f32(fields::NEW_OBS)?);
+        let (ends, new_obs) = (mb.f32(TRAJ_ENDS)?, mb.values(fields::NEW_OBS)?);
         let d = new_obs.len() / mb.len().max(1);
         let rows: Vec<usize> = (0..mb.len()).filter(|&t| ends[t] != 0.0).collect();
         let mut out = vec![0.0; mb.len()];
         if rows.is_empty() {
             return Ok(out);
         }
-        let obs: Vec<f32> = rows.iter().flat_map(|&t| new_obs[t * d..(t + 1) * d].iter().copied()).collect();
+        let obs = new_obs.gather_f32(d, &rows);
         let state = if self.recurrent() {
             let s = mb.f32(fields::STATE_OUT)?;
             let w = s.len() / mb.len();
@@ -346,7 +346,7 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         } else {
             None
         };
-        for (&t, v) in rows.iter().zip(self.net.values(p, &obs, state.as_deref())?) {
+        for (&t, v) in rows.iter().zip(self.net.values(p, Values::F32(&obs), state.as_deref())?) {
             out[t] = v;
         }
         Ok(out)
@@ -362,7 +362,7 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let (p, n) = (&core.params, mb.len());
         let dev = p.device();
-        let obs = mb.f32(fields::OBS)?;
+        let obs = mb.values(fields::OBS)?;
         let next_values = if L::NEEDS_NEXT_VALUES { Some(self.values_at_ends(p, mb)?) } else { None };
         let features = self.net.pi.learn(p, obs, seqs)?;
         let vf_features = match &self.net.vf {
@@ -472,15 +472,15 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
 
     fn postprocess(&mut self, core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
         let bootstrap = if bootstrap_needed(traj)? {
-            let new_obs = traj.f32(fields::NEW_OBS)?;
-            let last = &new_obs[new_obs.len() - new_obs.len() / traj.len()..];
+            let new_obs = traj.values(fields::NEW_OBS)?;
+            let last = new_obs.gather_f32(new_obs.len() / traj.len(), &[traj.len() - 1]);
             let state = if self.recurrent() {
                 let s = traj.f32(fields::STATE_OUT)?;
                 Some(&s[s.len() - s.len() / traj.len()..])
             } else {
                 None
             };
-            self.net.values(&core.params, last, state)?[0]
+            self.net.values(&core.params, Values::F32(&last), state)?[0]
         } else {
             0.0
         };

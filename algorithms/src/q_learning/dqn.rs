@@ -60,7 +60,7 @@ use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
 use rlx::replay::{FrameLayout, LinearSchedule, TD_ERRORS, WEIGHTS};
 use rlx::{
     fields, LearnerStats, PolicyError, PolicyEvaluator, PolicyGraph, PolicyInput, SampleBatch, Space,
-    SyncReplayOptimizer, Trainer,
+    SyncReplayOptimizer, Trainer, Values,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -316,7 +316,7 @@ impl<D: NetDevice> QNetwork<D> {
     /// Without atoms the dueling formula is applied on the host: for the
     /// few rows an evaluator acts on, that is cheaper than three more
     /// device operations.
-    fn outputs(&self, p: &Params<D>, obs: &[f32], noise: &HeadNoise) -> Result<Vec<f32>, PolicyError> {
+    fn outputs(&self, p: &Params<D>, obs: Values<'_>, noise: &HeadNoise) -> Result<Vec<f32>, PolicyError> {
         let x = self.torso.input().encode(p.device(), obs)?;
         if self.support.is_some() {
             return Ok(softmax_rows(&to_vec(&self.forward(p, x, noise)), self.atoms()));
@@ -336,7 +336,7 @@ impl<D: NetDevice> QNetwork<D> {
 
     /// Q-values of every row of `obs` on `params`, no gradient, row-major
     /// `[n, actions]` on the host (a distribution's mean with atoms).
-    fn q_values(&self, p: &Params<D>, obs: &[f32], noise: &HeadNoise) -> Result<Vec<f32>, PolicyError> {
+    fn q_values(&self, p: &Params<D>, obs: Values<'_>, noise: &HeadNoise) -> Result<Vec<f32>, PolicyError> {
         let out = self.outputs(p, obs, noise)?;
         Ok(match self.support {
             Some(s) => s.means(&out),
@@ -386,7 +386,7 @@ impl<D: NetDevice> Dqn<D> {
         noise: &UpdateNoise,
     ) -> Result<Vec<f32>, PolicyError> {
         let a = self.net.actions;
-        let new_obs = batch.f32(fields::NEW_OBS)?;
+        let new_obs = batch.values(fields::NEW_OBS)?;
         let (rewards, terminated) = (batch.f32(fields::REWARDS)?, batch.f32(fields::TERMINATEDS)?);
         let discounts = batch.f32(N_STEP_DISCOUNTS)?;
         let target = core.target.as_ref().expect("DQN keeps a target network");
@@ -447,7 +447,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
     fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let a = self.net.actions;
         let noise = if input.explore { self.net.noise(&mut core.rng) } else { HeadNoise::default() };
-        let q = self.net.q_values(&core.params, input.obs, &noise)?;
+        let q = self.net.q_values(&core.params, input.obs.into(), &noise)?;
         if let Some(m) = input.action_mask {
             if m.len() != q.len() {
                 return Err(PolicyError::WrongLength { what: "action mask values", expected: q.len(), got: m.len() });
@@ -508,7 +508,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         let actions = taken_actions(batch, a)?;
         let p = &core.params;
         let dev = p.device();
-        let x = self.net.torso.input().encode(dev, batch.f32(fields::OBS)?)?;
+        let x = self.net.torso.input().encode(dev, batch.values(fields::OBS)?)?;
         let out = self.net.forward(p, x.leaky_traced(), &noise.online);
         let (per_row, q_host) = match self.net.support {
             None => {
@@ -566,7 +566,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
     fn td_errors(&mut self, core: &mut PolicyCore<D>, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
         let (a, z) = (self.net.actions, self.net.atoms());
         let targets = self.td_targets(core, batch, &UpdateNoise::default())?;
-        let out = self.net.outputs(&core.params, batch.f32(fields::OBS)?, &HeadNoise::default())?;
+        let out = self.net.outputs(&core.params, batch.values(fields::OBS)?, &HeadNoise::default())?;
         let taken = taken_actions(batch, a)?.into_iter().enumerate().map(|(i, act)| (i * a + act) * z);
         if z == 1 {
             return Ok(targets.iter().zip(taken).map(|(y, at)| out[at] - y).collect());
@@ -701,7 +701,7 @@ mod tests {
     }
 
     fn q(p: &Policy, params: &Params<Cpu>, obs: &[f32]) -> Vec<f32> {
-        p.algorithm().net.q_values(params, obs, &HeadNoise::default()).unwrap()
+        p.algorithm().net.q_values(params, obs.into(), &HeadNoise::default()).unwrap()
     }
 
     fn target(p: &Policy) -> &Params<Cpu> {
@@ -803,7 +803,7 @@ mod tests {
             let net = &p.algorithm().net;
             let support = net.support.unwrap();
             let none = HeadNoise::default();
-            let probs_t = net.outputs(target(&p), new_obs, &none).unwrap();
+            let probs_t = net.outputs(target(&p), new_obs.into(), &none).unwrap();
             assert_eq!(probs_t.len(), 4 * 2 * 5);
             let (q_t, q_o) = (support.means(&probs_t), q(&p, &p.core().params, new_obs));
             let targets = p.algorithm().td_targets(p.core(), &b, &UpdateNoise::default()).unwrap();
@@ -820,7 +820,7 @@ mod tests {
             // The loss is the cross-entropy, which is also the TD error
             // prioritized replay reads; learning lowers it.
             let td = p.td_errors(&b).unwrap();
-            let probs = p.algorithm().net.outputs(&p.core().params, b.f32(fields::OBS).unwrap(), &none).unwrap();
+            let probs = p.algorithm().net.outputs(&p.core().params, b.values(fields::OBS).unwrap(), &none).unwrap();
             let actions = b.i64(fields::ACTIONS).unwrap();
             for i in 0..4 {
                 let at = (i * 2 + actions[i] as usize) * 5;

@@ -31,6 +31,7 @@ pub fn greedy_return(policy: &mut dyn PolicyGraph, env: &str, episodes: u64) -> 
                     env.action_space().clip(&mut a);
                     env.step(Action::Continuous(&a), &mut obs)
                 }
+                Column::U8 { .. } => panic!("a policy wrote its actions as bytes"),
             }
             .unwrap();
             total += step.reward;

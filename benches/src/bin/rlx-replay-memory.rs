@@ -10,12 +10,15 @@
 //! Prints one JSON object: the transitions stored, the process's resident
 //! memory before and after filling (`VmRSS`), the difference per
 //! transition, the buffer's own count of its heap bytes, the seconds to
-//! fill, and the milliseconds per 32-row minibatch sampled.
+//! fill, and the milliseconds per 32-row minibatch sampled: as the buffer
+//! hands it over (observations as bytes), and with `obs` and `new_obs`
+//! then made `f32` as a network's input layer does.
 
 use clap::Parser;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rlx::replay::{FrameLayout, LinearSchedule, PrioritizedReplayConfig, Replay};
+use rlx::sample_batch::fields;
 use rlx_benches::atari_stream::{AtariStream, SIDE, STACK};
 use rlx_benches::children::resident_kib;
 use std::time::Instant;
@@ -61,6 +64,14 @@ fn main() {
         std::hint::black_box(replay.sample(32, 0, &mut rng).expect("a full buffer"));
     }
     let sample_ms = start.elapsed().as_secs_f64() * 1e3 / draws as f64;
+    let start = Instant::now();
+    for _ in 0..draws {
+        let batch = replay.sample(32, 0, &mut rng).expect("a full buffer");
+        for field in [fields::OBS, fields::NEW_OBS] {
+            std::hint::black_box(batch.values(field).expect("observations").to_f32());
+        }
+    }
+    let sample_f32_ms = start.elapsed().as_secs_f64() * 1e3 / draws as f64;
     let n = args.transitions as f64;
     let report = serde_json::json!({
         "transitions": args.transitions,
@@ -73,6 +84,7 @@ fn main() {
         "f32_columns_bytes_per_transition": (2 * SIDE * SIDE * STACK * 4) as f64,
         "fill_s": fill_s,
         "sample_32_ms": sample_ms,
+        "sample_32_as_f32_ms": sample_f32_ms,
     });
     println!("{report}");
 }

@@ -162,7 +162,7 @@ impl Worker {
 
     /// Sends a step of every copy with rows `rows` of `actions`.
     pub fn send_step(&mut self, actions: &Column, rows: std::ops::Range<usize>) -> Result<(), WorkerError> {
-        self.send(b'S', &action_bytes(actions, rows))
+        self.send(b'S', &actions.le_bytes(rows))
     }
 
     /// The reply to a reset (`O`) or a step (`T`), without its tag.
@@ -315,18 +315,6 @@ impl Worker {
         self.stdin.write_all(&1u32.to_le_bytes())?;
         self.stdin.write_all(b"Q")?;
         self.stdin.flush()
-    }
-}
-
-/// Rows `rows` of `actions` as the little-endian bytes a step request carries.
-fn action_bytes(actions: &Column, rows: std::ops::Range<usize>) -> Vec<u8> {
-    match actions {
-        Column::I64 { data, width } => {
-            data[rows.start * width..rows.end * width].iter().flat_map(|a| a.to_le_bytes()).collect()
-        }
-        Column::F32 { data, width } => {
-            data[rows.start * width..rows.end * width].iter().flat_map(|a| a.to_le_bytes()).collect()
-        }
     }
 }
 

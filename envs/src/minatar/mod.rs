@@ -7,7 +7,7 @@
 //!
 //! | | |
 //! |---|---|
-//! | observation | `Box(0, 1, [10, 10, C])`, binary: `env.state()` flattened row-major, index `(row * 10 + col) * C + channel` |
+//! | observation | `Box(0, 1, [10, 10, C], uint8)`, binary (0.0 or 1.0, kept as bytes 0 and 255 in batches and replay): `env.state()` flattened row-major, index `(row * 10 + col) * C + channel` |
 //! | action | `Discrete(n)`: the game's minimal action set (`use_minimal_action_set=True`), mapped to MinAtar's 6 actions `n l u r d f` |
 //! | sticky actions | before every step, with probability 0.1 (`rand() < 0.1`) the previous step's action is repeated instead |
 //! | difficulty ramping | on (the package default); Space Invaders, Asterix and Seaquest ramp |
@@ -192,7 +192,9 @@ impl<G: Game> MinAtar<G> {
             done: true,
             signature: EnvSignature::new(
                 G::NAME,
-                Space::uniform_box(0.0, 1.0, Self::state_shape().to_vec()).expect("MinAtar bounds are consistent"),
+                // Each cell of a channel is on or off: bytes 0 and 255, so
+                // batches and replay keep one byte per value.
+                Space::bytes(Self::state_shape().to_vec()),
                 Space::discrete(G::MINIMAL_ACTIONS.len() as i64),
             ),
         }
@@ -336,7 +338,7 @@ mod tests {
         let mut env = MinAtar::<G>::new();
         let dim = env.observation_space().flat_dim();
         assert_eq!(dim, 100 * G::CHANNELS);
-        assert_eq!(env.observation_space().to_string(), format!("Box(0, 1, [10, 10, {}])", G::CHANNELS));
+        assert_eq!(env.observation_space().to_string(), format!("Box(0, 1, [10, 10, {}], uint8)", G::CHANNELS));
         let mut obs = vec![0.0f32; dim];
 
         // Stepping before any reset needs one.

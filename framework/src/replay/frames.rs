@@ -14,13 +14,15 @@
 //! a [`FrameStore`] under its hash (equal bytes, one copy, counted
 //! references), and a slot keeps only its planes' ids. A stack's newest
 //! frame is new; the others, and every plane of `new_obs`, are found
-//! already stored. That makes a stored Atari transition one frame (7,056
+//! already stored. Rows arrive as bytes ([`Column::U8`](crate::Column::U8))
+//! and leave as bytes. That makes a stored Atari transition one frame (7,056
 //! bytes) plus ids and the other columns, whatever the stacking, the
 //! number of env copies, n-step or priorities, and the rebuilt rows are the
 //! stored ones exactly.
 
 use super::ReplayError;
-use crate::space::{Dtype, Space};
+use crate::sample_batch::Values;
+use crate::space::{to_byte, Dtype, Space};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
@@ -132,9 +134,9 @@ impl FrameStore {
     /// planes of bytes, every value checked: nothing is stored yet.
     ///
     /// # Errors
-    /// A column of the wrong width, or a value that is not `b / 255` for a
-    /// byte `b`.
-    pub fn encode(&self, field: &str, values: &[f32], rows: usize) -> Result<Vec<u8>, ReplayError> {
+    /// A column of the wrong width, or an `f32` value that is not `b / 255`
+    /// for a byte `b`.
+    pub fn encode(&self, field: &str, values: Values<'_>, rows: usize) -> Result<Vec<u8>, ReplayError> {
         let (n, c) = (self.layout.values(), self.layout.channels);
         if values.len() != rows * n {
             return Err(ReplayError::Invalid(format!(
@@ -145,20 +147,29 @@ impl FrameStore {
                 c
             )));
         }
+        let bytes = match values {
+            Values::U8(bytes) => bytes.to_vec(),
+            Values::F32(values) => {
+                let mut bytes = Vec::with_capacity(values.len());
+                for (i, &x) in values.iter().enumerate() {
+                    let b = to_byte(x).ok_or_else(|| {
+                        ReplayError::Invalid(format!(
+                            "`{field}` row {} value {} is {x}, not a byte over 255: frame sharing stores uint8 images",
+                            i / n,
+                            i % n
+                        ))
+                    })?;
+                    bytes.push(b);
+                }
+                bytes
+            }
+        };
+        // Channels last in a row (pixel by pixel); plane by plane out.
         let plane = self.layout.plane();
-        let mut planes = vec![0u8; values.len()];
-        for (r, row) in values.chunks_exact(n).enumerate() {
-            let out = &mut planes[r * n..(r + 1) * n];
-            // Channels last in the row (pixel by pixel); plane by plane in
-            // `out`.
+        let mut planes = vec![0u8; bytes.len()];
+        for (row, out) in bytes.chunks_exact(n).zip(planes.chunks_exact_mut(n)) {
             for (p, pixel) in row.chunks_exact(c).enumerate() {
-                for (k, &x) in pixel.iter().enumerate() {
-                    let Some(b) = to_byte(x) else {
-                        let i = p * c + k;
-                        return Err(ReplayError::Invalid(format!(
-                            "`{field}` row {r} value {i} is {x}, not a byte over 255: frame sharing stores uint8 images"
-                        )));
-                    };
+                for (k, &b) in pixel.iter().enumerate() {
                     out[k * plane + p] = b;
                 }
             }
@@ -182,14 +193,14 @@ impl FrameStore {
         }
     }
 
-    /// The observations of `slots`, rebuilt as `f32` rows (`b / 255`).
+    /// The observations of `slots`, rebuilt as rows of bytes, channels
+    /// last as they arrived.
     ///
     /// # Panics
     /// If a slot was never written.
-    pub fn rows(&self, slots: &[usize], which: Which) -> Vec<f32> {
+    pub fn rows(&self, slots: &[usize], which: Which) -> Vec<u8> {
         let c = self.layout.channels;
-        let mut out = vec![0.0f32; slots.len() * self.layout.values()];
-        let scale: Vec<f32> = (0..=255u8).map(|b| f32::from(b) / 255.0).collect();
+        let mut out = vec![0u8; slots.len() * self.layout.values()];
         for (row, &slot) in out.chunks_exact_mut(self.layout.values()).zip(slots) {
             let first = slot * 2 * c + if which == Which::Obs { 0 } else { c };
             let planes: Vec<&[u8]> = self.slots[first..first + c]
@@ -203,7 +214,7 @@ impl FrameStore {
             // side.
             for (p, pixel) in row.chunks_exact_mut(c).enumerate() {
                 for (value, plane) in pixel.iter_mut().zip(&planes) {
-                    *value = scale[usize::from(plane[p])];
+                    *value = plane[p];
                 }
             }
         }
@@ -284,12 +295,6 @@ fn hash_of(plane: &[u8]) -> u64 {
     hasher.finish()
 }
 
-/// The byte `b` with `b / 255 == x` exactly, if there is one.
-fn to_byte(x: f32) -> Option<u8> {
-    let b = (x * 255.0).round();
-    ((0.0..=255.0).contains(&b) && f32::from(b as u8) / 255.0 == x).then_some(b as u8)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,9 +304,14 @@ mod tests {
     }
 
     /// A channels-last observation whose channel `k` is plane `planes[k]`,
-    /// plane `p` having every value `p / 255`.
-    fn obs(planes: [u8; 2]) -> Vec<f32> {
-        (0..6).flat_map(|_| planes.map(|p| f32::from(p) / 255.0)).collect()
+    /// plane `p` having every byte `p`.
+    fn obs(planes: [u8; 2]) -> Vec<u8> {
+        (0..6).flat_map(|_| planes).collect()
+    }
+
+    /// [`obs`] as the `f32` an env writes (`b / 255`).
+    fn obs_f32(planes: [u8; 2]) -> Vec<f32> {
+        obs(planes).into_iter().map(crate::space::from_byte).collect()
     }
 
     #[test]
@@ -319,8 +329,10 @@ mod tests {
         let mut store = FrameStore::new(layout(), 3);
         // A stack sliding by one frame: (1, 2) -> (2, 3), then (2, 3) -> (3, 4).
         let put = |store: &mut FrameStore, slot, a: [u8; 2], b: [u8; 2]| {
-            let o = store.encode("obs", &obs(a), 1).unwrap();
-            let n = store.encode("new_obs", &obs(b), 1).unwrap();
+            let o = store.encode("obs", Values::U8(&obs(a)), 1).unwrap();
+            // Bytes or the `f32` they stand for give the same planes.
+            let n = store.encode("new_obs", Values::F32(&obs_f32(b)), 1).unwrap();
+            assert_eq!(n, store.encode("new_obs", Values::U8(&obs(b)), 1).unwrap());
             store.put(slot, &o, &n);
         };
         put(&mut store, 0, [1, 2], [2, 3]);
@@ -341,11 +353,11 @@ mod tests {
     #[test]
     fn values_that_are_not_bytes_or_the_wrong_width_are_refused_by_name() {
         let store = FrameStore::new(layout(), 1);
-        let mut bad = obs([1, 2]);
+        let mut bad = obs_f32([1, 2]);
         bad[5] = 0.5;
-        let err = store.encode("obs", &bad, 1).unwrap_err().to_string();
+        let err = store.encode("obs", Values::F32(&bad), 1).unwrap_err().to_string();
         assert!(err.contains("`obs` row 0 value 5 is 0.5, not a byte"), "{err}");
-        let err = store.encode("new_obs", &[0.0; 7], 1).unwrap_err().to_string();
+        let err = store.encode("new_obs", Values::U8(&[0; 7]), 1).unwrap_err().to_string();
         assert!(err.contains("`new_obs` has 7 values per row") && err.contains("2×3×2"), "{err}");
         assert_eq!(to_byte(1.0), Some(255));
         assert_eq!(to_byte(f32::NAN), None);

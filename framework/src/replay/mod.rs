@@ -179,8 +179,8 @@ impl ReplayBuffer {
         };
         // Every image is checked before anything is stored.
         let n = batch.len();
-        let obs = frames.encode(fields::OBS, batch.f32(fields::OBS)?, n)?;
-        let new_obs = frames.encode(fields::NEW_OBS, batch.f32(fields::NEW_OBS)?, n)?;
+        let obs = frames.encode(fields::OBS, batch.values(fields::OBS)?, n)?;
+        let new_obs = frames.encode(fields::NEW_OBS, batch.values(fields::NEW_OBS)?, n)?;
         let mut rest = SampleBatch::new();
         for (field, column) in batch.columns().filter(|(f, _)| *f != fields::OBS && *f != fields::NEW_OBS) {
             rest.insert(field, column.clone())?;
@@ -229,7 +229,7 @@ impl ReplayBuffer {
         if let Some(frames) = &self.frames {
             let width = frames.layout().values();
             for (field, which) in [(fields::OBS, Which::Obs), (fields::NEW_OBS, Which::NewObs)] {
-                out.insert_f32(field, frames.rows(slots, which), width).expect("one image per gathered row");
+                out.insert_u8(field, frames.rows(slots, which), width).expect("one image per gathered row");
             }
         }
         let indexes = slots.iter().map(|&s| s as i64).collect();
