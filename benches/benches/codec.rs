@@ -41,8 +41,16 @@ fn batch(env_name: &str) -> SampleBatch {
         }
     }
     let mut b = SampleBatch::new();
-    b.insert_f32(fields::OBS, all_obs, d).unwrap();
-    b.insert_f32(fields::NEW_OBS, new_obs, d).unwrap();
+    // As the evaluator hands them on: a `uint8` box's observations
+    // (MinAtar's) as bytes.
+    if env.observation_space().dtype() == Some(rlx::Dtype::U8) {
+        let bytes = |v: Vec<f32>| v.into_iter().map(|x| rlx::space::to_byte(x).expect("a byte")).collect();
+        b.insert_u8(fields::OBS, bytes(all_obs), d).unwrap();
+        b.insert_u8(fields::NEW_OBS, bytes(new_obs), d).unwrap();
+    } else {
+        b.insert_f32(fields::OBS, all_obs, d).unwrap();
+        b.insert_f32(fields::NEW_OBS, new_obs, d).unwrap();
+    }
     b.insert_i64(fields::ACTIONS, actions, 1).unwrap();
     b.insert_f32(fields::REWARDS, rewards, 1).unwrap();
     b.insert_f32(fields::TERMINATEDS, dones, 1).unwrap();

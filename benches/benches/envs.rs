@@ -29,6 +29,7 @@ fn action(col: &Column, i: usize) -> Action<'_> {
     match col {
         Column::F32 { data, width } => Action::Continuous(&data[i * width..(i + 1) * width]),
         Column::I64 { data, .. } => Action::Discrete(data[i]),
+        Column::U8 { .. } => unreachable!("`actions` makes no byte columns"),
     }
 }
 

@@ -9,10 +9,12 @@
 # usage: benches/minatar/run.sh OUT_DIR FRAMES [SEEDS...]
 #   FRAMES  env frames per run (the paper: 5,000,000)
 #   SEEDS   default 1 2 3
-# On the 2-core development VM (2026-12-02), SpaceInvaders took 32 s for
-# 10,000 frames, 5,000 of them with an update each: about 160 frames/s once
-# learning starts. The paper's 5M frames would take about 9 hours a run
-# there; 2.5 hours reach about 1.4M (28 %).
+# On the 2-core development VM (2026-12-02, after the binaries stopped
+# unmapping freed tensors and MinAtar's observations became bytes),
+# SpaceInvaders ran 5,000 frames with an update each in 11.6, 11.6 and
+# 10.9 s: about 440 frames/s once learning starts (160 before). The
+# paper's 5M frames would take about 3.2 hours a run there; 2.5 hours
+# reach about 3.9M (78 %).
 # Writes OUT_DIR/<game>-seed<k>/ (rlx's result.json and progress.csv) and
 # OUT_DIR/summary.json (each run's frames, seconds and last mean return). A
 # run stops at FRAMES or after 2.5 hours.
