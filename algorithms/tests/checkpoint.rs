@@ -136,7 +136,7 @@ async fn damaged_and_mismatched_checkpoints_are_refused() {
     let (mut other, _) = build_trainer("PPO", "CartPole-v1", &wider).await.unwrap();
     let before = weights(&other);
     let err = Checkpoint::load(&path).unwrap().restore(&mut other).await.unwrap_err().to_string();
-    assert!(err.contains("do not fit this run's network") && !err.contains("corrupt"), "{err}");
+    assert!(err.contains("do not fit the network built for this run") && !err.contains("corrupt"), "{err}");
     assert_eq!(weights(&other), before, "a refused restore leaves the weights alone");
 
     let weights_file = path.join(checkpoint::WEIGHTS_FILE);

@@ -557,8 +557,8 @@ impl Checkpoint {
         policy.load_weights(&path).map_err(|e| CheckpointError::Restore {
             path: self.dir.clone(),
             reason: format!(
-                "its weights do not fit this run's network, so the model config differs from the one in its \
-                 metadata.json: {e}"
+                "its weights do not fit the network built for this run (another model config than the \
+                 one it was saved with?): {e}"
             ),
         })
     }

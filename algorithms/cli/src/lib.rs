@@ -229,8 +229,8 @@ pub fn run_binary(main: impl std::future::Future<Output = ExitCode>) -> ExitCode
 /// unmapping them. By default it serves blocks over 128 KiB (a threshold it
 /// raises only as it goes) with `mmap` and hands them back on `free`, so a
 /// learner that allocates and frees the same tensors every update spends
-/// its time in page faults: DQN on MinAtar Breakout spent 3.3 s of 15 s in
-/// the kernel, 0.3 s with these settings, and ran 1.2–1.7× as fast
+/// its time in page faults: DQN on MinAtar Breakout spent a median 6.0 s
+/// of 18.8 s in the kernel, 1.7 s of 14.3 s with these settings
 /// (`book/src/performance.md`). Up to 256 MiB of free heap stays mapped.
 /// A `GLIBC_TUNABLES` that sets `glibc.malloc` values is left to rule.
 fn keep_freed_memory() {

@@ -663,8 +663,9 @@ pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: DqnConfig) -> Res
 
 /// How replay stores the observations `evaluator` samples: as shared
 /// frames of bytes ([`FrameLayout`]) for images of `uint8` (a rank-3 `Box`
-/// of [`Dtype::U8`](rlx::Dtype::U8)) left unfiltered, as `f32` rows
-/// otherwise (`None`).
+/// of [`Dtype::U8`](rlx::Dtype::U8)) left unfiltered, as rows as they
+/// come otherwise (`None`: bytes for any other `uint8` space, `f32`
+/// else).
 pub(crate) fn frame_layout(evaluator: &PolicyEvaluator) -> Option<FrameLayout> {
     evaluator.observation_filter().is_none().then(|| FrameLayout::of(evaluator.policy().observation_space()))?
 }

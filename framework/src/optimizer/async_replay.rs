@@ -81,7 +81,8 @@ pub struct AsyncReplayConfig {
     pub seed: u64,
     /// Store image observations as shared frames of bytes
     /// ([`ReplayBuffer::share_frames`](crate::replay::ReplayBuffer::share_frames));
-    /// `None` stores `f32` rows.
+    /// `None` stores rows as they come (bytes for a `uint8` space, `f32`
+    /// otherwise).
     pub frames: Option<FrameLayout>,
 }
 

@@ -40,8 +40,8 @@ pub struct FrameLayout {
 
 impl FrameLayout {
     /// The layout of a rank-3 `Box` of [`Dtype::U8`] (an image from the
-    /// Gymnasium bridge); `None` for any other space, whose observations
-    /// are stored as `f32` rows.
+    /// Gymnasium bridge, MinAtar's grids); `None` for any other space,
+    /// whose observations are stored as rows as they come.
     pub fn of(space: &Space) -> Option<Self> {
         match space {
             Space::Box { shape, dtype: Dtype::U8, .. } if shape.len() == 3 && shape.iter().all(|&d| d > 0) => {

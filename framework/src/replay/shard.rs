@@ -69,7 +69,8 @@ pub struct ShardArgs {
     pub prioritized: Option<PrioritizedReplayConfig>,
     /// Seeds the shard's replay sampling.
     pub seed: u64,
-    /// Frame sharing for image observations; `None` stores `f32` rows.
+    /// Frame sharing for image observations; `None` stores rows as they
+    /// come (bytes for a `uint8` space, `f32` otherwise).
     pub frames: Option<FrameLayout>,
 }
 
