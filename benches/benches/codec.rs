@@ -3,7 +3,8 @@
 //! core, and the compression ratio (printed once per batch kind). Two
 //! kinds: CartPole (small float vectors, hard to compress) and MinAtar
 //! Breakout (10×10×4 binary pixels, where the paper reports > 10× at about
-//! 1 GB/s/core for its pixel batches).
+//! 1 GB/s/core for its pixel batches). Then the two conversions that keep
+//! images as bytes between the env and the network.
 
 mod common;
 
@@ -78,5 +79,29 @@ fn codec_bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, codec_bench);
+/// What keeping images as bytes costs per Atari observation (84 × 84 × 4):
+/// the evaluator's conversion of the env's `f32` into bytes, and the input
+/// layer's conversion back (`Values::to_f32`). Elements are values.
+fn bytes_bench(c: &mut Criterion) {
+    let mut group = common::group(c, "bytes");
+    let n = 84 * 84 * 4;
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let bytes: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
+    let values: Vec<f32> = bytes.iter().map(|&b| rlx::space::from_byte(b)).collect();
+    group.throughput(Throughput::Elements(n as u64));
+    let mut out = Vec::with_capacity(n);
+    group.bench_function("to_bytes_atari_observation", |bench| {
+        bench.iter(|| {
+            out.clear();
+            rlx::space::to_bytes(&values, &mut out).unwrap();
+        })
+    });
+    assert_eq!(out, bytes);
+    group.bench_function("to_f32_atari_observation", |bench| {
+        bench.iter(|| rlx::Values::U8(&bytes).to_f32().into_owned())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, codec_bench, bytes_bench);
 criterion_main!(benches);

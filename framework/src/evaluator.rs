@@ -11,7 +11,7 @@ use crate::env::EnvError;
 use crate::filter::{MeanStdFilter, RewardScaler, RunningStat};
 use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
 use crate::sample_batch::{fields, BatchError, Column, SampleBatch};
-use crate::space::{to_byte, Dtype};
+use crate::space::{to_bytes, Dtype};
 use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -461,19 +461,17 @@ impl PolicyEvaluator {
             return Ok(Column::F32 { data: values, width });
         }
         let mut bytes = Vec::with_capacity(values.len());
-        for (i, &x) in values.iter().enumerate() {
-            let b = to_byte(x).ok_or_else(|| EnvError::Other {
-                env: self.env.name().to_string(),
-                message: format!(
-                    "`{field}` value {} of row {} is {x}, but the observation space {} is uint8: \
-                     every value must be a byte over 255",
-                    i % width.max(1),
-                    i / width.max(1),
-                    self.env.observation_space()
-                ),
-            })?;
-            bytes.push(b);
-        }
+        to_bytes(&values, &mut bytes).map_err(|i| EnvError::Other {
+            env: self.env.name().to_string(),
+            message: format!(
+                "`{field}` value {} of row {} is {}, but the observation space {} is uint8: \
+                 every value must be a byte over 255",
+                i % width.max(1),
+                i / width.max(1),
+                values[i],
+                self.env.observation_space()
+            ),
+        })?;
         Ok(Column::U8 { data: bytes, width })
     }
 

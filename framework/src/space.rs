@@ -61,8 +61,44 @@ pub fn from_byte(b: u8) -> f32 {
 
 /// The byte `b` with [`from_byte`]`(b) == x` exactly, if there is one.
 pub fn to_byte(x: f32) -> Option<u8> {
-    let b = (x * 255.0).round();
-    ((0.0..=255.0).contains(&b) && from_byte(b as u8) == x).then_some(b as u8)
+    let b = nearest_byte(x);
+    (from_byte(b) == x).then_some(b)
+}
+
+/// The byte nearest to `x * 255`, clamped to `0..=255` (NaN to 0).
+#[inline(always)]
+fn nearest_byte(x: f32) -> u8 {
+    // Clamped with `max`/`min` and converted unchecked, so that the loop
+    // in `to_bytes` vectorizes (a saturating `as` or `round` kept it at
+    // about a third of the speed, measured on an Atari observation).
+    let y = (x * 255.0 + 0.5).max(0.0).min(255.0);
+    // SAFETY: `max` and `min` return the non-NaN operand, so `y` is finite
+    // and within 0..=255, which fits an `i32`.
+    let i = unsafe { y.to_int_unchecked::<i32>() };
+    i as u8
+}
+
+/// `values` as bytes ([`to_byte`] of each), appended to `out`. One pass
+/// that the compiler vectorizes: the evaluator converts every image it
+/// records.
+///
+/// # Errors
+/// The index of the first value that is not `b / 255` for a byte `b`;
+/// nothing is appended then.
+pub fn to_bytes(values: &[f32], out: &mut Vec<u8>) -> Result<(), usize> {
+    let start = out.len();
+    out.resize(start + values.len(), 0);
+    let mut bad = false;
+    for (o, &x) in out[start..].iter_mut().zip(values) {
+        let b = nearest_byte(x);
+        bad |= from_byte(b) != x;
+        *o = b;
+    }
+    if !bad {
+        return Ok(());
+    }
+    out.truncate(start);
+    Err(values.iter().position(|&x| to_byte(x).is_none()).expect("a value failed"))
 }
 
 /// One action handed to [`Env::step`](crate::Env::step), borrowed from the
@@ -342,6 +378,17 @@ mod tests {
     fn byte_boxes_say_so_and_old_spaces_read_as_f32() {
         let s = Space::bytes(vec![2, 2, 1]);
         assert_eq!(s.dtype(), Some(Dtype::U8));
+        for b in 0..=255u8 {
+            assert_eq!(to_byte(from_byte(b)), Some(b));
+        }
+        for x in [f32::NAN, -1.0 / 255.0, 0.5, 1.0 + 1e-6, 256.0 / 255.0, f32::INFINITY, -f32::INFINITY] {
+            assert_eq!(to_byte(x), None, "{x}");
+        }
+        let mut out = vec![7];
+        assert_eq!(to_bytes(&[0.0, 1.0, from_byte(128)], &mut out), Ok(()));
+        assert_eq!(out, [7, 0, 255, 128]);
+        assert_eq!(to_bytes(&[0.0, 1.0, 0.5, f32::NAN], &mut out), Err(2));
+        assert_eq!(out, [7, 0, 255, 128], "nothing appended");
         assert_eq!(s.to_string(), "Box(0, 1, [2, 2, 1], uint8)");
         assert_eq!(Space::discrete(2).dtype(), None);
         // A space written before Box had a dtype reads as F32.

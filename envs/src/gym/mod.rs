@@ -398,7 +398,7 @@ fn take_obs<'a>(bytes: &'a [u8], spaces: &Spaces, n: usize, out: &mut [f32]) -> 
     let (head, rest) = split(bytes, values * size)?;
     if spaces.obs_bytes {
         for (o, &b) in out[..values].iter_mut().zip(head) {
-            *o = f32::from(b) / 255.0;
+            *o = rlx::space::from_byte(b);
         }
     } else {
         for (o, b) in out[..values].iter_mut().zip(head.chunks_exact(4)) {
