@@ -178,13 +178,13 @@ impl Column {
     }
 
     /// Number of values (rows × width).
-    fn values(&self) -> usize {
+    fn value_count(&self) -> usize {
         with_data!(self, data => data.len())
     }
 
     /// Number of rows.
     pub fn rows(&self) -> usize {
-        self.values() / self.width().max(1)
+        self.value_count() / self.width().max(1)
     }
 
     /// `"f32"`, `"i64"` or `"u8"`.
@@ -407,7 +407,7 @@ impl SampleBatch {
     /// sets the row count), or its data is not a whole number of rows.
     pub fn insert(&mut self, field: impl Into<String>, column: Column) -> Result<(), BatchError> {
         let field = field.into();
-        let len = column.values();
+        let len = column.value_count();
         let width = column.width();
         if width == 0 || len % width != 0 {
             return Err(BatchError::Ragged { field, len, width });

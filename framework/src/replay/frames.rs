@@ -147,8 +147,9 @@ impl FrameStore {
                 c
             )));
         }
-        let bytes = match values {
-            Values::U8(bytes) => bytes.to_vec(),
+        // Bytes as they come; `f32` converted (and checked) once.
+        let bytes: std::borrow::Cow<'_, [u8]> = match values {
+            Values::U8(bytes) => bytes.into(),
             Values::F32(values) => {
                 let mut bytes = Vec::with_capacity(values.len());
                 to_bytes(values, &mut bytes).map_err(|i| {
@@ -159,7 +160,7 @@ impl FrameStore {
                         values[i]
                     ))
                 })?;
-                bytes
+                bytes.into()
             }
         };
         // Channels last in a row (pixel by pixel); plane by plane out.
