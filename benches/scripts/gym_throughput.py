@@ -10,6 +10,11 @@
 - `sb3_ppo_sampling`: SB3's PPO collecting 1024 rows (8 copies x 128
   steps) with its default MLP policy, the same as rlx's
   `gym_bridge_sampling` (CartPole only);
+- with `--atari-raw` only: Breakout's 8 copies stepped raw by the C++
+  vector envs, each in its own loop: ale-py's `AtariVectorEnv` (set up as
+  rlx's worker sets it up, `rlx_gym.make_atari_vector`) and EnvPool's
+  `Breakout-v5` (its own DeepMind preprocessing, episodic life and reward
+  clipping on), each on 1 and 2 threads, beside the plain loop;
 - with `--atari-policy` only: SB3's PPO collecting 512 rows (8 copies x
   64 steps) of Breakout with its `CnnPolicy` cut to the network of rlx's
   `ppo_cnn_policy` and RLlib's side (the Nature CNN, then one shared
@@ -58,6 +63,38 @@ def plain_loop(env_id, n_actions, atari, seconds):
         steps += COPIES
         k += 1
     return steps / (time.perf_counter() - t0)
+
+
+def vector_loop(env, n_actions, seconds):
+    """Steps a C++ vector env of 8 copies (ale-py's or EnvPool's, both
+    resetting ended copies themselves) with the suite's action pattern."""
+    import numpy as np
+
+    patterns = [np.array([(i + k) % n_actions for i in range(COPIES)], dtype=np.int64) for k in range(n_actions)]
+    env.reset()
+    steps, k = 0, 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        env.step(patterns[k % n_actions])
+        steps += COPIES
+        k += 1
+    rate = steps / (time.perf_counter() - t0)
+    env.close()
+    return rate
+
+
+def ale_vector(threads, seconds):
+    env_id, n_actions, atari = ENVS[1]
+    env = rlx_gym.make_atari_vector(env_id, {}, dict(atari, num_threads=threads), COPIES)
+    return vector_loop(env, n_actions, seconds)
+
+
+def envpool_vector(threads, seconds):
+    import envpool
+
+    env = envpool.make("Breakout-v5", env_type="gymnasium", num_envs=COPIES, num_threads=threads, seed=0,
+                       episodic_life=True, reward_clip=True, repeat_action_probability=0.25, noop_max=30)
+    return vector_loop(env, 4, seconds)
 
 
 def sb3_vec(cls, env_id, n_actions, atari, seconds):
@@ -124,7 +161,27 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--atari-policy", action="store_true", help="only SB3's PPO sampling Breakout with a CNN")
+    parser.add_argument("--atari-raw", action="store_true", help="only Breakout stepped raw: plain loop, ale-py's and EnvPool's vector envs")
     args = parser.parse_args()
+    if args.atari_raw:
+        env_id, n_actions, atari = ENVS[1]
+        runs = {}
+        for name, fn in [
+            ("loop", lambda: plain_loop(env_id, n_actions, atari, args.seconds)),
+            ("ale_vector_1_thread", lambda: ale_vector(1, args.seconds)),
+            ("ale_vector_2_threads", lambda: ale_vector(2, args.seconds)),
+            ("envpool_1_thread", lambda: envpool_vector(1, args.seconds)),
+            ("envpool_2_threads", lambda: envpool_vector(2, args.seconds)),
+        ]:
+            rates = [fn() for _ in range(args.repeats)]
+            runs[f"{env_id}/{name}"] = rates
+            print(f"{env_id:18} {name:22} median {statistics.median(rates):8.0f} steps/s  {[round(r) for r in rates]}", flush=True)
+        import ale_py, envpool
+
+        meta = {"ale_py": ale_py.__version__, "envpool": envpool.__version__, "seconds": args.seconds}
+        with open(args.out, "w") as f:
+            json.dump({"meta": meta, "steps_per_s": runs}, f, indent=1)
+        return
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     if args.atari_policy:

@@ -284,15 +284,19 @@ class Layout:
 
 class EpisodicLife(gym.Wrapper):
     """Ends an episode when a life is lost, but resets the game only when
-    it is over: after a lost life, `reset` takes one no-op step and play
-    goes on in the same game (Mnih et al. 2015; what RLlib's and SB3's
-    Atari wrappers do). Gymnasium's own `terminal_on_life_loss` resets the
-    whole game instead, so an agent would only ever see its first life."""
+    it is over: after a lost life, `reset` returns the observation the
+    life ended on and play goes on in the same game (Mnih et al. 2015).
+    Gymnasium's own `terminal_on_life_loss` resets the whole game instead,
+    so an agent would only ever see its first life. RLlib's and SB3's
+    wrappers take one no-op step before the next life; this one does not,
+    because ale-py's vector env (`serve_atari_vector`) cannot step one copy
+    alone, and both paths must play the same episodes."""
 
     def __init__(self, env):
         super().__init__(env)
         self.lives = 0
         self.game_over = True
+        self.last_obs = None
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -301,18 +305,16 @@ class EpisodicLife(gym.Wrapper):
         if 0 < lives < self.lives:
             terminated = True
         self.lives = lives
+        self.last_obs = obs
         return obs, reward, terminated, truncated, info
 
     def reset(self, *, seed=None, options=None):
         if self.game_over or seed is not None:
             obs, info = self.env.reset(seed=seed, options=options)
-        else:
-            obs, _, terminated, truncated, info = self.env.step(0)
-            if terminated or truncated:
-                obs, info = self.env.reset()
-        self.game_over = False
-        self.lives = self.env.unwrapped.ale.lives()
-        return obs, info
+            self.game_over = False
+            self.lives = self.env.unwrapped.ale.lives()
+            return obs, info
+        return self.last_obs, {}
 
 
 def imported(name):
@@ -382,6 +384,86 @@ def make_env(env_id, kwargs, atari):
             env = EpisodicLife(env)
         return env
     return gym.make(env_id, **kwargs)
+
+
+# The keyword arguments of an ALE env that ale-py's vector env takes too.
+VECTOR_ATARI_KWARGS = {"game", "obs_type", "repeat_action_probability", "full_action_space", "frameskip",
+                       "max_num_frames_per_episode"}
+
+
+def make_atari_vector(env_id, kwargs, atari, copies):
+    """`copies` copies of an ``ALE/`` env in one ale-py ``AtariVectorEnv``
+    (C++ threads, DeepMind's preprocessing in C++), set up to play the
+    same episodes as `make_env`'s wrappers: no fire on reset, sticky
+    actions and seeds as the single env's, a life loss reported without a
+    reset (``life_loss_info``), and episodes that end reset at once."""
+    try:
+        from ale_py.vector_env import AtariVectorEnv
+    except ImportError:
+        import ale_py
+
+        raise LookupError(
+            f"ale-py {getattr(ale_py, '__version__', '?')} has no vector env (0.10 and later have "
+            "ale_py.vector_env.AtariVectorEnv): upgrade it, or set env_config.atari.vectorized to false"
+        ) from None
+    from gymnasium.vector import AutoresetMode
+
+    env_id = imported(env_id)
+    if not env_id.startswith("ALE/"):
+        raise LookupError(
+            f"env_config.atari.vectorized serves `ALE/...` ids only, not `{env_id}`: set it to false"
+        )
+    import ale_py
+
+    gym.register_envs(ale_py)
+    check_registered(env_id)
+    settings = dict(gym.spec(env_id).kwargs)
+    settings["frameskip"] = 1  # the preprocessing skips frames, as make_env's does
+    settings.update(kwargs)
+    other = sorted(set(settings) - VECTOR_ATARI_KWARGS)
+    if other:
+        raise LookupError(
+            f"env_config key(s) {', '.join(other)} are not taken by ale-py's vector env: set "
+            "env_config.atari.vectorized to false to make each copy with gymnasium.make"
+        )
+    if settings["frameskip"] != 1:
+        raise LookupError(
+            f"env_config.frameskip is {settings['frameskip']}, but the Atari preprocessing already skips "
+            "env_config.atari.frame_skip frames: leave frameskip out"
+        )
+    if settings.get("obs_type", "rgb") not in ("rgb", "grayscale"):
+        raise LookupError(f"env_config.obs_type `{settings['obs_type']}`: Atari preprocessing needs images")
+    threads = int(atari.get("num_threads") or 0) or min(copies, len(os.sched_getaffinity(0)))
+    return AtariVectorEnv(
+        settings["game"],
+        copies,
+        num_threads=threads,
+        max_num_frames_per_episode=settings["max_num_frames_per_episode"],
+        repeat_action_probability=settings["repeat_action_probability"],
+        full_action_space=settings["full_action_space"],
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        img_height=atari["screen_size"],
+        img_width=atari["screen_size"],
+        grayscale=True,
+        stack_num=atari["frame_stack"],
+        frameskip=atari["frame_skip"],
+        maxpool=True,
+        noop_max=atari["noop_max"],
+        episodic_life=False,
+        life_loss_info=atari["terminal_on_life_loss"],
+        reward_clipping=atari["clip_rewards"],
+        use_fire_reset=False,
+    )
+
+
+def ale_seed(seed):
+    """The emulator seed ale-py's single env derives from a reset seed
+    (``AtariEnv.seed_game``), so that a vector copy seeded with it draws
+    the single env's sticky actions. The single env's seed is a signed
+    32-bit number and the vector env ignores negative ones, so those
+    (half of all seeds) lose their sign bit: a copy is still seeded, but
+    its sticky actions differ from the single env's."""
+    return int(np.random.SeedSequence(seed).generate_state(n_words=2)[1]) & 0x7FFFFFFF
 
 
 def make_pettingzoo(name, kwargs):
@@ -525,8 +607,86 @@ def serve_pettingzoo(hello, inp, out):
             raise ValueError(f"unknown message {tag!r}")
 
 
+def serve_atari_vector(hello, inp, out):
+    """The worker of ``copies`` copies of an Atari game in one ale-py vector
+    env: one call steps them all on C++ threads. It answers as
+    `serve_gym` does, with the same observations: the vector env pads a
+    new episode's frame stack with zeros, `make_env`'s stack repeats the
+    first frame, so the first ``frame_stack - 1`` observations of an
+    episode get their zero frames replaced by that first frame."""
+    n = int(hello["copies"])
+    atari = hello["atari"]
+    env = make_atari_vector(hello["id"], hello["kwargs"], atari, n)
+    layout = Layout(env.single_observation_space, env.single_action_space)
+    info = layout.describe()
+    info["reward_threshold"] = None
+    info["max_episode_steps"] = None
+    write_frame(out, b"H", json.dumps(info).encode())
+
+    stack = atari["frame_stack"]
+    padded = np.zeros(n, dtype=np.int64)  # zero frames at the front of each copy's stack
+    lives = np.zeros(n, dtype=np.int64)
+    no_masks = b""
+
+    def rows(frames, copies):
+        """Stacks (copies, stack, h, w) as rows, channels last, after
+        replacing each copy's leading zero frames by its first frame."""
+        for row, i in enumerate(copies):
+            k = padded[i]
+            if k > 0:
+                frames[row, :k] = frames[row, k]
+        return np.ascontiguousarray(np.moveaxis(frames, 1, -1)).reshape(len(copies), layout.width)
+
+    while True:
+        frame = inp.frame()
+        tag = frame[:1]
+        if tag == b"S":
+            actions = np.frombuffer(frame, dtype="<i8", count=n, offset=1)
+            obs, rewards, terminated, truncated, info = env.step(actions)
+            np.maximum(padded - 1, 0, out=padded)
+            now = info["lives"]
+            # A life lost is an end without a reset: the copy plays on.
+            life_lost = terminated & (now > 0) & (now < lives) & ~truncated
+            reset = (terminated | truncated) & ~life_lost
+            final = obs.copy()
+            if reset.any():
+                final[reset] = info["final_obs"][reset]
+            ended = np.flatnonzero(terminated | truncated)
+            step_rows = rows(final, range(n))
+            padded[reset] = stack - 1
+            reset_rows = rows(obs[ended], ended)
+            lives = now.astype(np.int64)
+            flags = np.concatenate([terminated, truncated]).astype(np.uint8)
+            write_frame(
+                out,
+                b"T",
+                step_rows.tobytes(),
+                rewards.astype("<f8").tobytes(),
+                flags.tobytes(),
+                no_masks,
+                reset_rows.tobytes(),
+                no_masks,
+            )
+        elif tag == b"R":
+            seeds = np.frombuffer(frame[1 : 1 + 8 * n], dtype="<u8")
+            seeded = frame[1 + 8 * n :]
+            ale_seeds = np.array([ale_seed(int(seeds[i])) if seeded[i] else -1 for i in range(n)], dtype=np.int64)
+            obs, info = env.reset(seed=ale_seeds)
+            padded[:] = stack - 1
+            lives = info["lives"].astype(np.int64)
+            write_frame(out, b"O", rows(obs, range(n)).tobytes(), no_masks)
+        elif tag == b"Q":
+            env.close()
+            return 0
+        else:
+            raise ValueError(f"unknown message {tag!r}")
+
+
 def serve_gym(hello, inp, out):
     """The worker of ``copies`` copies of a Gymnasium env."""
+    atari = hello.get("atari")
+    if atari is not None and atari.get("vectorized"):
+        return serve_atari_vector(hello, inp, out)
     n = int(hello["copies"])
     envs = [make_env(hello["id"], hello["kwargs"], hello.get("atari")) for _ in range(n)]
     layout = Layout(envs[0].observation_space, envs[0].action_space)

@@ -151,6 +151,13 @@ fn unsupported_spaces_and_bad_names_are_errors_that_name_them() {
     assert!(err.contains("env_config must be an object"), "{err}");
     let err = rlx_envs::make_with("gym:ALE/Pong-v5", &json!({"atari": {"frame_skp": 4}})).err().unwrap().to_string();
     assert!(err.contains("frame_skp"), "{err}");
+    // ale-py's vector env takes fewer of gymnasium.make's keywords.
+    let err = rlx_envs::make_with("gym:ALE/Pong-v5", &json!({"mode": 1})).err().unwrap().to_string();
+    assert!(err.contains("env_config key(s) mode are not taken") && err.contains("vectorized to false"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
+    let err = rlx_envs::make_with("gym:ALE/Pong-v5", &json!({"frameskip": 4})).err().unwrap().to_string();
+    assert!(err.contains("env_config.frameskip is 4"), "{err}");
+    rlx_envs::make_with("gym:ALE/Pong-v5", &json!({"mode": 1, "atari": {"vectorized": false}})).unwrap();
 }
 
 /// Four copies of `rlx_test_envs:Faulty-v0` in `processes` processes that
@@ -286,4 +293,90 @@ fn multi_discrete_actions_arrive_with_their_start_offset() {
     assert_eq!(obs, [3.0, 1.0]);
     let err = env.step(Action::MultiDiscrete(&[3, 0]), &mut obs).err().unwrap().to_string();
     assert!(err.contains("outside the action space"), "{err}");
+}
+
+/// Three copies of Breakout in one worker process, reset with `seed`.
+/// `vectorized` hosts them in ale-py's C++ vector env, otherwise in one
+/// Gymnasium env each.
+fn breakout(vectorized: bool, sticky: f64, seed: u64) -> VectorEnv {
+    let config = json!({"repeat_action_probability": sticky, "atari": {"noop_max": 0, "vectorized": vectorized}});
+    let shards = EnvShards { num_shards: 1, ..EnvShards::default() };
+    let mut env = VectorEnv::build(maker("gym:ALE/Breakout-v5", config), 3, &shards, true).unwrap();
+    env.reset(seed).unwrap();
+    env
+}
+
+/// Random actions for three copies, the same sequence each time.
+fn breakout_actions(steps: usize) -> Vec<Column> {
+    let mut rng = 7u64;
+    (0..steps)
+        .map(|_| {
+            let data = (0..3)
+                .map(|_| {
+                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (rng >> 33) as i64 % 4
+                })
+                .collect();
+            Column::I64 { data, width: 1 }
+        })
+        .collect()
+}
+
+/// ale-py's vector env plays the same episodes as one Gymnasium env per
+/// copy: the same observations (frame stacks included, at resets too),
+/// rewards and ends, through lost lives and games over. Without sticky
+/// actions and no-ops after a reset, which each path draws from its own
+/// generator for half the seeds (see `ale_seed` in rlx_gym.py).
+#[test]
+fn vector_atari_plays_the_per_copy_episodes_bit_for_bit() {
+    if python().is_none() {
+        return;
+    }
+    let (mut vector, mut single) = (breakout(true, 0.0, 11), breakout(false, 0.0, 11));
+    assert_eq!(vector.observations().len(), 3 * 84 * 84 * 4);
+    assert_eq!(vector.observations(), single.observations(), "after the first reset");
+    let (mut a, mut b) = (VectorStep::default(), VectorStep::default());
+    let (mut ends, mut lives_lost, mut points) = (0, 0, 0.0);
+    for (t, actions) in breakout_actions(1500).iter().enumerate() {
+        vector.step(actions, &mut a).unwrap();
+        single.step(actions, &mut b).unwrap();
+        assert_eq!((&a.rewards, &a.terminated, &a.truncated), (&b.rewards, &b.terminated, &b.truncated), "step {t}");
+        assert!(a.new_obs == b.new_obs, "step {t}: the observations differ");
+        assert!(vector.observations() == single.observations(), "step {t}: the next episodes start differently");
+        for i in 0..3 {
+            if a.terminated[i] || a.truncated[i] {
+                ends += 1;
+                let continues = a.new_obs[i * 84 * 84 * 4..][..84 * 84 * 4]
+                    == vector.observations()[i * 84 * 84 * 4..][..84 * 84 * 4];
+                lives_lost += usize::from(continues);
+            }
+        }
+        points += a.rewards.iter().sum::<f32>();
+    }
+    // Random play in Breakout loses a life about every 40 steps and a
+    // game about every 200: both kinds of end were compared many times.
+    assert!(lives_lost >= 20 && ends - lives_lost >= 5, "{ends} ends, {lives_lost} of them lost lives");
+    assert!(points > 0.0);
+}
+
+/// With sticky actions the vector env's episodes are the seed's: the same
+/// seed plays them again, another seed plays others.
+#[test]
+fn vector_atari_with_sticky_actions_is_reproducible_by_seed() {
+    if python().is_none() {
+        return;
+    }
+    let play = |seed| {
+        let mut env = breakout(true, 0.25, seed);
+        let mut out = VectorStep::default();
+        let mut seen = Vec::new();
+        for actions in breakout_actions(300) {
+            env.step(&actions, &mut out).unwrap();
+            seen.extend(out.new_obs.iter().step_by(97).map(|v| v.to_bits()));
+        }
+        seen
+    };
+    let first = play(5);
+    assert!(first == play(5), "the same seed played other episodes");
+    assert!(first != play(6), "another seed played the same episodes");
 }

@@ -15,7 +15,9 @@
 //! `envs/python/rlx_gym.py`, which ships inside rlx and needs only
 //! `gymnasium` and `numpy`; observations and actions cross the pipe as raw
 //! little-endian arrays (images as bytes). The interpreter is
-//! `$RLX_PYTHON` if set, else `python3`.
+//! `$RLX_PYTHON` if set, else `python3`. For `ALE/` ids a process hosts
+//! its copies in ale-py's C++ vector env by default
+//! ([`AtariPreprocessing::vectorized`]), which steps them on threads.
 //!
 //! **Supervision.** A process that raises, exits or does not answer within
 //! `env_shards.step_timeout_s` is killed and replaced within
@@ -73,11 +75,23 @@ pub struct AtariPreprocessing {
     pub screen_size: u32,
     /// Frames stacked into one observation (channels last).
     pub frame_stack: u32,
-    /// A lost life ends the episode; the next reset goes on in the same
-    /// game unless it is over (as RLlib's and SB3's Atari wrappers).
+    /// A lost life ends the episode, and the next one starts from the
+    /// observation it ended on, in the same game, unless the game is over
+    /// (RLlib's and SB3's wrappers take one no-op step in between).
     pub terminal_on_life_loss: bool,
     /// Rewards become their sign.
     pub clip_rewards: bool,
+    /// A worker process hosts its copies in one ale-py vector env
+    /// (`ale_py.vector_env.AtariVectorEnv`: the copies step on C++ threads
+    /// and the preprocessing runs in C++) instead of stepping one
+    /// Gymnasium env per copy in Python. Both play the same episodes from
+    /// the same seeds, except for the no-ops after a reset (each draws
+    /// them from its own generator). `false` makes each copy with
+    /// `gymnasium.make`, which takes any `env_config` key.
+    pub vectorized: bool,
+    /// The vector env's threads per worker process; 0 is one per copy, up
+    /// to the process's cores.
+    pub num_threads: u32,
 }
 
 impl Default for AtariPreprocessing {
@@ -89,6 +103,8 @@ impl Default for AtariPreprocessing {
             frame_stack: 4,
             terminal_on_life_loss: true,
             clip_rewards: true,
+            vectorized: true,
+            num_threads: 0,
         }
     }
 }
