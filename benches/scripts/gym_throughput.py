@@ -85,7 +85,7 @@ def vector_loop(env, n_actions, seconds):
 
 def ale_vector(threads, seconds):
     env_id, n_actions, atari = ENVS[1]
-    env = rlx_gym.make_atari_vector(env_id, {}, dict(atari, num_threads=threads), COPIES)
+    env, _ = rlx_gym.make_atari_vector(env_id, {}, dict(atari, num_threads=threads), COPIES)
     return vector_loop(env, n_actions, seconds)
 
 

@@ -295,26 +295,26 @@ class EpisodicLife(gym.Wrapper):
     def __init__(self, env):
         super().__init__(env)
         self.lives = 0
-        self.game_over = True
-        self.last_obs = None
+        # The observation a life just ended on, while the game goes on.
+        self.life_lost = None
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.game_over = terminated or truncated
         lives = self.env.unwrapped.ale.lives()
-        if 0 < lives < self.lives:
-            terminated = True
+        lost = 0 < lives < self.lives
+        # The game goes on after a lost life unless it ended anyway.
+        self.life_lost = obs if lost and not (terminated or truncated) else None
         self.lives = lives
-        self.last_obs = obs
-        return obs, reward, terminated, truncated, info
+        return obs, reward, terminated or lost, truncated, info
 
     def reset(self, *, seed=None, options=None):
-        if self.game_over or seed is not None:
-            obs, info = self.env.reset(seed=seed, options=options)
-            self.game_over = False
-            self.lives = self.env.unwrapped.ale.lives()
-            return obs, info
-        return self.last_obs, {}
+        if self.life_lost is not None and seed is None:
+            obs, self.life_lost = self.life_lost, None
+            return obs, {}
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.life_lost = None
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
 
 
 def imported(name):
@@ -392,29 +392,29 @@ VECTOR_ATARI_KWARGS = {"game", "obs_type", "repeat_action_probability", "full_ac
 
 
 def make_atari_vector(env_id, kwargs, atari, copies):
-    """`copies` copies of an ``ALE/`` env in one ale-py ``AtariVectorEnv``
+    """`copies` copies of an ``ALE/`` env in one ale-py ``AtariVectorEnv``,
+    and the frames after which an episode is cut
     (C++ threads, DeepMind's preprocessing in C++), set up to play the
     same episodes as `make_env`'s wrappers: no fire on reset, sticky
     actions and seeds as the single env's, a life loss reported without a
     reset (``life_loss_info``), and episodes that end reset at once."""
-    try:
-        from ale_py.vector_env import AtariVectorEnv
-    except ImportError:
-        import ale_py
-
-        raise LookupError(
-            f"ale-py {getattr(ale_py, '__version__', '?')} has no vector env (0.10 and later have "
-            "ale_py.vector_env.AtariVectorEnv): upgrade it, or set env_config.atari.vectorized to false"
-        ) from None
-    from gymnasium.vector import AutoresetMode
-
-    env_id = imported(env_id)
-    if not env_id.startswith("ALE/"):
-        raise LookupError(
-            f"env_config.atari.vectorized serves `ALE/...` ids only, not `{env_id}`: set it to false"
-        )
     import ale_py
 
+    version = getattr(ale_py, "__version__", "0")
+    try:
+        from ale_py.vector_env import AtariVectorEnv
+        from gymnasium.vector import AutoresetMode
+
+        usable = tuple(int(p) for p in version.split(".")[:3]) >= (0, 11, 1)
+    except (ImportError, ValueError):
+        usable = False
+    if not usable:
+        raise LookupError(
+            f"ale-py {version} has no usable vector env (0.11.1 and later have ale_py.vector_env.AtariVectorEnv "
+            "with autoreset modes; rlx is tested with 0.12.1): upgrade it, or set env_config.atari.vectorized to false"
+        )
+
+    env_id = imported(env_id)
     gym.register_envs(ale_py)
     check_registered(env_id)
     settings = dict(gym.spec(env_id).kwargs)
@@ -434,7 +434,7 @@ def make_atari_vector(env_id, kwargs, atari, copies):
     if settings.get("obs_type", "rgb") not in ("rgb", "grayscale"):
         raise LookupError(f"env_config.obs_type `{settings['obs_type']}`: Atari preprocessing needs images")
     threads = int(atari.get("num_threads") or 0) or min(copies, len(os.sched_getaffinity(0)))
-    return AtariVectorEnv(
+    env = AtariVectorEnv(
         settings["game"],
         copies,
         num_threads=threads,
@@ -448,12 +448,14 @@ def make_atari_vector(env_id, kwargs, atari, copies):
         stack_num=atari["frame_stack"],
         frameskip=atari["frame_skip"],
         maxpool=True,
-        noop_max=atari["noop_max"],
+        # It draws 0 to noop_max - 1 no-ops, Gymnasium's wrapper 1 to noop_max.
+        noop_max=atari["noop_max"] + 1 if atari["noop_max"] > 0 else 0,
         episodic_life=False,
         life_loss_info=atari["terminal_on_life_loss"],
         reward_clipping=atari["clip_rewards"],
         use_fire_reset=False,
     )
+    return env, settings["max_num_frames_per_episode"]
 
 
 def ale_seed(seed):
@@ -616,8 +618,11 @@ def serve_atari_vector(hello, inp, out):
     episode get their zero frames replaced by that first frame."""
     n = int(hello["copies"])
     atari = hello["atari"]
-    env = make_atari_vector(hello["id"], hello["kwargs"], atari, n)
-    layout = Layout(env.single_observation_space, env.single_action_space)
+    env, max_frames = make_atari_vector(hello["id"], hello["kwargs"], atari, n)
+    space = env.single_observation_space
+    if space.shape[0] == 1:  # one frame: a 2-D box, as FrameStackObservation is left out
+        space = gym.spaces.Box(0, 255, space.shape[1:], np.uint8)
+    layout = Layout(space, env.single_action_space)
     info = layout.describe()
     info["reward_threshold"] = None
     info["max_episode_steps"] = None
@@ -625,7 +630,7 @@ def serve_atari_vector(hello, inp, out):
 
     stack = atari["frame_stack"]
     padded = np.zeros(n, dtype=np.int64)  # zero frames at the front of each copy's stack
-    lives = np.zeros(n, dtype=np.int64)
+    frames_played = np.zeros(n, dtype=np.int64)
     no_masks = b""
 
     def rows(frames, copies):
@@ -644,10 +649,14 @@ def serve_atari_vector(hello, inp, out):
             actions = np.frombuffer(frame, dtype="<i8", count=n, offset=1)
             obs, rewards, terminated, truncated, info = env.step(actions)
             np.maximum(padded - 1, 0, out=padded)
-            now = info["lives"]
-            # A life lost is an end without a reset: the copy plays on.
-            life_lost = terminated & (now > 0) & (now < lives) & ~truncated
-            reset = (terminated | truncated) & ~life_lost
+            # A copy that was reset starts counting its frames again; one
+            # that lost a life (an end too) plays on in the same game.
+            played = info["episode_frame_number"].astype(np.int64)
+            reset = (terminated | truncated) & (played <= frames_played)
+            # A life lost on the step that reaches the frame limit comes
+            # back terminated but not truncated; the single env says both.
+            truncated = truncated | (reset & (frames_played + atari["frame_skip"] >= max_frames))
+            frames_played = played
             final = obs.copy()
             if reset.any():
                 final[reset] = info["final_obs"][reset]
@@ -655,7 +664,6 @@ def serve_atari_vector(hello, inp, out):
             step_rows = rows(final, range(n))
             padded[reset] = stack - 1
             reset_rows = rows(obs[ended], ended)
-            lives = now.astype(np.int64)
             flags = np.concatenate([terminated, truncated]).astype(np.uint8)
             write_frame(
                 out,
@@ -673,7 +681,7 @@ def serve_atari_vector(hello, inp, out):
             ale_seeds = np.array([ale_seed(int(seeds[i])) if seeded[i] else -1 for i in range(n)], dtype=np.int64)
             obs, info = env.reset(seed=ale_seeds)
             padded[:] = stack - 1
-            lives = info["lives"].astype(np.int64)
+            frames_played = info["episode_frame_number"].astype(np.int64)
             write_frame(out, b"O", rows(obs, range(n)).tobytes(), no_masks)
         elif tag == b"Q":
             env.close()
@@ -685,7 +693,7 @@ def serve_atari_vector(hello, inp, out):
 def serve_gym(hello, inp, out):
     """The worker of ``copies`` copies of a Gymnasium env."""
     atari = hello.get("atari")
-    if atari is not None and atari.get("vectorized"):
+    if atari is not None and atari.get("vectorized") and hello["id"].split(":")[-1].startswith("ALE/"):
         return serve_atari_vector(hello, inp, out)
     n = int(hello["copies"])
     envs = [make_env(hello["id"], hello["kwargs"], hello.get("atari")) for _ in range(n)]
