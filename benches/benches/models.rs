@@ -9,6 +9,14 @@
 //! The book's Models page compares the fully connected rows with the
 //! const-shaped networks these replaced, measured side by side.
 //!
+//! The `models/acting` group is the Nature CNN acting on Atari frames: PPO's
+//! policy (the CNN, one shared hidden layer of 256, the policy and value
+//! heads) computing actions for 8 frames of 84 × 84 × 4 bytes, as an
+//! evaluator with 8 copies of an `ALE/` game does each step, without the
+//! env. `benches/scripts/torch_acting.py` times Stable-Baselines3's
+//! `ActorCriticCnnPolicy` of the same shape on PyTorch's threads, for the
+//! per-frame comparison on the Performance page.
+//!
 //! The `models/gemm` group is the machine's limit for those learners (the
 //! roofline on the Performance page): dfdx's CPU matrix product (the `gemm`
 //! crate, on rayon's threads) at the learners' shapes, without a tape;
@@ -69,6 +77,22 @@ fn models(c: &mut Criterion) {
         let mut ev = evaluator(algorithm, env, &config, ROUND);
         group.bench_function(BenchmarkId::new("8_envs", id), |b| b.iter(|| ev.sample().expect("sample")));
     }
+    group.finish();
+
+    let mut group = common::group(c, "models/acting");
+    group.throughput(Throughput::Elements(8));
+    let atari = rlx::Space::bytes(vec![84, 84, 4]);
+    let config = json!({"model": {"fcnet_hiddens": [256], "vf_share_layers": true}});
+    let mut policy = rlx_algorithms::make_policy("PPO", &config, &atari, &rlx::Space::discrete(4), 1).expect("policy");
+    // Frames of bytes, as the bridge hands them over (b / 255).
+    let frames: Vec<f32> = (0..8 * atari.flat_dim()).map(|i| ((i * 2_654_435_761) % 256) as f32 / 255.0).collect();
+    let mut out = SampleBatch::default();
+    group.bench_function("nature_cnn_8_frames", |b| {
+        b.iter(|| {
+            out = SampleBatch::default();
+            policy.compute_actions(&frames, true, &mut out).expect("act")
+        })
+    });
     group.finish();
 
     let mut group = common::group(c, "models/gemm");
