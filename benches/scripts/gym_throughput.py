@@ -66,8 +66,8 @@ def plain_loop(env_id, n_actions, atari, seconds):
 
 
 def vector_loop(env, n_actions, seconds):
-    """Steps a C++ vector env of 8 copies (ale-py's or EnvPool's, both
-    resetting ended copies themselves) with the suite's action pattern."""
+    """Steps a vector env of 8 copies that resets ended copies itself
+    (ale-py's, EnvPool's, SB3's) with the suite's action pattern."""
     import numpy as np
 
     patterns = [np.array([(i + k) % n_actions for i in range(COPIES)], dtype=np.int64) for k in range(n_actions)]
@@ -98,21 +98,9 @@ def envpool_vector(threads, seconds):
 
 
 def sb3_vec(cls, env_id, n_actions, atari, seconds):
-    import numpy as np
-
     venv = cls([make(env_id, atari) for _ in range(COPIES)])
     venv.seed(0)
-    venv.reset()
-    patterns = [np.array([(i + k) % n_actions for i in range(COPIES)]) for k in range(n_actions)]
-    steps, k = 0, 0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        venv.step(patterns[k % n_actions])
-        steps += COPIES
-        k += 1
-    rate = steps / (time.perf_counter() - t0)
-    venv.close()
-    return rate
+    return vector_loop(venv, n_actions, seconds)
 
 
 def collect_rate(model, steps, seconds):
