@@ -420,6 +420,11 @@ def make_atari_vector(env_id, kwargs, atari, copies):
     settings = dict(gym.spec(env_id).kwargs)
     settings["frameskip"] = 1  # the preprocessing skips frames, as make_env's does
     settings.update(kwargs)
+    # gymnasium.make's time limit wraps the emulator, which steps one frame
+    # at a time under the preprocessing: a limit of emulator frames.
+    limit = settings.pop("max_episode_steps", None)
+    if limit is not None:
+        settings["max_num_frames_per_episode"] = min(int(limit), settings["max_num_frames_per_episode"])
     other = sorted(set(settings) - VECTOR_ATARI_KWARGS)
     if other:
         raise LookupError(

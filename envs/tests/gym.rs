@@ -384,15 +384,24 @@ fn vector_atari_with_sticky_actions_is_reproducible_by_seed() {
 /// One copy of Breakout both ways, one env at a time, with sticky actions
 /// for seeds whose emulator seed the two derive alike (1, 4 and 6: see
 /// `ale_seed` in rlx_gym.py), a stack of 2 frames and games cut at 600
-/// frames: the same observations, rewards and ends, truncations included,
-/// and the same spaces.
+/// frames (by ALE's limit, then by `gymnasium.make`'s): the same
+/// observations, rewards and ends, truncations included, and the same
+/// spaces.
 #[test]
 fn vector_atari_draws_the_per_copy_sticky_actions_and_truncations() {
     if python().is_none() {
         return;
     }
+    // ALE's own frame limit, and gymnasium.make's time limit, which counts
+    // the emulator's frames under the preprocessing.
+    for cut in ["max_num_frames_per_episode", "max_episode_steps"] {
+        same_sticky_episodes_and_truncations(cut);
+    }
+}
+
+fn same_sticky_episodes_and_truncations(cut: &str) {
     let make = |vectorized: bool| {
-        let config = json!({"repeat_action_probability": 0.25, "max_num_frames_per_episode": 600,
+        let config = json!({"repeat_action_probability": 0.25, cut: 600,
             "atari": {"noop_max": 0, "frame_stack": 2, "vectorized": vectorized}});
         rlx_envs::make_with("gym:ALE/Breakout-v5", &config).unwrap()
     };
@@ -413,9 +422,9 @@ fn vector_atari_draws_the_per_copy_sticky_actions_and_truncations() {
             assert_eq!(
                 (s.reward, s.terminated, s.truncated),
                 (u.reward, u.terminated, u.truncated),
-                "seed {seed} step {t}"
+                "{cut}: seed {seed} step {t}"
             );
-            assert!(a == b, "seed {seed} step {t}: the observations differ");
+            assert!(a == b, "{cut}: seed {seed} step {t}: the observations differ");
             if s.done() {
                 truncations += usize::from(s.truncated);
                 vector.reset(None, &mut a).unwrap();
@@ -424,5 +433,5 @@ fn vector_atari_draws_the_per_copy_sticky_actions_and_truncations() {
             }
         }
     }
-    assert!(truncations >= 1, "no game reached 600 frames");
+    assert!(truncations >= 1, "{cut}: no game reached 600 frames");
 }
