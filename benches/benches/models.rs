@@ -86,11 +86,11 @@ fn models(c: &mut Criterion) {
     let mut policy = rlx_algorithms::make_policy("PPO", &config, &atari, &rlx::Space::discrete(4), 1).expect("policy");
     // Frames of bytes, as the bridge hands them over (b / 255).
     let frames: Vec<f32> = (0..8 * atari.flat_dim()).map(|i| ((i * 2_654_435_761) % 256) as f32 / 255.0).collect();
-    let mut out = SampleBatch::default();
     group.bench_function("nature_cnn_8_frames", |b| {
         b.iter(|| {
-            out = SampleBatch::default();
-            policy.compute_actions(&frames, true, &mut out).expect("act")
+            let mut out = SampleBatch::default();
+            policy.compute_actions(&frames, true, &mut out).expect("act");
+            out
         })
     });
     group.finish();

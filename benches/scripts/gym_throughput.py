@@ -94,7 +94,7 @@ def envpool_vector(threads, seconds):
 
     env = envpool.make("Breakout-v5", env_type="gymnasium", num_envs=COPIES, num_threads=threads, seed=0,
                        episodic_life=True, reward_clip=True, repeat_action_probability=0.25, noop_max=30)
-    return vector_loop(env, 4, seconds)
+    return vector_loop(env, ENVS[1][1], seconds)
 
 
 def sb3_vec(cls, env_id, n_actions, atari, seconds):
@@ -143,6 +143,18 @@ def sb3_ppo_atari_sampling(seconds, vec_cls, threads):
     return rate
 
 
+def timed(runs, key, fn, repeats, unit="steps"):
+    """`repeats` rates of `fn` into `runs[key]`, their median printed."""
+    rates = [fn() for _ in range(repeats)]
+    runs[key] = rates
+    print(f"{key:48} median {statistics.median(rates):8.0f} {unit}/s  {[round(r) for r in rates]}", flush=True)
+
+
+def write(path, meta, runs):
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "steps_per_s": runs}, f, indent=1)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -161,14 +173,10 @@ def main():
             ("envpool_1_thread", lambda: envpool_vector(1, args.seconds)),
             ("envpool_2_threads", lambda: envpool_vector(2, args.seconds)),
         ]:
-            rates = [fn() for _ in range(args.repeats)]
-            runs[f"{env_id}/{name}"] = rates
-            print(f"{env_id:18} {name:22} median {statistics.median(rates):8.0f} steps/s  {[round(r) for r in rates]}", flush=True)
+            timed(runs, f"{env_id}/{name}", fn, args.repeats)
         import ale_py, envpool
 
-        meta = {"ale_py": ale_py.__version__, "envpool": envpool.__version__, "seconds": args.seconds}
-        with open(args.out, "w") as f:
-            json.dump({"meta": meta, "steps_per_s": runs}, f, indent=1)
+        write(args.out, {"ale_py": ale_py.__version__, "envpool": envpool.__version__, "seconds": args.seconds}, runs)
         return
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
@@ -176,14 +184,12 @@ def main():
         runs = {}
         for name, cls, threads in [("dummy_1_thread", DummyVecEnv, 1), ("dummy_2_threads", DummyVecEnv, 2),
                                    ("subproc_1_thread", SubprocVecEnv, 1)]:
-            rates = [sb3_ppo_atari_sampling(args.seconds, cls, threads) for _ in range(args.repeats)]
-            runs[f"ALE/Breakout-v5/sb3_ppo_cnn_sampling/{name}"] = rates
-            print(f"Breakout sb3_ppo_cnn {name:16} median {statistics.median(rates):8.0f} rows/s  {[round(r) for r in rates]}", flush=True)
+            sample = lambda: sb3_ppo_atari_sampling(args.seconds, cls, threads)  # noqa: E731
+            timed(runs, f"ALE/Breakout-v5/sb3_ppo_cnn_sampling/{name}", sample, args.repeats, "rows")
         import stable_baselines3, torch
 
         meta = {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__, "seconds": args.seconds}
-        with open(args.out, "w") as f:
-            json.dump({"meta": meta, "steps_per_s": runs}, f, indent=1)
+        write(args.out, meta, runs)
         return
 
     runs = {}
@@ -193,17 +199,12 @@ def main():
             ("sb3_dummy", lambda: sb3_vec(DummyVecEnv, env_id, n_actions, atari, args.seconds)),
             ("sb3_subproc", lambda: sb3_vec(SubprocVecEnv, env_id, n_actions, atari, args.seconds)),
         ]:
-            rates = [fn() for _ in range(args.repeats)]
-            runs[f"{env_id}/{name}"] = rates
-            print(f"{env_id:18} {name:12} median {statistics.median(rates):10.0f} steps/s  {[round(r) for r in rates]}", flush=True)
-    rates = [sb3_ppo_sampling(args.seconds) for _ in range(args.repeats)]
-    runs["CartPole-v1/sb3_ppo_sampling"] = rates
-    print(f"{'CartPole-v1':18} {'sb3_ppo':12} median {statistics.median(rates):10.0f} rows/s   {[round(r) for r in rates]}")
+            timed(runs, f"{env_id}/{name}", fn, args.repeats)
+    timed(runs, "CartPole-v1/sb3_ppo_sampling", lambda: sb3_ppo_sampling(args.seconds), args.repeats, "rows")
     import gymnasium, numpy, stable_baselines3
 
     meta = {"gymnasium": gymnasium.__version__, "numpy": numpy.__version__, "stable_baselines3": stable_baselines3.__version__, "seconds": args.seconds}
-    with open(args.out, "w") as f:
-        json.dump({"meta": meta, "steps_per_s": runs}, f, indent=1)
+    write(args.out, meta, runs)
 
 
 if __name__ == "__main__":

@@ -392,9 +392,9 @@ VECTOR_ATARI_KWARGS = {"game", "obs_type", "repeat_action_probability", "full_ac
 
 
 def make_atari_vector(env_id, kwargs, atari, copies):
-    """`copies` copies of an ``ALE/`` env in one ale-py ``AtariVectorEnv``,
-    and the frames after which an episode is cut
-    (C++ threads, DeepMind's preprocessing in C++), set up to play the
+    """`copies` copies of an ``ALE/`` env in one ale-py ``AtariVectorEnv``
+    (C++ threads, DeepMind's preprocessing in C++), and the emulator
+    frames after which its episodes are cut. It is set up to play the
     same episodes as `make_env`'s wrappers: no fire on reset, sticky
     actions and seeds as the single env's, a life loss reported without a
     reset (``life_loss_info``), and episodes that end reset at once."""
@@ -614,6 +614,14 @@ def serve_pettingzoo(hello, inp, out):
             raise ValueError(f"unknown message {tag!r}")
 
 
+def reset_seeds(frame, n):
+    """The seeds of an ``R`` message for `n` copies: an int for a copy to
+    seed, ``None`` for one whose generator continues."""
+    seeds = np.frombuffer(frame[1 : 1 + 8 * n], dtype="<u8")
+    seeded = frame[1 + 8 * n :]
+    return [int(seeds[i]) if seeded[i] else None for i in range(n)]
+
+
 def serve_atari_vector(hello, inp, out):
     """The worker of ``copies`` copies of an Atari game in one ale-py vector
     env: one call steps them all on C++ threads. It answers as
@@ -681,9 +689,7 @@ def serve_atari_vector(hello, inp, out):
                 no_masks,
             )
         elif tag == b"R":
-            seeds = np.frombuffer(frame[1 : 1 + 8 * n], dtype="<u8")
-            seeded = frame[1 + 8 * n :]
-            ale_seeds = np.array([ale_seed(int(seeds[i])) if seeded[i] else -1 for i in range(n)], dtype=np.int64)
+            ale_seeds = np.array([-1 if s is None else ale_seed(s) for s in reset_seeds(frame, n)], dtype=np.int64)
             obs, info = env.reset(seed=ale_seeds)
             padded[:] = stack - 1
             frames_played = info["episode_frame_number"].astype(np.int64)
@@ -754,10 +760,8 @@ def serve_gym(hello, inp, out):
                 reset_masks[:ended].tobytes(),
             )
         elif tag == b"R":
-            seeds = np.frombuffer(frame[1 : 1 + 8 * n], dtype="<u8")
-            seeded = frame[1 + 8 * n :]
-            for i, env in enumerate(envs):
-                o, _ = env.reset(seed=int(seeds[i]) if seeded[i] else None)
+            for i, (env, seed) in enumerate(zip(envs, reset_seeds(frame, n))):
+                o, _ = env.reset(seed=seed)
                 layout.write(o, obs[i], masks[i])
             write_frame(out, b"O", obs.tobytes(), masks.tobytes())
         elif tag == b"Q":

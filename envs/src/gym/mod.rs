@@ -86,8 +86,10 @@ pub struct AtariPreprocessing {
     /// and the preprocessing runs in C++) instead of stepping one
     /// Gymnasium env per copy in Python. Both play the same episodes from
     /// the same seeds, except for the no-ops after a reset (each draws
-    /// them from its own generator). `false` makes each copy with
-    /// `gymnasium.make`, which takes any `env_config` key.
+    /// them from its own generator) and, for half of all seeds, the sticky
+    /// actions (the vector env takes no negative emulator seed). `false`
+    /// makes each copy with `gymnasium.make`, which takes any `env_config`
+    /// key.
     pub vectorized: bool,
     /// The vector env's threads per worker process; 0 is one per copy, up
     /// to the process's cores.
