@@ -299,6 +299,65 @@ async fn ppo_with_a_cnn_learns_minatar_breakout() {
     assert!(mean >= 3.8, "the CNN's mean return {mean:.2} after {} steps (random play: 0.5)", r.timesteps_total);
 }
 
+/// A `Dict` observation of a 5 × 5 `uint8` image and a ±1 flag
+/// (DictCue-v0), whose rewarded action needs both entries: random play
+/// returns 2 of 8, the best policy that reads only one entry 4. PPO gives
+/// the image entry its own convolutions, joins their maps with the flag,
+/// and learns the task; the image stays bytes in the batches it learns
+/// from. With these defaults seeds 0–3 passed a training mean of 7.6
+/// after 13–15k steps, greedy on all 40 cues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ppo_learns_a_dict_of_an_image_and_a_vector_with_a_cnn_on_the_image() {
+    let config = json!({"seed": 0, "num_workers": 0, "num_envs_per_worker": 8});
+    let (mut trainer, _) = build_trainer("PPO", "DictCue-v0", &config).await.unwrap();
+    {
+        let mut local = trainer.evaluators().local();
+        let batch = local.sample().unwrap().batch;
+        let obs = batch.get(fields::OBS).unwrap();
+        assert!(matches!(obs, Column::U8 { width: 29, .. }), "25 pixels and a 4-byte float: {}", obs.kind_name());
+        let path = std::env::temp_dir().join(format!("rlx-test-dict-cue-{}.safetensors", std::process::id()));
+        local.policy_mut().save_weights(&path).unwrap();
+        let tensors = rlx::weights_file::read_safetensors(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let conv = tensors.iter().find(|(name, _, _)| name == "pi.torso.image.conv0.weight");
+        assert_eq!(conv.map(|(_, shape, _)| shape.as_slice()), Some(&[16, 3, 3, 1][..]), "the image's 3×3 filters");
+        let first = tensors.iter().find(|(name, _, _)| name == "pi.torso.0.weight").unwrap();
+        assert_eq!(first.1, [64, 3 * 3 * 16 + 1], "the maps and the flag, joined");
+    }
+    let mut last = None;
+    for _ in 0..60 {
+        let r = trainer.train().await.unwrap();
+        let mean = r.episode_reward_mean.unwrap_or(0.0);
+        eprintln!("DictCue iter {} steps {} mean {mean:.2}", r.training_iteration, r.timesteps_total);
+        let done = mean >= 7.6 || r.timesteps_total >= 60_000;
+        last = Some(r);
+        if done {
+            break;
+        }
+    }
+    let r = last.unwrap();
+    // Every one of the 40 cues (20 pixels, 2 flags) gets its action.
+    let mut wrong = Vec::new();
+    for (flag, row, col) in
+        [-1.0f32, 1.0].into_iter().flat_map(|f| (0..5).flat_map(move |r| [0, 1, 3, 4].map(|c| (f, r, c))))
+    {
+        let mut obs = vec![0.0f32; 26];
+        (obs[row * 5 + col], obs[25]) = (1.0, flag);
+        let mut out = SampleBatch::new();
+        trainer.evaluators().local().policy_mut().compute_actions(&obs, false, &mut out).unwrap();
+        if out.i64(fields::ACTIONS).unwrap()[0] != 2 * i64::from(col > 2) + i64::from(flag > 0.0) {
+            wrong.push((row, col, flag));
+        }
+    }
+    assert!(wrong.is_empty(), "greedy actions are wrong for (row, column, flag) {wrong:?}");
+    let greedy = common::greedy_return(trainer.evaluators().local().policy_mut(), "DictCue-v0", 20);
+    assert!(
+        greedy >= 7.5,
+        "greedy return {greedy:.2} of 8 after {} steps (one entry: 4, random: 2)",
+        r.timesteps_total
+    );
+}
+
 /// A contextual bandit with a `Discrete(3)` observation (one-hot encoded by
 /// the network) and `MultiDiscrete([3, 4])` actions: element 0 must match
 /// the observation and element 1 must be `(observation + 1) % 4`, one point

@@ -9,6 +9,8 @@
 # usage: benches/minatar/run.sh OUT_DIR FRAMES [SEEDS...]
 #   FRAMES  env frames per run (the paper: 5,000,000)
 #   SEEDS   default 1 2 3
+#   GAMES=...         the games to run (default all five, in this order)
+#   TIME_LIMIT_S=...  the wall time a run stops after (default 9000)
 # On the 2-core development VM (2026-12-02, after the binaries stopped
 # unmapping freed tensors and MinAtar's observations became bytes),
 # SpaceInvaders ran 5,000 frames with an update each in 11.6, 11.6 and
@@ -17,11 +19,13 @@
 # reach about 3.9M (78 %).
 # Writes OUT_DIR/<game>-seed<k>/ (rlx's result.json and progress.csv) and
 # OUT_DIR/summary.json (each run's frames, seconds and last mean return). A
-# run stops at FRAMES or after 2.5 hours.
+# run stops at FRAMES or after TIME_LIMIT_S.
 set -euo pipefail
 out=${1:?OUT_DIR}; frames=${2:?FRAMES}; shift 2
 seeds=("${@:-1 2 3}"); [ $# -eq 0 ] && seeds=(1 2 3)
 rlx=${RLX:-target/release/rlx}
+games=${GAMES:-Asterix Breakout Freeway Seaquest SpaceInvaders}
+time_limit_s=${TIME_LIMIT_S:-9000}
 mkdir -p "$out"
 config='{"num_workers": 0, "num_envs_per_worker": 1, "rollout_fragment_length": 1,
   "buffer_size": 100000, "learning_starts": 5000, "train_batch_size": 32, "training_intensity": 32,
@@ -30,12 +34,12 @@ config='{"num_workers": 0, "num_envs_per_worker": 1, "rollout_fragment_length": 
   "exploration_initial_eps": 1.0, "exploration_final_eps": 0.1, "exploration_timesteps": 100000,
   "timesteps_per_iteration": 10000,
   "model": {"conv_filters": [[16, 3, 1]], "fcnet_hiddens": [128], "fcnet_activation": "relu"}}'
-for game in Asterix Breakout Freeway Seaquest SpaceInvaders; do
+for game in $games; do
   for seed in "${seeds[@]}"; do
     dir="$out/$game-seed$seed"
     rm -rf "$dir"
     "$rlx" train --run DQN --env "MinAtar/$game-v1" --seed "$seed" --config "$config" \
-      --stop "{\"timesteps_total\": $frames, \"time_total_s\": 9000}" --results-dir "$dir" \
+      --stop "{\"timesteps_total\": $frames, \"time_total_s\": $time_limit_s}" --results-dir "$dir" \
       > "$dir.log" 2>&1 || { echo "$game seed $seed failed: see $dir.log" >&2; exit 1; }
   done
 done

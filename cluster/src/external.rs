@@ -349,6 +349,10 @@ fn accept(
         Space::Box { .. } => ("box", spec.signature.action_space.flat_dim()),
         Space::Discrete { .. } => ("discrete", 1),
         Space::MultiDiscrete { nvec } => ("discrete", nvec.len()),
+        Space::Dict { .. } => {
+            tracing::error!("external clients cannot act in the Dict action space {}", spec.signature.action_space);
+            return;
+        }
     };
     let hello = format!(
         r#"{{"obs_dim": {}, "action": "{action}", "action_width": {width}}}"#,

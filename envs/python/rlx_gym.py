@@ -46,7 +46,11 @@ and the messages carry one row per agent (``possible_agents`` order):
 Observations are flattened to one row per copy, in this order: a ``Box``
 row-major; a ``Discrete`` one-hot; a ``MultiBinary`` as 0/1; a ``Tuple``
 element after element; a ``Dict`` key after key in the space's own order
-(Gymnasium sorts keys), nested spaces recursively. A top-level ``Dict``
+(Gymnasium sorts keys), nested spaces recursively. A ``Dict`` or
+``Tuple`` observation is described entry by entry (``entries`` in the
+hello, named by their dotted path), and its ``uint8`` ``Box`` entries are
+written as ``b / 255`` (channels last), so that rlx gives image entries
+their own convolutions and keeps them as bytes. A top-level ``Dict``
 entry named ``action_mask`` is not observed: it is the mask of legal
 actions. Only the stdout of this process carries frames: ``print`` in an
 env goes to stderr.
@@ -151,9 +155,12 @@ class Layout:
         self.obs_space = obs_space
         # A single Box of uint8 crosses the pipe as bytes.
         self.bytes = isinstance(obs_space, S.Box) and obs_space.dtype == np.uint8
-        self.parts = []  # (kind, size, extra) per leaf, in order
-        self._leaves(obs_space, "observation")
-        self.width = sum(size for _, size, _ in self.parts)
+        self.parts = []  # (kind, size, extra, name) per leaf, in order
+        self._leaves(obs_space, "observation", "")
+        self.width = sum(part[1] for part in self.parts)
+        # A Dict or Tuple is described entry by entry, but a single leaf
+        # (PettingZoo's {"observation", "action_mask"}) stays one flat Box.
+        self.by_entry = isinstance(obs_space, (S.Dict, S.Tuple)) and len(self.parts) >= 2
         self.act_space = act_space
         if isinstance(act_space, S.Discrete):
             self.action = ("discrete", 1, int(act_space.start))
@@ -166,25 +173,32 @@ class Layout:
         else:
             raise Unsupported(f"action space {space_name(act_space)} (rlx takes Discrete, MultiDiscrete and float Box actions)")
 
-    def _leaves(self, space, where):
+    def _leaves(self, space, where, name):
         S = self.S
         if isinstance(space, S.Box):
             if not (np.issubdtype(space.dtype, np.floating) or np.issubdtype(space.dtype, np.integer)):
                 raise Unsupported(f"{where}: {space_name(space)} (Box observations must be float or integer)")
             low = np.broadcast_to(space.low, space.shape).astype(np.float64).ravel()
             high = np.broadcast_to(space.high, space.shape).astype(np.float64).ravel()
-            self.parts.append(("box", len(low), (low, high)))
+            if space.dtype == np.uint8:
+                shape = list(space.shape)
+                chw = len(shape) == 3 and shape[0] < shape[1] and shape[0] < shape[2]
+                if chw:
+                    shape = shape[1:] + shape[:1]  # channels last
+                self.parts.append(("bytes", len(low), (low, high, chw, shape), name))
+            else:
+                self.parts.append(("box", len(low), (low, high, list(space.shape)), name))
         elif isinstance(space, S.Discrete):
-            self.parts.append(("onehot", int(space.n), int(space.start)))
+            self.parts.append(("onehot", int(space.n), int(space.start), name))
         elif isinstance(space, S.MultiBinary):
             size = int(np.prod(space.shape))
-            self.parts.append(("box", size, (np.zeros(size), np.ones(size))))
+            self.parts.append(("box", size, (np.zeros(size), np.ones(size), [size]), name))
         elif isinstance(space, S.Tuple):
             for i, sub in enumerate(space.spaces):
-                self._leaves(sub, f"{where}[{i}]")
+                self._leaves(sub, f"{where}[{i}]", f"{name}.{i}" if name else str(i))
         elif isinstance(space, S.Dict):
             for key, sub in space.spaces.items():
-                self._leaves(sub, f"{where}[{key!r}]")
+                self._leaves(sub, f"{where}[{key!r}]", f"{name}.{key}" if name else str(key))
         else:
             raise Unsupported(f"{where}: {space_name(space)} (rlx takes Box, Discrete, MultiBinary, Tuple and Dict observations)")
 
@@ -220,15 +234,32 @@ class Layout:
         return {
             "observation": {"low": finite(low), "high": finite(high), "shape": shape},
             "obs_bytes": self.bytes,
+            "entries": self._entries(),
             "action": action,
             "mask_width": self.mask_width,
         }
 
+    def _entries(self):
+        """A Dict's or Tuple's leaves as rlx sees them, each with its name,
+        bounds, shape and whether it is uint8 (written as b / 255); none
+        for other spaces and a single leaf (``by_entry``)."""
+        if not self.by_entry:
+            return []
+        entries = []
+        for part in self.parts:
+            low, high = self._bounds(part)
+            kind, size, extra, name = part
+            shape = [size] if kind == "onehot" else list(extra[-1])
+            if kind == "bytes":
+                low, high = low / 255.0, high / 255.0
+            entries.append({"name": name, "low": finite(low), "high": finite(high), "shape": shape, "uint8": kind == "bytes"})
+        return entries
+
     def _bounds(self, part):
-        kind, size, extra = part
+        kind, size, extra, _ = part
         if kind == "onehot":
             return np.zeros(size), np.ones(size)
-        return extra
+        return extra[0], extra[1]
 
     @property
     def plain(self):
@@ -251,10 +282,15 @@ class Layout:
         values = []
         self._flatten(self.obs_space, obs, values)
         start = 0
-        for (kind, size, extra), v in zip(self.parts, values):
+        for (kind, size, extra, _), v in zip(self.parts, values):
             if kind == "onehot":
                 out[start : start + size] = 0.0
                 out[start + int(v) - extra] = 1.0
+            elif kind == "bytes" and self.by_entry:
+                v = np.asarray(v)
+                if extra[2]:
+                    v = np.moveaxis(v, 0, -1)
+                out[start : start + size] = v.ravel().astype(np.float32) / np.float32(255)
             else:
                 out[start : start + size] = np.asarray(v, dtype=np.float32).ravel()
             start += size

@@ -1,7 +1,7 @@
 //! Envs by name, with the metadata Gymnasium's registry keeps.
 
 use crate::minatar::{AsterixGame, BreakoutGame, FreewayGame, Game, MinAtar, SeaquestGame, SpaceInvadersGame};
-use crate::{Acrobot, CartPole, MaskedMaze, MountainCar, MountainCarContinuous, Pendulum, StatelessCartPole};
+use crate::{Acrobot, CartPole, DictCue, MaskedMaze, MountainCar, MountainCarContinuous, Pendulum, StatelessCartPole};
 use rlx::config::{closest_n, from_value};
 use rlx::{Env, EnvError, TimeLimit};
 use serde::de::DeserializeOwned;
@@ -141,6 +141,16 @@ const REGISTRY: &[EnvSpec] = &[
         reward_threshold: Some(0.8),
         kwargs: &["max_episode_steps"],
         make: |name, kw| time_limited(name, kw, MaskedMaze::new, 50),
+    },
+    EnvSpec {
+        name: "DictCue-v0",
+        description: "a Dict observation, a 5×5 uint8 image with one lit pixel left or right of centre and a ±1 flag; one of 4 actions per (side, flag) pays 1 (needs both entries); 8 steps, best return 8, one entry 4, random 2",
+        reward_threshold: Some(7.5),
+        kwargs: &["max_episode_steps"],
+        make: |name, kw| {
+            let k: Common = parse(name, kw)?;
+            Ok(limited(DictCue::new(), k.max_episode_steps))
+        },
     },
     EnvSpec {
         name: "MountainCar-v0",
@@ -341,7 +351,7 @@ mod tests {
             let bad = match env.action_space().clone() {
                 Space::Discrete { n } => env.step(Action::Discrete(n), &mut obs),
                 Space::Box { low, .. } => env.step(Action::Continuous(&vec![f32::NAN; low.len()]), &mut obs),
-                Space::MultiDiscrete { .. } => unreachable!("no MultiDiscrete env is registered"),
+                Space::MultiDiscrete { .. } | Space::Dict { .. } => unreachable!("no registered env acts in these"),
             };
             let err = bad.expect_err(spec.name).to_string();
             assert!(err.contains(spec.name), "{err}");

@@ -9,6 +9,7 @@
 use rlx::env_shards::EnvShards;
 use rlx::restart::RestartPolicy;
 use rlx::sample_batch::Column;
+use rlx::space::Dtype;
 use rlx::vector_env::VectorStep;
 use rlx::{Action, Env, EnvMaker, Space, Step, VectorEnv};
 use rlx_envs::gym::testing::python;
@@ -129,6 +130,44 @@ fn dict_and_tuple_observations_flatten_and_action_masks_arrive() {
     let step = env.step(Action::Discrete(legal as i64), &mut obs).unwrap();
     assert_eq!(step.reward, 1.0);
     assert_eq!(&obs[..3], &[0.0, 1.0, 0.0]);
+    // Each leaf is an entry, named by its path.
+    let Space::Dict { entries } = env.observation_space() else { panic!("{}", env.observation_space()) };
+    let names: Vec<(&str, usize)> = entries.iter().map(|(n, s)| (n.as_str(), s.flat_dim())).collect();
+    assert_eq!(names, [("extra.0", 3), ("extra.1", 2), ("legal", 4)]);
+}
+
+/// A `uint8` image inside a `Dict` arrives as its own entry, channels
+/// last and scaled to [0, 1] like a top-level image, next to the float
+/// entry it came with; the pair packs into bytes for batches.
+#[test]
+fn a_dict_with_a_camera_keeps_the_image_as_an_entry_of_bytes() {
+    if python().is_none() {
+        return;
+    }
+    let mut env = rlx_envs::make("gym:rlx_test_envs:CameraAndVelocity-v0").unwrap();
+    let space = env.observation_space().clone();
+    let Space::Dict { entries } = &space else { panic!("{space}") };
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0].0, "camera");
+    assert!(matches!(&entries[0].1, Space::Box { shape, dtype: Dtype::U8, .. } if shape == &[3, 4, 2]));
+    assert!(matches!(&entries[1].1, Space::Box { shape, dtype: Dtype::F32, .. } if shape == &[2]));
+    assert_eq!(space.packed_width(), Some(24 + 2 * 4));
+    let mut obs = [0f32; 26];
+    env.reset(Some(0), &mut obs).unwrap();
+    for t in 0..3u8 {
+        // The camera is (2, 3, 4) channels first: value (c, h, w) is
+        // `(7 · (12c + 4h + w) + t) mod 256`, read back channels last.
+        for (h, w, c) in (0..3).flat_map(|h| (0..4).flat_map(move |w| (0..2).map(move |c| (h, w, c)))) {
+            let byte = ((7 * (12 * c + 4 * h + w) + usize::from(t)) % 256) as u8;
+            assert_eq!(obs[(h * 4 + w) * 2 + c], rlx::space::from_byte(byte), "t {t} at ({h}, {w}, {c})");
+        }
+        assert_eq!(&obs[24..], &[0.25, -0.05 * f32::from(t)]);
+        assert!(space.contains_row(&obs));
+        let mut packed = Vec::new();
+        space.pack_rows(&obs, &mut packed).unwrap();
+        assert_eq!(packed.len(), 32);
+        env.step(Action::Discrete(1), &mut obs).unwrap();
+    }
 }
 
 #[test]

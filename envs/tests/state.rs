@@ -32,7 +32,7 @@ fn random_actions(space: &Space, n: usize, seed: u64) -> Vec<OwnedAction> {
             Space::Box { low, high, .. } => {
                 OwnedAction::Continuous(low.iter().zip(high).map(|(&l, &h)| rng.gen_range(l..=h)).collect())
             }
-            Space::MultiDiscrete { .. } => unreachable!("no MultiDiscrete env is registered"),
+            Space::MultiDiscrete { .. } | Space::Dict { .. } => unreachable!("no registered env acts in these"),
         })
         .collect()
 }

@@ -451,20 +451,27 @@ impl PolicyEvaluator {
     /// The batch column of observations `values` (rows of `width`): bytes
     /// when the env's space is a `uint8` box that no filter rescales, so
     /// that pixels stay a quarter the size through batches, the wire and
-    /// replay; `f32` otherwise.
+    /// replay; a `Dict` with a `uint8` entry packed into bytes likewise
+    /// ([`Space::packed_width`]); `f32` otherwise.
     ///
     /// # Errors
     /// A value of a `uint8` box that is not a byte over 255 (an env that
     /// declares `uint8` but writes something else).
     fn obs_column(&self, field: &str, values: Vec<f32>, width: usize) -> Result<Column, EvaluatorError> {
-        if self.filter.is_some() || self.env.observation_space().dtype() != Some(Dtype::U8) {
+        let space = self.env.observation_space();
+        let packed = space.packed_width().filter(|_| self.filter.is_none());
+        if packed.is_none() && (self.filter.is_some() || space.dtype() != Some(Dtype::U8)) {
             return Ok(Column::F32 { data: values, width });
         }
         let mut bytes = Vec::with_capacity(values.len());
-        to_bytes(&values, &mut bytes).map_err(|i| EnvError::Other {
+        let written = match packed {
+            Some(_) => space.pack_rows(&values, &mut bytes),
+            None => to_bytes(&values, &mut bytes),
+        };
+        written.map_err(|i| EnvError::Other {
             env: self.env.name().to_string(),
             message: format!(
-                "`{field}` value {} of row {} is {}, but the observation space {} is uint8: \
+                "`{field}` value {} of row {} is {}, but the observation space {} declares it uint8: \
                  every value must be a byte over 255",
                 i % width.max(1),
                 i / width.max(1),
@@ -472,7 +479,7 @@ impl PolicyEvaluator {
                 self.env.observation_space()
             ),
         })?;
-        Ok(Column::U8 { data: bytes, width })
+        Ok(Column::U8 { data: bytes, width: packed.unwrap_or(width) })
     }
 
     /// Steps the env with the actions in `step_out`. Continuous actions

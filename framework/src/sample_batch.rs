@@ -187,6 +187,15 @@ impl Column {
         self.value_count() / self.width().max(1)
     }
 
+    /// The observation values of an `f32` or `u8` column; `None` for `i64`.
+    pub fn values(&self) -> Option<Values<'_>> {
+        match self {
+            Column::F32 { data, .. } => Some(Values::F32(data)),
+            Column::U8 { data, .. } => Some(Values::U8(data)),
+            Column::I64 { .. } => None,
+        }
+    }
+
     /// `"f32"`, `"i64"` or `"u8"`.
     pub fn kind_name(&self) -> &'static str {
         match self {
@@ -296,8 +305,9 @@ impl Column {
 }
 
 /// Observation values as a batch holds them: `f32`, or the bytes of a
-/// `uint8` box, byte `b` standing for `b / 255`. What a network's first
-/// layer reads ([`SampleBatch::values`]).
+/// `uint8` box, byte `b` standing for `b / 255`, or the packed rows of a
+/// `Dict` with a `uint8` entry ([`Space::packed_width`](crate::Space::packed_width)).
+/// What a network's first layer reads ([`SampleBatch::values`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Values<'a> {
     /// `f32` values.
@@ -320,24 +330,26 @@ impl<'a> Values<'a> {
         self.len() == 0
     }
 
-    /// Rows `rows` of `width` values each, as `f32` (see
-    /// [`to_f32`](Self::to_f32)).
+    /// Rows `rows` of `width` values each, as they are: bytes stay bytes
+    /// (a packed `Dict` row, [`Space::packed_width`](crate::Space::packed_width),
+    /// is only read right by the network's input).
     ///
     /// # Panics
     /// If a row is out of range.
-    pub fn gather_f32(&self, width: usize, rows: &[usize]) -> Vec<f32> {
-        let mut out = Vec::with_capacity(rows.len() * width);
-        for &r in rows {
-            match self {
-                Values::F32(v) => out.extend_from_slice(&v[r * width..(r + 1) * width]),
-                Values::U8(v) => out.extend(v[r * width..(r + 1) * width].iter().map(|&b| crate::space::from_byte(b))),
-            }
+    pub fn gather(&self, width: usize, rows: &[usize]) -> Column {
+        fn pick<T: Copy>(v: &[T], width: usize, rows: &[usize]) -> Vec<T> {
+            rows.iter().flat_map(|&r| v[r * width..(r + 1) * width].iter().copied()).collect()
         }
-        out
+        match self {
+            Values::F32(v) => Column::F32 { data: pick(v, width, rows), width },
+            Values::U8(v) => Column::U8 { data: pick(v, width, rows), width },
+        }
     }
 
     /// The values as `f32`: borrowed as they are, or bytes made `b / 255`
-    /// (exactly what the Gymnasium bridge hands a policy to act on).
+    /// (exactly what the Gymnasium bridge hands a policy to act on). Not
+    /// for the packed rows of a `Dict`: those unpack with
+    /// [`Space::unpack_rows`](crate::Space::unpack_rows).
     pub fn to_f32(&self) -> Cow<'a, [f32]> {
         match *self {
             Values::F32(v) => Cow::Borrowed(v),

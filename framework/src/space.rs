@@ -1,10 +1,10 @@
 //! Observation and action spaces.
 //!
 //! A [`Space`] says what an env accepts and produces, with the same meaning as
-//! Gymnasium's `Discrete`, `Box` and `MultiDiscrete`. Observations are always
-//! handed around as flat `f32` rows; [`Space::flat_dim`] is the width of that
-//! row. Actions are `i64` for discrete spaces and `f32` for boxes (see
-//! [`Action`]).
+//! Gymnasium's `Discrete`, `Box`, `MultiDiscrete` and (for observations)
+//! `Dict`. Envs write observations as flat `f32` rows; [`Space::flat_dim`] is
+//! the width of that row. Actions are `i64` for discrete spaces and `f32` for
+//! boxes (see [`Action`]).
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,18 @@ pub enum Space {
     MultiDiscrete {
         /// Number of choices per element.
         nvec: Vec<i64>,
+    },
+    /// Named observations side by side (Gymnasium's `Dict`, nested ones
+    /// flattened into dotted names): a camera image next to a robot's
+    /// joint angles, a goal next to a position. An observation row is the
+    /// entries' rows one after another, in this order. A network gives
+    /// each image entry (a `Box` of rank 3) its own convolutions, and a
+    /// `uint8` entry stays bytes through batches and replay
+    /// ([`packed_width`](Space::packed_width)). Observations only: no
+    /// algorithm acts in a `Dict`. Made with [`Space::dict`].
+    Dict {
+        /// The entries, by name, in row order.
+        entries: Vec<(String, Space)>,
     },
 }
 
@@ -168,6 +180,31 @@ impl Space {
         }
     }
 
+    /// The `Dict` of `entries`, in this order.
+    ///
+    /// # Errors
+    /// No entries, an empty or repeated name, or an entry that is itself a
+    /// `Dict` (flatten nested ones into dotted names).
+    pub fn dict(entries: Vec<(String, Space)>) -> Result<Self, SpaceError> {
+        if entries.is_empty() {
+            return Err(SpaceError("a Dict needs at least one entry".into()));
+        }
+        for (i, (name, space)) in entries.iter().enumerate() {
+            if name.is_empty() {
+                return Err(SpaceError(format!("Dict entry {i} has an empty name")));
+            }
+            if entries[..i].iter().any(|(n, _)| n == name) {
+                return Err(SpaceError(format!("Dict entry `{name}` appears twice")));
+            }
+            if matches!(space, Space::Dict { .. }) {
+                return Err(SpaceError(format!(
+                    "Dict entry `{name}` is a Dict: flatten nested entries into dotted names (`{name}.…`)"
+                )));
+            }
+        }
+        Ok(Space::Dict { entries })
+    }
+
     /// A `Box`'s dtype; `None` for the other spaces.
     pub fn dtype(&self) -> Option<Dtype> {
         match self {
@@ -189,7 +226,87 @@ impl Space {
             Space::Discrete { .. } => 1,
             Space::Box { low, .. } => low.len(),
             Space::MultiDiscrete { nvec } => nvec.len(),
+            Space::Dict { entries } => entries.iter().map(|(_, s)| s.flat_dim()).sum(),
         }
+    }
+
+    /// Bytes per observation row when this is a `Dict` with a `uint8`
+    /// entry: such a row is kept *packed*, each `uint8` entry's values
+    /// one byte each and every other value as its four little-endian
+    /// `f32` bytes, so that an image next to a vector costs one byte a
+    /// pixel in batches, on the wire and in replay. `None` for every other
+    /// space (a `uint8` `Box` alone is one byte a value without packing).
+    pub fn packed_width(&self) -> Option<usize> {
+        let Space::Dict { entries } = self else { return None };
+        let bytes = |s: &Space| s.dtype() == Some(Dtype::U8);
+        entries
+            .iter()
+            .any(|(_, s)| bytes(s))
+            .then(|| entries.iter().map(|(_, s)| if bytes(s) { s.flat_dim() } else { 4 * s.flat_dim() }).sum())
+    }
+
+    /// Appends observation rows (`[rows, flat_dim]`) packed, as
+    /// [`packed_width`](Self::packed_width) says, to `out`.
+    ///
+    /// # Errors
+    /// The index (into `values`) of the first value of a `uint8` entry
+    /// that is not a byte over 255; nothing is appended then.
+    ///
+    /// # Panics
+    /// If this space does not pack, or `values` is not whole rows.
+    pub fn pack_rows(&self, values: &[f32], out: &mut Vec<u8>) -> Result<(), usize> {
+        let (Space::Dict { entries }, Some(_)) = (self, self.packed_width()) else {
+            panic!("{self} does not pack its observations")
+        };
+        let width = self.flat_dim();
+        assert!(width > 0 && values.len() % width == 0, "observations are not whole rows of {width}");
+        let start = out.len();
+        for (r, row) in values.chunks_exact(width).enumerate() {
+            let mut at = 0;
+            for (_, space) in entries {
+                let leaf = &row[at..at + space.flat_dim()];
+                if space.dtype() == Some(Dtype::U8) {
+                    if let Err(i) = to_bytes(leaf, out) {
+                        out.truncate(start);
+                        return Err(r * width + at + i);
+                    }
+                } else {
+                    out.extend(leaf.iter().flat_map(|v| v.to_le_bytes()));
+                }
+                at += space.flat_dim();
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends packed rows ([`pack_rows`](Self::pack_rows)) to `out` as
+    /// `f32` observation rows, a byte `b` of a `uint8` entry as `b / 255`.
+    ///
+    /// # Errors
+    /// When `bytes` is not whole packed rows of this space.
+    pub fn unpack_rows(&self, bytes: &[u8], out: &mut Vec<f32>) -> Result<(), String> {
+        let (Space::Dict { entries }, Some(packed)) = (self, self.packed_width()) else {
+            return Err(format!("{self} does not pack its observations"));
+        };
+        if bytes.len() % packed != 0 {
+            return Err(format!("{} bytes are not whole packed rows of {packed} bytes ({self})", bytes.len()));
+        }
+        out.reserve(bytes.len() / packed * self.flat_dim());
+        for row in bytes.chunks_exact(packed) {
+            let mut at = 0;
+            for (_, space) in entries {
+                let n = space.flat_dim();
+                if space.dtype() == Some(Dtype::U8) {
+                    out.extend(row[at..at + n].iter().map(|&b| from_byte(b)));
+                    at += n;
+                } else {
+                    let leaf = &row[at..at + 4 * n];
+                    out.extend(leaf.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                    at += 4 * n;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether `action` is an element of this space.
@@ -215,6 +332,15 @@ impl Space {
             Space::MultiDiscrete { nvec } => {
                 row.len() == nvec.len()
                     && row.iter().zip(nvec).all(|(v, n)| v.fract() == 0.0 && *v >= 0.0 && (*v as i64) < *n)
+            }
+            Space::Dict { entries } => {
+                row.len() == self.flat_dim() && {
+                    let mut at = 0;
+                    entries.iter().all(|(_, s)| {
+                        at += s.flat_dim();
+                        s.contains_row(&row[at - s.flat_dim()..at])
+                    })
+                }
             }
         }
     }
@@ -243,6 +369,13 @@ impl Space {
                     };
                 }
             }
+            Space::Dict { entries } => {
+                let mut at = 0;
+                for (_, s) in entries {
+                    s.sample_into(rng, &mut out[at..at + s.flat_dim()]);
+                    at += s.flat_dim();
+                }
+            }
         }
     }
 
@@ -262,7 +395,7 @@ impl Space {
         match self {
             Space::Discrete { n } => Some(*n as usize),
             Space::MultiDiscrete { nvec } => Some(nvec.iter().map(|&n| n as usize).sum()),
-            Space::Box { .. } => None,
+            Space::Box { .. } | Space::Dict { .. } => None,
         }
     }
 
@@ -314,6 +447,13 @@ impl fmt::Display for Space {
                 } else {
                     write!(f, "Box(low={low:?}, high={high:?}, shape={shape:?}{bytes})")
                 }
+            }
+            Space::Dict { entries } => {
+                write!(f, "Dict(")?;
+                for (i, (name, space)) in entries.iter().enumerate() {
+                    write!(f, "{}{name}: {space}", if i > 0 { ", " } else { "" })?;
+                }
+                write!(f, ")")
             }
         }
     }
@@ -409,5 +549,46 @@ mod tests {
             assert!(s.contains_row(&s.sample(&mut rng)));
         }
         assert_eq!(s.to_string(), "MultiDiscrete([2, 3])");
+    }
+
+    #[test]
+    fn a_dict_with_an_image_packs_its_rows_as_bytes_and_floats() {
+        let image = Space::bytes(vec![2, 2, 1]);
+        let vector = Space::uniform_box(-5.0, 5.0, vec![2]).unwrap();
+        let s = Space::dict(vec![("pos".into(), vector.clone()), ("cam".into(), image)]).unwrap();
+        assert_eq!(s.flat_dim(), 6);
+        assert_eq!(s.packed_width(), Some(4 * 2 + 4), "two f32 of four bytes, four pixels of one");
+        assert_eq!(s.to_string(), "Dict(pos: Box(-5, 5, [2]), cam: Box(0, 1, [2, 2, 1], uint8))");
+        let rows = [-1.5, 2.25, 0.0, 1.0, from_byte(3), from_byte(200), 4.0, -0.125, 1.0, 1.0, 0.0, from_byte(9)];
+        let mut packed = vec![];
+        s.pack_rows(&rows, &mut packed).unwrap();
+        assert_eq!(packed.len(), 24);
+        assert_eq!(&packed[8..12], &[0, 255, 3, 200], "the image's bytes after the vector's eight");
+        assert_eq!(&packed[..4], &(-1.5f32).to_le_bytes());
+        let mut back = vec![];
+        s.unpack_rows(&packed, &mut back).unwrap();
+        assert_eq!(back, rows);
+        assert!(s.unpack_rows(&packed[..23], &mut back).unwrap_err().contains("whole packed rows of 12"));
+        // A value of the uint8 entry that is no byte: its index, nothing appended.
+        let mut bad = rows;
+        bad[10] = 0.3;
+        assert_eq!(s.pack_rows(&bad, &mut packed), Err(10));
+        assert_eq!(packed.len(), 24);
+        // Without a uint8 entry, or outside a Dict, nothing packs.
+        assert_eq!(Space::dict(vec![("v".into(), vector.clone())]).unwrap().packed_width(), None);
+        assert_eq!(Space::bytes(vec![2, 2, 1]).packed_width(), None);
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        for _ in 0..50 {
+            assert!(s.contains_row(&s.sample(&mut rng)));
+        }
+        assert!(!s.contains_row(&[0.0, 6.0, 0.0, 0.0, 0.0, 0.0]), "6 is outside the vector's box");
+        let round = rmp_serde::from_slice::<Space>(&rmp_serde::to_vec(&s).unwrap()).unwrap();
+        assert_eq!(round, s);
+        // Names are unique, entries flat.
+        assert!(Space::dict(vec![]).is_err());
+        let twice = Space::dict(vec![("a".into(), vector.clone()), ("a".into(), vector.clone())]);
+        assert!(twice.unwrap_err().to_string().contains("`a` appears twice"));
+        let nested = Space::dict(vec![("outer".into(), s.clone())]);
+        assert!(nested.unwrap_err().to_string().contains("dotted names"));
     }
 }

@@ -1,7 +1,8 @@
 //! Observations of a `uint8` box stay bytes from the evaluator on: in the
 //! sample batch, across the wire format, and in replay (with and without
 //! frame sharing), a quarter of their `f32` size, and they read back as
-//! exactly the values the env wrote.
+//! exactly the values the env wrote. So do the image entries of a `Dict`,
+//! packed with its other entries.
 
 mod common;
 
@@ -139,6 +140,87 @@ fn uint8_observations_stay_bytes_through_batches_the_wire_and_replay() {
 fn a_uint8_env_that_writes_something_else_is_refused_by_name() {
     let err = evaluator(Some(0.5)).sample().unwrap_err().to_string();
     assert!(err.contains("Dots") && err.contains("is 0.5") && err.contains("uint8"), "{err}");
+}
+
+/// `Dots` with a vector beside its image: a `Dict` of the `uint8` frames
+/// and two floats, the step count and a constant.
+struct DotsAndClock {
+    dots: Box<dyn Env>,
+    t: f32,
+    signature: EnvSignature,
+}
+
+/// The vector's constant.
+const FAR: f32 = -1.25;
+
+impl DotsAndClock {
+    fn boxed() -> Box<dyn Env> {
+        let image = Space::bytes(vec![SIDE, SIDE, CHANNELS]);
+        let clock = Space::uniform_box(-100.0, 100.0, vec![2]).unwrap();
+        let space = Space::dict(vec![("frames".into(), image), ("clock".into(), clock)]).unwrap();
+        let signature = EnvSignature::new("DotsAndClock", space, Space::discrete(2));
+        Box::new(DotsAndClock { dots: Dots::boxed(None), t: 0.0, signature })
+    }
+}
+
+impl Env for DotsAndClock {
+    fn signature(&self) -> &EnvSignature {
+        &self.signature
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvError> {
+        self.t = 0.0;
+        self.dots.reset(seed, &mut obs[..VALUES])?;
+        obs[VALUES..].copy_from_slice(&[self.t, FAR]);
+        Ok(())
+    }
+    fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvError> {
+        let step = self.dots.step(action, &mut obs[..VALUES])?;
+        self.t += 1.0;
+        obs[VALUES..].copy_from_slice(&[self.t, FAR]);
+        Ok(step)
+    }
+}
+
+/// A `Dict` with a `uint8` entry packs each row into bytes: the image one
+/// byte a value, the floats four bytes each. The rows keep that size
+/// through batches, the wire and replay, and unpack to the values the env
+/// wrote.
+#[test]
+fn a_dict_with_an_image_entry_stays_packed_bytes_through_batches_the_wire_and_replay() {
+    let env = VectorEnv::new((0..4).map(|_| DotsAndClock::boxed()).collect()).unwrap();
+    let space = env.observation_space().clone();
+    let policy = CounterPolicy::for_env(&env);
+    let batch = PolicyEvaluator::new(Box::new(policy), env, 64, 7).unwrap().sample().unwrap().batch;
+    let (rows, packed) = (batch.len(), VALUES + 2 * 4);
+    assert_eq!(space.packed_width(), Some(packed));
+    for field in [fields::OBS, fields::NEW_OBS] {
+        let column = batch.get(field).unwrap();
+        assert!(matches!(column, Column::U8 { width, .. } if *width == packed), "`{field}`: {}", column.kind_name());
+        assert_eq!(column.size_bytes(), rows * packed, "where f32 rows would take {}", rows * 4 * (VALUES + 2));
+    }
+    // Unpacked, each row is an image with its dot and the clock, whose
+    // next observation is one step later.
+    let unpack = |b: &SampleBatch, field| {
+        let mut values = Vec::new();
+        space.unpack_rows(b.u8(field).unwrap(), &mut values).unwrap();
+        values
+    };
+    let (obs, new_obs) = (unpack(&batch, fields::OBS), unpack(&batch, fields::NEW_OBS));
+    assert_eq!(obs.len(), rows * (VALUES + 2));
+    for (o, n) in obs.chunks_exact(VALUES + 2).zip(new_obs.chunks_exact(VALUES + 2)) {
+        assert!(o[..VALUES].iter().step_by(CHANNELS).any(|&v| v == 1.0), "the dot");
+        assert_eq!((o[VALUES + 1], n[VALUES + 1]), (FAR, FAR));
+        assert_eq!(n[VALUES], o[VALUES] + 1.0, "the clock ticks once a step");
+        assert!(space.contains_row(o) && space.contains_row(n));
+    }
+    let back = codec::decode(&codec::encode(&batch).unwrap()).unwrap();
+    assert_eq!(back, batch);
+    let mut replay = ReplayBuffer::new(1000).unwrap();
+    replay.add(&batch).unwrap();
+    assert_eq!(replay.heap_bytes(), batch.size_bytes(), "the buffer holds the batch's bytes, no more");
+    let stored = replay.gather(&(0..rows).collect::<Vec<_>>());
+    assert_eq!(unpack(&stored, fields::OBS), obs);
+    assert_eq!(unpack(&stored, fields::NEW_OBS), new_obs);
 }
 
 /// Batches of bytes and of `f32` (a filtered env) do not mix silently.

@@ -64,6 +64,11 @@ impl ActionDist {
                 ActionDist::MultiCategorical { nvec: nvec.iter().map(|&n| n as usize).collect() }
             }
             Space::Box { .. } => ActionDist::DiagGaussian { dim: space.flat_dim() },
+            Space::Dict { .. } => {
+                return Err(BuildError::Unsupported(format!(
+                    "{algorithm} cannot act in the Dict action space {space}: Dict spaces are for observations"
+                )))
+            }
         };
         if dist.head_width() == 0 || matches!(&dist, ActionDist::MultiCategorical { nvec } if nvec.contains(&0)) {
             return Err(BuildError::Unsupported(format!("{algorithm} cannot act in the empty action space {space}")));

@@ -69,12 +69,20 @@ impl FlatPolicy {
         let hidden = &model.fcnet_hiddens[..];
         let obs_dim = match obs {
             Space::Box { .. } => obs.flat_dim(),
-            other => return Err(PolicyError::Other(format!("needs a Box observation space, not {other}"))),
+            Space::Dict { entries } if entries.iter().all(|(_, s)| matches!(s, Space::Box { .. })) => obs.flat_dim(),
+            other => {
+                return Err(PolicyError::Other(format!(
+                    "needs a Box observation space (or a Dict of Boxes), not {other}"
+                )))
+            }
         };
         let out = match act {
             Space::Discrete { n } => *n as usize,
             Space::Box { .. } => act.flat_dim(),
             Space::MultiDiscrete { nvec } => nvec.iter().sum::<i64>() as usize,
+            Space::Dict { .. } => {
+                return Err(PolicyError::Other(format!("cannot act in the Dict action space {act}")));
+            }
         };
         if out == 0 {
             return Err(PolicyError::Other(format!("cannot act in the empty action space {act}")));
@@ -188,6 +196,7 @@ impl FlatPolicy {
                 }
                 env.step(Action::Continuous(out), obs)
             }
+            Space::Dict { .. } => unreachable!("FlatPolicy::new refuses Dict actions"),
         }
     }
 
@@ -266,6 +275,7 @@ impl PolicyGraph for FlatPolicy {
                 }
                 out.insert_i64(fields::ACTIONS, actions, nvec.len())
             }
+            Space::Dict { .. } => unreachable!("FlatPolicy::new refuses Dict actions"),
         };
         self.weights = weights;
         Ok(result?)

@@ -10,6 +10,7 @@
 //! | `Box` of rank 1 or 2 | fully connected layers `fcnet_hiddens` with `fcnet_activation` |
 //! | `Box` of rank 3 (height × width × channels) | convolutions `conv_filters` (chosen for the image size when `null`), flattened, then the fully connected layers |
 //! | `Discrete`, `MultiDiscrete` | one-hot encoded, then the fully connected layers |
+//! | `Dict` | each image entry through its own convolutions, the other entries encoded as above, joined, then the fully connected layers |
 //! | any, with `custom_model` | the registered [`CustomNetwork`] |
 //!
 //! With `use_lstm` an [`Lstm`] of `lstm_cell_size` units follows ([`Body`]):

@@ -1,6 +1,7 @@
 //! What each observation space gets: the [`Input`] encoding, the
-//! [`Torso`] (fully connected, convolutional or custom) and the [`Body`]
-//! (the torso, then an optional LSTM) that an algorithm puts its heads on.
+//! [`Torso`] (fully connected, convolutional, per-entry for a `Dict`, or
+//! custom) and the [`Body`] (the torso, then an optional LSTM) that an
+//! algorithm puts its heads on.
 
 use super::custom::{self, CustomInput, CustomNetwork};
 use super::device::NetDevice;
@@ -11,6 +12,7 @@ use super::ModelConfig;
 use dfdx::prelude::*;
 use rlx::config::ConfigError;
 use rlx::{PolicyError, Space, Values};
+use std::ops::Range;
 
 /// A dfdx tape the networks run with: `NoneTape` to act, `OwnedTape` to
 /// learn. It picks a custom network's matching forward pass.
@@ -48,6 +50,15 @@ pub enum Input {
         /// Channels.
         channels: usize,
     },
+    /// A `Dict` observation: each entry encoded on its own, the encodings
+    /// side by side in the entries' order.
+    Dict {
+        /// The space, which reads packed rows of bytes
+        /// ([`Space::unpack_rows`]).
+        space: Space,
+        /// Each entry's encoding.
+        entries: Vec<Input>,
+    },
 }
 
 impl Input {
@@ -57,6 +68,9 @@ impl Input {
             Space::Box { .. } => Input::Flat(space.flat_dim()),
             Space::Discrete { n } => Input::OneHot(vec![*n as usize]),
             Space::MultiDiscrete { nvec } => Input::OneHot(nvec.iter().map(|&n| n as usize).collect()),
+            Space::Dict { entries } => {
+                Input::Dict { space: space.clone(), entries: entries.iter().map(|(_, s)| Input::flat(s)).collect() }
+            }
         }
     }
 
@@ -66,6 +80,7 @@ impl Input {
             Input::Flat(w) => *w,
             Input::OneHot(sizes) => sizes.len(),
             Input::Image { height, width, channels } => height * width * channels,
+            Input::Dict { entries, .. } => entries.iter().map(Input::raw_width).sum(),
         }
     }
 
@@ -73,6 +88,7 @@ impl Input {
     pub fn features(&self) -> usize {
         match self {
             Input::OneHot(sizes) => sizes.iter().sum(),
+            Input::Dict { entries, .. } => entries.iter().map(Input::features).sum(),
             other => other.raw_width(),
         }
     }
@@ -95,7 +111,11 @@ impl Input {
     /// # Errors
     /// As [`encode`](Self::encode).
     pub fn encode_host<'a>(&self, obs: impl Into<Values<'a>>) -> Result<Vec<f32>, PolicyError> {
-        let obs = obs.into().to_f32();
+        let obs = obs.into();
+        if let Input::Dict { space, entries } = self {
+            return encode_dict(space, entries, obs);
+        }
+        let obs = obs.to_f32();
         let raw = self.raw_width();
         if raw == 0 || obs.len() % raw != 0 {
             return Err(PolicyError::Other(format!(
@@ -106,6 +126,7 @@ impl Input {
         let rows = obs.len() / raw;
         let data = match self {
             Input::Flat(_) | Input::Image { .. } => obs.into_owned(),
+            Input::Dict { .. } => unreachable!("a Dict is encoded by encode_dict"),
             Input::OneHot(sizes) => {
                 let width: usize = sizes.iter().sum();
                 let mut data = vec![0.0; rows * width];
@@ -126,6 +147,46 @@ impl Input {
         };
         Ok(data)
     }
+}
+
+/// [`Input::encode_host`] of a `Dict`: rows of `f32`, or packed rows of
+/// bytes, made `f32`; then each entry's columns encoded by the entry's
+/// input and laid side by side.
+fn encode_dict(space: &Space, entries: &[Input], obs: Values<'_>) -> Result<Vec<f32>, PolicyError> {
+    let unpacked;
+    let obs = match (obs, space.packed_width()) {
+        (Values::U8(bytes), Some(_)) => {
+            let mut rows = Vec::new();
+            space.unpack_rows(bytes, &mut rows).map_err(PolicyError::Other)?;
+            unpacked = rows;
+            &unpacked[..]
+        }
+        (Values::F32(values), _) => values,
+        (Values::U8(_), None) => {
+            return Err(PolicyError::Other(format!("observations of {space} are f32, not bytes")));
+        }
+    };
+    let raw: usize = entries.iter().map(Input::raw_width).sum();
+    if raw == 0 || obs.len() % raw != 0 {
+        return Err(PolicyError::Other(format!(
+            "{} observation values is not a whole number of rows of {raw} ({space})",
+            obs.len()
+        )));
+    }
+    let rows = obs.len() / raw;
+    let features: usize = entries.iter().map(Input::features).sum();
+    let mut data = vec![0.0; rows * features];
+    let (mut at, mut out_at) = (0, 0);
+    for entry in entries {
+        let (w, f) = (entry.raw_width(), entry.features());
+        let block: Vec<f32> = obs.chunks_exact(raw).flat_map(|row| row[at..at + w].iter().copied()).collect();
+        let encoded = entry.encode_host(&block[..])?;
+        for (out, e) in data.chunks_exact_mut(features).zip(encoded.chunks_exact(f.max(1))) {
+            out[out_at..out_at + f].copy_from_slice(e);
+        }
+        (at, out_at) = (at + w, out_at + f);
+    }
+    Ok(data)
 }
 
 /// Fully connected layers with one nonlinearity after each.
@@ -209,6 +270,80 @@ pub fn default_conv_filters(height: usize, width: usize) -> Vec<[usize; 3]> {
     }
 }
 
+/// Convolutions on a channels-last image, each followed by the
+/// nonlinearity: a CNN torso before it flattens the maps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvStack {
+    convs: Vec<Conv2d>,
+    activation: Activation,
+    /// `(height, width)` of each convolution's input.
+    sides: Vec<(usize, usize)>,
+    /// Features of the last convolution's output.
+    maps: usize,
+}
+
+impl ConvStack {
+    /// `filters` (`[out_channels, kernel, stride]` each) on `height ×
+    /// width × channels` images, named `{name}.conv0`, `{name}.conv1`, ….
+    ///
+    /// # Errors
+    /// A stack that shrinks the image below one pixel (`space` is named).
+    fn build<D: NetDevice>(
+        params: &mut Params<D>,
+        name: &str,
+        filters: &[[usize; 3]],
+        activation: Activation,
+        (height, width, channels): (usize, usize, usize),
+        space: &Space,
+    ) -> Result<Self, ConfigError> {
+        let (mut c, mut h, mut w) = (channels, height, width);
+        let (mut convs, mut sides) = (Vec::new(), Vec::new());
+        for (i, &[out, kernel, stride]) in filters.iter().enumerate() {
+            let (Some(h2), Some(w2)) = (Conv2d::output_side(kernel, stride, h), Conv2d::output_side(kernel, stride, w))
+            else {
+                return Err(ConfigError::Invalid {
+                    key: "model.conv_filters".into(),
+                    message: format!(
+                        "layer {i} ({kernel}×{kernel} kernel, stride {stride}) does not fit its {h}×{w} input: the \
+                         stack {filters:?} shrinks the {height}×{width} images of {space} below one pixel"
+                    ),
+                });
+            };
+            convs.push(Conv2d::new(params, &format!("{name}.conv{i}"), c, out, kernel, stride));
+            sides.push((h, w));
+            (c, h, w) = (out, h2, w2);
+        }
+        Ok(Self { convs, activation, sides, maps: c * h * w })
+    }
+
+    /// Features of the flattened output maps.
+    pub fn maps(&self) -> usize {
+        self.maps
+    }
+
+    /// The convolutions' forward pass on rows of images.
+    ///
+    /// # Shapes
+    /// `x` is `(rows, height · width · channels)`; the result `(rows, maps())`.
+    pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        let mut y = x;
+        for (i, (conv, &(h, w))) in self.convs.iter().zip(&self.sides).enumerate() {
+            // The input needs no gradient: its patches are cut on the host.
+            let z = conv.forward(p, y, h, w, i > 0);
+            y = self.activation.apply(z);
+        }
+        y
+    }
+}
+
+/// `(height, width, channels)` of a rank-3 `Box`.
+fn image_shape(space: &Space) -> Option<(usize, usize, usize)> {
+    match space {
+        Space::Box { shape, .. } if shape.len() == 3 => Some((shape[0], shape[1], shape[2])),
+        _ => None,
+    }
+}
+
 /// The layers between the observation and an algorithm's heads (or its
 /// LSTM).
 pub enum Torso<D: NetDevice> {
@@ -224,14 +359,21 @@ pub enum Torso<D: NetDevice> {
         /// The image's encoding.
         input: Input,
         /// The convolutions.
-        convs: Vec<Conv2d>,
-        /// The nonlinearity after each convolution.
-        conv_activation: Activation,
-        /// `(height, width)` of each convolution's input.
-        sides: Vec<(usize, usize)>,
-        /// Features of the last convolution's output.
-        maps: usize,
+        convs: ConvStack,
         /// The fully connected layers after flattening.
+        mlp: Mlp,
+    },
+    /// A `Dict` observation: each image entry through its own
+    /// convolutions, flattened, the other entries as encoded, all side by
+    /// side into the fully connected layers (SB3's `MultiInputPolicy`,
+    /// RLlib's network for `Dict` spaces).
+    Dict {
+        /// The entries' encodings.
+        input: Input,
+        /// Each entry's columns in an encoded row, and its convolutions
+        /// if it is an image.
+        entries: Vec<(Range<usize>, Option<ConvStack>)>,
+        /// The fully connected layers on the joined features.
         mlp: Mlp,
     },
     /// A registered custom network.
@@ -275,10 +417,10 @@ impl<D: NetDevice> Torso<D> {
             })?;
             return Ok(Torso::Custom { input, net });
         }
-        let image = match space {
-            Space::Box { shape, .. } if shape.len() == 3 => Some((shape[0], shape[1], shape[2])),
-            _ => None,
-        };
+        if let Space::Dict { entries } = space {
+            return Self::build_dict(model, space, entries, params, name);
+        }
+        let image = image_shape(space);
         let filters = match (&model.conv_filters, image) {
             (Some(f), None) if !f.is_empty() => {
                 return Err(ConfigError::Invalid {
@@ -298,39 +440,80 @@ impl<D: NetDevice> Torso<D> {
             let mlp = fc(params, input.features());
             return Ok(Torso::Mlp { input, mlp });
         };
-        let (mut c, mut h, mut w) = (channels, height, width);
-        let (mut convs, mut sides) = (Vec::new(), Vec::new());
-        for (i, &[out, kernel, stride]) in filters.iter().enumerate() {
-            let (Some(h2), Some(w2)) = (Conv2d::output_side(kernel, stride, h), Conv2d::output_side(kernel, stride, w))
-            else {
-                return Err(ConfigError::Invalid {
-                    key: "model.conv_filters".into(),
-                    message: format!(
-                        "layer {i} ({kernel}×{kernel} kernel, stride {stride}) does not fit its {h}×{w} input: the \
-                         stack {filters:?} shrinks the {height}×{width} images of {space} below one pixel"
-                    ),
-                });
-            };
-            convs.push(Conv2d::new(params, &format!("{name}.conv{i}"), c, out, kernel, stride));
-            sides.push((h, w));
-            (c, h, w) = (out, h2, w2);
-        }
-        let mlp = fc(params, c * h * w);
+        let convs = ConvStack::build(params, name, &filters, model.conv_activation, (height, width, channels), space)?;
+        let mlp = fc(params, convs.maps());
         let input = Input::Image { height, width, channels };
-        Ok(Torso::Cnn { input, convs, conv_activation: model.conv_activation, sides, maps: c * h * w, mlp })
+        Ok(Torso::Cnn { input, convs, mlp })
+    }
+
+    /// [`build`](Self::build) for a `Dict`: convolutions (`conv_filters`,
+    /// or chosen by size) for each image entry, named
+    /// `{name}.{entry}.conv0`, …; the fully connected layers after.
+    fn build_dict(
+        model: &ModelConfig,
+        space: &Space,
+        entries: &[(String, Space)],
+        params: &mut Params<D>,
+        name: &str,
+    ) -> Result<Self, ConfigError> {
+        if model.conv_filters.as_ref().is_some_and(|f| !f.is_empty())
+            && !entries.iter().any(|(_, s)| image_shape(s).is_some())
+        {
+            return Err(ConfigError::Invalid {
+                key: "model.conv_filters".into(),
+                message: format!(
+                    "convolutions need an image entry (a Box of rank 3, height × width × channels); the \
+                     observation space {space} has none: use conv_filters: null or []"
+                ),
+            });
+        }
+        let (mut inputs, mut parts, mut at) = (Vec::new(), Vec::new(), 0);
+        for (entry, leaf) in entries {
+            let image = image_shape(leaf);
+            let filters = match (&model.conv_filters, image) {
+                (Some(f), _) => f.clone(),
+                (None, Some((h, w, _))) => default_conv_filters(h, w),
+                (None, None) => Vec::new(),
+            };
+            let (input, convs) = match image.filter(|_| !filters.is_empty()) {
+                Some((height, width, channels)) => {
+                    let stack = ConvStack::build(
+                        params,
+                        &format!("{name}.{entry}"),
+                        &filters,
+                        model.conv_activation,
+                        (height, width, channels),
+                        leaf,
+                    )?;
+                    (Input::Image { height, width, channels }, Some(stack))
+                }
+                None => (Input::flat(leaf), None),
+            };
+            let width = input.features();
+            parts.push((at..at + width, convs));
+            inputs.push(input);
+            at += width;
+        }
+        let joined: usize = parts.iter().map(|(cols, convs)| convs.as_ref().map_or(cols.len(), ConvStack::maps)).sum();
+        let mlp = Mlp::new(params, name, joined, &model.fcnet_hiddens, model.fcnet_activation);
+        let input = Input::Dict { space: space.clone(), entries: inputs };
+        Ok(Torso::Dict { input, entries: parts, mlp })
     }
 
     /// How observations are encoded for this torso.
     pub fn input(&self) -> &Input {
         match self {
-            Torso::Mlp { input, .. } | Torso::Cnn { input, .. } | Torso::Custom { input, .. } => input,
+            Torso::Mlp { input, .. }
+            | Torso::Cnn { input, .. }
+            | Torso::Dict { input, .. }
+            | Torso::Custom { input, .. } => input,
         }
     }
 
     /// Features per output row.
     pub fn features(&self) -> usize {
         match self {
-            Torso::Mlp { mlp, .. } | Torso::Cnn { mlp, .. } => mlp.features(),
+            Torso::Mlp { mlp, .. } | Torso::Cnn { mlp, .. } | Torso::Dict { mlp, .. } => mlp.features(),
             Torso::Custom { net, .. } => net.features(),
         }
     }
@@ -342,14 +525,30 @@ impl<D: NetDevice> Torso<D> {
     pub fn forward<T: TapeKind<D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
         match self {
             Torso::Mlp { mlp, .. } => mlp.forward(p, x),
-            Torso::Cnn { convs, conv_activation, sides, mlp, .. } => {
-                let mut y = x;
-                for (i, (conv, &(h, w))) in convs.iter().zip(sides).enumerate() {
-                    // The input needs no gradient: its patches are cut on the host.
-                    let z = conv.forward(p, y, h, w, i > 0);
-                    y = conv_activation.apply(z);
+            Torso::Cnn { convs, mlp, .. } => mlp.forward(p, convs.forward(p, x)),
+            Torso::Dict { entries, mlp, .. } => {
+                // Each entry reads its columns of `x` with an empty tape
+                // but the last, which takes the tape; joining the parts
+                // merges the tapes again.
+                let mut x = Some(x);
+                let mut joined: Option<Matrix<D, T>> = None;
+                for (i, (cols, convs)) in entries.iter().enumerate() {
+                    let part = if i + 1 < entries.len() {
+                        x.as_ref().expect("taken at the last entry").with_empty_tape()
+                    } else {
+                        x.take().expect("the last entry")
+                    };
+                    let part = part.slice((.., cols.clone()));
+                    let part = match convs {
+                        Some(convs) => convs.forward(p, part),
+                        None => part,
+                    };
+                    joined = Some(match joined {
+                        None => part,
+                        Some(left) => (left, part).concat_along(Axis::<1>),
+                    });
                 }
-                mlp.forward(p, y)
+                mlp.forward(p, joined.expect("a Dict has an entry"))
             }
             Torso::Custom { net, .. } => T::custom(net.as_ref(), p, x),
         }
@@ -528,9 +727,9 @@ mod tests {
         let vector = Torso::build(&model, &Space::uniform_box(-1.0, 1.0, vec![7]).unwrap(), &mut p, "a").unwrap();
         assert!(matches!(&vector, Torso::Mlp { .. }) && vector.features() == 64);
         let minatar = Torso::build(&model, &image(10, 10, 4), &mut p, "b").unwrap();
-        assert!(matches!(&minatar, Torso::Cnn { maps: 1024, .. }), "one 3×3 layer of 16 on 10×10: 8 × 8 × 16");
+        assert!(matches!(&minatar, Torso::Cnn { convs, .. } if convs.maps() == 1024), "one 3×3 of 16 on 10×10: 8·8·16");
         let atari = Torso::build(&model, &image(84, 84, 4), &mut p, "c").unwrap();
-        assert!(matches!(&atari, Torso::Cnn { maps: 3136, .. }), "the Nature stack: 84 → 20 → 9 → 7, × 64");
+        assert!(matches!(&atari, Torso::Cnn { convs, .. } if convs.maps() == 3136), "Nature: 84 → 20 → 9 → 7, × 64");
         let flat = ModelConfig { conv_filters: Some(vec![]), ..ModelConfig::default() };
         let flattened = Torso::build(&flat, &image(10, 10, 4), &mut p, "d").unwrap();
         assert!(matches!(flattened.input(), Input::Flat(400)));
@@ -558,6 +757,55 @@ mod tests {
         assert!(e.contains("model.conv_filters") && e.contains("layer 2") && e.contains("below one pixel"), "{e}");
         let e = Torso::build(&ModelConfig::default(), &image(2, 2, 1), &mut p, "x").err().unwrap().to_string();
         assert!(e.contains("model.conv_filters"), "{e}");
+    }
+
+    #[test]
+    fn a_dict_gets_a_cnn_per_image_entry_and_reads_packed_bytes_as_floats() {
+        let mut p = Params::new(Cpu::seed_from_u64(0));
+        let flag = Space::uniform_box(-1.0, 1.0, vec![1]).unwrap();
+        let space = Space::dict(vec![
+            ("image".into(), Space::bytes(vec![5, 5, 1])),
+            ("flag".into(), flag),
+            ("mode".into(), Space::discrete(3)),
+        ])
+        .unwrap();
+        let torso = Torso::build(&ModelConfig::default(), &space, &mut p, "t").unwrap();
+        let Torso::Dict { entries, .. } = &torso else { panic!("not a Dict torso") };
+        assert_eq!(entries[0].0, 0..25);
+        assert_eq!(entries[0].1.as_ref().map(ConvStack::maps), Some(3 * 3 * 16));
+        assert_eq!((entries[1].0.clone(), entries[2].0.clone()), (25..26, 26..29), "the flag, then mode one-hot");
+        assert!(entries[1].1.is_none() && entries[2].1.is_none());
+        assert_eq!(torso.input().features(), 29);
+        // Two rows, as the env writes them and packed as a batch holds them.
+        let mut rows = vec![0.0; 2 * 27];
+        rows[7] = 1.0;
+        rows[12] = rlx::space::from_byte(9);
+        (rows[25], rows[26]) = (-1.0, 2.0);
+        rows[27 + 3] = 1.0;
+        (rows[27 + 25], rows[27 + 26]) = (1.0, 0.0);
+        let mut packed = Vec::new();
+        space.pack_rows(&rows, &mut packed).unwrap();
+        let from_floats = torso.input().encode_host(&rows).unwrap();
+        let from_bytes = torso.input().encode_host(Values::U8(&packed)).unwrap();
+        assert_eq!(from_floats, from_bytes);
+        assert_eq!(&from_floats[25..29], &[-1.0, 0.0, 0.0, 1.0], "flag -1, mode 2 one-hot");
+        assert_eq!(&from_floats[29 + 25..29 + 29], &[1.0, 1.0, 0.0, 0.0]);
+        // The flag changes the output: it reaches the layers after the join.
+        let x = torso.input().encode(p.device(), &rows).unwrap();
+        let out = to_vec(&torso.forward(&p, x));
+        let mut flipped = rows.clone();
+        flipped[25] = 1.0;
+        let y = to_vec(&torso.forward(&p, torso.input().encode(p.device(), &flipped).unwrap()));
+        assert_eq!(out.len(), 2 * 64);
+        assert_ne!(out[..64], y[..64]);
+        assert_eq!(out[64..], y[64..]);
+        let flat = ModelConfig { conv_filters: Some(vec![]), ..ModelConfig::default() };
+        let flattened = Torso::build(&flat, &space, &mut p, "f").unwrap();
+        assert!(matches!(&flattened, Torso::Dict { entries, .. } if entries.iter().all(|(_, c)| c.is_none())));
+        let conv_on_vectors = ModelConfig { conv_filters: Some(vec![[4, 3, 1]]), ..ModelConfig::default() };
+        let vectors = Space::dict(vec![("a".into(), Space::discrete(2))]).unwrap();
+        let e = Torso::build(&conv_on_vectors, &vectors, &mut p, "x").err().unwrap().to_string();
+        assert!(e.contains("model.conv_filters") && e.contains("no") && e.contains("image entry"), "{e}");
     }
 
     #[test]

@@ -338,7 +338,8 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         if rows.is_empty() {
             return Ok(out);
         }
-        let obs = new_obs.gather_f32(d, &rows);
+        let obs = new_obs.gather(d, &rows);
+        let obs = obs.values().ok_or_else(|| PolicyError::Other("`new_obs` holds no observation values".into()))?;
         let state = if self.recurrent() {
             let s = mb.f32(fields::STATE_OUT)?;
             let w = s.len() / mb.len();
@@ -346,7 +347,7 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         } else {
             None
         };
-        for (&t, v) in rows.iter().zip(self.net.values(p, Values::F32(&obs), state.as_deref())?) {
+        for (&t, v) in rows.iter().zip(self.net.values(p, obs, state.as_deref())?) {
             out[t] = v;
         }
         Ok(out)
@@ -473,14 +474,16 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
     fn postprocess(&mut self, core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
         let bootstrap = if bootstrap_needed(traj)? {
             let new_obs = traj.values(fields::NEW_OBS)?;
-            let last = new_obs.gather_f32(new_obs.len() / traj.len(), &[traj.len() - 1]);
+            let last = new_obs.gather(new_obs.len() / traj.len(), &[traj.len() - 1]);
+            let last =
+                last.values().ok_or_else(|| PolicyError::Other("`new_obs` holds no observation values".into()))?;
             let state = if self.recurrent() {
                 let s = traj.f32(fields::STATE_OUT)?;
                 Some(&s[s.len() - s.len() / traj.len()..])
             } else {
                 None
             };
-            self.net.values(&core.params, Values::F32(&last), state)?[0]
+            self.net.values(&core.params, last, state)?[0]
         } else {
             0.0
         };

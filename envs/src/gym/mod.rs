@@ -28,12 +28,16 @@
 //! fails with the Python traceback.
 //!
 //! **Spaces.** `Box` (float or `uint8`), `Discrete` (one-hot),
-//! `MultiBinary`, and `Tuple`/`Dict` of them (flattened in order, a
-//! top-level `action_mask` entry becoming the action mask) observations;
-//! `Discrete`, `MultiDiscrete` and float `Box` actions. A `uint8` image
-//! observation arrives as bytes and becomes `f32` in [0, 1] (a `uint8`
-//! `Box` inside a `Dict` or `Tuple` keeps its 0 to 255 values). Anything
-//! else is an error naming the space.
+//! `MultiBinary`, and `Tuple`/`Dict` of them observations; `Discrete`,
+//! `MultiDiscrete` and float `Box` actions. A `uint8` image observation
+//! arrives as bytes and becomes `f32` in [0, 1]. A `Dict` or `Tuple` of
+//! two or more leaves (one stays a flat `Box`) becomes a [`Space::Dict`]
+//! of its leaves, named by their dotted paths
+//! (`camera`, `goal.position`, `0`), each `Discrete` one-hot and each
+//! `uint8` `Box` in [0, 1] (channels last), so that image entries get
+//! their own convolutions and stay bytes; a top-level `action_mask`
+//! entry becomes the action mask instead. Anything else is an error
+//! naming the space.
 
 pub mod pettingzoo;
 #[doc(hidden)]
@@ -185,11 +189,24 @@ fn id_and_kwargs<'a>(
     Ok((id, kwargs))
 }
 
+/// One leaf of a `Dict` or `Tuple` observation, as the worker describes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+struct Entry {
+    name: String,
+    #[serde(flatten)]
+    bounds: Bounds,
+    /// A `uint8` box, written as `b / 255`.
+    uint8: bool,
+}
+
 /// What a worker process reports about its env in its hello.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub(crate) struct Spaces {
     observation: Bounds,
     obs_bytes: bool,
+    /// A `Dict`'s or `Tuple`'s leaves (none for other spaces).
+    #[serde(default)]
+    entries: Vec<Entry>,
     action: ActionSpace,
     mask_width: usize,
     reward_threshold: Option<f64>,
@@ -231,6 +248,24 @@ impl Spaces {
     fn signature(&self, name: &str) -> Result<EnvSignature, EnvError> {
         let bad = |message: String| EnvError::Other { env: name.to_string(), message };
         let mut observation = self.observation.space().map_err(|e| bad(format!("observation space: {e}")))?;
+        if !self.entries.is_empty() {
+            let entries = self
+                .entries
+                .iter()
+                .map(|e| {
+                    let space = e.bounds.space().map_err(|m| bad(format!("observation entry `{}`: {m}", e.name)))?;
+                    Ok((e.name.clone(), if e.uint8 { space.with_dtype(Dtype::U8) } else { space }))
+                })
+                .collect::<Result<Vec<_>, EnvError>>()?;
+            observation = Space::dict(entries).map_err(|e| bad(format!("observation space: {e}")))?;
+            if observation.flat_dim() != self.obs_dim() {
+                return Err(bad(format!(
+                    "the observation's entries hold {} values, its rows {}",
+                    observation.flat_dim(),
+                    self.obs_dim()
+                )));
+            }
+        }
         if self.obs_bytes {
             // Bytes arrive scaled to [0, 1] (`take_obs`) and say so.
             observation = observation.with_dtype(Dtype::U8);

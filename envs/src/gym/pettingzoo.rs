@@ -204,7 +204,8 @@ impl MultiAgentEnv for PettingZooEnv {
         let row_bytes = match space {
             Space::Discrete { .. } => 8,
             Space::MultiDiscrete { nvec } => 8 * nvec.len(),
-            Space::Box { .. } => 4 * space.flat_dim(),
+            // The bridge describes no Dict actions.
+            Space::Box { .. } | Space::Dict { .. } => 4 * space.flat_dim(),
         };
         let mut body = Vec::with_capacity(n * (row_bytes + 1));
         let mut present = vec![0u8; n];

@@ -122,6 +122,33 @@ class TextObservations(gym.Env):
         return "hello", 0.0, True, False, {}
 
 
+class CameraAndVelocity(gym.Env):
+    """A robot's observation: a uint8 camera image stored channels first
+    (2 × 3 × 4) next to a float velocity. Pixel values count up by 7 from
+    the step number, so every value and its place can be checked."""
+
+    observation_space = spaces.Dict(
+        {
+            "camera": spaces.Box(0, 255, (2, 3, 4), np.uint8),
+            "velocity": spaces.Box(-1.0, 1.0, (2,), np.float32),
+        }
+    )
+    action_space = spaces.Discrete(2)
+
+    def obs(self):
+        camera = ((np.arange(24) * 7 + self.t) % 256).astype(np.uint8).reshape(2, 3, 4)
+        return {"camera": camera, "velocity": np.array([0.25, -0.5 * self.t / 10], dtype=np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.obs(), float(action), False, self.t >= 10, {}
+
+
 class MissionDict(gym.Env):
     """MiniGrid's observation shape: a Dict with an image and a Text
     mission, which rlx cannot flatten."""
@@ -140,6 +167,7 @@ class MissionDict(gym.Env):
 
 gym.register("Corridor-v0", entry_point=Corridor, max_episode_steps=50)
 gym.register("MissionDict-v0", entry_point=MissionDict)
+gym.register("CameraAndVelocity-v0", entry_point=CameraAndVelocity)
 gym.register("Faulty-v0", entry_point=Faulty)
 gym.register("MaskedChoice-v0", entry_point=MaskedChoice)
 gym.register("TextObservations-v0", entry_point=TextObservations)
