@@ -1291,7 +1291,7 @@ impl RemoteEvaluator {
                 let (reply, node_restarts) =
                     answer.map_err(|e| Lost::Error(e.into_handle(index, &addr.to_string())))?;
                 let reply = reply.into_reply(reply_limit).map_err(|e| bad(format!("undecodable batch: {e}")))?;
-                let shape = self.shared.row_shape.get().copied().flatten();
+                let shape = self.shared.row_shape.get().cloned().flatten();
                 reply.check(lock(&self.latest).num_params(), shape).map_err(bad)?;
                 self.shared.node_restarts.lock().expect("restarts lock").insert(index, node_restarts);
                 Ok(reply)

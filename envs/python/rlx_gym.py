@@ -47,10 +47,12 @@ Observations are flattened to one row per copy, in this order: a ``Box``
 row-major; a ``Discrete`` one-hot; a ``MultiBinary`` as 0/1; a ``Tuple``
 element after element; a ``Dict`` key after key in the space's own order
 (Gymnasium sorts keys), nested spaces recursively. A ``Dict`` or
-``Tuple`` observation is described entry by entry (``entries`` in the
-hello, named by their dotted path), and its ``uint8`` ``Box`` entries are
-written as ``b / 255`` (channels last), so that rlx gives image entries
-their own convolutions and keeps them as bytes. A top-level ``Dict``
+``Tuple`` observation of two or more leaves (besides ``action_mask``) is
+described entry by entry (``entries`` in the hello, named by their
+dotted path), and its ``uint8`` ``Box`` entries are written as ``b / 255``
+(channels last), so that rlx gives image entries their own convolutions
+and keeps them as bytes; a single leaf stays one flat ``Box`` of its raw
+values. A top-level ``Dict``
 entry named ``action_mask`` is not observed: it is the mask of legal
 actions. Only the stdout of this process carries frames: ``print`` in an
 env goes to stderr.

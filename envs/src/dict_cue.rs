@@ -5,9 +5,9 @@
 //!
 //! Every step shows a new cue:
 //!
-//! - `image`: a 5 × 5 `uint8` picture, black but for one lit pixel, drawn
-//!   at random in the two columns left of the centre or the two right of
-//!   it;
+//! - `image`: a `side × side` `uint8` picture (5 × 5 by default, `side`
+//!   odd), black but for one lit pixel, drawn at random in a column left
+//!   or right of the centre one;
 //! - `flag`: one value, −1 or +1, drawn at random.
 //!
 //! There are four actions, one per cue: the one the cue asks for is
@@ -27,13 +27,15 @@ use rand_chacha::ChaCha8Rng;
 use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
 use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 
-/// Pixels a side.
+/// Pixels a side, by default.
 const SIDE: usize = 5;
 /// Steps per episode.
 const STEPS: u32 = 8;
 
 /// The task; see the module docs.
 pub struct DictCue {
+    /// Pixels a side.
+    side: usize,
     /// The lit pixel: row, column.
     pixel: (usize, usize),
     /// Whether the flag is +1.
@@ -50,36 +52,54 @@ impl Default for DictCue {
 }
 
 impl DictCue {
-    /// The task; call `reset` before stepping.
+    /// The task on 5 × 5 images; call `reset` before stepping.
     pub fn new() -> Self {
+        Self::with_side(SIDE).expect("5 is odd")
+    }
+
+    /// The task on `side × side` images.
+    ///
+    /// # Errors
+    /// A `side` that is even or below 3 (there would be no centre column,
+    /// or nothing beside it).
+    pub fn with_side(side: usize) -> Result<Self, EnvError> {
+        if side < 3 || side % 2 == 0 || side > 255 {
+            return Err(EnvError::Other {
+                env: "DictCue-v0".into(),
+                message: format!("side must be odd, from 3 to 255, not {side}"),
+            });
+        }
         let flag = Space::uniform_box(-1.0, 1.0, vec![1]).expect("bounds are consistent");
-        let observation = Space::dict(vec![("image".into(), Space::bytes(vec![SIDE, SIDE, 1])), ("flag".into(), flag)])
+        let observation = Space::dict(vec![("image".into(), Space::bytes(vec![side, side, 1])), ("flag".into(), flag)])
             .expect("two entries with distinct names");
-        Self {
+        Ok(Self {
+            side,
             pixel: (0, 0),
             swapped: false,
             t: STEPS,
             rng: ChaCha8Rng::seed_from_u64(0),
             signature: EnvSignature::new("DictCue-v0", observation, Space::discrete(4)),
-        }
+        })
     }
 
     /// The action the cue asks for.
     fn asked(&self) -> i64 {
-        2 * i64::from(self.pixel.1 > SIDE / 2) + i64::from(self.swapped)
+        2 * i64::from(self.pixel.1 > self.side / 2) + i64::from(self.swapped)
     }
 
     fn draw(&mut self, obs: &mut [f32]) {
-        let columns = [0, 1, SIDE - 2, SIDE - 1];
-        self.pixel = (self.rng.gen_range(0..SIDE), columns[self.rng.gen_range(0..columns.len())]);
+        // Any column but the centre one.
+        let column = self.rng.gen_range(0..self.side - 1);
+        let column = if column >= self.side / 2 { column + 1 } else { column };
+        self.pixel = (self.rng.gen_range(0..self.side), column);
         self.swapped = self.rng.gen_bool(0.5);
         self.observe(obs);
     }
 
     fn observe(&self, obs: &mut [f32]) {
         obs.fill(0.0);
-        obs[self.pixel.0 * SIDE + self.pixel.1] = 1.0;
-        obs[SIDE * SIDE] = if self.swapped { 1.0 } else { -1.0 };
+        obs[self.pixel.0 * self.side + self.pixel.1] = 1.0;
+        obs[self.side * self.side] = if self.swapped { 1.0 } else { -1.0 };
     }
 }
 
@@ -117,7 +137,8 @@ impl Env for DictCue {
     fn load_state(&mut self, state: &EnvState) -> Result<(), EnvError> {
         type Saved = (String, (usize, usize), bool, u32, ChaCha8Rng);
         let (tag, pixel, swapped, t, rng): Saved = decode_state(self.name(), state)?;
-        if tag != self.name() || pixel.0 >= SIDE || pixel.1 >= SIDE || pixel.1 == SIDE / 2 || t > STEPS {
+        let side = self.side;
+        if tag != self.name() || pixel.0 >= side || pixel.1 >= side || pixel.1 == side / 2 || t > STEPS {
             return Err(EnvError::Other { env: self.name().into(), message: "not a snapshot of this task".into() });
         }
         (self.pixel, self.swapped, self.t, self.rng) = (pixel, swapped, t, rng);
@@ -126,8 +147,8 @@ impl Env for DictCue {
 
     fn render(&self) -> Option<String> {
         let mut out = String::new();
-        for r in 0..SIDE {
-            for c in 0..SIDE {
+        for r in 0..self.side {
+            for c in 0..self.side {
                 out.push(if (r, c) == self.pixel { '#' } else { '.' });
             }
             out.push('\n');
@@ -176,5 +197,19 @@ mod tests {
         assert!((900.0..1100.0).contains(&image_only) && (900.0..1100.0).contains(&flag_only));
         assert!(seen.iter().flatten().all(|&n| n > 400), "all four cues appear: {seen:?}");
         assert!(matches!(env.step(Action::Discrete(0), &mut obs), Err(EnvError::NeedsReset { .. })));
+        // Larger images: every column but the centre one is drawn.
+        let mut big = DictCue::with_side(9).unwrap();
+        let mut obs = vec![0.0; 82];
+        let mut columns = [0u32; 9];
+        big.reset(Some(0), &mut obs).unwrap();
+        for _ in 0..2000 {
+            columns[obs[..81].iter().position(|&v| v == 1.0).unwrap() % 9] += 1;
+            if big.step(Action::Discrete(0), &mut obs).unwrap().terminated {
+                big.reset(None, &mut obs).unwrap();
+            }
+        }
+        assert_eq!(columns[4], 0);
+        assert!(columns.iter().enumerate().all(|(c, &n)| c == 4 || n > 150), "{columns:?}");
+        assert!(DictCue::with_side(4).is_err() && DictCue::with_side(1).is_err());
     }
 }

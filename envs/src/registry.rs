@@ -54,6 +54,13 @@ struct Gravity {
     g: Option<f64>,
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Side {
+    max_episode_steps: Option<usize>,
+    side: Option<usize>,
+}
+
 /// For envs that take no keyword arguments (a board game has no time limit).
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -144,12 +151,12 @@ const REGISTRY: &[EnvSpec] = &[
     },
     EnvSpec {
         name: "DictCue-v0",
-        description: "a Dict observation, a 5×5 uint8 image with one lit pixel left or right of centre and a ±1 flag; one of 4 actions per (side, flag) pays 1 (needs both entries); 8 steps, best return 8, one entry 4, random 2",
+        description: "a Dict observation, a 5×5 (`side`) uint8 image with one lit pixel left or right of centre and a ±1 flag; one of 4 actions per (side, flag) pays 1 (needs both entries); 8 steps, best return 8, one entry 4, random 2",
         reward_threshold: Some(7.5),
-        kwargs: &["max_episode_steps"],
+        kwargs: &["max_episode_steps", "side"],
         make: |name, kw| {
-            let k: Common = parse(name, kw)?;
-            Ok(limited(DictCue::new(), k.max_episode_steps))
+            let k: Side = parse(name, kw)?;
+            Ok(limited(DictCue::with_side(k.side.unwrap_or(5))?, k.max_episode_steps))
         },
     },
     EnvSpec {

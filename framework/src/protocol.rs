@@ -69,18 +69,40 @@ pub enum EvalReply {
 
 /// What the rows of an evaluator's batches look like: the widths of the
 /// observation and action columns, from the env's spaces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RowShape {
     /// Values per observation (`obs`, `new_obs`).
     pub obs: usize,
     /// Values per action (`actions`).
     pub actions: usize,
+    /// The observation space when its rows may travel packed into bytes
+    /// (a `Dict` with a `uint8` entry, [`Space::packed_width`](crate::Space::packed_width)).
+    pub packed: Option<crate::Space>,
 }
 
 impl RowShape {
     /// The shape of rows sampled on these spaces.
     pub fn of(observation_space: &crate::Space, action_space: &crate::Space) -> Self {
-        Self { obs: observation_space.flat_dim(), actions: action_space.flat_dim() }
+        let packed = observation_space.packed_width().map(|_| observation_space.clone());
+        Self { obs: observation_space.flat_dim(), actions: action_space.flat_dim(), packed }
+    }
+
+    /// Checks a packed observation column (`bytes`, rows of `width`): as
+    /// wide as the space packs, its `f32` values finite.
+    fn check_packed(&self, name: &str, bytes: &[u8], width: usize) -> Result<(), String> {
+        let Some(space) = &self.packed else {
+            return Err(format!("column `{name}` holds bytes, but the env's observations are not bytes"));
+        };
+        let packed = space.packed_width().unwrap_or(0);
+        if width != packed {
+            return Err(format!("column `{name}` is {width} bytes wide, the env's packed rows {packed}"));
+        }
+        let mut values = Vec::new();
+        space.unpack_rows(bytes, &mut values).map_err(|e| format!("column `{name}`: {e}"))?;
+        match values.iter().position(|x| !x.is_finite()) {
+            Some(i) => Err(format!("column `{name}` holds {} at row {}", values[i], i / self.obs.max(1))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -97,13 +119,18 @@ impl EvalReply {
     pub fn check(&self, num_params: Option<usize>, shape: Option<RowShape>) -> Result<(), String> {
         let episodes = match self {
             Self::Rollout(r) => {
-                if let Some(shape) = shape {
+                if let Some(shape) = &shape {
                     let expected =
                         [(fields::OBS, shape.obs), (fields::NEW_OBS, shape.obs), (fields::ACTIONS, shape.actions)];
                     for (name, width) in expected {
-                        match r.batch.get(name).map(Column::width) {
-                            Some(w) if w != width => {
-                                return Err(format!("column `{name}` is {w} wide, the env's space {width}"))
+                        match r.batch.get(name) {
+                            Some(Column::U8 { data, width: w })
+                                if shape.packed.is_some() && name != fields::ACTIONS =>
+                            {
+                                shape.check_packed(name, data, *w)?;
+                            }
+                            Some(c) if c.width() != width => {
+                                return Err(format!("column `{name}` is {} wide, the env's space {width}", c.width()))
                             }
                             _ => {}
                         }
@@ -217,11 +244,32 @@ mod tests {
     /// What a remote node's reply is checked for before the driver uses it.
     #[test]
     fn a_reply_with_wrong_widths_lengths_or_non_finite_numbers_is_refused() {
-        let shape = RowShape { obs: 4, actions: 1 };
-        assert_eq!(rollout(4, 0.5).check(None, Some(shape)), Ok(()));
-        let err = rollout(3, 0.5).check(None, Some(shape)).unwrap_err();
+        let shape = RowShape { obs: 4, actions: 1, packed: None };
+        assert_eq!(rollout(4, 0.5).check(None, Some(shape.clone())), Ok(()));
+        let err = rollout(3, 0.5).check(None, Some(shape.clone())).unwrap_err();
         assert!(err.contains("`obs` is 3 wide") && err.contains('4'), "{err}");
         assert!(rollout(4, f32::NAN).check(None, Some(shape)).unwrap_err().contains("`obs` holds NaN"));
+        // Packed rows of a Dict with an image: their width in bytes, their floats finite.
+        let space = crate::Space::dict(vec![
+            ("image".into(), crate::Space::bytes(vec![1, 2, 1])),
+            ("speed".into(), crate::Space::uniform_box(-1.0, 1.0, vec![1]).unwrap()),
+        ])
+        .unwrap();
+        let packed = |speed: f32| {
+            let mut bytes = Vec::new();
+            space.pack_rows(&[0.0, 1.0, speed, 1.0, 0.0, speed], &mut bytes).unwrap();
+            let mut batch = SampleBatch::new();
+            batch.insert(fields::OBS, Column::U8 { data: bytes, width: 6 }).unwrap();
+            batch.insert_i64(fields::ACTIONS, vec![0, 1], 1).unwrap();
+            EvalReply::Rollout(Rollout { batch, episodes: vec![], filter_delta: None, env_shard_restarts: 0 })
+        };
+        let shape = RowShape::of(&space, &crate::Space::discrete(2));
+        assert_eq!((shape.obs, shape.packed.is_some()), (3, true));
+        assert_eq!(packed(0.5).check(None, Some(shape.clone())), Ok(()));
+        let err = packed(f32::NAN).check(None, Some(shape.clone())).unwrap_err();
+        assert!(err.contains("`obs` holds NaN at row 0"), "{err}");
+        let err = rollout(4, 0.5).check(None, Some(shape)).unwrap_err();
+        assert!(err.contains("`obs` is 4 wide, the env's space 3"), "{err}");
         let gradients = |grads: Vec<f32>| EvalReply::Gradients(GradientRollout { grads, ..Default::default() });
         assert_eq!(gradients(vec![0.1; 8]).check(Some(8), None), Ok(()));
         assert!(gradients(vec![0.1; 7]).check(Some(8), None).unwrap_err().contains("7 values for 8 weights"));

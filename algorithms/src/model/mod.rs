@@ -36,7 +36,7 @@ pub use layers::{Conv2d, Linear, Lstm};
 pub use noisy::{Noise, NoisyLinear};
 pub use params::{ParamId, Params};
 pub use tensors::{Activation, ConvGeometry, Flat, Matrix, Taped};
-pub use torso::{default_conv_filters, to_vec, Body, Input, Mlp, SeqLayout, TapeKind, Torso};
+pub use torso::{default_conv_filters, to_vec, Body, ConvStack, Input, Mlp, SeqLayout, TapeKind, Torso};
 
 use rlx::config::{check, ConfigError};
 use serde::{Deserialize, Serialize};

@@ -472,7 +472,10 @@ impl<D: NetDevice> Torso<D> {
             let image = image_shape(leaf);
             let filters = match (&model.conv_filters, image) {
                 (Some(f), _) => f.clone(),
-                (None, Some((h, w, _))) => default_conv_filters(h, w),
+                // An entry too small for the chosen stack is flattened.
+                (None, Some((h, w, _))) => Some(default_conv_filters(h, w))
+                    .filter(|f| f.iter().all(|&[_, k, s]| Conv2d::output_side(k, s, h.min(w)).is_some()))
+                    .unwrap_or_default(),
                 (None, None) => Vec::new(),
             };
             let (input, convs) = match image.filter(|_| !filters.is_empty()) {
@@ -497,6 +500,11 @@ impl<D: NetDevice> Torso<D> {
         let joined: usize = parts.iter().map(|(cols, convs)| convs.as_ref().map_or(cols.len(), ConvStack::maps)).sum();
         let mlp = Mlp::new(params, name, joined, &model.fcnet_hiddens, model.fcnet_activation);
         let input = Input::Dict { space: space.clone(), entries: inputs };
+        if parts.iter().all(|(_, convs)| convs.is_none()) {
+            // No convolutions: the joined encodings are the MLP's input,
+            // and acting keeps the fully connected fast paths.
+            return Ok(Torso::Mlp { input, mlp });
+        }
         Ok(Torso::Dict { input, entries: parts, mlp })
     }
 
@@ -801,7 +809,12 @@ mod tests {
         assert_eq!(out[64..], y[64..]);
         let flat = ModelConfig { conv_filters: Some(vec![]), ..ModelConfig::default() };
         let flattened = Torso::build(&flat, &space, &mut p, "f").unwrap();
-        assert!(matches!(&flattened, Torso::Dict { entries, .. } if entries.iter().all(|(_, c)| c.is_none())));
+        assert!(matches!(&flattened, Torso::Mlp { input: Input::Dict { .. }, .. }), "no convolutions: an MLP");
+        assert_eq!(flattened.input().encode_host(Values::U8(&packed)).unwrap(), from_bytes);
+        // An image entry too small for the chosen stack is flattened.
+        let tiny = Space::dict(vec![("i".into(), Space::bytes(vec![2, 2, 1])), ("v".into(), Space::discrete(2))]);
+        let tiny = Torso::build(&ModelConfig::default(), &tiny.unwrap(), &mut p, "s").unwrap();
+        assert!(matches!(&tiny, Torso::Mlp { .. }) && tiny.input().features() == 6);
         let conv_on_vectors = ModelConfig { conv_filters: Some(vec![[4, 3, 1]]), ..ModelConfig::default() };
         let vectors = Space::dict(vec![("a".into(), Space::discrete(2))]).unwrap();
         let e = Torso::build(&conv_on_vectors, &vectors, &mut p, "x").err().unwrap().to_string();
