@@ -138,6 +138,13 @@ def space_name(space):
     return f"{type(space).__name__}{'' if shape is None else shape} {space}"
 
 
+def channels_first(shape):
+    """Whether a 3-D image shape has its channels first: its first axis the
+    shortest, as frame stacking makes it. rlx's convolutions read images
+    channels last."""
+    return len(shape) == 3 and shape[0] < shape[1] and shape[0] < shape[2]
+
+
 class Layout:
     """How one observation becomes a flat row, and how a row of rlx's
     actions becomes a Gymnasium action."""
@@ -184,7 +191,7 @@ class Layout:
             high = np.broadcast_to(space.high, space.shape).astype(np.float64).ravel()
             if space.dtype == np.uint8:
                 shape = list(space.shape)
-                chw = len(shape) == 3 and shape[0] < shape[1] and shape[0] < shape[2]
+                chw = channels_first(shape)
                 if chw:
                     shape = shape[1:] + shape[:1]  # channels last
                 self.parts.append(("bytes", len(low), (low, high, chw, shape), name))
@@ -214,7 +221,7 @@ class Layout:
             shape = list(space.shape)
             if self.bytes:
                 low, high = low / 255.0, high / 255.0
-                if len(shape) == 3 and shape[0] < shape[1] and shape[0] < shape[2]:
+                if channels_first(shape):
                     shape = shape[1:] + shape[:1]  # stacked frames: channels last
         else:
             low = np.concatenate([self._bounds(p)[0] for p in self.parts])
@@ -277,7 +284,7 @@ class Layout:
             obs = {k: v for k, v in obs.items() if k != "action_mask"}
         if self.bytes:
             obs = np.asarray(obs)
-            if obs.ndim == 3 and obs.shape[0] < obs.shape[1] and obs.shape[0] < obs.shape[2]:
+            if channels_first(obs.shape):
                 obs = np.moveaxis(obs, 0, -1)
             out[:] = obs.ravel()
             return

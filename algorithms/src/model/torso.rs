@@ -12,6 +12,7 @@ use super::ModelConfig;
 use dfdx::prelude::*;
 use rlx::config::ConfigError;
 use rlx::{PolicyError, Space, Values};
+use std::borrow::Cow;
 use std::ops::Range;
 
 /// A dfdx tape the networks run with: `NoneTape` to act, `OwnedTape` to
@@ -111,11 +112,15 @@ impl Input {
     /// # Errors
     /// As [`encode`](Self::encode).
     pub fn encode_host<'a>(&self, obs: impl Into<Values<'a>>) -> Result<Vec<f32>, PolicyError> {
-        let obs = obs.into();
-        if let Input::Dict { space, entries } = self {
-            return encode_dict(space, entries, obs);
-        }
-        let obs = obs.to_f32();
+        let obs = match (self, obs.into()) {
+            // A Dict's bytes are packed rows, which only its space reads.
+            (Input::Dict { space, .. }, Values::U8(bytes)) => {
+                let mut rows = Vec::new();
+                space.unpack_rows(bytes, &mut rows).map_err(PolicyError::Other)?;
+                Cow::Owned(rows)
+            }
+            (_, values) => values.to_f32(),
+        };
         let raw = self.raw_width();
         if raw == 0 || obs.len() % raw != 0 {
             return Err(PolicyError::Other(format!(
@@ -126,7 +131,7 @@ impl Input {
         let rows = obs.len() / raw;
         let data = match self {
             Input::Flat(_) | Input::Image { .. } => obs.into_owned(),
-            Input::Dict { .. } => unreachable!("a Dict is encoded by encode_dict"),
+            Input::Dict { entries, .. } => encode_entries(entries, &obs, raw)?,
             Input::OneHot(sizes) => {
                 let width: usize = sizes.iter().sum();
                 let mut data = vec![0.0; rows * width];
@@ -149,30 +154,9 @@ impl Input {
     }
 }
 
-/// [`Input::encode_host`] of a `Dict`: rows of `f32`, or packed rows of
-/// bytes, made `f32`; then each entry's columns encoded by the entry's
-/// input and laid side by side.
-fn encode_dict(space: &Space, entries: &[Input], obs: Values<'_>) -> Result<Vec<f32>, PolicyError> {
-    let unpacked;
-    let obs = match (obs, space.packed_width()) {
-        (Values::U8(bytes), Some(_)) => {
-            let mut rows = Vec::new();
-            space.unpack_rows(bytes, &mut rows).map_err(PolicyError::Other)?;
-            unpacked = rows;
-            &unpacked[..]
-        }
-        (Values::F32(values), _) => values,
-        (Values::U8(_), None) => {
-            return Err(PolicyError::Other(format!("observations of {space} are f32, not bytes")));
-        }
-    };
-    let raw: usize = entries.iter().map(Input::raw_width).sum();
-    if raw == 0 || obs.len() % raw != 0 {
-        return Err(PolicyError::Other(format!(
-            "{} observation values is not a whole number of rows of {raw} ({space})",
-            obs.len()
-        )));
-    }
+/// [`Input::encode_host`] of a `Dict`'s rows (`raw` `f32` values each):
+/// each entry's columns encoded by the entry's input, laid side by side.
+fn encode_entries(entries: &[Input], obs: &[f32], raw: usize) -> Result<Vec<f32>, PolicyError> {
     let rows = obs.len() / raw;
     let features: usize = entries.iter().map(Input::features).sum();
     let mut data = vec![0.0; rows * features];

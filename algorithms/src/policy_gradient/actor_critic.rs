@@ -331,26 +331,33 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
 
     /// `V(s')` of `new_obs` at the rows that end a fragment, 0 elsewhere.
     fn values_at_ends(&self, p: &Params<D>, mb: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
-        let (ends, new_obs) = (mb.f32(TRAJ_ENDS)?, mb.values(fields::NEW_OBS)?);
-        let d = new_obs.len() / mb.len().max(1);
+        let ends = mb.f32(TRAJ_ENDS)?;
         let rows: Vec<usize> = (0..mb.len()).filter(|&t| ends[t] != 0.0).collect();
         let mut out = vec![0.0; mb.len()];
         if rows.is_empty() {
             return Ok(out);
         }
-        let obs = new_obs.gather(d, &rows);
+        for (&t, v) in rows.iter().zip(self.next_values(p, mb, &rows)?) {
+            out[t] = v;
+        }
+        Ok(out)
+    }
+
+    /// `V(s')` of `batch`'s `new_obs` at `rows`, from the recurrent state
+    /// the policy left there (`state_out`): bytes stay bytes until the
+    /// network reads them.
+    fn next_values(&self, p: &Params<D>, batch: &SampleBatch, rows: &[usize]) -> Result<Vec<f32>, PolicyError> {
+        let new_obs = batch.values(fields::NEW_OBS)?;
+        let obs = new_obs.gather(new_obs.len() / batch.len().max(1), rows);
         let obs = obs.values().ok_or_else(|| PolicyError::Other("`new_obs` holds no observation values".into()))?;
         let state = if self.recurrent() {
-            let s = mb.f32(fields::STATE_OUT)?;
-            let w = s.len() / mb.len();
+            let s = batch.f32(fields::STATE_OUT)?;
+            let w = s.len() / batch.len();
             Some(rows.iter().flat_map(|&t| s[t * w..(t + 1) * w].iter().copied()).collect::<Vec<f32>>())
         } else {
             None
         };
-        for (&t, v) in rows.iter().zip(self.net.values(p, obs, state.as_deref())?) {
-            out[t] = v;
-        }
-        Ok(out)
+        self.net.values(p, obs, state.as_deref())
     }
 
     /// Forward pass with the tape, loss and backward on a minibatch (padded
@@ -472,21 +479,8 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
     }
 
     fn postprocess(&mut self, core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {
-        let bootstrap = if bootstrap_needed(traj)? {
-            let new_obs = traj.values(fields::NEW_OBS)?;
-            let last = new_obs.gather(new_obs.len() / traj.len(), &[traj.len() - 1]);
-            let last =
-                last.values().ok_or_else(|| PolicyError::Other("`new_obs` holds no observation values".into()))?;
-            let state = if self.recurrent() {
-                let s = traj.f32(fields::STATE_OUT)?;
-                Some(&s[s.len() - s.len() / traj.len()..])
-            } else {
-                None
-            };
-            self.net.values(&core.params, last, state)?[0]
-        } else {
-            0.0
-        };
+        let bootstrap =
+            if bootstrap_needed(traj)? { self.next_values(&core.params, traj, &[traj.len() - 1])?[0] } else { 0.0 };
         let mut ends = vec![0.0; traj.len()];
         if let Some(last) = ends.last_mut() {
             *last = 1.0;
