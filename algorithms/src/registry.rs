@@ -15,6 +15,7 @@ use crate::common::sections::{self, Docs};
 use crate::error::BuildError;
 use crate::evolution::{ars, es};
 use crate::off_policy::{ddpg, sac, td3};
+use crate::offline::{bc, cql, marwil};
 use crate::pbt;
 use crate::policy_gradient::{a2c, a3c, actor_critic, appo, impala, pg, ppo};
 use crate::q_learning::{apex, dqn};
@@ -82,7 +83,7 @@ pub trait Algorithm: Sync {
 
 /// Every built-in algorithm, by name.
 pub static ALGORITHMS: &[&dyn Algorithm] =
-    &[&A2C, &A3C, &APEX, &APPO, &ARS, &DDPG, &DQN, &ES, &IMPALA, &PBT, &PG, &PPO, &SAC, &TD3];
+    &[&A2C, &A3C, &APEX, &APPO, &ARS, &BC, &CQL, &DDPG, &DQN, &ES, &IMPALA, &MARWIL, &PBT, &PG, &PPO, &SAC, &TD3];
 
 /// The algorithm called `name`.
 ///
@@ -165,6 +166,22 @@ static ARS: Entry<ars::ArsConfig> = entry!(ars::ArsConfig {
     make_policy: ars::make_policy,
 });
 
+static BC: Entry<bc::BcConfig> = entry!(bc::BcConfig {
+    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
+    about: "behaviour cloning from logged episodes (`input`): MARWIL with beta 0",
+    // BC's config is MARWIL's.
+    docs: marwil::MarwilConfig,
+    make_policy: bc::make_policy,
+});
+
+static CQL: Entry<cql::CqlConfig> = entry!(cql::CqlConfig {
+    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
+    about: "conservative Q-learning (Kumar et al. 2020) for discrete actions from logged episodes (`input`)",
+    // CQL's config is DQN's.
+    docs: dqn::DqnConfig,
+    make_policy: cql::make_policy,
+});
+
 static DDPG: Entry<ddpg::DdpgConfig> = entry!(ddpg::DdpgConfig {
     capabilities: Capabilities::ALL,
     about: "deep deterministic policy gradient (Lillicrap et al. 2016) for continuous actions, replay, target networks",
@@ -187,6 +204,12 @@ static IMPALA: Entry<impala::ImpalaConfig> = entry!(impala::ImpalaConfig {
     capabilities: Capabilities::ALL,
     about: "importance-weighted actor-learner (Espeholt et al. 2018): asynchronous sampling, V-trace",
     make_policy: |c, o, a, seed| actor_critic::make_policy(impala::ImpalaConfig::NAME, c, o, a, seed),
+});
+
+static MARWIL: Entry<marwil::MarwilConfig> = entry!(marwil::MarwilConfig {
+    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
+    about: "monotonic advantage re-weighted imitation (Wang et al. 2018) from logged episodes (`input`)",
+    make_policy: marwil::make_policy,
 });
 
 static PBT: Entry<pbt::PbtConfig> = Entry {
@@ -513,7 +536,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 14);
+        assert_eq!(names.len(), 17);
     }
 
     /// `rlx config` prints exactly the config's keys, each with its doc.

@@ -3,7 +3,7 @@
 //! ```text
 //! registry, pbt                  the table of algorithms, and PBT over it
 //!   build                        evaluation keys, multiagent, self-play
-//!     policy_gradient  q_learning  off_policy  evolution   (families)
+//!     policy_gradient  q_learning  off_policy  evolution  offline   (families)
 //!       common                   sections, sampling, deep policy, update rules
 //!         model, error           networks, devices; BuildError
 //! ```
@@ -48,13 +48,15 @@ const LAYERS: &[(&str, u8)] = &[
     ("q_learning", 2),
     ("off_policy", 2),
     ("evolution", 2),
+    ("offline", 2),
     ("build", 3),
     ("pbt", 4),
     ("registry", 4),
 ];
 
 /// The family modules another family may use: each family's core.
-const FAMILY_CORES: &[&str] = &["policy_gradient::actor_critic", "q_learning::dqn", "off_policy::core", "evolution"];
+const FAMILY_CORES: &[&str] =
+    &["policy_gradient::actor_critic", "q_learning::dqn", "off_policy::core", "evolution", "offline::marwil"];
 
 fn modules() -> BTreeMap<String, BTreeSet<String>> {
     graph::nested_imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), LIB_ITEMS)

@@ -220,8 +220,7 @@ async fn a_callers_own_plan_gets_multi_agent_policies_from_its_maker() {
         observation_filter: Default::default(),
         reward_scaling: None,
         seed: 3,
-        restart: Default::default(),
-        env_shards: Default::default(),
+        ..Default::default()
     };
     let make_env = rlx_algorithms::env_maker("MultiAgentCartPole", &json!({"num_agents": 2})).unwrap();
     let maker = actor_critic_policies("PPO", rlx_algorithms::ppo::PpoConfig::default());

@@ -8,6 +8,7 @@
 
 use crate::acting::Acting;
 use crate::env::EnvError;
+use crate::experience::{ExperienceError, ExperienceWriter, InputSource};
 use crate::filter::{MeanStdFilter, RewardScaler, RunningStat};
 use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
 use crate::sample_batch::{fields, BatchError, Column, SampleBatch};
@@ -76,6 +77,15 @@ pub enum EvaluatorError {
     /// The evaluator panicked (an env or policy bug); the message is the panic's.
     #[error("panicked: {0}")]
     Panicked(String),
+    /// Experience could not be written or read (`output`, `input`).
+    #[error("experience: {0}")]
+    Experience(String),
+}
+
+impl From<ExperienceError> for EvaluatorError {
+    fn from(e: ExperienceError) -> Self {
+        EvaluatorError::Experience(e.to_string())
+    }
 }
 
 impl EvaluatorError {
@@ -157,6 +167,10 @@ pub struct PolicyEvaluator {
     steps_sampled: u64,
     filter: Option<MeanStdFilter>,
     reward_scaler: Option<RewardScaler>,
+    /// Where sampled episodes are written (`output`).
+    output: Option<ExperienceWriter>,
+    /// What `sample` reads instead of stepping the envs (`input`).
+    input: Option<InputSource>,
 }
 
 impl PolicyEvaluator {
@@ -205,7 +219,39 @@ impl PolicyEvaluator {
             steps_sampled: 0,
             filter: None,
             reward_scaler: None,
+            output: None,
+            input: None,
         })
+    }
+
+    /// Writes every episode it samples with `writer`, as the policy acted
+    /// on it (observations filtered if a filter is on, rewards scaled if
+    /// scaling is on), before postprocessing.
+    pub fn with_output(mut self, writer: ExperienceWriter) -> Self {
+        self.output = Some(writer);
+        self
+    }
+
+    /// Reads its batches from `input` instead of stepping its envs: each
+    /// [`sample`](Self::sample) returns `sample_size` rows of the dataset,
+    /// postprocessed by the policy episode by episode, and no episodes of
+    /// its own (see [`InputSource`]).
+    pub fn with_input(mut self, input: InputSource) -> Self {
+        self.input = Some(input);
+        self
+    }
+
+    /// Writes the episodes still running (cut) and finishes the output
+    /// file, if the evaluator writes any; later episodes are not written.
+    /// The run calls it when it ends, so that no file is left partial.
+    ///
+    /// # Errors
+    /// A file that cannot be written.
+    pub fn finish_output(&mut self) -> Result<(), EvaluatorError> {
+        match self.output.take() {
+            Some(mut output) => Ok(output.finish()?),
+            None => Ok(()),
+        }
     }
 
     /// Normalizes observations with `filter` before the policy sees them
@@ -283,6 +329,13 @@ impl PolicyEvaluator {
     /// Env, policy or batch errors; the evaluator stays usable after an env
     /// error only if the env does.
     pub fn sample(&mut self) -> Result<Rollout, EvaluatorError> {
+        if let Some(input) = &mut self.input {
+            let policy = &mut self.policy;
+            let batch = input
+                .next_rows(self.sample_size, |b| policy.postprocess_trajectory(b).map_err(EvaluatorError::from))?;
+            self.steps_sampled += batch.len() as u64;
+            return Ok(Rollout { batch, episodes: Vec::new(), filter_delta: None, env_shard_restarts: 0 });
+        }
         let n = self.env.num_envs();
         let d = self.env.obs_dim();
         let horizon = self.sample_size.div_ceil(n);
@@ -361,7 +414,7 @@ impl PolicyEvaluator {
             for t in 0..horizon {
                 let r = t * n + i;
                 if self.interrupted[r] {
-                    self.flush(carried.take(), &rows, &mut trajectories)?;
+                    self.flush(i, carried.take(), &rows, true, &mut trajectories)?;
                     rows.clear();
                     last_pending = false;
                     continue;
@@ -385,7 +438,7 @@ impl PolicyEvaluator {
                 }
                 last_pending = self.pending[r];
                 if terminated[r] != 0.0 || truncated[r] != 0.0 {
-                    self.flush(carried.take(), &rows, &mut trajectories)?;
+                    self.flush(i, carried.take(), &rows, true, &mut trajectories)?;
                     rows.clear();
                     last_pending = false;
                 }
@@ -393,13 +446,13 @@ impl PolicyEvaluator {
             if last_pending {
                 match rows.pop() {
                     Some(r) => {
-                        self.flush(carried.take(), &rows, &mut trajectories)?;
+                        self.flush(i, carried.take(), &rows, false, &mut trajectories)?;
                         self.carry[i] = Some(self.fragment.gather(&[r]));
                     }
                     None => self.carry[i] = carried.take(),
                 }
             } else {
-                self.flush(carried.take(), &rows, &mut trajectories)?;
+                self.flush(i, carried.take(), &rows, false, &mut trajectories)?;
             }
         }
         Ok(Rollout {
@@ -410,12 +463,15 @@ impl PolicyEvaluator {
         })
     }
 
-    /// Postprocesses the trajectory of `carried` (a pending row from an
-    /// earlier call) followed by fragment `rows`, if any, into `out`.
+    /// Postprocesses the trajectory of env copy `copy` made of `carried` (a
+    /// pending row from an earlier call) followed by fragment `rows`, if
+    /// any, into `out`; `ended`: the copy's episode ended with it.
     fn flush(
         &mut self,
+        copy: usize,
         carried: Option<SampleBatch>,
         rows: &[usize],
+        ended: bool,
         out: &mut Vec<SampleBatch>,
     ) -> Result<(), EvaluatorError> {
         let mut traj = match carried {
@@ -425,6 +481,9 @@ impl PolicyEvaluator {
             }
             None => self.fragment.gather(rows),
         };
+        if let Some(output) = &mut self.output {
+            output.add(copy, traj.clone(), ended)?;
+        }
         if !traj.is_empty() {
             self.policy.postprocess_trajectory(&mut traj)?;
             out.push(traj);

@@ -181,6 +181,12 @@ pub trait EvaluatorHandle: Send + Sync {
         self.call(EvalRequest::LoadState(state)).await.map(drop)
     }
 
+    /// Writes out the episodes sampled so far and stops writing
+    /// ([`PolicyEvaluator::finish_output`]).
+    async fn finish_output(&self) -> Result<(), HandleError> {
+        self.call(EvalRequest::FinishOutput).await.map(drop)
+    }
+
     /// Plays whole episodes for evaluation ([`PolicyEvaluator::evaluate`]).
     async fn evaluate(&self, episodes: usize, seed: u64, explore: bool) -> Result<Vec<EpisodeSummary>, HandleError> {
         match self.call(EvalRequest::Evaluate { episodes, seed, explore }).await? {

@@ -34,6 +34,7 @@ pub mod env_shards;
 pub mod evaluation;
 pub mod evaluator;
 pub mod evaluator_set;
+pub mod experience;
 pub mod filter;
 pub mod fuzz;
 pub mod handle;

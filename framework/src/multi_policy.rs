@@ -253,10 +253,6 @@ impl PolicyGraph for MultiPolicy {
         self.policies[0].1.spaces()
     }
 
-    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
-    }
-
     /// Row `r` is agent `r % n`'s: each policy acts on its agents' rows in
     /// one call, and the answers are put back in row order.
     fn compute_actions_from_input(
@@ -299,6 +295,10 @@ impl PolicyGraph for MultiPolicy {
         merged.insert_i64(POLICY_INDEX, (0..rows).map(|r| policy_of(r) as i64).collect(), 1)?;
         *out = merged;
         Ok(())
+    }
+
+    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
+        self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
     }
 
     fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {

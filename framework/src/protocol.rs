@@ -50,6 +50,8 @@ pub enum EvalRequest {
         /// Sample actions instead of taking the most likely.
         explore: bool,
     },
+    /// [`PolicyEvaluator::finish_output`].
+    FinishOutput,
 }
 
 /// An evaluator's answer to an [`EvalRequest`].
@@ -189,6 +191,10 @@ impl PolicyEvaluator {
             }
             &EvalRequest::Evaluate { episodes, seed, explore } => {
                 EvalReply::Episodes(self.evaluate(episodes, seed, explore)?)
+            }
+            EvalRequest::FinishOutput => {
+                self.finish_output()?;
+                EvalReply::Done
             }
         })
     }

@@ -285,6 +285,23 @@ impl Trainer {
         Ok(gaps)
     }
 
+    /// Ends the run's `output`: every evaluator that writes episodes
+    /// writes the ones still running and finishes its file (see
+    /// [`PolicyEvaluator::finish_output`](crate::PolicyEvaluator::finish_output)).
+    /// Call it once, when the run ends.
+    ///
+    /// # Errors
+    /// The first evaluator that could not finish (the others still do).
+    pub async fn finish_output(&mut self) -> Result<(), OptimizerError> {
+        let workers = self.evaluators.workers().to_vec();
+        let results = futures::future::join_all(workers.iter().map(|w| w.finish_output())).await;
+        let local = self.evaluators.local().finish_output();
+        for r in results {
+            r?;
+        }
+        Ok(local?)
+    }
+
     /// Runs one iteration (one optimizer step) and reports it.
     ///
     /// # Errors

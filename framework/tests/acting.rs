@@ -85,9 +85,6 @@ impl PolicyGraph for Counting {
     fn spaces(&self) -> (&Space, &Space) {
         (&self.obs, &self.act)
     }
-    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
-    }
     fn compute_actions_from_input(
         &mut self,
         input: &PolicyInput<'_>,
@@ -100,6 +97,9 @@ impl PolicyGraph for Counting {
         out.insert_i64(fields::ACTIONS, actions, 1)?;
         out.insert_f32(fields::STATE_OUT, state.iter().map(|s| s + 1.0).collect(), 1)?;
         Ok(())
+    }
+    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
+        self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
     }
     fn recurrent_state_size(&self) -> usize {
         1

@@ -32,6 +32,9 @@ pub(crate) enum Command {
     /// values may be `grid_search`, `choice`, `uniform` or `loguniform`,
     /// run concurrently, with optional ASHA early stopping.
     Tune(TuneArgs),
+    /// Inspect datasets of experience (written with the config key `output`).
+    #[command(subcommand)]
+    Dataset(DatasetCommand),
     /// List algorithms and envs, one line each.
     List,
     /// Print an algorithm's default config, each key with its documentation.
@@ -41,6 +44,18 @@ pub(crate) enum Command {
         /// Print plain JSON without the documentation.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// `rlx dataset ...`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum DatasetCommand {
+    /// Print a dataset's spaces, columns, files, episodes, steps and
+    /// return statistics.
+    Info {
+        /// Dataset directories, globs of episode files, or files.
+        #[arg(required = true)]
+        paths: Vec<String>,
     },
 }
 

@@ -32,6 +32,7 @@
 mod output;
 pub mod args;
 pub mod cookie;
+pub mod dataset;
 pub mod deploy;
 pub mod experiment;
 mod node;
@@ -65,7 +66,7 @@ pub use experiment::{experiments, Experiment};
 pub use rollout::{rollout, RolloutSummary};
 pub use train::{train, Outcome};
 
-use args::Command;
+use args::{Command, DatasetCommand};
 use clap::Parser;
 use rlx::checkpoint::CheckpointError;
 use rlx::config::ConfigError;
@@ -265,7 +266,10 @@ pub async fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
     // SIGPIPE stays ignored (Rust's default): see `output`.
-    if matches!(cli.command, Command::Rollout(_) | Command::List | Command::Config { .. } | Command::Plot(_)) {
+    if matches!(
+        cli.command,
+        Command::Rollout(_) | Command::List | Command::Config { .. } | Command::Plot(_) | Command::Dataset(_)
+    ) {
         output::exit_when_closed();
     }
     match cli.command {
@@ -299,6 +303,10 @@ pub async fn main() -> ExitCode {
                     )),
                 }
             }
+            Err(e) => fail(e),
+        },
+        Command::Dataset(DatasetCommand::Info { paths }) => match dataset::print_info(&paths) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },
         Command::List => {

@@ -199,6 +199,9 @@ async fn train_experiment(
                 let was_interrupted =
                     interrupted.load(Ordering::SeqCst) > 0 && source.to_string().contains(rlx::interrupt::STOPPED);
                 progress.abandon();
+                if let Err(e) = trainer.finish_output().await {
+                    errln!("warning: output: {e}");
+                }
                 writer.finish()?;
                 // The trainer still holds the last finished iteration's
                 // state: keep it, so the run can resume from there, unless
@@ -242,6 +245,9 @@ async fn train_experiment(
             }
         }
         if stopping || was_interrupted {
+            if let Err(e) = trainer.finish_output().await {
+                errln!("warning: output: {e}");
+            }
             writer.finish()?;
             progress.finish(&result, was_interrupted);
             return Ok(Outcome { result, dir, checkpoint: last_checkpoint, interrupted: was_interrupted });

@@ -178,6 +178,9 @@ pub async fn attach(
         seed,
         restart,
         env_shards,
+        // Evaluation episodes are not the run's experience.
+        output: None,
+        input: None,
     };
     let here = BuildContext { placement: None, ..ctx.clone() };
     let evaluators = spawn_evaluators(&here, make_env, make_policy, settings).await?;

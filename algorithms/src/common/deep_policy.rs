@@ -375,10 +375,6 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for DeepPolicy<A, D> {
         (&self.core.observation_space, &self.core.action_space)
     }
 
-    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
-        self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
-    }
-
     fn compute_actions_from_input(
         &mut self,
         input: &PolicyInput<'_>,
@@ -386,6 +382,10 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for DeepPolicy<A, D> {
     ) -> Result<(), PolicyError> {
         *out = self.algo.act(&mut self.core, input)?;
         Ok(())
+    }
+
+    fn compute_actions(&mut self, obs: &[f32], explore: bool, out: &mut SampleBatch) -> Result<(), PolicyError> {
+        self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
     }
 
     fn recurrent_state_size(&self) -> usize {

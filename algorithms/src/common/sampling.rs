@@ -5,14 +5,16 @@
 use crate::common::build_context::BuildContext;
 pub use crate::common::build_context::PolicyMaker;
 use crate::error::BuildError;
+use rlx::config::ConfigError;
 use rlx::env::EnvMaker;
 use rlx::evaluator::evaluator_seed;
+use rlx::experience::{ExperienceError, ExperienceReader, ExperienceWriter, InputSource, InputSpec, OutputSettings};
 use rlx::filter::ObservationFilter;
 use rlx::{EnvShards, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, RestartPolicy, VectorEnv};
 use std::sync::Arc;
 
 /// How an algorithm's evaluators sample.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct SamplingSettings {
     /// Evaluator actors; 0 samples in the driver.
     pub num_workers: usize,
@@ -31,6 +33,11 @@ pub struct SamplingSettings {
     pub restart: RestartPolicy,
     /// Env shards of the sampling evaluators.
     pub env_shards: EnvShards,
+    /// Where the sampling evaluators write their episodes, if anywhere.
+    pub output: Option<OutputSettings>,
+    /// The files the sampling evaluators read instead of stepping their
+    /// envs, and the rows they shuffle together.
+    pub input: Option<(InputSpec, usize)>,
 }
 
 /// The local evaluator and `num_workers` supervised actor evaluators, each
@@ -51,9 +58,25 @@ pub async fn spawn_evaluators(
     make_policy: PolicyMaker,
     s: SamplingSettings,
 ) -> Result<Evaluators, BuildError> {
+    if let Some(output) = &s.output {
+        std::fs::create_dir_all(&output.dir).map_err(|e| ConfigError::Invalid {
+            key: "output".into(),
+            message: format!("{}: {e}", output.dir.display()),
+        })?;
+    }
     let probe = make_env()?;
     let make_policy = ctx.policies_for(probe.as_ref(), make_policy)?;
     make_policy(probe.observation_space(), probe.action_space(), 0, 0)?;
+    let input = match &s.input {
+        Some((spec, _)) => {
+            let reader = ExperienceReader::open(spec).map_err(|e| input_error(&e))?;
+            let (obs, act) = (probe.observation_space(), probe.action_space());
+            let dir = reader.files()[0].parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+            reader.info().check_spaces(&dir, obs, act).map_err(|e| input_error(&e))?;
+            Some(reader)
+        }
+        None => None,
+    };
     drop(probe);
     let settings = s.clone();
     let factory: EvaluatorFactory = Arc::new(move |index, generation| {
@@ -71,9 +94,26 @@ pub async fn spawn_evaluators(
         if let Some(gamma) = settings.reward_scaling {
             evaluator = evaluator.with_reward_scaling(gamma);
         }
+        if let Some(reader) = input.clone().filter(|_| samples) {
+            let samplers = settings.num_workers.max(1);
+            let reader =
+                if reader.files().len() >= samplers { reader.share(index.saturating_sub(1), samplers) } else { reader };
+            let window = settings.input.as_ref().map_or(1, |(_, w)| *w);
+            evaluator = evaluator.with_input(InputSource::new(reader, window, seed));
+        }
+        if let Some(output) = settings.output.clone().filter(|_| samples) {
+            let (obs, act) = evaluator.spaces();
+            let tag = format!("w{index}-g{generation}");
+            evaluator = evaluator.with_output(ExperienceWriter::new(output, obs, act, &tag));
+        }
         Ok(evaluator)
     });
     Ok(Evaluators::spawn_placed(factory, s.num_workers, s.restart, ctx.placement.clone()).await?)
+}
+
+/// A bad `input`, as a config error naming the key.
+fn input_error(e: &ExperienceError) -> BuildError {
+    ConfigError::Invalid { key: "input".into(), message: e.to_string() }.into()
 }
 
 #[cfg(test)]

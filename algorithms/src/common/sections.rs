@@ -27,11 +27,13 @@ use crate::model::device::DeviceSpec;
 use crate::model::{ModelConfig, ModelSupport};
 use documented::DocumentedFields;
 use rlx::config::{check, check_count, ConfigError};
+use rlx::experience::{Compression, InputSpec, OutputSettings};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::replay::PrioritizedReplayConfig;
 use rlx::{EnvShards, RestartPolicy};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// Evaluators and their envs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, DocumentedFields)]
@@ -54,6 +56,27 @@ pub struct Sampling {
     /// `restart` is the shards' own restart policy. See the book's "Env
     /// shards" section.
     pub env_shards: EnvShards,
+    /// A directory to write every episode the run samples to, as JSON
+    /// lines in RLlib's old-stack shape, for `input` or other tools later
+    /// (see the book's "Offline RL" page); `null`, the default, writes
+    /// nothing. Observations are written as the policy saw them (filtered
+    /// if an `observation_filter` is on).
+    pub output: Option<PathBuf>,
+    /// How `output` files are compressed: `lz4` (frame format, the
+    /// default), `gzip` or `none`.
+    pub output_compression: Compression,
+    /// Bytes on disk after which an `output` file is finished and the next
+    /// begun (RLlib's default, 64 MiB).
+    pub output_max_file_size: u64,
+    /// Learn from files instead of stepping the env: a dataset directory
+    /// written by `output`, a glob of its files, or a list of either
+    /// (DQN, Ape-X, DDPG, TD3 and SAC; the env still gives the spaces and
+    /// plays evaluation episodes). Each sampling evaluator reads its share
+    /// of the files, over and over; `null`, the default, samples the env.
+    pub input: Option<InputSpec>,
+    /// Rows read ahead from `input` and shuffled together before they are
+    /// handed out.
+    pub input_shuffle_window: usize,
 }
 
 impl Default for Sampling {
@@ -65,6 +88,11 @@ impl Default for Sampling {
             seed: 0,
             restart: RestartPolicy::default(),
             env_shards: EnvShards::default(),
+            output: None,
+            output_compression: Compression::default(),
+            output_max_file_size: 64 << 20,
+            input: None,
+            input_shuffle_window: 10_000,
         }
     }
 }
@@ -96,6 +124,9 @@ impl Sampling {
         let n = self.num_envs_per_worker;
         check_count("num_envs_per_worker", n, 1, limits::MAX_ENVS_PER_WORKER)?;
         self.env_shards.validate(n)?;
+        let size = self.output_max_file_size;
+        check("output_max_file_size", size, size >= 1024, "must be at least 1024 bytes")?;
+        check_count("input_shuffle_window", self.input_shuffle_window, 1, limits::MAX_BATCH_ROWS)?;
         self.restart.validate("restart")
     }
 
@@ -111,6 +142,30 @@ impl Sampling {
             seed: self.seed,
             restart: self.restart,
             env_shards: self.env_shards,
+            output: self.output.clone().map(|dir| OutputSettings {
+                dir,
+                compression: self.output_compression,
+                max_file_size: self.output_max_file_size,
+            }),
+            input: self.input.clone().map(|spec| (spec, self.input_shuffle_window)),
+        }
+    }
+
+    /// Refuses `input` for an algorithm that learns only from its current
+    /// policy's own samples.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `input` and the algorithms that take it.
+    pub fn refuse_input(&self, algorithm: &str) -> Result<(), ConfigError> {
+        match &self.input {
+            None => Ok(()),
+            Some(_) => Err(ConfigError::Invalid {
+                key: "input".into(),
+                message: format!(
+                    "{algorithm} learns on-policy, from its current policy's own samples; \
+                     DQN, APEX, DDPG, TD3 and SAC learn from files"
+                ),
+            }),
         }
     }
 

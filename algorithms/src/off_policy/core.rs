@@ -97,6 +97,61 @@ pub(crate) trait ContinuousPolicy: Sized {
     fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError>;
 }
 
+/// What DDPG and SAC share around their own policy: `impl
+/// ContinuousPolicy for $config` (its sections are the config's
+/// `sampling`, `replay`, `learning` and `continuous` fields, and
+/// `$policy(build, device)` builds the policy), the public `make_policy`,
+/// the name `--run` takes, and `build`, the family's execution plan
+/// ([`replay_trainer`]).
+macro_rules! continuous_algorithm {
+    ($config:ident, $name:literal, $what:literal, $policy:ident) => {
+        algorithm_name!($config, $name);
+
+        /// The execution plan: evaluators from `make_env` sampling
+        /// `rollout_fragment_length` steps each per round, driven by
+        /// [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer).
+        ///
+        /// # Errors
+        /// If the env cannot be built or has unsupported spaces, or an evaluator
+        /// fails to start.
+        pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: $config) -> Result<Trainer, BuildError> {
+            replay_trainer(&ctx, make_env, cfg).await
+        }
+
+        #[doc = concat!("A ", $what, " policy for the given spaces on the config's device.")]
+        ///
+        /// # Errors
+        /// [`BuildError::Unsupported`] unless the action space is a `Box` with
+        /// finite bounds; a device this build or machine lacks.
+        pub fn make_policy(
+            cfg: &$config,
+            obs: &Space,
+            act: &Space,
+            seed: u64,
+        ) -> Result<Box<dyn PolicyGraph>, BuildError> {
+            core::make_policy(cfg, obs, act, seed)
+        }
+
+        impl ContinuousPolicy for $config {
+            const NAME: &'static str = $config::NAME;
+
+            fn sections(&self) -> Sections<'_> {
+                Sections {
+                    sampling: &self.sampling,
+                    replay: &self.replay,
+                    learning: &self.learning,
+                    continuous: &self.continuous,
+                }
+            }
+
+            fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
+                Ok(Box::new($policy(b, dev)?))
+            }
+        }
+    };
+}
+pub(crate) use continuous_algorithm;
+
 impl<C: ContinuousPolicy> OnDevice for ContinuousBuild<'_, C> {
     type Output = Box<dyn PolicyGraph>;
 
@@ -216,6 +271,13 @@ impl ActionBounds {
             .enumerate()
             .map(|(i, &u)| self.low[i % w] + (u + 1.0) * 0.5 * (self.high[i % w] - self.low[i % w]))
             .collect()
+    }
+
+    /// The `actions` column, in env units, of rows of normalized actions.
+    pub(crate) fn actions_batch(&self, u: &[f32]) -> Result<SampleBatch, PolicyError> {
+        let mut out = SampleBatch::new();
+        out.insert_f32(fields::ACTIONS, self.to_env(u), self.dim())?;
+        Ok(out)
     }
 
     /// Rows of env actions in normalized units (the inverse of

@@ -55,8 +55,9 @@ use crate::error::BuildError;
 use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
 use crate::off_policy::core::{
-    self as core, bellman_targets, critic_gradient, critic_input_taped, min_q, replay_trainer, soft_update_target,
-    step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic, Networks, Sections,
+    self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
+    soft_update_target, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+    Networks, Sections,
 };
 use dfdx::prelude::*;
 use rand::Rng;
@@ -297,9 +298,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
                 self.state.steps_explored += 1;
             }
         }
-        let mut out = SampleBatch::new();
-        out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), a)?;
-        Ok(out)
+        self.bounds.actions_batch(&u)
     }
 
     /// n-step returns and each row's bootstrap discount.
@@ -357,32 +356,6 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
     }
 }
 
-/// A DDPG/TD3 policy for the given spaces on the config's device.
-///
-/// # Errors
-/// [`BuildError::Unsupported`] unless the action space is a `Box` with
-/// finite bounds; a device this build or machine lacks.
-pub fn make_policy(cfg: &DdpgConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    core::make_policy(cfg, obs, act, seed)
-}
-
-impl ContinuousPolicy for DdpgConfig {
-    const NAME: &'static str = DdpgConfig::NAME;
-
-    fn sections(&self) -> Sections<'_> {
-        Sections {
-            sampling: &self.sampling,
-            replay: &self.replay,
-            learning: &self.learning,
-            continuous: &self.continuous,
-        }
-    }
-
-    fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
-        Ok(Box::new(policy(b, dev)?))
-    }
-}
-
 /// The policy's networks and optimizers on `dev`.
 fn policy<D: NetDevice>(b: ContinuousBuild<'_, DdpgConfig>, dev: D) -> Result<DeepPolicy<Ddpg, D>, BuildError> {
     let mut p = Params::new(dev);
@@ -401,24 +374,12 @@ fn policy<D: NetDevice>(b: ContinuousBuild<'_, DdpgConfig>, dev: D) -> Result<De
     Ok(DeepPolicy::new(core, ddpg))
 }
 
-algorithm_name!(DdpgConfig, "DDPG");
-
-/// The execution plan: evaluators from `make_env` sampling
-/// `rollout_fragment_length` steps each per round, driven by
-/// [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer).
-///
-/// # Errors
-/// If the env cannot be built or has unsupported spaces, or an evaluator
-/// fails to start.
-pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: DdpgConfig) -> Result<Trainer, BuildError> {
-    replay_trainer(&ctx, make_env, cfg).await
-}
+continuous_algorithm!(DdpgConfig, "DDPG", "DDPG/TD3", policy);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::off_policy::core::critic_input;
-    use crate::off_policy::core::fixtures::{batch, on_cpu, spaces};
+    use crate::off_policy::core::{critic_input, fixtures::*};
 
     type Policy = DeepPolicy<Ddpg, Cpu>;
 

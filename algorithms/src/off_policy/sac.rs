@@ -46,8 +46,9 @@ use crate::error::BuildError;
 use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
 use crate::off_policy::core::{
-    self as core, bellman_targets, critic_gradient, critic_input_taped, min_q, replay_trainer, soft_update_target,
-    step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic, Networks, Sections,
+    self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
+    soft_update_target, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
+    Networks, Sections,
 };
 use dfdx::prelude::*;
 use rand::Rng;
@@ -306,9 +307,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
             }
         }
         u.iter_mut().for_each(|x| *x = x.tanh());
-        let mut out = SampleBatch::new();
-        out.insert_f32(fields::ACTIONS, self.bounds.to_env(&u), a)?;
-        Ok(out)
+        self.bounds.actions_batch(&u)
     }
 
     /// n-step returns and each row's bootstrap discount.
@@ -362,32 +361,6 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     }
 }
 
-/// A SAC policy for the given spaces on the config's device.
-///
-/// # Errors
-/// [`BuildError::Unsupported`] unless the action space is a `Box` with
-/// finite bounds; a device this build or machine lacks.
-pub fn make_policy(cfg: &SacConfig, obs: &Space, act: &Space, seed: u64) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    core::make_policy(cfg, obs, act, seed)
-}
-
-impl ContinuousPolicy for SacConfig {
-    const NAME: &'static str = SacConfig::NAME;
-
-    fn sections(&self) -> Sections<'_> {
-        Sections {
-            sampling: &self.sampling,
-            replay: &self.replay,
-            learning: &self.learning,
-            continuous: &self.continuous,
-        }
-    }
-
-    fn build<D: NetDevice>(b: ContinuousBuild<'_, Self>, dev: D) -> Result<Box<dyn PolicyGraph>, BuildError> {
-        Ok(Box::new(policy(b, dev)?))
-    }
-}
-
 /// The policy's networks and optimizers on `dev`; `log α` follows the
 /// critics in the weights and has the core's third optimizer.
 fn policy<D: NetDevice>(b: ContinuousBuild<'_, SacConfig>, dev: D) -> Result<DeepPolicy<Sac, D>, BuildError> {
@@ -414,24 +387,12 @@ fn policy<D: NetDevice>(b: ContinuousBuild<'_, SacConfig>, dev: D) -> Result<Dee
     Ok(DeepPolicy::new(core, sac))
 }
 
-algorithm_name!(SacConfig, "SAC");
-
-/// The execution plan: evaluators from `make_env` sampling
-/// `rollout_fragment_length` steps each per round, driven by
-/// [`SyncReplayOptimizer`](rlx::SyncReplayOptimizer).
-///
-/// # Errors
-/// If the env cannot be built or has unsupported spaces, or an evaluator
-/// fails to start.
-pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: SacConfig) -> Result<Trainer, BuildError> {
-    replay_trainer(&ctx, make_env, cfg).await
-}
+continuous_algorithm!(SacConfig, "SAC", "SAC", policy);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::off_policy::core::critic_input;
-    use crate::off_policy::core::fixtures::{batch, on_cpu, spaces};
+    use crate::off_policy::core::{critic_input, fixtures::*};
 
     type Policy = DeepPolicy<Sac, Cpu>;
 

@@ -61,6 +61,7 @@ impl Validate for A2cConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.learning.validate(ModelSupport::all(Self::NAME))?;
         self.sampling.validate()?;
+        self.sampling.refuse_input(Self::NAME)?;
         self.batch.validate()?;
         check("lambda", self.lambda, (0.0..=1.0).contains(&self.lambda), "must be in [0, 1]")?;
         self.actor_critic.validate()

@@ -124,6 +124,10 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// Whether [`Forward::next_values`] must be computed.
     const NEEDS_NEXT_VALUES: bool = false;
 
+    /// Whether a synchronous step standardizes `advantages` over the batch
+    /// first ([`sync_trainer`]).
+    const STANDARDIZES_ADVANTAGES: bool = true;
+
     /// The sections the learner reads: loss weights and learning rate;
     /// γ, gradient clip, network and device; and the sampling section (for
     /// the seed).
@@ -656,7 +660,7 @@ pub async fn sync_trainer<L: ActorCriticLoss>(
     let evaluators = spawn_evaluators(ctx, make_env, actor_critic_policies(name, loss.clone()), settings).await?;
     let devices = multi_device_learner(name, &loss, &evaluators, num_devices)?;
     let step = SyncSamplesConfig {
-        standardize_fields: vec![fields::ADVANTAGES.to_string()],
+        standardize_fields: if L::STANDARDIZES_ADVANTAGES { vec![fields::ADVANTAGES.to_string()] } else { Vec::new() },
         min_sample_fraction: batch.min_sample_fraction,
     };
     Ok(Trainer::new(evaluators, Box::new(SyncSamplesOptimizer::new(step).with_devices(devices))))

@@ -89,6 +89,7 @@ impl Validate for ImpalaConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.learning.validate(ModelSupport::all(Self::NAME))?;
         self.sampling.validate()?;
+        self.sampling.refuse_input(Self::NAME)?;
         check_count("rollout_fragment_length", self.rollout_fragment_length, 1, limits::MAX_BATCH_ROWS)?;
         check_count("train_batch_size", self.train_batch_size, 1, limits::MAX_BATCH_ROWS)?;
         check_count("learner_queue_size", self.learner_queue_size, 1, limits::MAX_QUEUED_BATCHES)?;

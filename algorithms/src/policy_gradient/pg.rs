@@ -61,6 +61,7 @@ impl Validate for PgConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.learning.validate(ModelSupport::all(Self::NAME))?;
         self.sampling.validate()?;
+        self.sampling.refuse_input(Self::NAME)?;
         self.batch.validate()?;
         self.actor_critic.validate()
     }

@@ -100,6 +100,7 @@ impl Validate for PpoConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.learning.validate(ModelSupport::all(Self::NAME))?;
         self.sampling.validate()?;
+        self.sampling.refuse_input(Self::NAME)?;
         self.batch.validate()?;
         let size = self.sgd_minibatch_size;
         check(

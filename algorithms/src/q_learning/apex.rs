@@ -152,6 +152,7 @@ impl ApexConfig {
             exploration_final_eps: eps,
             exploration_timesteps: DqnConfig::default().exploration_timesteps,
             worker_side_prioritization: self.prioritized.prioritized_replay,
+            min_q_weight: 0.0,
             learning: self.learning.clone(),
         }
     }

@@ -93,6 +93,11 @@ pub struct DqnConfig {
     /// column), and replay stores the row with that priority instead of
     /// the buffer's maximum (Ape-X's worker-side prioritization).
     pub worker_side_prioritization: bool,
+    /// CQL's conservative penalty (Kumar et al. 2020, CQL(H)), RLlib's
+    /// `min_q_weight`: `α·E[log Σ_a' exp Q(s, a') − Q(s, a)]` is added to
+    /// the loss, pushing down the Q-values of actions the data did not
+    /// take. 0 (DQN's default) is plain DQN; the `CQL` run sets 1.
+    pub min_q_weight: f64,
     /// γ, gradient clip, network, device.
     #[serde(flatten)]
     pub learning: Learning,
@@ -191,6 +196,7 @@ impl Default for DqnConfig {
             exploration_final_eps: 0.02,
             exploration_timesteps: 10_000,
             worker_side_prioritization: false,
+            min_q_weight: 0.0,
             learning: Learning { grad_clip: Some(10.0), model: ModelConfig::relu(), ..Learning::default() },
         }
     }
@@ -214,6 +220,10 @@ impl Validate for DqnConfig {
         ] {
             check(key, eps, (0.0..=1.0).contains(&eps), "must be in [0, 1]")?;
         }
+        let w = self.min_q_weight;
+        check("min_q_weight", w, w >= 0.0 && w.is_finite(), "must be >= 0")?;
+        let plain = self.q_learning.num_atoms == 1 || w == 0.0;
+        check("min_q_weight", w, plain, "must be 0 with num_atoms > 1: the penalty is on Q-values, not distributions")?;
         self.prioritized.validate()
     }
 }
@@ -510,13 +520,32 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         let dev = p.device();
         let x = self.net.torso.input().encode(dev, batch.values(fields::OBS)?)?;
         let out = self.net.forward(p, x.leaky_traced(), &noise.online);
+        let mut cql_penalty = None;
         let (per_row, q_host) = match self.net.support {
             None => {
-                let q_taken = out.select(dev.tensor_from_vec(actions, (n,)));
+                let taken = dev.tensor_from_vec(actions, (n,));
+                let weight = self.cfg.min_q_weight as f32;
+                let (q_taken, penalty) = if weight > 0.0 {
+                    // CQL(H): the soft maximum of Q(s, ·) above Q(s, a).
+                    // `out` is used thrice: the copies' empty tapes merge
+                    // into its own, which holds the forward pass.
+                    let q_taken = out.with_empty_tape().select(taken.clone());
+                    let penalty = out.with_empty_tape().logsumexp::<(usize,), Axis<1>>() - out.select(taken);
+                    (q_taken, Some(penalty))
+                } else {
+                    (out.select(taken), None)
+                };
                 let q_host = q_taken.as_vec();
                 self.last_td.clear();
                 self.last_td.extend(q_host.iter().zip(&targets).map(|(q, y)| q - y));
-                (q_taken.huber_error(dev.tensor_from_vec(targets, (n,)), 1.0), q_host)
+                let huber = q_taken.huber_error(dev.tensor_from_vec(targets, (n,)), 1.0);
+                match penalty {
+                    Some(penalty) => {
+                        cql_penalty = Some(penalty.as_vec().iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64);
+                        (huber + penalty * weight, q_host)
+                    }
+                    None => (huber, q_host),
+                }
             }
             Some(s) => {
                 let z = s.atoms();
@@ -535,6 +564,9 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         stats.set("loss", total as f64);
         stats.set("mean_q", q_host.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
         stats.set("mean_td_error", self.last_td.iter().map(|d| d.abs() as f64).sum::<f64>() / n as f64);
+        if let Some(penalty) = cql_penalty {
+            stats.set("cql_penalty", penalty);
+        }
         Ok((grad, stats))
     }
 
@@ -557,8 +589,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         core: &mut PolicyCore<D>,
         batch: &SampleBatch,
     ) -> Result<(LearnerStats, Vec<f32>), PolicyError> {
-        let stats = self.learn(core, batch)?;
-        Ok((stats, std::mem::take(&mut self.last_td)))
+        self.learn(core, batch).map(|stats| (stats, std::mem::take(&mut self.last_td)))
     }
 
     /// Each row's TD error under the mean weights (the cross-entropy with

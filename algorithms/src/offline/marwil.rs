@@ -1,0 +1,224 @@
+//! # MARWIL and BC: imitation of logged behaviour, weighted by advantage
+//!
+//! Wang et al., "Exponentially Weighted Imitation Learning for Batched
+//! Historical Data", NeurIPS 2018 (MARWIL). Behaviour cloning (BC) is the
+//! case `β = 0`: every logged action is imitated alike.
+//!
+//! The evaluators read episodes from `input` (files written by any run's
+//! `output`). Each episode's discounted returns `G_t` are computed as it is
+//! read (bootstrapping from `V(s_T)` where an episode was cut, never at
+//! termination). Each training step takes one gradient step on
+//!
+//! ```text
+//! Â_t = G_t − V(s_t)                      (no gradient through Â)
+//! c²  ← c² + ρ·(E[Â²] − c²)               (a moving average, ρ small)
+//! L   = −E[exp(β·Â/c)·log π(a_t|s_t)]  +  c_v·½E[(V(s_t) − G_t)²]  −  c_e·H[π]
+//! ```
+//!
+//! The keys follow RLlib's MARWIL (`beta`, `moving_average_sqd_adv_norm_*`;
+//! RLlib's `vf_coeff` is `vf_loss_coeff` here). The squared-advantage norm
+//! `c²` lives in the learner and is not saved in checkpoints: with RLlib's
+//! rate of 1e-8 it stays at its start. Execution: the framework's
+//! `SyncSamplesOptimizer` over batches read from the files, without
+//! standardizing anything. The env gives the spaces and plays the
+//! evaluation episodes (`evaluation_interval`), which is where the return
+//! is measured: reading files plays no episode.
+//!
+//! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
+//! `total_loss`, `mean_advantage_weight`, `sqd_adv_norm`.
+
+use crate::common::build_context::BuildContext;
+use crate::common::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch};
+use crate::error::BuildError;
+use crate::model::device::NetDevice;
+use crate::model::ModelSupport;
+use crate::policy_gradient::actor_critic::{self, column, weighted_sum, ActorCriticLoss, Forward, LossOutput};
+use dfdx::prelude::*;
+use rlx::config::{check, ConfigError, Validate};
+use rlx::env::EnvMaker;
+use rlx::filter::ObservationFilter;
+use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
+use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, Trainer};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// MARWIL's configuration: the sampling section (with `input`), the batch,
+/// actor-critic and learning sections, and the advantage weighting.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
+#[serde(default)]
+pub struct MarwilConfig {
+    /// Evaluators, their envs and `input`, the files to learn from.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// The batch per gradient step.
+    #[serde(flatten)]
+    pub batch: SyncBatch,
+    /// Learning rate and loss weights (`vf_loss_coeff`, RLlib's `vf_coeff`).
+    #[serde(flatten)]
+    pub actor_critic: ActorCriticLearner,
+    /// γ, gradient clip, network, device.
+    #[serde(flatten)]
+    pub learning: Learning,
+    /// β, the advantage weighting's temperature: 0 imitates every action
+    /// alike (behaviour cloning).
+    pub beta: f64,
+    /// Where the moving average of the squared advantage starts.
+    pub moving_average_sqd_adv_norm_start: f64,
+    /// How far each batch moves that average.
+    pub moving_average_sqd_adv_norm_update_rate: f64,
+}
+
+impl Default for MarwilConfig {
+    fn default() -> Self {
+        Self {
+            sampling: Sampling { num_workers: 0, ..Sampling::default() },
+            batch: SyncBatch { train_batch_size: 2000, ..SyncBatch::default() },
+            actor_critic: ActorCriticLearner { lr: 1e-3, vf_loss_coeff: 1.0, ..ActorCriticLearner::default() },
+            learning: Learning::default(),
+            beta: 1.0,
+            moving_average_sqd_adv_norm_start: 100.0,
+            moving_average_sqd_adv_norm_update_rate: 1e-8,
+        }
+    }
+}
+
+impl Validate for MarwilConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.learning.validate(ModelSupport::all(Self::NAME))?;
+        self.sampling.validate()?;
+        self.batch.validate()?;
+        self.actor_critic.validate()?;
+        check("beta", self.beta, self.beta >= 0.0 && self.beta.is_finite(), "must be >= 0")?;
+        let start = self.moving_average_sqd_adv_norm_start;
+        check("moving_average_sqd_adv_norm_start", start, start > 0.0 && start.is_finite(), "must be > 0")?;
+        let rate = self.moving_average_sqd_adv_norm_update_rate;
+        check("moving_average_sqd_adv_norm_update_rate", rate, (0.0..=1.0).contains(&rate), "must be in [0, 1]")?;
+        // Rows read from files never pass through the evaluators' filter.
+        let filtered = self.batch.observation_filter != ObservationFilter::NoFilter;
+        check(
+            "observation_filter",
+            "MeanStdFilter",
+            !filtered,
+            "must be NoFilter: rows read from input are not filtered",
+        )
+    }
+}
+
+/// MARWIL's loss, with the learner's moving average of the squared
+/// advantage (shared by the clones of one policy; `f64` bits).
+#[derive(Clone, Debug)]
+pub struct Marwil {
+    cfg: MarwilConfig,
+    sqd_adv_norm: Arc<AtomicU64>,
+}
+
+impl Marwil {
+    /// The loss of `cfg`, its average at its start.
+    pub fn new(cfg: MarwilConfig) -> Self {
+        let start = cfg.moving_average_sqd_adv_norm_start;
+        Self { cfg, sqd_adv_norm: Arc::new(AtomicU64::new(start.to_bits())) }
+    }
+
+    /// Moves the average towards `mean_sq` and returns its new value.
+    fn update_norm(&self, mean_sq: f64) -> f64 {
+        let rate = self.cfg.moving_average_sqd_adv_norm_update_rate;
+        let c2 = f64::from_bits(self.sqd_adv_norm.load(Ordering::Relaxed));
+        let c2 = c2 + rate * (mean_sq - c2);
+        self.sqd_adv_norm.store(c2.to_bits(), Ordering::Relaxed);
+        c2
+    }
+}
+
+impl ActorCriticLoss for Marwil {
+    const STANDARDIZES_ADVANTAGES: bool = false;
+
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
+        (&self.cfg.actor_critic, &self.cfg.learning, &self.cfg.sampling)
+    }
+
+    /// Discounted returns `G_t`, as `value_targets`.
+    fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
+        let returns = AdvantageEstimator::DiscountedReturns { gamma: self.cfg.learning.gamma as f32 };
+        compute_advantages(traj, bootstrap, returns)?;
+        traj.remove(fields::ADVANTAGES);
+        Ok(())
+    }
+
+    /// The advantage-weighted log-likelihood plus the value loss.
+    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
+        let returns = column(dev, mb, fields::VALUE_TARGETS)?;
+        let Forward { logp, entropy, values, rows, .. } = fwd;
+        let mut stats = LearnerStats::default();
+        let beta = self.cfg.beta as f32;
+        let weights = if beta == 0.0 {
+            vec![1.0; mb.len()]
+        } else {
+            let g = mb.f32(fields::VALUE_TARGETS)?;
+            let v = values.retaped::<NoneTape>().as_vec();
+            let adv: Vec<f32> = g.iter().zip(&v).map(|(g, v)| g - v).collect();
+            let mean_sq = adv.iter().map(|a| f64::from(a * a)).sum::<f64>() / adv.len().max(1) as f64;
+            let c2 = self.update_norm(mean_sq);
+            stats.set("sqd_adv_norm", c2);
+            let c = (c2.sqrt() + 1e-8) as f32;
+            adv.iter().map(|a| (beta * a / c).exp()).collect()
+        };
+        stats.set("mean_advantage_weight", weights.iter().map(|&w| f64::from(w)).sum::<f64>() / weights.len() as f64);
+        let weights = dev.tensor_from_vec(weights, (mb.len(),));
+        let policy_loss = rows.mean(logp * weights).negate();
+        let vf_loss = rows.mean((values - returns).square()) * 0.5;
+        Ok((weighted_sum(&self.cfg.actor_critic, policy_loss, vf_loss, rows.mean(entropy), &mut stats), stats))
+    }
+}
+
+/// A MARWIL policy for the given spaces: the actor-critic network.
+///
+/// # Errors
+/// A model that does not fit the spaces.
+pub fn make_policy(
+    cfg: &MarwilConfig,
+    obs: &Space,
+    act: &Space,
+    seed: u64,
+) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    actor_critic::make_policy(MarwilConfig::NAME, &Marwil::new(cfg.clone()), obs, act, seed)
+}
+
+algorithm_name!(MarwilConfig, "MARWIL");
+
+/// The execution plan: evaluators reading `input`, one gradient step per
+/// batch of `train_batch_size` rows.
+///
+/// # Errors
+/// No `input`; an unreadable dataset or one of other spaces; an env that
+/// cannot be built.
+pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: MarwilConfig) -> Result<Trainer, BuildError> {
+    learn_from_input(ctx, MarwilConfig::NAME, make_env, cfg).await
+}
+
+/// Refuses a run of an offline algorithm without `input`.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming `input`.
+pub(crate) fn require_input(name: &str, sampling: &Sampling) -> Result<(), BuildError> {
+    match sampling.input {
+        Some(_) => Ok(()),
+        None => Err(ConfigError::Invalid {
+            key: "input".into(),
+            message: format!("{name} learns from files: give a dataset directory written with `output`"),
+        }
+        .into()),
+    }
+}
+
+/// MARWIL's plan under `name` (MARWIL or BC).
+pub(crate) async fn learn_from_input(
+    ctx: BuildContext,
+    name: &'static str,
+    make_env: EnvMaker,
+    cfg: MarwilConfig,
+) -> Result<Trainer, BuildError> {
+    require_input(name, &cfg.sampling)?;
+    let batch = cfg.batch.clone();
+    actor_critic::sync_trainer(&ctx, name, make_env, Marwil::new(cfg), &batch, 1).await
+}

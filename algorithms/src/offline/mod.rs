@@ -1,0 +1,12 @@
+//! Offline algorithms: policies learned from logged experience (`input`,
+//! files any run writes with `output`) rather than from the env.
+//!
+//! | algorithm | file | what it adds |
+//! |---|---|---|
+//! | MARWIL | [`marwil`] | imitation weighted by `exp(β·advantage)` |
+//! | BC | [`bc`] | plain imitation: MARWIL with `β = 0` |
+//! | CQL | [`cql`] | DQN with a penalty on Q-values of actions the data did not take |
+
+pub mod bc;
+pub mod cql;
+pub mod marwil;

@@ -1,0 +1,190 @@
+//! Experience as files: the episodes a run samples, written as it samples
+//! them (`output`), and read back to learn from (`input`).
+//!
+//! A dataset is a directory of JSON-lines files in the shape of RLlib's
+//! old-stack `output`: one line a whole episode, `{"type": "SampleBatch",
+//! "eps_id": [...], "t": [...], "obs": [[...], ...], "actions": [...],
+//! ...}`, each column a list of rows. Beside them, `dataset.json`
+//! ([`DatasetInfo`]) names the spaces and each column's type and width, so
+//! that a reader checks every row and tells a file of other spaces apart.
+//!
+//! - [`ExperienceWriter`] writes one evaluator's episodes: a file at a
+//!   time, compressed whole with LZ4 (frame format) or gzip, or plain.
+//!   A file is written under a `.partial` name and renamed when it is
+//!   complete (rotated by size, or at the end of the run), so a killed run
+//!   leaves whole files plus at most one partial file per evaluator.
+//! - [`ExperienceReader`] streams episodes from a directory, a glob or a
+//!   list of files, skipping partial files with a warning and naming the
+//!   file and line of anything malformed.
+//!
+//! Floats are written through their exact `f64` value and read back to the
+//! same `f32`, bit for bit.
+
+mod input;
+mod json;
+mod reader;
+mod writer;
+
+pub use input::InputSource;
+pub use reader::{Episode, Episodes, ExperienceReader, InputSpec};
+pub use writer::{Compression, ExperienceWriter, OutputSettings};
+
+use crate::sample_batch::Column;
+use crate::space::Space;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The file beside a dataset's episode files that describes them.
+pub const DATASET_FILE: &str = "dataset.json";
+
+/// The suffix of a file its writer has not finished.
+pub const PARTIAL_SUFFIX: &str = ".partial";
+
+/// What `dataset.json` says of a dataset: its spaces, and each column's
+/// type and row width.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetInfo {
+    /// `"rlx-experience"`.
+    pub format: String,
+    /// The layout's version: 1.
+    pub version: u32,
+    /// The observations' space.
+    pub observation_space: Space,
+    /// The actions' space.
+    pub action_space: Space,
+    /// Every column of an episode but `eps_id` and `t`.
+    pub columns: BTreeMap<String, ColumnInfo>,
+}
+
+/// One column's element type and values per row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnInfo {
+    /// `f32`, `i64` or `u8`.
+    pub dtype: ColumnType,
+    /// Values per row.
+    pub width: usize,
+}
+
+/// A column's element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColumnType {
+    /// 32-bit floats.
+    F32,
+    /// 64-bit integers (discrete actions).
+    I64,
+    /// Bytes (`uint8` image observations).
+    U8,
+}
+
+impl ColumnInfo {
+    /// The type and width of `column`.
+    pub fn of(column: &Column) -> Self {
+        let dtype = match column {
+            Column::F32 { .. } => ColumnType::F32,
+            Column::I64 { .. } => ColumnType::I64,
+            Column::U8 { .. } => ColumnType::U8,
+        };
+        Self { dtype, width: column.width() }
+    }
+}
+
+impl DatasetInfo {
+    /// The description of episodes over these spaces with these columns.
+    pub fn new(observation_space: Space, action_space: Space, columns: BTreeMap<String, ColumnInfo>) -> Self {
+        Self { format: "rlx-experience".into(), version: 1, observation_space, action_space, columns }
+    }
+
+    /// Reads `dir/dataset.json`.
+    ///
+    /// # Errors
+    /// A missing or unreadable file, or one that is not a dataset description.
+    pub fn load(dir: &Path) -> Result<Self, ExperienceError> {
+        let path = dir.join(DATASET_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| ExperienceError::io(&path, e))?;
+        let info: DatasetInfo = serde_json::from_str(&text).map_err(|e| ExperienceError::Malformed {
+            file: path.clone(),
+            line: None,
+            message: e.to_string(),
+        })?;
+        if info.format != "rlx-experience" || info.version != 1 {
+            return Err(ExperienceError::Malformed {
+                file: path,
+                line: None,
+                message: format!(
+                    "format {} version {}: this build reads rlx-experience version 1",
+                    info.format, info.version
+                ),
+            });
+        }
+        Ok(info)
+    }
+
+    /// Checks that the dataset's spaces are `obs` and `act`.
+    ///
+    /// # Errors
+    /// [`ExperienceError::Spaces`] naming the space that differs.
+    pub fn check_spaces(&self, dir: &Path, obs: &Space, act: &Space) -> Result<(), ExperienceError> {
+        for (which, theirs, ours) in
+            [("observation", &self.observation_space, obs), ("action", &self.action_space, act)]
+        {
+            if theirs != ours {
+                return Err(ExperienceError::Spaces {
+                    dir: dir.to_path_buf(),
+                    which,
+                    dataset: theirs.to_string(),
+                    expected: ours.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What can go wrong writing or reading experience files.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperienceError {
+    /// A file could not be created, written, read or listed.
+    #[error("{}: {source}", file.display())]
+    Io {
+        /// The file.
+        file: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A file's content is not what its dataset says: a torn line, a
+    /// column of the wrong type or width, a non-finite float.
+    #[error("{}{}: {message}", file.display(), line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    Malformed {
+        /// The file.
+        file: PathBuf,
+        /// The line (from 1), where one applies.
+        line: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+    /// The dataset's spaces are not the run's.
+    #[error("{}: the dataset's {which} space is {dataset}, but the run's is {expected}", dir.display())]
+    Spaces {
+        /// The dataset's directory.
+        dir: PathBuf,
+        /// `"observation"` or `"action"`.
+        which: &'static str,
+        /// The dataset's space.
+        dataset: String,
+        /// The run's space.
+        expected: String,
+    },
+    /// An `input` that names no episode files.
+    #[error("input {0}: no experience files there (a directory, a glob or a list of .jsonl[.lz4|.gz] files)")]
+    NoFiles(String),
+}
+
+impl ExperienceError {
+    fn io(file: &Path, source: std::io::Error) -> Self {
+        ExperienceError::Io { file: file.to_path_buf(), source }
+    }
+}

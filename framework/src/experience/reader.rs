@@ -1,0 +1,211 @@
+//! Reading episodes back, streamed file by file and line by line.
+
+use super::{json, DatasetInfo, ExperienceError, DATASET_FILE, PARTIAL_SUFFIX};
+use crate::sample_batch::SampleBatch;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// What `input` names: a dataset directory, a glob of episode files, or a
+/// list of either.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum InputSpec {
+    /// One directory, glob or file.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+impl InputSpec {
+    fn patterns(&self) -> &[String] {
+        match self {
+            InputSpec::One(p) => std::slice::from_ref(p),
+            InputSpec::Many(ps) => ps,
+        }
+    }
+}
+
+impl std::fmt::Display for InputSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.patterns().join(", "))
+    }
+}
+
+/// One episode read back: its id, the step its first row is, and its rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Episode {
+    /// The id its writer gave it.
+    pub eps_id: u64,
+    /// The episode step of the first row (0 unless the episode was written
+    /// in pieces).
+    pub t0: u64,
+    /// Its rows, with the columns `dataset.json` names.
+    pub batch: SampleBatch,
+}
+
+/// The episode files of a dataset, and what they hold.
+#[derive(Clone, Debug)]
+pub struct ExperienceReader {
+    files: Vec<PathBuf>,
+    info: DatasetInfo,
+    /// Files left out because their writer never finished them.
+    partial: Vec<PathBuf>,
+}
+
+/// Whether a file name is one of episodes (finished or not).
+fn is_episode_file(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = name.strip_suffix(PARTIAL_SUFFIX).unwrap_or(name);
+    [".jsonl", ".jsonl.lz4", ".jsonl.gz"].iter().any(|ext| name.ends_with(ext))
+}
+
+impl ExperienceReader {
+    /// The files `spec` names, in name order (a directory's episode files;
+    /// a glob's matches), with the dataset description of their directory.
+    /// Files a writer left unfinished (`.partial`) are left out with a
+    /// warning: the lines they hold are not known to be whole.
+    ///
+    /// # Errors
+    /// A pattern that names nothing, a directory without `dataset.json`,
+    /// or files from datasets whose spaces or columns differ.
+    pub fn open(spec: &InputSpec) -> Result<Self, ExperienceError> {
+        let mut found = Vec::new();
+        for pattern in spec.patterns() {
+            let path = Path::new(pattern);
+            if path.is_dir() {
+                let entries = std::fs::read_dir(path).map_err(|e| ExperienceError::io(path, e))?;
+                let mut files = Vec::new();
+                for entry in entries {
+                    let entry = entry.map_err(|e| ExperienceError::io(path, e))?;
+                    files.push(entry.path());
+                }
+                files.retain(|f| is_episode_file(f));
+                files.sort();
+                found.extend(files);
+            } else if pattern.contains(['*', '?', '[']) {
+                let matches = glob::glob(pattern).map_err(|e| ExperienceError::Malformed {
+                    file: path.to_path_buf(),
+                    line: None,
+                    message: format!("not a glob: {e}"),
+                })?;
+                let mut files = matches.filter_map(Result::ok).filter(|f| is_episode_file(f)).collect::<Vec<_>>();
+                files.sort();
+                found.extend(files);
+            } else if path.is_file() {
+                found.push(path.to_path_buf());
+            } else {
+                return Err(ExperienceError::NoFiles(pattern.clone()));
+            }
+        }
+        let (partial, files): (Vec<_>, Vec<_>) =
+            found.into_iter().partition(|f| f.to_string_lossy().ends_with(PARTIAL_SUFFIX));
+        for p in &partial {
+            tracing::warn!("{}: left out, its writer did not finish it (a run killed while writing)", p.display());
+        }
+        let Some(first) = files.first() else {
+            return Err(ExperienceError::NoFiles(spec.to_string()));
+        };
+        let dir_of = |f: &Path| f.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let info = DatasetInfo::load(&dir_of(first))?;
+        for f in &files {
+            let dir = dir_of(f);
+            if DatasetInfo::load(&dir)? != info {
+                return Err(ExperienceError::Malformed {
+                    file: dir.join(DATASET_FILE),
+                    line: None,
+                    message: format!("describes other spaces or columns than {}", dir_of(first).display()),
+                });
+            }
+        }
+        Ok(Self { files, info, partial })
+    }
+
+    /// The dataset's spaces and columns.
+    pub fn info(&self) -> &DatasetInfo {
+        &self.info
+    }
+
+    /// The finished files, in reading order.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The unfinished files left out.
+    pub fn partial_files(&self) -> &[PathBuf] {
+        &self.partial
+    }
+
+    /// Only every `of`-th file, starting at `index`: one reader's share
+    /// when several read the same dataset. A share can be empty.
+    pub fn share(mut self, index: usize, of: usize) -> Self {
+        self.files = self.files.into_iter().skip(index).step_by(of.max(1)).collect();
+        self
+    }
+
+    /// The episodes of every file in order, read as they are asked for.
+    pub fn episodes(&self) -> Episodes {
+        Episodes { files: self.files.clone().into_iter(), info: self.info.clone(), lines: None }
+    }
+}
+
+/// The episodes of a list of files, one line at a time.
+pub struct Episodes {
+    files: std::vec::IntoIter<PathBuf>,
+    info: DatasetInfo,
+    lines: Option<(PathBuf, usize, Box<dyn BufRead + Send>)>,
+}
+
+/// A reader of a file's decompressed text.
+fn open_text(path: &Path) -> Result<Box<dyn BufRead + Send>, ExperienceError> {
+    let file = File::open(path).map_err(|e| ExperienceError::io(path, e))?;
+    let name = path.to_string_lossy();
+    let raw: Box<dyn Read + Send> = if name.ends_with(".lz4") {
+        Box::new(lz4_flex::frame::FrameDecoder::new(file))
+    } else if name.ends_with(".gz") {
+        Box::new(flate2::read::GzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    Ok(Box::new(BufReader::with_capacity(1 << 16, raw)))
+}
+
+impl Iterator for Episodes {
+    type Item = Result<Episode, ExperienceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let Some((path, line_no, lines)) = &mut self.lines else {
+                let path = self.files.next()?;
+                match open_text(&path) {
+                    Ok(text) => self.lines = Some((path, 0, text)),
+                    Err(e) => return Some(Err(e)),
+                }
+                continue;
+            };
+            let mut line = String::new();
+            *line_no += 1;
+            let malformed = |line, message| ExperienceError::Malformed { file: path.clone(), line, message };
+            match lines.read_line(&mut line) {
+                Ok(0) => self.lines = None,
+                Ok(_) if line.trim().is_empty() => {}
+                Ok(_) if !line.ends_with('\n') => {
+                    return Some(Err(malformed(Some(*line_no), "the last line is torn (no newline)".into())));
+                }
+                Ok(_) => {
+                    let episode = json::decode(&line, &self.info)
+                        .map(|(eps_id, t0, batch)| Episode { eps_id, t0, batch })
+                        .map_err(|m| malformed(Some(*line_no), m));
+                    return Some(episode);
+                }
+                Err(e) => {
+                    let message = format!("cannot be read past line {}: {e} (a truncated file?)", *line_no - 1);
+                    let error = malformed(None, message);
+                    self.lines = None;
+                    return Some(Err(error));
+                }
+            }
+        }
+    }
+}
