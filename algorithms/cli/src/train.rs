@@ -112,7 +112,13 @@ async fn train_experiment(
             } else {
                 rlx_envs::reward_threshold(&exp.env, &kwargs).map_err(BuildError::from)?
             };
-            StopCriteria { episode_reward_mean: threshold, ..Default::default() }
+            if exp.config.get("input").is_some_and(|i| !i.is_null()) {
+                // A run from files plays no episodes of its own: only its
+                // evaluations can reach the threshold.
+                StopCriteria { evaluation_reward_mean: threshold, ..Default::default() }
+            } else {
+                StopCriteria { episode_reward_mean: threshold, ..Default::default() }
+            }
         }
         v => from_value(v.clone()).map_err(|source| arg_error(exp.stop_source(), source))?,
     };
@@ -140,6 +146,14 @@ async fn train_experiment(
     })?;
     let evaluates = config.get("evaluation_interval").and_then(Value::as_u64).is_some_and(|i| i > 0);
     if stop.evaluation_reward_mean.is_some() && !evaluates {
+        if exp.stop.is_null() {
+            return Err(CliError::Usage(format!(
+                "{} learns from `input` and plays no episodes of its own, so no return stops it: give --stop \
+                 (e.g. '{{\"training_iteration\": 200}}') or `evaluation_interval` (its evaluations then stop \
+                 the run at the env's reward threshold)",
+                exp.run
+            )));
+        }
         return Err(CliError::Usage(
             "--stop evaluation/episode_reward_mean needs evaluation: set evaluation_interval in the config".into(),
         ));

@@ -73,6 +73,14 @@ pub async fn spawn_evaluators(
             let (obs, act) = (probe.observation_space(), probe.action_space());
             let dir = reader.files()[0].parent().map(std::path::Path::to_path_buf).unwrap_or_default();
             reader.info().check_spaces(&dir, obs, act).map_err(|e| input_error(&e))?;
+            if reader.info().filtered_observations {
+                let message = format!(
+                    "{}: written by a run with an observation_filter; its observations are normalized by \
+                     statistics the dataset does not hold",
+                    dir.display()
+                );
+                return Err(ConfigError::Invalid { key: "input".into(), message }.into());
+            }
             Some(reader)
         }
         None => None,
@@ -104,7 +112,9 @@ pub async fn spawn_evaluators(
         if let Some(output) = settings.output.clone().filter(|_| samples) {
             let (obs, act) = evaluator.spaces();
             let tag = format!("w{index}-g{generation}");
-            evaluator = evaluator.with_output(ExperienceWriter::new(output, obs, act, &tag));
+            let filtered = settings.observation_filter != ObservationFilter::NoFilter;
+            let writer = ExperienceWriter::new(output, obs, act, &tag).with_filtered_observations(filtered);
+            evaluator = evaluator.with_output(writer);
         }
         Ok(evaluator)
     });

@@ -127,6 +127,10 @@ impl Sampling {
         let size = self.output_max_file_size;
         check("output_max_file_size", size, size >= 1024, "must be at least 1024 bytes")?;
         check_count("input_shuffle_window", self.input_shuffle_window, 1, limits::MAX_BATCH_ROWS)?;
+        if self.input.is_some() && self.output.is_some() {
+            let message = "a run from `input` samples no episodes to write: drop `output` or `input`".to_string();
+            return Err(ConfigError::Invalid { key: "output".into(), message });
+        }
         self.restart.validate("restart")
     }
 

@@ -85,7 +85,8 @@ impl Default for MarwilConfig {
 
 impl Validate for MarwilConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::all(Self::NAME))?;
+        // Rows read from files are shuffled one by one: no sequences for an LSTM.
+        self.learning.validate(ModelSupport { lstm: false, ..ModelSupport::all(Self::NAME) })?;
         self.sampling.validate()?;
         self.batch.validate()?;
         self.actor_critic.validate()?;

@@ -520,6 +520,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
         let dev = p.device();
         let x = self.net.torso.input().encode(dev, batch.values(fields::OBS)?)?;
         let out = self.net.forward(p, x.leaky_traced(), &noise.online);
+        // CQL's penalty per row, and its mean for the metrics.
         let mut cql_penalty = None;
         let (per_row, q_host) = match self.net.support {
             None => {
@@ -539,13 +540,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
                 self.last_td.clear();
                 self.last_td.extend(q_host.iter().zip(&targets).map(|(q, y)| q - y));
                 let huber = q_taken.huber_error(dev.tensor_from_vec(targets, (n,)), 1.0);
-                match penalty {
-                    Some(penalty) => {
-                        cql_penalty = Some(penalty.as_vec().iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64);
-                        (huber + penalty * weight, q_host)
-                    }
-                    None => (huber, q_host),
-                }
+                cql_penalty = penalty.map(|p| (p * weight, weight));
+                (huber, q_host)
             }
             Some(s) => {
                 let z = s.atoms();
@@ -558,13 +554,20 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
                 ((log_p * m).sum::<(usize,), Axis<1>>().negate(), s.means(&probs))
             }
         };
-        let loss = (per_row * dev.tensor_from_vec(weights, (n,))).mean();
+        let mut loss = (per_row * dev.tensor_from_vec(weights, (n,))).mean();
+        // The penalty is on the data's distribution: no importance weights.
+        let mut cql_mean = None;
+        if let Some((penalty, weight)) = cql_penalty {
+            let mean = penalty.mean();
+            cql_mean = Some(f64::from(mean.as_vec()[0] / weight));
+            loss = loss + mean;
+        }
         let (total, grad) = core.backward(loss, "loss", 0..core.num_params())?;
         let mut stats = LearnerStats::default();
         stats.set("loss", total as f64);
         stats.set("mean_q", q_host.iter().map(|&q| q as f64).sum::<f64>() / n as f64);
         stats.set("mean_td_error", self.last_td.iter().map(|d| d.abs() as f64).sum::<f64>() / n as f64);
-        if let Some(penalty) = cql_penalty {
+        if let Some(penalty) = cql_mean {
             stats.set("cql_penalty", penalty);
         }
         Ok((grad, stats))

@@ -9,13 +9,14 @@ use rand_chacha::ChaCha8Rng;
 
 /// What an evaluator reads instead of stepping its envs (`input`).
 ///
-/// Episodes are read in file order and completed by the caller's
-/// postprocessing (with the learning policy, as RLlib's
-/// `postprocess_inputs`: n-step returns, advantages), then gathered into a
-/// window of at least `window` rows whose order is shuffled; batches are
-/// taken from the window in that order, and the window refilled when it is
-/// used up. When the files are exhausted, reading starts over: one pass
-/// is an epoch. Memory holds one window, whatever the dataset's size.
+/// Each pass over the dataset (an epoch) reads its files in a new random
+/// order; their episodes are completed by the caller's postprocessing
+/// (with the learning policy, as RLlib's `postprocess_inputs`: n-step
+/// returns, advantages), then gathered into a window of at least `window`
+/// rows whose order is shuffled; batches are taken from the window in that
+/// order, and the window refilled when it is used up. Memory holds one
+/// window (plus one episode, or one piece of a long one), whatever the
+/// dataset's size.
 pub struct InputSource {
     reader: ExperienceReader,
     episodes: Episodes,
@@ -30,16 +31,16 @@ impl InputSource {
     /// Reads `reader`'s files with a shuffle window of `window` rows,
     /// shuffled by `seed`.
     pub fn new(reader: ExperienceReader, window: usize, seed: u64) -> Self {
-        let episodes = reader.episodes();
-        Self {
-            reader,
-            episodes,
-            window: window.max(1),
-            rows: SampleBatch::new(),
-            next: 0,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            epochs: 0,
-        }
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let episodes = Self::pass(&reader, &mut rng);
+        Self { reader, episodes, window: window.max(1), rows: SampleBatch::new(), next: 0, rng, epochs: 0 }
+    }
+
+    /// One pass over the files, in a random order.
+    fn pass(reader: &ExperienceReader, rng: &mut ChaCha8Rng) -> Episodes {
+        let mut files = reader.files().to_vec();
+        files.shuffle(rng);
+        reader.episodes_of(files)
     }
 
     /// Whole passes over the files so far.
@@ -47,8 +48,8 @@ impl InputSource {
         self.epochs
     }
 
-    /// The next `n` rows (fewer only if the whole dataset holds fewer),
-    /// each episode completed by `postprocess` when it is read.
+    /// The next `n` rows, each episode completed by `postprocess` when it
+    /// is read; past the end of a pass, the next pass's rows.
     ///
     /// # Errors
     /// A file that cannot be read or holds a malformed line; an error of
@@ -96,7 +97,7 @@ impl InputSource {
                 None => {
                     // One pass ended: start the next.
                     self.epochs += 1;
-                    self.episodes = self.reader.episodes();
+                    self.episodes = Self::pass(&self.reader, &mut self.rng);
                     restarted = true;
                 }
             }

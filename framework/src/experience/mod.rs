@@ -51,11 +51,95 @@ pub struct DatasetInfo {
     /// The layout's version: 1.
     pub version: u32,
     /// The observations' space.
+    #[serde(with = "space_json")]
     pub observation_space: Space,
     /// The actions' space.
+    #[serde(with = "space_json")]
     pub action_space: Space,
     /// Every column of an episode but `eps_id` and `t`.
     pub columns: BTreeMap<String, ColumnInfo>,
+    /// The observations were normalized by the writing run's observation
+    /// filter, whose statistics the dataset does not hold.
+    #[serde(default)]
+    pub filtered_observations: bool,
+}
+
+/// A space in JSON with its bounds exact: infinite bounds (a Gymnasium
+/// `Box` may have them) are the strings `"inf"` and `"-inf"`, which JSON
+/// numbers cannot be.
+mod space_json {
+    use crate::space::Space;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::{json, Value};
+
+    pub fn serialize<S: Serializer>(space: &Space, s: S) -> Result<S::Ok, S::Error> {
+        encode(space).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Space, D::Error> {
+        decode(Value::deserialize(d)?).map_err(D::Error::custom)
+    }
+
+    fn encode(space: &Space) -> Value {
+        let bounds = |xs: &[f32]| -> Value {
+            xs.iter()
+                .map(|&x| match x {
+                    x if x.is_finite() => json!(f64::from(x)),
+                    x if x > 0.0 => json!("inf"),
+                    x if x < 0.0 => json!("-inf"),
+                    _ => json!("nan"),
+                })
+                .collect()
+        };
+        let mut value = serde_json::to_value(space).expect("a space serializes");
+        match space {
+            Space::Box { low, high, .. } => {
+                value["Box"]["low"] = bounds(low);
+                value["Box"]["high"] = bounds(high);
+            }
+            Space::Dict { entries } => {
+                value["Dict"]["entries"] = entries.iter().map(|(name, e)| json!([name, encode(e)])).collect();
+            }
+            Space::Discrete { .. } | Space::MultiDiscrete { .. } => {}
+        }
+        value
+    }
+
+    fn decode(value: Value) -> Result<Space, String> {
+        let bounds = |v: &Value, key: &str| -> Result<Vec<f32>, String> {
+            let items = v[key].as_array().ok_or_else(|| format!("a Box without {key}"))?;
+            items
+                .iter()
+                .map(|x| match (x.as_f64(), x.as_str()) {
+                    (Some(x), _) => Ok(x as f32),
+                    (_, Some("inf")) => Ok(f32::INFINITY),
+                    (_, Some("-inf")) => Ok(f32::NEG_INFINITY),
+                    _ => Err(format!("a Box bound of {x}")),
+                })
+                .collect()
+        };
+        if let Some(b) = value.get("Box") {
+            let (low, high) = (bounds(b, "low")?, bounds(b, "high")?);
+            let mut b = b.clone();
+            b["low"] = json!(vec![0.0; low.len()]);
+            b["high"] = json!(vec![0.0; high.len()]);
+            let mut space: Space = serde_json::from_value(json!({ "Box": b })).map_err(|e| e.to_string())?;
+            if let Space::Box { low: l, high: h, .. } = &mut space {
+                (*l, *h) = (low, high);
+            }
+            return Ok(space);
+        }
+        if let Some(d) = value.get("Dict") {
+            let entries = d["entries"].as_array().ok_or("a Dict without entries")?;
+            let entries = entries
+                .iter()
+                .map(|e| Ok((e[0].as_str().ok_or("a Dict entry without a name")?.to_string(), decode(e[1].clone())?)))
+                .collect::<Result<Vec<_>, String>>()?;
+            return Space::dict(entries).map_err(|e| e.to_string());
+        }
+        serde_json::from_value(value).map_err(|e| e.to_string())
+    }
 }
 
 /// One column's element type and values per row.
@@ -95,7 +179,14 @@ impl ColumnInfo {
 impl DatasetInfo {
     /// The description of episodes over these spaces with these columns.
     pub fn new(observation_space: Space, action_space: Space, columns: BTreeMap<String, ColumnInfo>) -> Self {
-        Self { format: "rlx-experience".into(), version: 1, observation_space, action_space, columns }
+        Self {
+            format: "rlx-experience".into(),
+            version: 1,
+            observation_space,
+            action_space,
+            columns,
+            filtered_observations: false,
+        }
     }
 
     /// Reads `dir/dataset.json`.

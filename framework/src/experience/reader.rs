@@ -91,6 +91,9 @@ impl ExperienceReader {
                     message: format!("not a glob: {e}"),
                 })?;
                 let mut files = matches.filter_map(Result::ok).filter(|f| is_episode_file(f)).collect::<Vec<_>>();
+                if files.is_empty() {
+                    return Err(ExperienceError::NoFiles(pattern.clone()));
+                }
                 files.sort();
                 found.extend(files);
             } else if path.is_file() {
@@ -146,7 +149,12 @@ impl ExperienceReader {
 
     /// The episodes of every file in order, read as they are asked for.
     pub fn episodes(&self) -> Episodes {
-        Episodes { files: self.files.clone().into_iter(), info: self.info.clone(), lines: None }
+        self.episodes_of(self.files.clone())
+    }
+
+    /// The episodes of `files` (some of this dataset's), in that order.
+    pub fn episodes_of(&self, files: Vec<PathBuf>) -> Episodes {
+        Episodes { files: files.into_iter(), info: self.info.clone(), lines: None }
     }
 }
 

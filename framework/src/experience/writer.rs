@@ -4,6 +4,7 @@ use super::{json, ColumnInfo, DatasetInfo, ExperienceError, DATASET_FILE, PARTIA
 use crate::sample_batch::SampleBatch;
 use crate::space::Space;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -46,22 +47,29 @@ pub struct OutputSettings {
 }
 
 /// Writes the episodes one evaluator samples to files in a dataset
-/// directory, each whole episode as one line once it ends.
+/// directory, each whole episode as one line once it ends (an episode of
+/// more than [`MAX_LINE_BYTES`] of values is written in pieces of that
+/// size, under one id, each piece's `t` going on from the last).
 ///
-/// Files are named `output-<ms>-<tag>-<n><ext>` and written as
-/// `<name>.partial` until they are finished: at `max_file_size`, at
+/// Files are named `output-<ms>-<pid>-<nonce>-<tag>-<n><ext>` and written
+/// as `<name>.partial` until they are finished: at `max_file_size`, at
 /// [`finish`](Self::finish), or when the writer is dropped. Episodes still
 /// running at the end are written first, cut: their last row is neither
-/// terminated nor truncated.
+/// terminated nor truncated. A file whose write failed keeps its partial
+/// name.
 pub struct ExperienceWriter {
     settings: OutputSettings,
     spaces: (Space, Space),
-    /// `output-<ms>-<tag>`: unique to this writer.
+    filtered_observations: bool,
+    /// `output-<ms>-<pid>-<nonce>-<tag>`: unique to this writer.
     stem: String,
+    /// Bytes of values after which a running episode is written
+    /// ([`MAX_LINE_BYTES`]).
+    line_cap: usize,
     files_begun: u64,
     file: Option<OpenFile>,
-    /// Whether `dataset.json` has been written (or checked).
-    described: bool,
+    /// The columns `dataset.json` names, once written (or checked).
+    columns: Option<BTreeMap<String, ColumnInfo>>,
     /// Per env copy: the running episode's id, and its rows so far.
     running: Vec<Running>,
     next_id: u64,
@@ -71,9 +79,16 @@ pub struct ExperienceWriter {
 struct Running {
     id: u64,
     rows: Vec<SampleBatch>,
-    /// Steps of this episode already written (an episode is cut only at the end).
+    /// Bytes of values in `rows`.
+    bytes: usize,
+    /// Steps of this episode already written.
     t0: u64,
 }
+
+/// The most bytes of values one line holds (32 MiB): a longer episode is
+/// written in pieces, so that neither the writer nor a reader holds more
+/// of one episode at a time.
+pub const MAX_LINE_BYTES: usize = 32 << 20;
 
 /// A file being written, under its partial name.
 struct OpenFile {
@@ -139,21 +154,35 @@ impl ExperienceWriter {
     /// spaces; `tag` tells this writer's files from other evaluators'
     /// (e.g. `w1-g0`). Nothing is created until the first episode ends.
     pub fn new(settings: OutputSettings, observation_space: Space, action_space: Space, tag: &str) -> Self {
-        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let (ms, pid) = (now.as_millis() as u64, std::process::id());
+        // Writers started in the same millisecond (trials of a search,
+        // nodes sharing a directory) still differ in the nonce.
+        let nonce = hash(&format!("{}-{pid}-{tag}-{:p}", now.as_nanos(), &now)) & 0xffff_ffff;
         // Episode ids: unique across writers without coordination, and
         // below 2^53 so that JSON readers that hold numbers as doubles
         // (JavaScript, jq) read them exactly.
-        let next_id = ((ms as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ hash(tag)) & ID_MASK;
+        let next_id = (ms.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ hash(tag) ^ (nonce << 20)) & ID_MASK;
         Self {
             settings,
             spaces: (observation_space, action_space),
-            stem: format!("output-{ms}-{tag}"),
+            filtered_observations: false,
+            stem: format!("output-{ms}-{pid}-{nonce:08x}-{tag}"),
+            line_cap: MAX_LINE_BYTES,
             files_begun: 0,
             file: None,
-            described: false,
+            columns: None,
             running: Vec::new(),
             next_id,
         }
+    }
+
+    /// Records in `dataset.json` that the observations are normalized by an
+    /// observation filter (whose statistics the dataset does not hold), so
+    /// that `input` refuses them.
+    pub fn with_filtered_observations(mut self, filtered: bool) -> Self {
+        self.filtered_observations = filtered;
+        self
     }
 
     /// Adds `rows`, consecutive steps of env copy `copy`'s running episode
@@ -169,7 +198,12 @@ impl ExperienceWriter {
             self.running.push(Running { id, ..Running::default() });
         }
         if !rows.is_empty() {
-            self.running[copy].rows.push(rows);
+            let running = &mut self.running[copy];
+            running.bytes += value_bytes(&rows);
+            running.rows.push(rows);
+            if running.bytes >= self.line_cap && !ended {
+                self.write_running(copy)?;
+            }
         }
         if ended {
             self.write_running(copy)?;
@@ -191,6 +225,7 @@ impl ExperienceWriter {
             return Ok(());
         }
         let (id, t0) = (running.id, running.t0);
+        running.bytes = 0;
         let episode = SampleBatch::concat(&std::mem::take(&mut running.rows));
         let episode = episode.map_err(|e| self.malformed(format!("episode {id}: {e}")))?;
         self.running[copy].t0 += episode.len() as u64;
@@ -205,8 +240,13 @@ impl ExperienceWriter {
             self.begin_file()?;
         }
         let file = self.file.as_mut().expect("a file was just begun");
-        let partial = file.partial.clone();
-        file.sink.writer().write_all(line.as_bytes()).map_err(|e| ExperienceError::io(&partial, e))?;
+        if let Err(e) = file.sink.writer().write_all(line.as_bytes()) {
+            // The file may hold a torn line: it keeps its partial name, and
+            // later episodes go to a new file.
+            let partial = file.partial.clone();
+            self.file = None;
+            return Err(ExperienceError::io(&partial, e));
+        }
         if file.sink.bytes() >= self.settings.max_file_size {
             self.finish_file()?;
         }
@@ -214,13 +254,24 @@ impl ExperienceWriter {
     }
 
     /// Writes `dataset.json` on the first episode, or checks that the one
-    /// there describes the same spaces and columns.
+    /// there describes the same spaces and columns; checks every later
+    /// episode's columns against it.
     fn describe(&mut self, episode: &SampleBatch) -> Result<(), ExperienceError> {
-        if self.described {
+        let columns: BTreeMap<String, ColumnInfo> =
+            episode.columns().map(|(k, c)| (k.to_string(), ColumnInfo::of(c))).collect();
+        if let Some(described) = &self.columns {
+            if *described != columns {
+                let names = |m: &BTreeMap<String, ColumnInfo>| m.keys().cloned().collect::<Vec<_>>().join(", ");
+                return Err(self.malformed(format!(
+                    "an episode with columns {} in a dataset of columns {}",
+                    names(&columns),
+                    names(described)
+                )));
+            }
             return Ok(());
         }
-        let columns = episode.columns().map(|(k, c)| (k.to_string(), ColumnInfo::of(c))).collect();
-        let info = DatasetInfo::new(self.spaces.0.clone(), self.spaces.1.clone(), columns);
+        let mut info = DatasetInfo::new(self.spaces.0.clone(), self.spaces.1.clone(), columns.clone());
+        info.filtered_observations = self.filtered_observations;
         let dir = &self.settings.dir;
         std::fs::create_dir_all(dir).map_err(|e| ExperienceError::io(dir, e))?;
         let path = dir.join(DATASET_FILE);
@@ -242,7 +293,7 @@ impl ExperienceWriter {
             std::fs::write(&tmp, text + "\n").map_err(|e| ExperienceError::io(&tmp, e))?;
             std::fs::rename(&tmp, &path).map_err(|e| ExperienceError::io(&path, e))?;
         }
-        self.described = true;
+        self.columns = Some(columns);
         Ok(())
     }
 
@@ -250,7 +301,11 @@ impl ExperienceWriter {
         let name = format!("{}-{}{}", self.stem, self.files_begun, self.settings.compression.extension());
         self.files_begun += 1;
         let partial = self.settings.dir.join(name + PARTIAL_SUFFIX);
-        let file = File::create(&partial).map_err(|e| ExperienceError::io(&partial, e))?;
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&partial)
+            .map_err(|e| ExperienceError::io(&partial, e))?;
         let counting = Counting { file: BufWriter::with_capacity(1 << 16, file), bytes: 0 };
         let sink = match self.settings.compression {
             Compression::None => Sink::Plain(counting),
@@ -276,10 +331,19 @@ impl ExperienceWriter {
     /// # Errors
     /// A file that cannot be written or renamed.
     pub fn finish(&mut self) -> Result<(), ExperienceError> {
+        // Every episode is tried and the file finished whatever one of
+        // them does; the first error is returned.
+        let mut first = None;
         for copy in 0..self.running.len() {
-            self.write_running(copy)?;
+            if let Err(e) = self.write_running(copy) {
+                first.get_or_insert(e);
+            }
         }
-        self.finish_file()
+        let finished = self.finish_file();
+        match first {
+            Some(e) => Err(e),
+            None => finished,
+        }
     }
 
     fn malformed(&self, message: String) -> ExperienceError {
@@ -307,10 +371,70 @@ fn finished_name(partial: &Path) -> PathBuf {
     partial.with_file_name(name.strip_suffix(PARTIAL_SUFFIX).unwrap_or(name))
 }
 
+/// Bytes of values in a batch.
+fn value_bytes(batch: &SampleBatch) -> usize {
+    batch
+        .columns()
+        .map(|(_, c)| match c {
+            crate::sample_batch::Column::F32 { data, .. } => 4 * data.len(),
+            crate::sample_batch::Column::I64 { data, .. } => 8 * data.len(),
+            crate::sample_batch::Column::U8 { data, .. } => data.len(),
+        })
+        .sum()
+}
+
 /// Episode ids are below 2^53.
 const ID_MASK: u64 = (1 << 53) - 1;
 
 /// FNV-1a of a string.
 fn hash(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experience::{ExperienceReader, InputSpec};
+
+    fn rows(n: usize, last_ends: bool) -> SampleBatch {
+        let mut b = SampleBatch::new();
+        b.insert_f32("obs", (0..n).map(|i| i as f32).collect(), 1).unwrap();
+        let ends = (0..n).map(|i| if last_ends && i + 1 == n { 1.0 } else { 0.0 }).collect();
+        b.insert_f32("terminateds", ends, 1).unwrap();
+        b
+    }
+
+    #[test]
+    fn a_long_episode_is_written_in_pieces_under_one_id_and_infinite_bounds_survive() {
+        let dir = std::env::temp_dir().join(format!("rlx-writer-pieces-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let obs = Space::Box {
+            low: vec![f32::NEG_INFINITY],
+            high: vec![f32::INFINITY],
+            shape: vec![1],
+            dtype: Default::default(),
+        };
+        let settings = OutputSettings { dir: dir.clone(), compression: Compression::None, max_file_size: 1 << 20 };
+        let mut w = ExperienceWriter::new(settings, obs.clone(), Space::discrete(2), "t");
+        // 10 rows of 8 bytes each per piece: a line every 100 bytes.
+        w.line_cap = 100;
+        for k in 0..5 {
+            w.add(0, rows(10, k == 4), k == 4).unwrap();
+        }
+        // Other columns in a later episode are refused.
+        let mut other = rows(3, true);
+        other.insert_f32("extra", vec![0.0; 3], 1).unwrap();
+        assert!(w
+            .add(1, other, true)
+            .unwrap_err()
+            .to_string()
+            .contains("an episode with columns extra, obs, terminateds"));
+        w.finish().unwrap();
+        let reader = ExperienceReader::open(&InputSpec::One(dir.display().to_string())).unwrap();
+        assert_eq!(reader.info().observation_space, obs, "infinite bounds read back");
+        let pieces: Vec<_> = reader.episodes().map(Result::unwrap).collect();
+        assert_eq!(pieces.iter().map(|e| (e.t0, e.batch.len())).collect::<Vec<_>>(), [(0, 20), (20, 20), (40, 10)]);
+        assert!(pieces.iter().all(|e| e.eps_id == pieces[0].eps_id));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
