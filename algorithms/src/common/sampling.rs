@@ -68,20 +68,10 @@ pub async fn spawn_evaluators(
     let make_policy = ctx.policies_for(probe.as_ref(), make_policy)?;
     make_policy(probe.observation_space(), probe.action_space(), 0, 0)?;
     let input = match &s.input {
-        Some((spec, _)) => {
+        Some((spec, window)) => {
             let reader = ExperienceReader::open(spec).map_err(|e| input_error(&e))?;
-            let (obs, act) = (probe.observation_space(), probe.action_space());
-            let dir = reader.files()[0].parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-            reader.info().check_spaces(&dir, obs, act).map_err(|e| input_error(&e))?;
-            if reader.info().filtered_observations {
-                let message = format!(
-                    "{}: written by a run with an observation_filter; its observations are normalized by \
-                     statistics the dataset does not hold",
-                    dir.display()
-                );
-                return Err(ConfigError::Invalid { key: "input".into(), message }.into());
-            }
-            Some(reader)
+            reader.check_fits(probe.observation_space(), probe.action_space()).map_err(|e| input_error(&e))?;
+            Some((reader, *window))
         }
         None => None,
     };
@@ -102,11 +92,10 @@ pub async fn spawn_evaluators(
         if let Some(gamma) = settings.reward_scaling {
             evaluator = evaluator.with_reward_scaling(gamma);
         }
-        if let Some(reader) = input.clone().filter(|_| samples) {
+        if let Some((reader, window)) = input.clone().filter(|_| samples) {
             let samplers = settings.num_workers.max(1);
             let reader =
                 if reader.files().len() >= samplers { reader.share(index.saturating_sub(1), samplers) } else { reader };
-            let window = settings.input.as_ref().map_or(1, |(_, w)| *w);
             evaluator = evaluator.with_input(InputSource::new(reader, window, seed));
         }
         if let Some(output) = settings.output.clone().filter(|_| samples) {

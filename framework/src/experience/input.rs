@@ -115,8 +115,6 @@ impl InputSource {
     }
 
     fn malformed(&self, message: String) -> ExperienceError {
-        let file = self.reader.files().first().cloned().unwrap_or_default();
-        let dir = file.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-        ExperienceError::Malformed { file: dir, line: None, message }
+        ExperienceError::Malformed { file: self.reader.dir().to_path_buf(), line: None, message }
     }
 }

@@ -2,7 +2,9 @@
 
 use super::{json, DatasetInfo, ExperienceError, DATASET_FILE, PARTIAL_SUFFIX};
 use crate::sample_batch::SampleBatch;
+use crate::space::Space;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -50,6 +52,8 @@ pub struct Episode {
 pub struct ExperienceReader {
     files: Vec<PathBuf>,
     info: DatasetInfo,
+    /// The directory of the first file, whose `dataset.json` is `info`.
+    dir: PathBuf,
     /// Files left out because their writer never finished them.
     partial: Vec<PathBuf>,
 }
@@ -111,18 +115,47 @@ impl ExperienceReader {
             return Err(ExperienceError::NoFiles(spec.to_string()));
         };
         let dir_of = |f: &Path| f.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        let info = DatasetInfo::load(&dir_of(first))?;
-        for f in &files {
-            let dir = dir_of(f);
-            if DatasetInfo::load(&dir)? != info {
+        let dir = dir_of(first);
+        let info = DatasetInfo::load(&dir)?;
+        // Each directory's description once, however many files it holds.
+        let others: BTreeSet<PathBuf> = files.iter().map(|f| dir_of(f)).filter(|d| *d != dir).collect();
+        for other in others {
+            if DatasetInfo::load(&other)? != info {
                 return Err(ExperienceError::Malformed {
-                    file: dir.join(DATASET_FILE),
+                    file: other.join(DATASET_FILE),
                     line: None,
-                    message: format!("describes other spaces or columns than {}", dir_of(first).display()),
+                    message: format!("describes other spaces or columns than {}", dir.display()),
                 });
             }
         }
-        Ok(Self { files, info, partial })
+        Ok(Self { files, info, dir, partial })
+    }
+
+    /// The directory whose `dataset.json` describes the dataset.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Checks that a run with these spaces can learn from the dataset: the
+    /// same spaces, and observations as the env gives them (not normalized
+    /// by a filter whose statistics the dataset does not hold).
+    ///
+    /// # Errors
+    /// [`ExperienceError::Spaces`] naming the space that differs;
+    /// [`ExperienceError::Malformed`] naming `dataset.json` for filtered
+    /// observations.
+    pub fn check_fits(&self, obs: &Space, act: &Space) -> Result<(), ExperienceError> {
+        self.info.check_spaces(&self.dir, obs, act)?;
+        if self.info.filtered_observations {
+            return Err(ExperienceError::Malformed {
+                file: self.dir.join(DATASET_FILE),
+                line: None,
+                message: "written by a run with an observation_filter; its observations are normalized by \
+                          statistics the dataset does not hold"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// The dataset's spaces and columns.
