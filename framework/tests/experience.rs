@@ -1,13 +1,19 @@
 //! Experience files: what a writer writes, a reader gives back bit for bit,
-//! whatever the compression and however the files rotate; partial, torn
-//! and mismatched files are named.
+//! in either format, whatever the compression and however the files rotate;
+//! partial, torn, truncated and mismatched files are named.
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Int64Array, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
 use rlx::experience::{
     Compression, DatasetInfo, Episode, ExperienceError, ExperienceReader, ExperienceWriter, InputSource, InputSpec,
-    OutputSettings,
+    OutputFormat, OutputSettings,
 };
 use rlx::{fields, SampleBatch, Space};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 fn spaces() -> (Space, Space) {
     (Space::uniform_box(-10.0, 10.0, vec![3]).unwrap(), Space::discrete(4))
@@ -44,9 +50,9 @@ fn steps(seed: u32, n: usize, ends: bool) -> SampleBatch {
 
 /// Writes episodes of three env copies, interleaved and in pieces as an
 /// evaluator adds them, and returns each episode's rows by the order it ended.
-fn write(dir: &Path, compression: Compression, max_file_size: u64) -> Vec<SampleBatch> {
+fn write(dir: &Path, format: OutputFormat, compression: Compression, max_file_size: u64) -> Vec<SampleBatch> {
     let (obs, act) = spaces();
-    let settings = OutputSettings { dir: dir.to_path_buf(), compression, max_file_size };
+    let settings = OutputSettings { dir: dir.to_path_buf(), format, compression, max_file_size };
     let mut writer = ExperienceWriter::new(settings, obs, act, "w1-g0");
     let mut running: Vec<Vec<SampleBatch>> = vec![Vec::new(); 3];
     let mut ended = Vec::new();
@@ -91,18 +97,31 @@ fn bits(batches: &[SampleBatch]) -> Vec<Vec<u32>> {
     all
 }
 
+const FORMATS: [(OutputFormat, Compression); 6] = [
+    (OutputFormat::Json, Compression::Lz4),
+    (OutputFormat::Json, Compression::Gzip),
+    (OutputFormat::Json, Compression::None),
+    (OutputFormat::Parquet, Compression::Lz4),
+    (OutputFormat::Parquet, Compression::Gzip),
+    (OutputFormat::Parquet, Compression::None),
+];
+
 #[test]
-fn every_episode_comes_back_bit_for_bit_in_each_compression_across_rotated_files() {
-    for compression in [Compression::Lz4, Compression::Gzip, Compression::None] {
-        let dir = temp_dir(&format!("{compression:?}"));
-        let written = write(&dir, compression, 4096);
+fn every_episode_comes_back_bit_for_bit_in_each_format_and_compression_across_rotated_files() {
+    for (format, compression) in FORMATS {
+        let dir = temp_dir(&format!("{format:?}-{compression:?}"));
+        let written = write(&dir, format, compression, 4096);
         let reader = ExperienceReader::open(&InputSpec::One(dir.display().to_string())).unwrap();
         // gzip holds back what it compresses, so its files rotate later.
-        assert!(reader.files().len() >= 2, "{compression:?}: rotated at 4 KiB: {:?}", reader.files());
+        assert!(reader.files().len() >= 2, "{format:?} {compression:?}: rotated at 4 KiB: {:?}", reader.files());
         assert!(reader.partial_files().is_empty());
-        assert!(reader.files().iter().all(|f| f.to_string_lossy().ends_with(compression.extension())));
+        let extension = match format {
+            OutputFormat::Json => compression.extension(),
+            OutputFormat::Parquet => ".parquet",
+        };
+        assert!(reader.files().iter().all(|f| f.to_string_lossy().ends_with(extension)));
         let episodes: Vec<Episode> = reader.episodes().collect::<Result<_, _>>().unwrap();
-        assert_eq!(episodes.len(), written.len(), "{compression:?}");
+        assert_eq!(episodes.len(), written.len(), "{format:?} {compression:?}");
         let rows: usize = episodes.iter().map(|e| e.batch.len()).sum();
         assert_eq!(rows, written.iter().map(SampleBatch::len).sum::<usize>());
         assert_eq!(bits(&episodes.iter().map(|e| e.batch.clone()).collect::<Vec<_>>()), bits(&written));
@@ -119,30 +138,33 @@ fn every_episode_comes_back_bit_for_bit_in_each_compression_across_rotated_files
 
 #[test]
 fn a_writer_that_never_finished_leaves_a_partial_file_that_readers_skip_and_whole_files_stay_whole() {
-    let dir = temp_dir("killed");
-    let (obs, act) = spaces();
-    let settings = OutputSettings { dir: dir.clone(), compression: Compression::Lz4, max_file_size: 2048 };
-    let mut writer = ExperienceWriter::new(settings, obs, act, "w1-g0");
-    let mut written = 0;
-    for e in 0..40u32 {
-        writer.add(0, steps(e, 9, true), true).unwrap();
-        written += 9;
+    for format in [OutputFormat::Json, OutputFormat::Parquet] {
+        let dir = temp_dir(&format!("killed-{format:?}"));
+        let (obs, act) = spaces();
+        let settings = OutputSettings { dir: dir.clone(), format, compression: Compression::Lz4, max_file_size: 2048 };
+        let mut writer = ExperienceWriter::new(settings, obs, act, "w1-g0");
+        let mut written = 0;
+        for e in 0..40u32 {
+            writer.add(0, steps(e, 9, true), true).unwrap();
+            written += 9;
+        }
+        // A kill: the writer is never dropped, its open file never finished.
+        std::mem::forget(writer);
+        let reader = ExperienceReader::open(&InputSpec::One(dir.display().to_string())).unwrap();
+        assert_eq!(reader.partial_files().len(), 1, "{format:?}: at most one partial file");
+        let episodes: Vec<Episode> = reader.episodes().collect::<Result<_, _>>().unwrap();
+        let finished: usize = episodes.iter().map(|e| e.batch.len()).sum();
+        assert!(finished > 0 && finished < written, "{format:?}: {finished} of {written} rows in finished files");
+        // Every finished file is whole: each episode has its 9 rows.
+        assert!(episodes.iter().all(|e| e.batch.len() == 9 && e.t0 == 0), "{format:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
-    // A kill: the writer is never dropped, its open file never finished.
-    std::mem::forget(writer);
-    let reader = ExperienceReader::open(&InputSpec::One(dir.display().to_string())).unwrap();
-    assert_eq!(reader.partial_files().len(), 1, "at most one partial file");
-    let finished: usize = reader.episodes().map(|e| e.unwrap().batch.len()).sum();
-    assert!(finished > 0 && finished < written, "{finished} of {written} rows in finished files");
-    // Every finished file is whole: its episode count matches its lines.
-    assert_eq!(finished % 9, 0);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn torn_and_truncated_files_and_other_spaces_are_named() {
     let dir = temp_dir("torn");
-    write(&dir, Compression::None, 1 << 20);
+    write(&dir, OutputFormat::Json, Compression::None, 1 << 20);
     let file = ExperienceReader::open(&InputSpec::One(dir.display().to_string())).unwrap().files()[0].clone();
     let text = std::fs::read_to_string(&file).unwrap();
     let lines = text.lines().count();
@@ -152,7 +174,7 @@ fn torn_and_truncated_files_and_other_spaces_are_named() {
     assert!(err.contains("torn"), "{err}");
 
     let lz4 = temp_dir("truncated");
-    write(&lz4, Compression::Lz4, 1 << 20);
+    write(&lz4, OutputFormat::Json, Compression::Lz4, 1 << 20);
     let file = ExperienceReader::open(&InputSpec::One(lz4.display().to_string())).unwrap().files()[0].clone();
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
@@ -170,9 +192,54 @@ fn torn_and_truncated_files_and_other_spaces_are_named() {
 }
 
 #[test]
+fn truncated_and_mistyped_parquet_files_are_named() {
+    let dir = temp_dir("parquet-bad");
+    write(&dir, OutputFormat::Parquet, Compression::Lz4, 1 << 20);
+    let spec = dir.display().to_string();
+    let file = ExperienceReader::open(&InputSpec::One(spec.clone())).unwrap().files()[0].clone();
+    let whole = std::fs::read(&file).unwrap();
+
+    // A file cut short (copied while written, a full disk) has no footer.
+    std::fs::write(&file, &whole[..whole.len() * 2 / 3]).unwrap();
+    let err = read(&spec).unwrap_err().to_string();
+    assert!(err.contains(&file.display().to_string()) && err.contains("not a whole Parquet file"), "{err}");
+    std::fs::write(&file, &whole).unwrap();
+    assert!(read(&spec).is_ok());
+
+    // _dataset.json says observations are 4 wide; the file's are 3.
+    let json = dir.join("_dataset.json");
+    let described = std::fs::read_to_string(&json).unwrap();
+    let wider = described.replacen("\"width\": 3", "\"width\": 4", 1);
+    assert_ne!(wider, described);
+    std::fs::write(&json, wider).unwrap();
+    let err = read(&spec).unwrap_err().to_string();
+    assert!(err.contains(&file.display().to_string()) && err.contains("column new_obs is FixedSizeList"), "{err}");
+    assert!(err.contains("but _dataset.json says"), "{err}");
+
+    // A row whose step does not follow its episode's last is named.
+    std::fs::write(&json, &described).unwrap();
+    let rows = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&file).unwrap()).unwrap().build().unwrap();
+    let rows = rows.collect::<Result<Vec<RecordBatch>, _>>().unwrap();
+    let ids = rows[0].column_by_name("eps_id").unwrap().as_primitive::<Int64Type>().values().to_vec();
+    let row = (1..ids.len()).find(|&i| ids[i] == ids[i - 1]).unwrap();
+    let mut t = rows[0].column_by_name("t").unwrap().as_primitive::<Int64Type>().values().to_vec();
+    t[row] += 1;
+    let mut columns = rows[0].columns().to_vec();
+    columns[1] = Arc::new(Int64Array::from(t.clone()));
+    let skipped = RecordBatch::try_new(rows[0].schema(), columns).unwrap();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), skipped.schema(), None).unwrap();
+    writer.write(&skipped).unwrap();
+    writer.close().unwrap();
+    let err = read(&spec).unwrap_err().to_string();
+    let expected = format!("row {row}: step {} follows step {}", t[row], t[row - 1]);
+    assert!(err.contains(&file.display().to_string()) && err.contains(&expected), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn input_hands_out_every_row_once_an_epoch_shuffled_and_postprocessed_per_episode() {
     let dir = temp_dir("input");
-    let written = write(&dir, Compression::Lz4, 1 << 20);
+    let written = write(&dir, OutputFormat::Parquet, Compression::Lz4, 1 << 20);
     let total: usize = written.iter().map(SampleBatch::len).sum();
     let reader = ExperienceReader::open(&InputSpec::One(dir.display().to_string())).unwrap();
     let mut input = InputSource::new(reader, 100, 7);

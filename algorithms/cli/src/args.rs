@@ -53,7 +53,7 @@ pub(crate) enum DatasetCommand {
     /// Print a dataset's spaces, columns, files, episodes, steps and
     /// return statistics.
     Info {
-        /// Dataset directories, globs of episode files, or files.
+        /// Dataset directories (rlx's or Minari's), globs of episode files, or files.
         #[arg(required = true)]
         paths: Vec<String>,
     },

@@ -1,10 +1,13 @@
 //! Learning from files, through the built `rlx` binary: a run writes what
-//! it samples (`output`), `rlx dataset info` counts it, and DQN, BC,
-//! MARWIL and CQL learn from it (`input`); a run killed while writing leaves whole
-//! files and one partial file that readers skip.
+//! it samples (`output`, JSON lines or Parquet), `rlx dataset info` counts
+//! it, and DQN, BC, MARWIL and CQL learn from it (`input`); a run killed
+//! while writing leaves whole files and one partial file that readers
+//! skip. With Python: pyarrow reads rlx's Parquet, and rlx reads and
+//! learns from Minari's datasets.
 
 mod common;
 
+use rlx_envs::gym::testing::python;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -74,7 +77,7 @@ fn bc_and_cql_on_episodes_of_a_trained_ppo_reach_a_greedy_475_where_dqn_fails() 
     let root = common::tmp("offline", "bc");
     let (ppo, data) = (root.join("ppo"), root.join("expert"));
     // PPO until it solves CartPole, then the solved policy (lr ~0) writes
-    // 20k steps of its episodes.
+    // 20k steps of its episodes, as Parquet.
     let run = train(
         "PPO",
         "CartPole-v1",
@@ -86,7 +89,7 @@ fn bc_and_cql_on_episodes_of_a_trained_ppo_reach_a_greedy_475_where_dqn_fails() 
     let solved = results(&run).last().unwrap()["timesteps_total"].as_u64().unwrap();
     let checkpoint = std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
     let stop = format!(r#"{{"timesteps_total": {}}}"#, solved + 20_000);
-    let output = format!(r#"{{"output": "{}", "lr": 1e-9}}"#, data.display());
+    let output = format!(r#"{{"output": "{}", "output_format": "parquet", "lr": 1e-9}}"#, data.display());
     train("PPO", "CartPole-v1", &stop, &output, &ppo, &["--restore", checkpoint.to_str().unwrap()]);
     let (steps, mean, info) = dataset_info(&data);
     assert!(steps >= 20_000 && mean > 400.0, "expert episodes: {info}");
@@ -225,5 +228,91 @@ fn bad_inputs_are_named_before_training() {
     fails("DQN", "CartPole-v1", &both, "a run from `input` samples no episodes to write");
     // Neither --stop nor evaluation: nothing would ever stop it.
     fails("DQN", "CartPole-v1", &input, "DQN learns from `input` and plays no episodes of its own");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Collects `argv[3]` CartPole episodes of a linear controller (which keeps
+/// the pole up for all 500 steps) with Minari's DataCollector, into a
+/// Minari dataset of storage `argv[2]` under `argv[1]`; prints the steps.
+const MAKE_MINARI: &str = r#"
+import os, sys
+os.environ["MINARI_DATASETS_PATH"] = sys.argv[1]
+import gymnasium as gym
+from minari import DataCollector
+fmt, n = sys.argv[2], int(sys.argv[3])
+env = DataCollector(gym.make("CartPole-v1"), data_format=fmt)
+steps = 0
+for episode in range(n):
+    obs, _ = env.reset(seed=episode)
+    done = False
+    while not done:
+        x, v, angle, spin = obs
+        obs, _, terminated, truncated, _ = env.step(int(angle + 0.5 * spin + 0.01 * x + 0.1 * v > 0))
+        steps += 1
+        done = terminated or truncated
+env.create_dataset(dataset_id=f"cartpole/controller-{fmt}-v0", algorithm_name="linear controller", author="rlx tests",
+                   author_email="none", code_permalink="none", description="rlx tests")
+print(steps)
+"#;
+
+/// A Minari dataset made by Minari itself reads the same from either of
+/// its storages, and BC learns the controller that made it.
+#[test]
+fn minari_datasets_read_alike_from_hdf5_and_arrow_and_bc_learns_from_one() {
+    let Some(python) = python() else { return };
+    let root = common::tmp("offline", "minari");
+    std::fs::create_dir_all(&root).unwrap();
+    let make = root.join("make_minari.py");
+    std::fs::write(&make, MAKE_MINARI).unwrap();
+    let mut described = Vec::new();
+    for format in ["hdf5", "arrow"] {
+        let out = Command::new(&python).arg(&make).arg(&root).args([format, "20"]).output().unwrap();
+        assert!(out.status.success(), "making a {format} dataset: {}", String::from_utf8_lossy(&out.stderr));
+        let collected: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let (steps, mean, info) = dataset_info(&root.join(format!("cartpole/controller-{format}-v0")));
+        assert_eq!((steps, mean), (collected, 500.0), "{format}: {info}");
+        described.push(info);
+    }
+    assert_eq!(described[0], described[1], "the same episodes from either storage");
+    assert!(described[0].contains("episodes:          20 (20 complete"), "{}", described[0]);
+
+    let data = root.join("cartpole/controller-arrow-v0");
+    let bc = train("BC", "CartPole-v1", r#"{"training_iteration": 300}"#, &input(&data), &root.join("bc"), &[]);
+    let evals = evaluations(&bc);
+    assert!(evals.last().copied().unwrap_or_default() >= 475.0, "BC's greedy returns: {evals:?}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// rlx's Parquet files are one table to pyarrow (and so to pandas, polars
+/// and Ray Data): a row per step, RLlib's column names, observations as
+/// fixed-size lists, an episode's rows under one `eps_id`.
+#[test]
+fn pyarrow_reads_parquet_output_as_one_table_of_steps() {
+    let Some(python) = python() else { return };
+    let root = common::tmp("offline", "pyarrow");
+    let data = root.join("data");
+    let output =
+        format!(r#"{{"output": "{}", "output_format": "parquet", "output_compression": "gzip"}}"#, data.display());
+    train("DQN", "CartPole-v1", r#"{"timesteps_total": 3000}"#, &output, &root.join("runs"), &[]);
+    let (steps, _, info) = dataset_info(&data);
+    let read = r#"
+import sys, json, pyarrow.dataset as ds
+table = ds.dataset(sys.argv[1], format="parquet").to_table()
+print(json.dumps({"rows": table.num_rows, "columns": sorted(table.column_names),
+                  "obs": str(table.schema.field("obs").type), "episodes": len(set(table.column("eps_id").to_pylist())),
+                  "rewards": sum(table.column("rewards").to_pylist())}))
+"#;
+    let out = Command::new(&python).args(["-c", read]).arg(&data).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(table["rows"], steps, "{table} {info}");
+    assert_eq!(table["rewards"].as_f64(), Some(steps as f64), "CartPole pays 1 a step: {table}");
+    assert_eq!(table["obs"], "fixed_size_list<item: float not null>[4]", "{table}");
+    let columns: Vec<&str> = table["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    for name in ["eps_id", "t", "obs", "new_obs", "actions", "rewards", "terminateds", "truncateds"] {
+        assert!(columns.contains(&name), "{name} in {columns:?}");
+    }
+    let episodes = table["episodes"].as_u64().unwrap();
+    assert!(info.contains(&format!("episodes:          {episodes} (")), "{episodes} ids: {info}");
     std::fs::remove_dir_all(&root).unwrap();
 }

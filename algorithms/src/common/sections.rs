@@ -27,7 +27,7 @@ use crate::model::device::DeviceSpec;
 use crate::model::{ModelConfig, ModelSupport};
 use documented::DocumentedFields;
 use rlx::config::{check, check_count, ConfigError};
-use rlx::experience::{Compression, InputSpec, OutputSettings};
+use rlx::experience::{Compression, InputSpec, OutputFormat, OutputSettings};
 use rlx::filter::ObservationFilter;
 use rlx::optimizer::SyncReplayConfig;
 use rlx::replay::PrioritizedReplayConfig;
@@ -56,20 +56,24 @@ pub struct Sampling {
     /// `restart` is the shards' own restart policy. See the book's "Env
     /// shards" section.
     pub env_shards: EnvShards,
-    /// A directory to write every episode the run samples to, as JSON
-    /// lines in RLlib's old-stack shape, for `input` or other tools later
-    /// (see the book's "Offline RL" page); `null`, the default, writes
-    /// nothing. Observations are written as the policy saw them (filtered
-    /// if an `observation_filter` is on).
+    /// A directory to write every episode the run samples to, for `input`
+    /// or other tools later (see the book's "Offline RL" page); `null`, the
+    /// default, writes nothing. Observations are written as the policy saw
+    /// them (filtered if an `observation_filter` is on).
     pub output: Option<PathBuf>,
-    /// How `output` files are compressed: `lz4` (frame format, the
-    /// default), `gzip` or `none`.
+    /// How `output` lays episodes out: `json` (the default; one episode per
+    /// line, RLlib's old-stack shape) or `parquet` (one step per row, RLlib's
+    /// new-stack column names; read by pandas, polars and Ray Data).
+    pub output_format: OutputFormat,
+    /// How `output` files are compressed: `lz4` (the default; a JSON file
+    /// in LZ4's frame format, Parquet pages in `LZ4_RAW`), `gzip` or `none`.
     pub output_compression: Compression,
     /// Bytes on disk after which an `output` file is finished and the next
     /// begun (RLlib's default, 64 MiB).
     pub output_max_file_size: u64,
     /// Learn from files instead of stepping the env: a dataset directory
-    /// written by `output`, a glob of its files, or a list of either
+    /// written by `output` (JSON lines or Parquet) or a Minari dataset's,
+    /// a glob of episode files, or a list of these
     /// (DQN, Ape-X, DDPG, TD3 and SAC; the env still gives the spaces and
     /// plays evaluation episodes). Each sampling evaluator reads its share
     /// of the files, over and over; `null`, the default, samples the env.
@@ -89,6 +93,7 @@ impl Default for Sampling {
             restart: RestartPolicy::default(),
             env_shards: EnvShards::default(),
             output: None,
+            output_format: OutputFormat::default(),
             output_compression: Compression::default(),
             output_max_file_size: 64 << 20,
             input: None,
@@ -148,6 +153,7 @@ impl Sampling {
             env_shards: self.env_shards,
             output: self.output.clone().map(|dir| OutputSettings {
                 dir,
+                format: self.output_format,
                 compression: self.output_compression,
                 max_file_size: self.output_max_file_size,
             }),

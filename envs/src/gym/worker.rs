@@ -60,7 +60,7 @@ pub(crate) struct Worker {
 
 /// The interpreter: `$RLX_PYTHON` if set, else `python3` on the `PATH`.
 pub(crate) fn interpreter() -> PathBuf {
-    std::env::var_os("RLX_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from)
+    rlx::experience::python_interpreter()
 }
 
 /// The module written once per rlx version and content to a file in the

@@ -95,7 +95,7 @@ pub(crate) fn decode(line: &str, info: &DatasetInfo) -> Result<(u64, u64, Sample
         batch.insert(name.clone(), column).map_err(|e| e.to_string())?;
     }
     if let Some(name) = object.keys().next() {
-        return Err(format!("column {name} is not in dataset.json"));
+        return Err(format!("column {name} is not in _dataset.json"));
     }
     Ok((ids[0] as u64, steps[0] as u64, batch))
 }
@@ -185,7 +185,7 @@ mod tests {
         let text = line.replace("[3.0,4.0]", "[3.0,\"x\"]");
         assert!(decode(&text, &info).unwrap_err().contains("row 1 holds \"x\""));
         let extra = line.replace("\"t\":", "\"vf\":[1,2],\"t\":");
-        assert!(decode(&extra, &info).unwrap_err().contains("column vf is not in dataset.json"));
+        assert!(decode(&extra, &info).unwrap_err().contains("column vf is not in _dataset.json"));
         batch.insert_f32("rewards", vec![f32::NAN, 0.0], 1).unwrap();
         assert!(encode(3, 0, &batch).unwrap_err().contains("column rewards holds NaN"));
     }

@@ -1,33 +1,43 @@
 //! Experience as files: the episodes a run samples, written as it samples
 //! them (`output`), and read back to learn from (`input`).
 //!
-//! A dataset is a directory of JSON-lines files in the shape of RLlib's
-//! old-stack `output`: one line a whole episode, `{"type": "SampleBatch",
-//! "eps_id": [...], "t": [...], "obs": [[...], ...], "actions": [...],
-//! ...}`, each column a list of rows. Beside them, `dataset.json`
-//! ([`DatasetInfo`]) names the spaces and each column's type and width, so
-//! that a reader checks every row and tells a file of other spaces apart.
+//! A dataset is a directory of episode files in one of two formats:
 //!
-//! - [`ExperienceWriter`] writes one evaluator's episodes: a file at a
-//!   time, compressed whole with LZ4 (frame format) or gzip, or plain.
+//! - JSON lines in the shape of RLlib's old-stack `output`: one line a
+//!   whole episode, `{"type": "SampleBatch", "eps_id": [...], "t": [...],
+//!   "obs": [[...], ...], "actions": [...], ...}`, each column a list of
+//!   rows; the file compressed whole with LZ4 (frame format) or gzip, or
+//!   plain;
+//! - Parquet, one row a step, under RLlib's new-stack column names (see
+//!   `parquet.rs`), its pages compressed with LZ4 or gzip, or plain.
+//!
+//! Beside them, `_dataset.json` ([`DatasetInfo`]) names the spaces and each
+//! column's type and width, so that a reader checks every row and tells a
+//! file of other spaces apart.
+//!
+//! - [`ExperienceWriter`] writes one evaluator's episodes, a file at a
+//!   time.
 //!   A file is written under a `.partial` name and renamed when it is
 //!   complete (rotated by size, or at the end of the run), so a killed run
 //!   leaves whole files plus at most one partial file per evaluator.
 //! - [`ExperienceReader`] streams episodes from a directory, a glob or a
 //!   list of files, skipping partial files with a warning and naming the
-//!   file and line of anything malformed.
+//!   file and line (or row) of anything malformed.
 //!
 //! Floats are written through their exact `f64` value and read back to the
 //! same `f32`, bit for bit.
 
 mod input;
 mod json;
+mod minari;
+mod parquet;
 mod reader;
 mod writer;
 
 pub use input::InputSource;
+pub use minari::interpreter as python_interpreter;
 pub use reader::{Episode, Episodes, ExperienceReader, InputSpec};
-pub use writer::{Compression, ExperienceWriter, OutputSettings};
+pub use writer::{Compression, ExperienceWriter, OutputFormat, OutputSettings};
 
 use crate::sample_batch::Column;
 use crate::space::Space;
@@ -36,12 +46,33 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The file beside a dataset's episode files that describes them.
-pub const DATASET_FILE: &str = "dataset.json";
+pub const DATASET_FILE: &str = "_dataset.json";
 
-/// The suffix of a file its writer has not finished.
+/// The suffix of a file its writer has not finished. Such a file's name
+/// also begins with `_`, as the description's does, so that tools that read
+/// a directory of Parquet files (pyarrow, pandas, Spark) pass over both.
 pub const PARTIAL_SUFFIX: &str = ".partial";
 
-/// What `dataset.json` says of a dataset: its spaces, and each column's
+/// The name a file has while its writer writes it: `_<name>.partial`.
+fn partial_name(name: &str) -> String {
+    format!("_{name}{PARTIAL_SUFFIX}")
+}
+
+/// The name a file was given while written, for a partial one: `x.parquet`
+/// for `_x.parquet.partial`.
+fn finished_name(name: &str) -> &str {
+    match name.strip_suffix(PARTIAL_SUFFIX) {
+        Some(name) => name.strip_prefix('_').unwrap_or(name),
+        None => name,
+    }
+}
+
+/// The most bytes of values one episode's piece holds (32 MiB): a longer
+/// episode is written, and read back, in pieces under one id, so that
+/// neither a writer nor a reader holds more of one episode at a time.
+pub const MAX_EPISODE_BYTES: usize = 32 << 20;
+
+/// What `_dataset.json` says of a dataset: its spaces, and each column's
 /// type and row width.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -164,6 +195,17 @@ pub enum ColumnType {
     U8,
 }
 
+impl ColumnType {
+    /// Bytes per value.
+    pub fn size(self) -> usize {
+        match self {
+            ColumnType::F32 => 4,
+            ColumnType::I64 => 8,
+            ColumnType::U8 => 1,
+        }
+    }
+}
+
 impl ColumnInfo {
     /// The type and width of `column`.
     pub fn of(column: &Column) -> Self {
@@ -189,7 +231,7 @@ impl DatasetInfo {
         }
     }
 
-    /// Reads `dir/dataset.json`.
+    /// Reads `dir/_dataset.json`.
     ///
     /// # Errors
     /// A missing or unreadable file, or one that is not a dataset description.
@@ -218,11 +260,14 @@ impl DatasetInfo {
     ///
     /// # Errors
     /// [`ExperienceError::Spaces`] naming the space that differs.
+    /// A bound of `±f32::MAX` (Gymnasium's stand-in for an unbounded
+    /// value) and an infinite one (what some tools write for it, Minari
+    /// among them) are taken as the same.
     pub fn check_spaces(&self, dir: &Path, obs: &Space, act: &Space) -> Result<(), ExperienceError> {
         for (which, theirs, ours) in
             [("observation", &self.observation_space, obs), ("action", &self.action_space, act)]
         {
-            if theirs != ours {
+            if unbounded_as_infinite(theirs) != unbounded_as_infinite(ours) {
                 return Err(ExperienceError::Spaces {
                     dir: dir.to_path_buf(),
                     which,
@@ -232,6 +277,20 @@ impl DatasetInfo {
             }
         }
         Ok(())
+    }
+}
+
+/// `space` with every bound of `±f32::MAX` made infinite.
+fn unbounded_as_infinite(space: &Space) -> Space {
+    let widen = |xs: &[f32]| xs.iter().map(|&x| if x.abs() == f32::MAX { x * f32::INFINITY } else { x }).collect();
+    match space {
+        Space::Box { low, high, shape, dtype } => {
+            Space::Box { low: widen(low), high: widen(high), shape: shape.clone(), dtype: *dtype }
+        }
+        Space::Dict { entries } => {
+            Space::Dict { entries: entries.iter().map(|(n, e)| (n.clone(), unbounded_as_infinite(e))).collect() }
+        }
+        other => other.clone(),
     }
 }
 
@@ -270,7 +329,9 @@ pub enum ExperienceError {
         expected: String,
     },
     /// An `input` that names no episode files.
-    #[error("input {0}: no experience files there (a directory, a glob or a list of .jsonl[.lz4|.gz] files)")]
+    #[error(
+        "input {0}: no experience files there (a directory, a glob or a list of .jsonl[.lz4|.gz] or .parquet files)"
+    )]
     NoFiles(String),
 }
 

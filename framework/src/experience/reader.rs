@@ -1,16 +1,18 @@
-//! Reading episodes back, streamed file by file and line by line.
+//! Reading episodes back, streamed file by file, and line by line or row
+//! group by row group.
 
-use super::{json, DatasetInfo, ExperienceError, DATASET_FILE, PARTIAL_SUFFIX};
+use super::{finished_name, json, minari, parquet, DatasetInfo, ExperienceError, DATASET_FILE, PARTIAL_SUFFIX};
 use crate::sample_batch::SampleBatch;
 use crate::space::Space;
+use ::parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-/// What `input` names: a dataset directory, a glob of episode files, or a
-/// list of either.
+/// What `input` names: a dataset directory (rlx's, or a Minari dataset's),
+/// a glob of episode files, or a list of these.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum InputSpec {
@@ -43,7 +45,7 @@ pub struct Episode {
     /// The episode step of the first row (0 unless the episode was written
     /// in pieces).
     pub t0: u64,
-    /// Its rows, with the columns `dataset.json` names.
+    /// Its rows, with the columns `_dataset.json` names.
     pub batch: SampleBatch,
 }
 
@@ -52,7 +54,7 @@ pub struct Episode {
 pub struct ExperienceReader {
     files: Vec<PathBuf>,
     info: DatasetInfo,
-    /// The directory of the first file, whose `dataset.json` is `info`.
+    /// The directory of the first file, whose `_dataset.json` is `info`.
     dir: PathBuf,
     /// Files left out because their writer never finished them.
     partial: Vec<PathBuf>,
@@ -61,8 +63,26 @@ pub struct ExperienceReader {
 /// Whether a file name is one of episodes (finished or not).
 fn is_episode_file(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let name = name.strip_suffix(PARTIAL_SUFFIX).unwrap_or(name);
-    [".jsonl", ".jsonl.lz4", ".jsonl.gz"].iter().any(|ext| name.ends_with(ext))
+    let name = finished_name(name);
+    [".jsonl", ".jsonl.lz4", ".jsonl.gz", ".parquet"].iter().any(|ext| name.ends_with(ext))
+}
+
+/// The directory whose description covers `file`: its own for a Minari
+/// dataset (read as one source), else the file's.
+fn described_by(file: &Path) -> PathBuf {
+    match file.is_dir() {
+        true => file.to_path_buf(),
+        false => file.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+    }
+}
+
+/// The description of the episodes in `dir`: its `_dataset.json`, or what
+/// Minari says of a Minari dataset.
+fn describe(dir: &Path) -> Result<DatasetInfo, ExperienceError> {
+    match !dir.join(DATASET_FILE).exists() && minari::data_path(dir).is_some() {
+        true => minari::describe(dir),
+        false => DatasetInfo::load(dir),
+    }
 }
 
 impl ExperienceReader {
@@ -72,13 +92,16 @@ impl ExperienceReader {
     /// warning: the lines they hold are not known to be whole.
     ///
     /// # Errors
-    /// A pattern that names nothing, a directory without `dataset.json`,
+    /// A pattern that names nothing, a directory without `_dataset.json`,
     /// or files from datasets whose spaces or columns differ.
     pub fn open(spec: &InputSpec) -> Result<Self, ExperienceError> {
         let mut found = Vec::new();
         for pattern in spec.patterns() {
             let path = Path::new(pattern);
-            if path.is_dir() {
+            if let Some(data) = path.is_dir().then(|| minari::data_path(path)).flatten() {
+                // A Minari dataset is read whole, as one source.
+                found.push(data);
+            } else if path.is_dir() {
                 let entries = std::fs::read_dir(path).map_err(|e| ExperienceError::io(path, e))?;
                 let mut files = Vec::new();
                 for entry in entries {
@@ -114,13 +137,12 @@ impl ExperienceReader {
         let Some(first) = files.first() else {
             return Err(ExperienceError::NoFiles(spec.to_string()));
         };
-        let dir_of = |f: &Path| f.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        let dir = dir_of(first);
-        let info = DatasetInfo::load(&dir)?;
+        let dir = described_by(first);
+        let info = describe(&dir)?;
         // Each directory's description once, however many files it holds.
-        let others: BTreeSet<PathBuf> = files.iter().map(|f| dir_of(f)).filter(|d| *d != dir).collect();
+        let others: BTreeSet<PathBuf> = files.iter().map(|f| described_by(f)).filter(|d| *d != dir).collect();
         for other in others {
-            if DatasetInfo::load(&other)? != info {
+            if describe(&other)? != info {
                 return Err(ExperienceError::Malformed {
                     file: other.join(DATASET_FILE),
                     line: None,
@@ -131,7 +153,7 @@ impl ExperienceReader {
         Ok(Self { files, info, dir, partial })
     }
 
-    /// The directory whose `dataset.json` describes the dataset.
+    /// The directory whose `_dataset.json` describes the dataset.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -142,7 +164,7 @@ impl ExperienceReader {
     ///
     /// # Errors
     /// [`ExperienceError::Spaces`] naming the space that differs;
-    /// [`ExperienceError::Malformed`] naming `dataset.json` for filtered
+    /// [`ExperienceError::Malformed`] naming `_dataset.json` for filtered
     /// observations.
     pub fn check_fits(&self, obs: &Space, act: &Space) -> Result<(), ExperienceError> {
         self.info.check_spaces(&self.dir, obs, act)?;
@@ -187,29 +209,123 @@ impl ExperienceReader {
 
     /// The episodes of `files` (some of this dataset's), in that order.
     pub fn episodes_of(&self, files: Vec<PathBuf>) -> Episodes {
-        Episodes { files: files.into_iter(), info: self.info.clone(), lines: None }
+        Episodes { files: files.into_iter(), info: self.info.clone(), open: None }
     }
 }
 
-/// The episodes of a list of files, one line at a time.
+/// The episodes of a list of files, one file at a time.
 pub struct Episodes {
     files: std::vec::IntoIter<PathBuf>,
     info: DatasetInfo,
-    lines: Option<(PathBuf, usize, Box<dyn BufRead + Send>)>,
+    open: Option<OpenFile>,
 }
 
-/// A reader of a file's decompressed text.
-fn open_text(path: &Path) -> Result<Box<dyn BufRead + Send>, ExperienceError> {
-    let file = File::open(path).map_err(|e| ExperienceError::io(path, e))?;
-    let name = path.to_string_lossy();
-    let raw: Box<dyn Read + Send> = if name.ends_with(".lz4") {
-        Box::new(lz4_flex::frame::FrameDecoder::new(file))
-    } else if name.ends_with(".gz") {
-        Box::new(flate2::read::GzDecoder::new(file))
-    } else {
-        Box::new(file)
-    };
-    Ok(Box::new(BufReader::with_capacity(1 << 16, raw)))
+/// The file being read.
+struct OpenFile {
+    path: PathBuf,
+    done: bool,
+    format: Format,
+}
+
+enum Format {
+    /// JSON lines: the decompressed text, and the last line read (from 1).
+    Lines { text: Box<dyn BufRead + Send>, line: usize },
+    /// Parquet: its rows in batches, the rows read so far, and the episodes
+    /// they make.
+    Rows { batches: ParquetRecordBatchReader, read: usize, gather: parquet::Gather },
+}
+
+/// Rows per batch read from a Parquet file: about 8 MiB of values.
+fn batch_rows(info: &DatasetInfo) -> usize {
+    let row_bytes: usize = info.columns.values().map(|c| c.width * c.dtype.size()).sum();
+    ((8 << 20) / row_bytes.max(1)).clamp(1, 65_536)
+}
+
+impl OpenFile {
+    fn open(path: PathBuf, info: &DatasetInfo) -> Result<Self, ExperienceError> {
+        let name = path.to_string_lossy();
+        let file = || File::open(&path).map_err(|e| ExperienceError::io(&path, e));
+        let malformed = |message| ExperienceError::Malformed { file: path.clone(), line: None, message };
+        let format = if path.is_dir() {
+            Format::Lines { text: minari::episodes(&path)?, line: 1 }
+        } else if name.ends_with(".parquet") {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file()?)
+                .map_err(|e| malformed(format!("not a whole Parquet file ({e}): a truncated file?")))?;
+            parquet::check_schema(builder.schema(), info).map_err(malformed)?;
+            let batches = builder.with_batch_size(batch_rows(info)).build().map_err(|e| malformed(e.to_string()))?;
+            Format::Rows { batches, read: 0, gather: parquet::Gather::default() }
+        } else {
+            let raw: Box<dyn Read + Send> = if name.ends_with(".lz4") {
+                Box::new(lz4_flex::frame::FrameDecoder::new(file()?))
+            } else if name.ends_with(".gz") {
+                Box::new(flate2::read::GzDecoder::new(file()?))
+            } else {
+                Box::new(file()?)
+            };
+            Format::Lines { text: Box::new(BufReader::with_capacity(1 << 16, raw)), line: 0 }
+        };
+        Ok(Self { path, done: false, format })
+    }
+
+    /// The file's next episode; `None` once it has no more.
+    fn next(&mut self, info: &DatasetInfo) -> Option<Result<Episode, ExperienceError>> {
+        let malformed = |line, message| ExperienceError::Malformed { file: self.path.clone(), line, message };
+        loop {
+            match &mut self.format {
+                Format::Lines { text, line: line_no } => {
+                    if self.done {
+                        return None;
+                    }
+                    let mut line = String::new();
+                    *line_no += 1;
+                    match text.read_line(&mut line) {
+                        Ok(0) => self.done = true,
+                        Ok(_) if line.trim().is_empty() => {}
+                        Ok(_) if !line.ends_with('\n') => {
+                            return Some(Err(malformed(Some(*line_no), "the last line is torn (no newline)".into())));
+                        }
+                        Ok(_) => {
+                            let episode = json::decode(&line, info)
+                                .map(|(eps_id, t0, batch)| Episode { eps_id, t0, batch })
+                                .map_err(|m| malformed(Some(*line_no), m));
+                            return Some(episode);
+                        }
+                        Err(e) => {
+                            self.done = true;
+                            let message = format!("cannot be read past line {}: {e} (a truncated file?)", *line_no - 1);
+                            return Some(Err(malformed(None, message)));
+                        }
+                    }
+                }
+                Format::Rows { batches, read, gather } => {
+                    if let Some((eps_id, t0, batch)) = gather.pop() {
+                        return Some(Ok(Episode { eps_id, t0, batch }));
+                    }
+                    if self.done {
+                        return None;
+                    }
+                    match batches.next() {
+                        Some(Ok(rows)) => {
+                            if let Err(m) = gather.push(&rows, *read, info) {
+                                self.done = true;
+                                return Some(Err(malformed(None, m)));
+                            }
+                            *read += rows.num_rows();
+                        }
+                        Some(Err(e)) => {
+                            self.done = true;
+                            let message = format!("cannot be read past row {}: {e} (a truncated file?)", *read);
+                            return Some(Err(malformed(None, message)));
+                        }
+                        None => {
+                            gather.end();
+                            self.done = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Iterator for Episodes {
@@ -217,35 +333,17 @@ impl Iterator for Episodes {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let Some((path, line_no, lines)) = &mut self.lines else {
+            let Some(open) = &mut self.open else {
                 let path = self.files.next()?;
-                match open_text(&path) {
-                    Ok(text) => self.lines = Some((path, 0, text)),
+                match OpenFile::open(path, &self.info) {
+                    Ok(open) => self.open = Some(open),
                     Err(e) => return Some(Err(e)),
                 }
                 continue;
             };
-            let mut line = String::new();
-            *line_no += 1;
-            let malformed = |line, message| ExperienceError::Malformed { file: path.clone(), line, message };
-            match lines.read_line(&mut line) {
-                Ok(0) => self.lines = None,
-                Ok(_) if line.trim().is_empty() => {}
-                Ok(_) if !line.ends_with('\n') => {
-                    return Some(Err(malformed(Some(*line_no), "the last line is torn (no newline)".into())));
-                }
-                Ok(_) => {
-                    let episode = json::decode(&line, &self.info)
-                        .map(|(eps_id, t0, batch)| Episode { eps_id, t0, batch })
-                        .map_err(|m| malformed(Some(*line_no), m));
-                    return Some(episode);
-                }
-                Err(e) => {
-                    let message = format!("cannot be read past line {}: {e} (a truncated file?)", *line_no - 1);
-                    let error = malformed(None, message);
-                    self.lines = None;
-                    return Some(Err(error));
-                }
+            match open.next(&self.info) {
+                Some(episode) => return Some(episode),
+                None => self.open = None,
             }
         }
     }

@@ -1,8 +1,12 @@
 //! Writing one evaluator's episodes.
 
-use super::{json, ColumnInfo, DatasetInfo, ExperienceError, DATASET_FILE, PARTIAL_SUFFIX};
+use super::{finished_name, partial_name};
+use super::{json, parquet, ColumnInfo, DatasetInfo, ExperienceError, DATASET_FILE, MAX_EPISODE_BYTES, PARTIAL_SUFFIX};
 use crate::sample_batch::SampleBatch;
 use crate::space::Space;
+use ::parquet::arrow::ArrowWriter;
+use ::parquet::file::properties::WriterProperties;
+use arrow_schema::SchemaRef;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -10,26 +14,50 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// How a file of episodes is compressed: whole, as one stream.
+/// How episodes are laid out in files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    /// One whole episode per JSON line, in RLlib's old-stack shape; the
+    /// file is compressed whole.
+    #[default]
+    Json,
+    /// One step per row of a Parquet file, under RLlib's new-stack column
+    /// names; the file's pages are compressed.
+    Parquet,
+}
+
+/// How a file of episodes is compressed: a JSON file whole, as one stream;
+/// a Parquet file page by page.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
-    /// LZ4's frame format (`.jsonl.lz4`, read by `lz4 -d`): fast.
+    /// LZ4: JSON in LZ4's frame format (`.jsonl.lz4`, read by `lz4 -d`),
+    /// Parquet pages in `LZ4_RAW`. Fast.
     #[default]
     Lz4,
-    /// gzip (`.jsonl.gz`): smaller, slower, read everywhere.
+    /// gzip (`.jsonl.gz`; Parquet's `GZIP`): smaller, slower, read
+    /// everywhere.
     Gzip,
-    /// Plain text (`.jsonl`).
+    /// None (`.jsonl`; Parquet's `UNCOMPRESSED`).
     None,
 }
 
 impl Compression {
-    /// The file name's ending.
+    /// The name's ending of a JSON-lines file so compressed.
     pub fn extension(self) -> &'static str {
         match self {
             Compression::Lz4 => ".jsonl.lz4",
             Compression::Gzip => ".jsonl.gz",
             Compression::None => ".jsonl",
+        }
+    }
+
+    fn parquet(self) -> ::parquet::basic::Compression {
+        match self {
+            Compression::Lz4 => ::parquet::basic::Compression::LZ4_RAW,
+            Compression::Gzip => ::parquet::basic::Compression::GZIP(Default::default()),
+            Compression::None => ::parquet::basic::Compression::UNCOMPRESSED,
         }
     }
 }
@@ -39,6 +67,8 @@ impl Compression {
 pub struct OutputSettings {
     /// The dataset's directory (made if missing).
     pub dir: PathBuf,
+    /// JSON lines or Parquet.
+    pub format: OutputFormat,
     /// The files' compression.
     pub compression: Compression,
     /// A file is finished, and the next begun, once it holds this many
@@ -46,13 +76,24 @@ pub struct OutputSettings {
     pub max_file_size: u64,
 }
 
+impl OutputSettings {
+    /// The name's ending of the files written.
+    pub fn extension(&self) -> &'static str {
+        match self.format {
+            OutputFormat::Json => self.compression.extension(),
+            OutputFormat::Parquet => ".parquet",
+        }
+    }
+}
+
 /// Writes the episodes one evaluator samples to files in a dataset
-/// directory, each whole episode as one line once it ends (an episode of
-/// more than [`MAX_LINE_BYTES`] of values is written in pieces of that
-/// size, under one id, each piece's `t` going on from the last).
+/// directory, each whole episode once it ends: as one JSON line, or as
+/// consecutive Parquet rows (an episode of more than [`MAX_EPISODE_BYTES`]
+/// of values is written in pieces of that size, under one id, each piece's
+/// `t` going on from the last).
 ///
 /// Files are named `output-<ms>-<pid>-<nonce>-<tag>-<n><ext>` and written
-/// as `<name>.partial` until they are finished: at `max_file_size`, at
+/// as `_<name>.partial` until they are finished: at `max_file_size`, at
 /// [`finish`](Self::finish), or when the writer is dropped. Episodes still
 /// running at the end are written first, cut: their last row is neither
 /// terminated nor truncated. A file whose write failed keeps its partial
@@ -64,11 +105,11 @@ pub struct ExperienceWriter {
     /// `output-<ms>-<pid>-<nonce>-<tag>`: unique to this writer.
     stem: String,
     /// Bytes of values after which a running episode is written
-    /// ([`MAX_LINE_BYTES`]).
+    /// ([`MAX_EPISODE_BYTES`]).
     line_cap: usize,
     files_begun: u64,
     file: Option<OpenFile>,
-    /// The columns `dataset.json` names, once written (or checked).
+    /// The columns `_dataset.json` names, once written (or checked).
     columns: Option<BTreeMap<String, ColumnInfo>>,
     /// Per env copy: the running episode's id, and its rows so far.
     running: Vec<Running>,
@@ -85,22 +126,35 @@ struct Running {
     t0: u64,
 }
 
-/// The most bytes of values one line holds (32 MiB): a longer episode is
-/// written in pieces, so that neither the writer nor a reader holds more
-/// of one episode at a time.
-pub const MAX_LINE_BYTES: usize = 32 << 20;
-
 /// A file being written, under its partial name.
 struct OpenFile {
     partial: PathBuf,
     sink: Sink,
 }
 
-/// The compressor over the file, counting the bytes that reach the disk.
+/// A file's encoder: JSON text through a compressor, or Parquet rows.
 enum Sink {
+    Text(Text),
+    Parquet { writer: ArrowWriter<Counting>, schema: SchemaRef },
+}
+
+/// The compressor over a text file, counting the bytes that reach the disk.
+enum Text {
     Plain(Counting),
     Lz4(lz4_flex::frame::FrameEncoder<Counting>),
     Gzip(flate2::write::GzEncoder<Counting>),
+}
+
+/// Uncompressed bytes of Parquet rows held in memory before they are
+/// written out as a row group.
+const ROW_GROUP_BYTES: usize = 16 << 20;
+
+/// Why an episode was not written.
+enum WriteError {
+    /// It cannot be encoded (a float JSON cannot hold); nothing was written.
+    Encode(String),
+    /// The file could not be written; it may hold part of the episode.
+    Io(std::io::Error),
 }
 
 struct Counting {
@@ -121,28 +175,76 @@ impl Write for Counting {
 }
 
 impl Sink {
-    fn writer(&mut self) -> &mut dyn Write {
+    /// A sink of `format` over a new file.
+    fn new(
+        file: File,
+        format: OutputFormat,
+        compression: Compression,
+        columns: &BTreeMap<String, ColumnInfo>,
+    ) -> std::io::Result<Self> {
+        let counting = Counting { file: BufWriter::with_capacity(1 << 16, file), bytes: 0 };
+        Ok(match (format, compression) {
+            (OutputFormat::Json, Compression::None) => Sink::Text(Text::Plain(counting)),
+            (OutputFormat::Json, Compression::Lz4) => {
+                Sink::Text(Text::Lz4(lz4_flex::frame::FrameEncoder::new(counting)))
+            }
+            (OutputFormat::Json, Compression::Gzip) => {
+                Sink::Text(Text::Gzip(flate2::write::GzEncoder::new(counting, flate2::Compression::default())))
+            }
+            (OutputFormat::Parquet, compression) => {
+                let schema = parquet::schema(columns);
+                let properties = WriterProperties::builder().set_compression(compression.parquet()).build();
+                let writer =
+                    ArrowWriter::try_new(counting, schema.clone(), Some(properties)).map_err(std::io::Error::other)?;
+                Sink::Parquet { writer, schema }
+            }
+        })
+    }
+
+    /// Writes one episode (or piece of one), encoded whole before anything
+    /// is written.
+    fn write(&mut self, id: u64, t0: u64, episode: &SampleBatch) -> Result<(), WriteError> {
         match self {
-            Sink::Plain(w) => w,
-            Sink::Lz4(w) => w,
-            Sink::Gzip(w) => w,
+            Sink::Text(text) => {
+                let mut line = json::encode(id, t0, episode).map_err(WriteError::Encode)?;
+                line.push('\n');
+                let w: &mut dyn Write = match text {
+                    Text::Plain(w) => w,
+                    Text::Lz4(w) => w,
+                    Text::Gzip(w) => w,
+                };
+                w.write_all(line.as_bytes()).map_err(WriteError::Io)
+            }
+            Sink::Parquet { writer, schema } => {
+                let rows = parquet::encode(schema, id, t0, episode).map_err(WriteError::Encode)?;
+                let io = |e| WriteError::Io(std::io::Error::other(e));
+                writer.write(&rows).map_err(io)?;
+                if writer.in_progress_size() >= ROW_GROUP_BYTES {
+                    writer.flush().map_err(io)?;
+                }
+                Ok(())
+            }
         }
     }
 
+    /// Bytes written to the file so far (for Parquet, with the rows held
+    /// for the next row group, uncompressed).
     fn bytes(&self) -> u64 {
         match self {
-            Sink::Plain(w) => w.bytes,
-            Sink::Lz4(w) => w.get_ref().bytes,
-            Sink::Gzip(w) => w.get_ref().bytes,
+            Sink::Text(Text::Plain(w)) => w.bytes,
+            Sink::Text(Text::Lz4(w)) => w.get_ref().bytes,
+            Sink::Text(Text::Gzip(w)) => w.get_ref().bytes,
+            Sink::Parquet { writer, .. } => (writer.bytes_written() + writer.in_progress_size()) as u64,
         }
     }
 
-    /// Ends the stream and flushes it to disk.
+    /// Ends the stream (for Parquet, writes the footer) and flushes it to disk.
     fn finish(self) -> std::io::Result<()> {
         let counting = match self {
-            Sink::Plain(w) => w,
-            Sink::Lz4(w) => w.finish().map_err(std::io::Error::other)?,
-            Sink::Gzip(w) => w.finish()?,
+            Sink::Text(Text::Plain(w)) => w,
+            Sink::Text(Text::Lz4(w)) => w.finish().map_err(std::io::Error::other)?,
+            Sink::Text(Text::Gzip(w)) => w.finish()?,
+            Sink::Parquet { writer, .. } => writer.into_inner().map_err(std::io::Error::other)?,
         };
         let file = counting.file.into_inner().map_err(|e| e.into_error())?;
         file.sync_data()
@@ -168,7 +270,7 @@ impl ExperienceWriter {
             spaces: (observation_space, action_space),
             filtered_observations: false,
             stem: format!("output-{ms}-{pid}-{nonce:08x}-{tag}"),
-            line_cap: MAX_LINE_BYTES,
+            line_cap: MAX_EPISODE_BYTES,
             files_begun: 0,
             file: None,
             columns: None,
@@ -177,7 +279,7 @@ impl ExperienceWriter {
         }
     }
 
-    /// Records in `dataset.json` that the observations are normalized by an
+    /// Records in `_dataset.json` that the observations are normalized by an
     /// observation filter (whose statistics the dataset does not hold), so
     /// that `input` refuses them.
     pub fn with_filtered_observations(mut self, filtered: bool) -> Self {
@@ -199,7 +301,7 @@ impl ExperienceWriter {
         }
         if !rows.is_empty() {
             let running = &mut self.running[copy];
-            running.bytes += value_bytes(&rows);
+            running.bytes += rows.size_bytes();
             running.rows.push(rows);
             if running.bytes >= self.line_cap && !ended {
                 self.write_running(copy)?;
@@ -229,23 +331,25 @@ impl ExperienceWriter {
         let episode = SampleBatch::concat(&std::mem::take(&mut running.rows));
         let episode = episode.map_err(|e| self.malformed(format!("episode {id}: {e}")))?;
         self.running[copy].t0 += episode.len() as u64;
-        self.write_line(id, t0, &episode)
+        self.write_episode(id, t0, &episode)
     }
 
-    fn write_line(&mut self, id: u64, t0: u64, episode: &SampleBatch) -> Result<(), ExperienceError> {
+    fn write_episode(&mut self, id: u64, t0: u64, episode: &SampleBatch) -> Result<(), ExperienceError> {
         self.describe(episode)?;
-        let mut line = json::encode(id, t0, episode).map_err(|e| self.malformed(e))?;
-        line.push('\n');
         if self.file.is_none() {
             self.begin_file()?;
         }
         let file = self.file.as_mut().expect("a file was just begun");
-        if let Err(e) = file.sink.writer().write_all(line.as_bytes()) {
-            // The file may hold a torn line: it keeps its partial name, and
-            // later episodes go to a new file.
-            let partial = file.partial.clone();
-            self.file = None;
-            return Err(ExperienceError::io(&partial, e));
+        match file.sink.write(id, t0, episode) {
+            Ok(()) => {}
+            Err(WriteError::Encode(e)) => return Err(self.malformed(e)),
+            Err(WriteError::Io(e)) => {
+                // The file may hold a torn line: it keeps its partial name,
+                // and later episodes go to a new file.
+                let partial = file.partial.clone();
+                self.file = None;
+                return Err(ExperienceError::io(&partial, e));
+            }
         }
         if file.sink.bytes() >= self.settings.max_file_size {
             self.finish_file()?;
@@ -253,7 +357,7 @@ impl ExperienceWriter {
         Ok(())
     }
 
-    /// Writes `dataset.json` on the first episode, or checks that the one
+    /// Writes `_dataset.json` on the first episode, or checks that the one
     /// there describes the same spaces and columns; checks every later
     /// episode's columns against it.
     fn describe(&mut self, episode: &SampleBatch) -> Result<(), ExperienceError> {
@@ -298,20 +402,17 @@ impl ExperienceWriter {
     }
 
     fn begin_file(&mut self) -> Result<(), ExperienceError> {
-        let name = format!("{}-{}{}", self.stem, self.files_begun, self.settings.compression.extension());
+        let name = format!("{}-{}{}", self.stem, self.files_begun, self.settings.extension());
         self.files_begun += 1;
-        let partial = self.settings.dir.join(name + PARTIAL_SUFFIX);
+        let partial = self.settings.dir.join(partial_name(&name));
         let file = File::options()
             .write(true)
             .create_new(true)
             .open(&partial)
             .map_err(|e| ExperienceError::io(&partial, e))?;
-        let counting = Counting { file: BufWriter::with_capacity(1 << 16, file), bytes: 0 };
-        let sink = match self.settings.compression {
-            Compression::None => Sink::Plain(counting),
-            Compression::Lz4 => Sink::Lz4(lz4_flex::frame::FrameEncoder::new(counting)),
-            Compression::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(counting, flate2::Compression::default())),
-        };
+        let columns = self.columns.as_ref().expect("the dataset is described before its first file");
+        let sink = Sink::new(file, self.settings.format, self.settings.compression, columns)
+            .map_err(|e| ExperienceError::io(&partial, e))?;
         self.file = Some(OpenFile { partial, sink });
         Ok(())
     }
@@ -320,7 +421,8 @@ impl ExperienceWriter {
     fn finish_file(&mut self) -> Result<(), ExperienceError> {
         let Some(OpenFile { partial, sink }) = self.file.take() else { return Ok(()) };
         sink.finish().map_err(|e| ExperienceError::io(&partial, e))?;
-        let done = finished_name(&partial);
+        let name = partial.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let done = partial.with_file_name(finished_name(name));
         std::fs::rename(&partial, &done).map_err(|e| ExperienceError::io(&done, e))
     }
 
@@ -365,24 +467,6 @@ impl Drop for ExperienceWriter {
     }
 }
 
-/// `x.jsonl.lz4` for `x.jsonl.lz4.partial`.
-fn finished_name(partial: &Path) -> PathBuf {
-    let name = partial.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    partial.with_file_name(name.strip_suffix(PARTIAL_SUFFIX).unwrap_or(name))
-}
-
-/// Bytes of values in a batch.
-fn value_bytes(batch: &SampleBatch) -> usize {
-    batch
-        .columns()
-        .map(|(_, c)| match c {
-            crate::sample_batch::Column::F32 { data, .. } => 4 * data.len(),
-            crate::sample_batch::Column::I64 { data, .. } => 8 * data.len(),
-            crate::sample_batch::Column::U8 { data, .. } => data.len(),
-        })
-        .sum()
-}
-
 /// Episode ids are below 2^53.
 const ID_MASK: u64 = (1 << 53) - 1;
 
@@ -414,7 +498,12 @@ mod tests {
             shape: vec![1],
             dtype: Default::default(),
         };
-        let settings = OutputSettings { dir: dir.clone(), compression: Compression::None, max_file_size: 1 << 20 };
+        let settings = OutputSettings {
+            dir: dir.clone(),
+            format: OutputFormat::Json,
+            compression: Compression::None,
+            max_file_size: 1 << 20,
+        };
         let mut w = ExperienceWriter::new(settings, obs.clone(), Space::discrete(2), "t");
         // 10 rows of 8 bytes each per piece: a line every 100 bytes.
         w.line_cap = 100;

@@ -1,0 +1,214 @@
+//! Episodes as rows of Parquet files, and back.
+//!
+//! A row is one step. Its columns are `eps_id` and `t` (`int64`), then every
+//! column `_dataset.json` names, under RLlib's new-stack names (`obs`,
+//! `new_obs`, `actions`, `rewards`, `terminateds`, `truncateds`,
+//! `action_logp`, ...): a column of width one as its plain type (`float`,
+//! `int64`, `uint8`), a wider one as a fixed-size list of that many values.
+//! An episode's rows are consecutive, so pandas, polars or Ray Data read a
+//! file as one table and group it by `eps_id`.
+
+use super::{ColumnInfo, ColumnType, DatasetInfo, MAX_EPISODE_BYTES};
+use crate::sample_batch::{Column, SampleBatch};
+use arrow_array::types::{Float32Type, Int64Type, UInt8Type};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeListArray, Float32Array, Int64Array, PrimitiveArray, RecordBatch, UInt8Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// The Parquet schema of a dataset's rows.
+pub(crate) fn schema(columns: &std::collections::BTreeMap<String, ColumnInfo>) -> SchemaRef {
+    let mut fields = vec![Field::new("eps_id", DataType::Int64, false), Field::new("t", DataType::Int64, false)];
+    fields.extend(columns.iter().map(|(name, info)| Field::new(name, data_type(*info), false)));
+    Arc::new(Schema::new(fields))
+}
+
+/// A column's Arrow type: its element type, in a fixed-size list if wider
+/// than one.
+fn data_type(info: ColumnInfo) -> DataType {
+    let element = match info.dtype {
+        ColumnType::F32 => DataType::Float32,
+        ColumnType::I64 => DataType::Int64,
+        ColumnType::U8 => DataType::UInt8,
+    };
+    match info.width {
+        1 => element,
+        w => DataType::FixedSizeList(Arc::new(Field::new("item", element, false)), w as i32),
+    }
+}
+
+/// The rows of an episode `batch` whose first row is step `t0` of episode
+/// `eps_id`, in `schema`'s column order.
+///
+/// # Errors
+/// Columns that are not `schema`'s.
+pub(crate) fn encode(schema: &SchemaRef, eps_id: u64, t0: u64, batch: &SampleBatch) -> Result<RecordBatch, String> {
+    let n = batch.len();
+    let mut arrays: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(vec![eps_id as i64; n])),
+        Arc::new(Int64Array::from_iter_values((t0..t0 + n as u64).map(|t| t as i64))),
+    ];
+    for field in &schema.fields()[2..] {
+        let column = batch.get(field.name()).ok_or_else(|| format!("no column {}", field.name()))?;
+        let width = column.width();
+        let values: ArrayRef = match column {
+            Column::F32 { data, .. } => Arc::new(Float32Array::from(data.clone())),
+            Column::I64 { data, .. } => Arc::new(Int64Array::from(data.clone())),
+            Column::U8 { data, .. } => Arc::new(UInt8Array::from(data.clone())),
+        };
+        let array: ArrayRef = match field.data_type() {
+            DataType::FixedSizeList(item, w) => {
+                Arc::new(FixedSizeListArray::try_new(item.clone(), *w, values, None).map_err(|e| e.to_string())?)
+            }
+            _ => values,
+        };
+        if array.data_type() != field.data_type()
+            || (width > 1) != matches!(array.data_type(), DataType::FixedSizeList(..))
+        {
+            return Err(format!(
+                "column {} is {}, the dataset's is {}",
+                field.name(),
+                array.data_type(),
+                field.data_type()
+            ));
+        }
+        arrays.push(array);
+    }
+    RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())
+}
+
+/// Checks that a file's columns are the dataset's, by name and type.
+///
+/// # Errors
+/// A missing column, a column of another type or width, or one
+/// `_dataset.json` does not name.
+pub(crate) fn check_schema(theirs: &Schema, info: &DatasetInfo) -> Result<(), String> {
+    let ours = schema(&info.columns);
+    for field in ours.fields() {
+        match theirs.field_with_name(field.name()) {
+            Err(_) => return Err(format!("no {} column", field.name())),
+            Ok(f) if f.data_type() != field.data_type() => {
+                return Err(format!(
+                    "column {} is {}, but _dataset.json says {}",
+                    field.name(),
+                    f.data_type(),
+                    field.data_type()
+                ))
+            }
+            Ok(_) => {}
+        }
+    }
+    if let Some(extra) = theirs.fields().iter().find(|f| ours.field_with_name(f.name()).is_err()) {
+        return Err(format!("column {} is not in _dataset.json", extra.name()));
+    }
+    Ok(())
+}
+
+/// One decoded run of rows: an episode's id, its first step, its rows.
+pub(crate) type Piece = (u64, u64, SampleBatch);
+
+/// Gathers a file's rows, batch by batch, into episodes: consecutive rows
+/// of one id, cut where an episode passes [`MAX_EPISODE_BYTES`].
+#[derive(Default)]
+pub(crate) struct Gather {
+    pending: Option<Piece>,
+    ready: VecDeque<Piece>,
+}
+
+impl Gather {
+    /// Adds one batch of rows, the first of which is the file's row `row0`
+    /// (from 0).
+    ///
+    /// # Errors
+    /// A null, a negative id or step, or a step that does not follow its
+    /// episode's last, naming the row.
+    pub(crate) fn push(&mut self, rows: &RecordBatch, row0: usize, info: &DatasetInfo) -> Result<(), String> {
+        let ids = integers(rows, "eps_id", row0)?;
+        let steps = integers(rows, "t", row0)?;
+        let mut batch = SampleBatch::new();
+        for (name, column) in &info.columns {
+            let array = rows.column_by_name(name).ok_or_else(|| format!("no {name} column"))?;
+            let column = read_column(array.as_ref(), *column).map_err(|e| format!("column {name}: {e}"))?;
+            batch.insert(name.clone(), column).map_err(|e| e.to_string())?;
+        }
+        let mut start = 0;
+        while start < ids.len() {
+            let end = (start..ids.len()).find(|&i| ids[i] != ids[start]).unwrap_or(ids.len());
+            for i in start + 1..end {
+                if steps[i] != steps[i - 1] + 1 {
+                    return Err(format!("row {}: step {} follows step {}", row0 + i, steps[i], steps[i - 1]));
+                }
+            }
+            self.add((ids[start], steps[start], batch.slice(start..end)));
+            start = end;
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, piece: Piece) {
+        match &mut self.pending {
+            Some((id, t0, rows)) if *id == piece.0 && *t0 + rows.len() as u64 == piece.1 => {
+                rows.append(&piece.2).expect("rows of one dataset have the same columns");
+            }
+            _ => {
+                if let Some(done) = self.pending.replace(piece) {
+                    self.ready.push_back(done);
+                }
+            }
+        }
+        let too_big = self.pending.as_ref().is_some_and(|(_, _, rows)| rows.size_bytes() >= MAX_EPISODE_BYTES);
+        if too_big {
+            self.ready.extend(self.pending.take());
+        }
+    }
+
+    /// The next whole episode (or piece of a long one), if one is done.
+    pub(crate) fn pop(&mut self) -> Option<Piece> {
+        self.ready.pop_front()
+    }
+
+    /// Ends the file: the episode being gathered is done.
+    pub(crate) fn end(&mut self) {
+        self.ready.extend(self.pending.take());
+    }
+}
+
+/// A column of non-negative integers without nulls.
+fn integers(rows: &RecordBatch, name: &str, row0: usize) -> Result<Vec<u64>, String> {
+    let array = rows.column_by_name(name).ok_or_else(|| format!("no {name} column"))?;
+    let array = array.as_any().downcast_ref::<Int64Array>().ok_or_else(|| format!("{name} is not int64"))?;
+    (0..array.len())
+        .map(|i| match array.is_valid(i) {
+            true if array.value(i) >= 0 => Ok(array.value(i) as u64),
+            true => Err(format!("row {}: {name} is {}", row0 + i, array.value(i))),
+            false => Err(format!("row {}: {name} is null", row0 + i)),
+        })
+        .collect()
+}
+
+/// The values of an array of `info`'s type and width, refusing nulls.
+fn read_column(array: &dyn Array, info: ColumnInfo) -> Result<Column, String> {
+    if array.null_count() > 0 {
+        return Err("holds nulls".into());
+    }
+    let values: &dyn Array = match (info.width, array.as_any().downcast_ref::<FixedSizeListArray>()) {
+        (1, None) => array,
+        (w, Some(list)) if list.value_length() as usize == w => list.values().as_ref(),
+        _ => return Err(format!("is {}, not {:?} of width {}", array.data_type(), info.dtype, info.width)),
+    };
+    if values.null_count() > 0 {
+        return Err("holds nulls".into());
+    }
+    fn plain<T: arrow_array::ArrowPrimitiveType>(values: &dyn Array) -> Result<Vec<T::Native>, String> {
+        let array = values.as_any().downcast_ref::<PrimitiveArray<T>>().ok_or("of another element type")?;
+        Ok(array.values().to_vec())
+    }
+    let width = info.width;
+    Ok(match info.dtype {
+        ColumnType::F32 => Column::F32 { data: plain::<Float32Type>(values)?, width },
+        ColumnType::I64 => Column::I64 { data: plain::<Int64Type>(values)?, width },
+        ColumnType::U8 => Column::U8 { data: plain::<UInt8Type>(values)?, width },
+    })
+}
