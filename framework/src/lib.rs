@@ -42,6 +42,7 @@ pub mod interrupt;
 pub mod metrics;
 pub mod multi_agent;
 pub mod multi_policy;
+pub mod off_policy_estimation;
 pub mod operators;
 pub mod optimizer;
 pub mod placement;

@@ -151,6 +151,11 @@ pub struct TrainResult {
     /// did so far. Left out for runs in one process.
     #[serde(default)]
     pub cluster: Option<crate::placement::ClusterStatus>,
+    /// A run from `input` that asks for them: each estimator's off-policy
+    /// estimate of the current policy's return, with each evaluation (see
+    /// [`crate::off_policy_estimation`]). Empty, and left out, otherwise.
+    #[serde(default)]
+    pub off_policy_estimation: BTreeMap<String, crate::off_policy_estimation::Estimate>,
 }
 
 impl Serialize for TrainResult {
@@ -160,6 +165,7 @@ impl Serialize for TrainResult {
         use serde::ser::SerializeMap;
         let optional = usize::from(self.evaluation.is_some())
             + usize::from(self.cluster.is_some())
+            + usize::from(!self.off_policy_estimation.is_empty())
             + [&self.policy_reward_mean, &self.agent_reward_mean, &self.win_rate]
                 .iter()
                 .filter(|m| !m.is_empty())
@@ -196,6 +202,9 @@ impl Serialize for TrainResult {
         if let Some(cluster) = &self.cluster {
             map.serialize_entry("cluster", cluster)?;
         }
+        if !self.off_policy_estimation.is_empty() {
+            map.serialize_entry("off_policy_estimation", &self.off_policy_estimation)?;
+        }
         map.end()
     }
 }
@@ -214,6 +223,7 @@ mod tests {
             agent_reward_mean: [("a".to_string(), None)].into(),
             win_rate: [("q".to_string(), Some(0.5))].into(),
             cluster: Some(crate::placement::ClusterStatus { nodes_alive: 2, ..Default::default() }),
+            off_policy_estimation: [("is".to_string(), Default::default())].into(),
             ..Default::default()
         };
         let json = serde_json::to_string(&full).unwrap();
@@ -222,7 +232,7 @@ mod tests {
         let plain = serde_json::to_value(TrainResult::default()).unwrap();
         let keys = plain.as_object().unwrap().len();
         assert_eq!(keys, 16, "single-agent results leave out the optional fields: {plain}");
-        assert_eq!(serde_json::to_value(&full).unwrap().as_object().unwrap().len(), keys + 5);
+        assert_eq!(serde_json::to_value(&full).unwrap().as_object().unwrap().len(), keys + 6);
     }
 
     /// Checkpoints written before results were maps stored them as

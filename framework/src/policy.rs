@@ -228,6 +228,21 @@ pub trait PolicyGraph: Send + 'static {
     /// [`PolicyError::WrongLength`] if `grads` does not match the parameters.
     fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError>;
 
+    /// The policy's probability of each action at each row of observations
+    /// `obs`, for a `Discrete(n)` action space (`n` values a row): what
+    /// off-policy estimates weigh logged actions by
+    /// ([`crate::off_policy_estimation`]). An actor-critic gives its
+    /// softmax, a Q-learner its greedy choice. The default says the policy
+    /// has none.
+    ///
+    /// # Errors
+    /// Observations of the wrong width, an action space that is not one
+    /// discrete choice, or a policy without probabilities (the default).
+    fn action_probabilities(&mut self, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        let _ = obs;
+        Err(PolicyError::Other("this policy gives no action probabilities for off-policy estimates".into()))
+    }
+
     /// The TD error `Q(s, a) − target` of every row of a postprocessed
     /// batch under the current weights, for Q-learning policies: what
     /// prioritized replay turns into priorities (after a learning step, and

@@ -2,9 +2,10 @@
 //! step did into a [`TrainResult`]; [`StopCriteria`] says when to stop.
 
 use crate::evaluation::Evaluation;
-use crate::evaluator::EvaluatorState;
+use crate::evaluator::{EvaluatorError, EvaluatorState};
 use crate::evaluator_set::Evaluators;
 use crate::metrics::{EpisodeWindow, TrainResult};
+use crate::off_policy_estimation::OffPolicyEstimation;
 use crate::optimizer::{OptimizerError, PolicyOptimizer};
 use crate::policy::FlatWeights;
 use serde::{Deserialize, Serialize};
@@ -65,6 +66,8 @@ pub struct Trainer {
     time_before_s: f64,
     /// Evaluation during training, if configured.
     evaluation: Option<Evaluation>,
+    /// Off-policy estimates with each evaluation, if configured.
+    off_policy_estimation: Option<OffPolicyEstimation>,
     /// A multi-agent run's agents, for per-agent and per-policy returns.
     agents: Option<Agents>,
 }
@@ -116,6 +119,7 @@ impl Trainer {
             started: None,
             time_before_s: 0.0,
             evaluation: None,
+            off_policy_estimation: None,
             agents: None,
         }
     }
@@ -148,6 +152,13 @@ impl Trainer {
     /// [`crate::evaluation`]).
     pub fn with_evaluation(mut self, evaluation: Evaluation) -> Self {
         self.evaluation = Some(evaluation);
+        self
+    }
+
+    /// Estimates the learner's return off-policy, from `input`'s episodes,
+    /// with each evaluation (see [`crate::off_policy_estimation`]).
+    pub fn with_off_policy_estimation(mut self, estimation: OffPolicyEstimation) -> Self {
+        self.off_policy_estimation = Some(estimation);
         self
     }
 
@@ -327,6 +338,16 @@ impl Trainer {
             }
             None => (self.optimizer.step(&mut self.evaluators).await?, None),
         };
+        let off_policy_estimation = match (&mut self.off_policy_estimation, &evaluation) {
+            (Some(ope), Some(_)) => {
+                let mut local = self.evaluators.local_mut();
+                let policy = local.policy_mut();
+                ope.run(|obs| policy.action_probabilities(obs).map_err(|e| e.to_string())).map_err(|e| {
+                    OptimizerError::Learner(EvaluatorError::Experience(format!("off-policy estimates: {e}")))
+                })?
+            }
+            _ => BTreeMap::new(),
+        };
         let dt = t0.elapsed().as_secs_f64();
         let env_shard_restarts = self.evaluators.num_env_shard_restarts();
         if env_shard_restarts > 0 {
@@ -359,6 +380,7 @@ impl Trainer {
             policy_reward_mean,
             agent_reward_mean,
             win_rate,
+            off_policy_estimation,
         };
         self.last = result.clone();
         self.last_episodes = step.episodes;

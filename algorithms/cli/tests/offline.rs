@@ -119,17 +119,34 @@ fn marwil_beats_bc_on_the_episodes_of_a_learning_ppo() {
     let (_, mean, info) = dataset_info(&data);
     assert!(mean < 250.0, "a mix of poor and good episodes: {info}");
     let mut last = Vec::new();
-    for algorithm in ["BC", "MARWIL"] {
-        let run = train(
-            algorithm,
-            "CartPole-v1",
-            r#"{"training_iteration": 200}"#,
-            &input(&data),
-            &root.join(algorithm),
-            &[],
-        );
+    // PPO's episodes carry its action_logp: MARWIL's run also estimates
+    // its own return from them, off-policy, with each evaluation.
+    let estimated = input(&data).replacen(
+        "{",
+        r#"{"off_policy_estimation_methods": ["is", "wis", "dm", "dr"], "off_policy_estimation_episodes": 50, "#,
+        1,
+    );
+    for (algorithm, config) in [("BC", input(&data)), ("MARWIL", estimated)] {
+        let run =
+            train(algorithm, "CartPole-v1", r#"{"training_iteration": 200}"#, &config, &root.join(algorithm), &[]);
         let evals = evaluations(&run);
         last.push(evals.iter().rev().take(2).sum::<f64>() / 2.0);
+        if algorithm == "MARWIL" {
+            let estimates: Vec<Value> = results(&run).into_iter().filter(|r| r.get("evaluation").is_some()).collect();
+            assert_eq!(estimates.len(), evals.len());
+            for r in &estimates {
+                let ope = &r["off_policy_estimation"];
+                let behavior = ope["is"]["v_behavior"].as_f64().unwrap();
+                // γ = 0.99: a logged return lies between 1 and 100.
+                assert!((1.0..100.0).contains(&behavior), "{ope}");
+                for method in ["is", "wis", "dm", "dr"] {
+                    let e = &ope[method];
+                    assert_eq!(e["episodes"], 50, "{method}: {e}");
+                    assert_eq!(e["v_behavior"].as_f64(), Some(behavior), "{method}: {e}");
+                    assert!(e["v_target"].as_f64().is_some_and(f64::is_finite), "{method}: {e}");
+                }
+            }
+        }
     }
     let (bc, marwil) = (last[0], last[1]);
     assert!(marwil >= 475.0 && marwil >= bc + 25.0, "greedy returns, last two evaluations: BC {bc}, MARWIL {marwil}");
@@ -226,6 +243,12 @@ fn bad_inputs_are_named_before_training() {
     fails("BC", "CartPole-v1", &glob, "no experience files there");
     let both = format!(r#"{{"input": "{0}", "output": "{0}"}}"#, data.display());
     fails("DQN", "CartPole-v1", &both, "a run from `input` samples no episodes to write");
+    // DQN's episodes hold no action_logp to weigh them by.
+    let estimated = r#""off_policy_estimation_methods": ["wis"], "evaluation_interval": 1"#;
+    let config = input.replace("}", &format!(", {estimated}}}"));
+    fails("BC", "CartPole-v1", &config, "has no `action_logp` column (Minari datasets and DQN's output hold none)");
+    let config = input.replace("}", r#", "off_policy_estimation_methods": ["is"]}"#);
+    fails("BC", "CartPole-v1", &config, "set `evaluation_interval` too");
     // Neither --stop nor evaluation: nothing would ever stop it.
     fails("DQN", "CartPole-v1", &input, "DQN learns from `input` and plays no episodes of its own");
     std::fs::remove_dir_all(&root).unwrap();

@@ -14,7 +14,9 @@ use documented::DocumentedFields;
 use rlx::config::{check_count, deep_merge, merge_json, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::evaluation::{Evaluation, EvaluationSettings};
+use rlx::experience::{ExperienceReader, InputSpec};
 use rlx::filter::ObservationFilter;
+use rlx::off_policy_estimation::{Estimator, OffPolicyEstimation};
 use rlx::{EnvShards, RestartPolicy, Trainer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -43,6 +45,16 @@ pub struct EvaluationConfig {
     /// run's seed + 1,000,000,007, so evaluation episodes differ from
     /// training's).
     pub evaluation_config: Value,
+    /// A run from `input`: off-policy estimates of the current policy's
+    /// return from the dataset's episodes, reported with each evaluation
+    /// under `off_policy_estimation` in result.json: any of `is`
+    /// (importance sampling), `wis` (weighted), `dm` (the direct method,
+    /// linear fitted Q) and `dr` (doubly robust). Discrete actions, and a
+    /// dataset with the behaviour policy's `action_logp`.
+    pub off_policy_estimation_methods: Vec<Estimator>,
+    /// Episodes of `input` per off-policy estimate (read in turn, over and
+    /// over).
+    pub off_policy_estimation_episodes: usize,
 }
 
 impl Default for EvaluationConfig {
@@ -52,6 +64,8 @@ impl Default for EvaluationConfig {
             evaluation_duration: 10,
             evaluation_num_workers: 0,
             evaluation_config: Value::Object(Map::new()),
+            off_policy_estimation_methods: Vec::new(),
+            off_policy_estimation_episodes: 100,
         }
     }
 }
@@ -65,6 +79,13 @@ impl Validate for EvaluationConfig {
             0,
             crate::common::sections::limits::MAX_WORKERS,
         )?;
+        check_count("off_policy_estimation_episodes", self.off_policy_estimation_episodes, 1, 1 << 20)?;
+        if !self.off_policy_estimation_methods.is_empty() && self.evaluation_interval == 0 {
+            return Err(ConfigError::Invalid {
+                key: "off_policy_estimation_methods".into(),
+                message: "estimates are made with each evaluation: set `evaluation_interval` too".into(),
+            });
+        }
         if !self.evaluation_config.is_object() {
             return Err(ConfigError::Invalid {
                 key: "evaluation_config".into(),
@@ -186,7 +207,36 @@ pub async fn attach(
     let evaluators = spawn_evaluators(&here, make_env, make_policy, settings).await?;
     let settings =
         EvaluationSettings { interval: cfg.evaluation_interval, duration: cfg.evaluation_duration, explore, seed };
-    Ok(trainer.with_evaluation(Evaluation::new(evaluators, settings)))
+    let trainer = trainer.with_evaluation(Evaluation::new(evaluators, settings));
+    match cfg.off_policy_estimation_methods.is_empty() {
+        true => Ok(trainer),
+        false => Ok(trainer.with_off_policy_estimation(off_policy_estimation(cfg, merged)?)),
+    }
+}
+
+/// The off-policy estimation `cfg` asks for, from the run's `input`.
+///
+/// # Errors
+/// No `input`, no `gamma`, or a dataset the estimators cannot use (no
+/// `action_logp`, actions that are not one discrete choice).
+fn off_policy_estimation(cfg: &EvaluationConfig, merged: &Value) -> Result<OffPolicyEstimation, ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid { key: "off_policy_estimation_methods".into(), message };
+    let input: InputSpec = match merged.get("input").filter(|v| !v.is_null()) {
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| invalid(format!("input: {e}")))?,
+        None => return Err(invalid("estimates are made from `input`'s episodes, and this run has no input".into())),
+    };
+    let gamma = merged
+        .get("gamma")
+        .and_then(Value::as_f64)
+        .ok_or_else(|| invalid("estimates discount by the algorithm's `gamma`, and it has none".into()))?;
+    let reader = ExperienceReader::open(&input).map_err(|e| invalid(e.to_string()))?;
+    OffPolicyEstimation::new(
+        cfg.off_policy_estimation_methods.clone(),
+        cfg.off_policy_estimation_episodes,
+        gamma,
+        reader,
+    )
+    .map_err(invalid)
 }
 
 #[cfg(test)]

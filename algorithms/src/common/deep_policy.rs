@@ -320,6 +320,15 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
         ))
     }
 
+    /// See [`PolicyGraph::action_probabilities`].
+    ///
+    /// # Errors
+    /// By default: the algorithm has none.
+    fn action_probabilities(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        let _ = (core, obs);
+        Err(PolicyError::Other("this policy gives no action probabilities for off-policy estimates".into()))
+    }
+
     /// Width of the recurrent state (0: feed-forward).
     fn recurrent_state_size(&self) -> usize {
         0
@@ -415,6 +424,10 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for DeepPolicy<A, D> {
 
     fn td_errors(&mut self, batch: &SampleBatch) -> Result<Vec<f32>, PolicyError> {
         self.algo.td_errors(&mut self.core, batch)
+    }
+
+    fn action_probabilities(&mut self, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        self.algo.action_probabilities(&mut self.core, obs)
     }
 
     fn learn_with_td_errors(&mut self, batch: &SampleBatch) -> Result<(LearnerStats, Vec<f32>), PolicyError> {

@@ -162,6 +162,24 @@ impl ActionDist {
         Ok((Column::I64 { data: actions, width: segments.len() }, logp))
     }
 
+    /// `π(·|s)` of every row of head outputs, for one discrete choice: the
+    /// softmax of each row's logits.
+    ///
+    /// # Errors
+    /// Any other distribution.
+    pub fn probabilities(&self, head: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        let ActionDist::Categorical { n } = self else {
+            return Err(PolicyError::Other(format!("action probabilities are for one discrete choice, not {self:?}")));
+        };
+        let mut out = Vec::with_capacity(head.len());
+        for row in head.chunks_exact(*n) {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let sum: f32 = row.iter().map(|&x| (x - max).exp()).sum();
+            out.extend(row.iter().map(|&x| (x - max).exp() / sum));
+        }
+        Ok(out)
+    }
+
     /// `log π(a|s)` of the taken `actions` and the entropy of `π(·|s)`, one
     /// value per row, on the tape. `log_std` is the Gaussian's parameter.
     ///

@@ -433,12 +433,16 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
     }
 }
 
-impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> {
-    type State = ();
-
-    /// On the CPU, a fully connected network acts through its copy on the
-    /// host ([`HostNet`]), taken again when the weights change.
-    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
+impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
+    /// The policy head's outputs, the values and the recurrent state out
+    /// for `input`. On the CPU, a fully connected network acts through its
+    /// copy on the host ([`HostNet`]), taken again when the weights change.
+    #[allow(clippy::type_complexity)]
+    fn heads(
+        &mut self,
+        core: &PolicyCore<D>,
+        input: &PolicyInput<'_>,
+    ) -> Result<(Vec<f32>, Vec<f32>, Option<Vec<f32>>), PolicyError> {
         let p = &core.params;
         if self.host.as_ref().is_none_or(|h| h.version != p.version()) {
             self.host = self.net.host(p);
@@ -465,6 +469,16 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
                 (logits, crate::model::to_vec(&values), state_out)
             }
         };
+        Ok((logits, values, state_out))
+    }
+}
+
+impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> {
+    type State = ();
+
+    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
+        let (logits, values, state_out) = self.heads(core, input)?;
+        let p = &core.params;
         let log_std = self.net.log_std.map(|id| crate::model::to_vec(p.get(id)));
         let (actions, logp) =
             self.net.dist.sample(&logits, log_std.as_deref(), input.action_mask, input.explore, &mut core.rng)?;
@@ -476,6 +490,12 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
             out.insert_f32(fields::STATE_OUT, state, self.net.pi.state_size())?;
         }
         Ok(out)
+    }
+
+    /// The softmax of the policy head (one discrete choice).
+    fn action_probabilities(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        let (logits, _, _) = self.heads(core, &PolicyInput::obs(obs, false))?;
+        self.net.dist.probabilities(&logits)
     }
 
     fn recurrent_state_size(&self) -> usize {

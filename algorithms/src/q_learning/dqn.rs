@@ -452,6 +452,17 @@ fn argmax(row: &[f32], mask: Option<&[f32]>) -> usize {
 impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
     type State = DqnState;
 
+    /// The greedy policy: probability 1 on the best action of each row.
+    fn action_probabilities(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
+        let a = self.net.actions;
+        let q = self.net.q_values(&core.params, obs.into(), &HeadNoise::default())?;
+        let mut probs = vec![0.0; q.len()];
+        for (row, out) in q.chunks_exact(a).zip(probs.chunks_exact_mut(a)) {
+            out[argmax(row, None)] = 1.0;
+        }
+        Ok(probs)
+    }
+
     /// The best legal action, replaced by a uniformly random legal one
     /// with probability ε when exploring.
     fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {

@@ -1,0 +1,516 @@
+//! Off-policy estimates: the return a policy would get, estimated from
+//! episodes another policy (the behaviour policy) logged, without playing
+//! the env. A run from `input` reports them beside each evaluation, under
+//! `off_policy_estimation` in `result.json`, as RLlib's old stack did.
+//!
+//! For discrete actions. Each logged step gives the behaviour policy's
+//! probability of the action it took, `μ(a|s) = exp(action_logp)`, and the
+//! target policy (the one being trained) gives `π(·|s)`. With `ρ_t =
+//! π(a_t|s_t) / μ(a_t|s_t)` and `ρ_{0:t}` their product up to `t`, each
+//! episode's value over its logged length is estimated by
+//!
+//! - **`is`**, per-decision importance sampling (Precup et al. 2000):
+//!   `Σ_t γ^t ρ_{0:t} r_t`. Unbiased; its variance grows with the length.
+//! - **`wis`**, weighted per-decision importance sampling: each `ρ_{0:t}`
+//!   divided by its mean over the episodes at step `t`. Biased, lower
+//!   variance.
+//! - **`dm`**, the direct method with fitted Q evaluation (Le et al. 2019):
+//!   `Σ_a π(a|s_0) Q̂(s_0, a)`, where `Q̂` is fitted to the episodes by
+//!   `Q̂(s,a) = r + γ Σ_a' π(a'|s') Q̂(s',a')`. Here `Q̂` is linear in the
+//!   features `onehot(a) ⊗ (1, s)`, solved exactly (the fixed point of
+//!   that regression, as LSTD-Q), which needs no training loop and no
+//!   learning rate; it is only as good as a linear fit of `Q^π`.
+//! - **`dr`**, doubly robust (Jiang & Li 2016): `V̂(s_t) + ρ_t (r_t + γ
+//!   v_{t+1} − Q̂(s_t, a_t))`, backwards from `v_T = 0`, with the same `Q̂`.
+//!
+//! Every estimate is of the discounted return over the episode as logged
+//! (to its end: termination, truncation or the end of the writing run), so
+//! that `v_behavior`, the logged discounted return, is its baseline.
+
+use crate::experience::{Episodes, ExperienceReader};
+use crate::sample_batch::{fields, SampleBatch};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// An off-policy estimator, by its config name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Estimator {
+    /// Per-decision importance sampling.
+    Is,
+    /// Weighted per-decision importance sampling.
+    Wis,
+    /// The direct method, with linear fitted Q evaluation.
+    Dm,
+    /// Doubly robust, with the same fitted Q.
+    Dr,
+}
+
+impl Estimator {
+    /// The config and `result.json` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Estimator::Is => "is",
+            Estimator::Wis => "wis",
+            Estimator::Dm => "dm",
+            Estimator::Dr => "dr",
+        }
+    }
+}
+
+/// One estimator's result: `off_policy_estimation.<name>` in `result.json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Mean discounted return of the logged episodes.
+    pub v_behavior: f64,
+    /// The target policy's estimated mean discounted return.
+    pub v_target: f64,
+    /// Standard deviation of the per-episode estimates.
+    pub v_target_std: f64,
+    /// `v_target − v_behavior`.
+    pub v_delta: f64,
+    /// `v_target / v_behavior` (0 where `v_behavior` is 0).
+    pub v_gain: f64,
+    /// Episodes estimated from.
+    pub episodes: u64,
+}
+
+/// One logged episode with both policies' probabilities.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoggedEpisode {
+    /// Observations, `width` values per step.
+    pub obs: Vec<f32>,
+    /// The observations after each step.
+    pub new_obs: Vec<f32>,
+    /// The actions taken, each below the number of actions.
+    pub actions: Vec<usize>,
+    /// The rewards.
+    pub rewards: Vec<f32>,
+    /// `log μ(a_t|s_t)` of each action taken.
+    pub behaviour_logp: Vec<f32>,
+    /// `π(·|s_t)`: the number of actions per step.
+    pub target: Vec<f32>,
+    /// `π(·|s_{t+1})`.
+    pub next_target: Vec<f32>,
+}
+
+impl LoggedEpisode {
+    fn len(&self) -> usize {
+        self.rewards.len()
+    }
+
+    /// `ρ_t = π(a_t|s_t) / μ(a_t|s_t)` of each step.
+    fn ratios(&self, k: usize) -> Vec<f64> {
+        (0..self.len())
+            .map(|t| f64::from(self.target[t * k + self.actions[t]]) / f64::from(self.behaviour_logp[t]).exp())
+            .collect()
+    }
+
+    fn discounted_return(&self, gamma: f64) -> f64 {
+        self.rewards.iter().rev().fold(0.0, |v, &r| f64::from(r) + gamma * v)
+    }
+}
+
+/// The estimates of each of `methods` from `episodes`, for a space of `k`
+/// discrete actions and observations of `width` values.
+pub fn estimate(
+    methods: &[Estimator],
+    episodes: &[LoggedEpisode],
+    k: usize,
+    width: usize,
+    gamma: f64,
+) -> BTreeMap<String, Estimate> {
+    let episodes: Vec<&LoggedEpisode> = episodes.iter().filter(|e| e.len() > 0).collect();
+    let behavior: Vec<f64> = episodes.iter().map(|e| e.discounted_return(gamma)).collect();
+    let ratios: Vec<Vec<f64>> = episodes.iter().map(|e| e.ratios(k)).collect();
+    // ρ_{0:t} of every episode at every step.
+    let cumulative: Vec<Vec<f64>> = ratios
+        .iter()
+        .map(|r| {
+            r.iter()
+                .scan(1.0, |p, x| {
+                    *p *= x;
+                    Some(*p)
+                })
+                .collect()
+        })
+        .collect();
+    let needs_q = methods.iter().any(|m| matches!(m, Estimator::Dm | Estimator::Dr));
+    let q = needs_q.then(|| LinearQ::fit(&episodes, k, width, gamma));
+    let mut out = BTreeMap::new();
+    for &method in methods {
+        let per_episode: Vec<f64> = match method {
+            Estimator::Is => episodes
+                .iter()
+                .zip(&cumulative)
+                .map(|(e, w)| discounted(e.rewards.iter().zip(w).map(|(&r, w)| w * f64::from(r)), gamma))
+                .collect(),
+            Estimator::Wis => {
+                let longest = episodes.iter().map(|e| e.len()).max().unwrap_or(0);
+                let mean_weight: Vec<f64> = (0..longest)
+                    .map(|t| {
+                        let at_t: Vec<f64> = cumulative.iter().filter_map(|w| w.get(t).copied()).collect();
+                        at_t.iter().sum::<f64>() / at_t.len() as f64
+                    })
+                    .collect();
+                episodes
+                    .iter()
+                    .zip(&cumulative)
+                    .map(|(e, w)| {
+                        let terms = e.rewards.iter().zip(w).zip(&mean_weight).map(|((&r, w), m)| match *m > 0.0 {
+                            true => w / m * f64::from(r),
+                            false => 0.0,
+                        });
+                        discounted(terms, gamma)
+                    })
+                    .collect()
+            }
+            Estimator::Dm => {
+                let q = q.as_ref().expect("fitted for dm");
+                episodes.iter().map(|e| q.value(&e.obs[..width], &e.target[..k])).collect()
+            }
+            Estimator::Dr => {
+                let q = q.as_ref().expect("fitted for dr");
+                episodes
+                    .iter()
+                    .zip(&ratios)
+                    .map(|(e, rho)| {
+                        (0..e.len()).rev().fold(0.0, |v, t| {
+                            let s = &e.obs[t * width..(t + 1) * width];
+                            let probs = &e.target[t * k..(t + 1) * k];
+                            let q_taken = q.q(s, e.actions[t]);
+                            q.value(s, probs) + rho[t] * (f64::from(e.rewards[t]) + gamma * v - q_taken)
+                        })
+                    })
+                    .collect()
+            }
+        };
+        out.insert(method.name().to_string(), summary(&behavior, &per_episode));
+    }
+    out
+}
+
+/// `Σ_t γ^t x_t`.
+fn discounted(terms: impl DoubleEndedIterator<Item = f64>, gamma: f64) -> f64 {
+    terms.rev().fold(0.0, |v, x| x + gamma * v)
+}
+
+fn summary(behavior: &[f64], per_episode: &[f64]) -> Estimate {
+    let n = per_episode.len().max(1) as f64;
+    let v_behavior = behavior.iter().sum::<f64>() / n;
+    let v_target = per_episode.iter().sum::<f64>() / n;
+    let var = per_episode.iter().map(|v| (v - v_target).powi(2)).sum::<f64>() / n;
+    Estimate {
+        v_behavior,
+        v_target,
+        v_target_std: var.sqrt(),
+        v_delta: v_target - v_behavior,
+        v_gain: if v_behavior == 0.0 { 0.0 } else { v_target / v_behavior },
+        episodes: per_episode.len() as u64,
+    }
+}
+
+/// `Q̂(s, a) = w · (onehot(a) ⊗ (1, s))`, fitted by linear fitted Q
+/// evaluation.
+struct LinearQ {
+    w: Vec<f64>,
+    k: usize,
+    width: usize,
+}
+
+impl LinearQ {
+    /// The fixed point of `Q̂(s,a) ← r + γ Σ_a' π(a'|s') Q̂(s',a')` (no
+    /// bootstrap past an episode's last step) over every logged step, with
+    /// a small ridge so that features the data never varies stay at 0.
+    fn fit(episodes: &[&LoggedEpisode], k: usize, width: usize, gamma: f64) -> Self {
+        let d = k * (width + 1);
+        let (mut a, mut b) = (vec![0.0f64; d * d], vec![0.0f64; d]);
+        let mut phi = vec![0.0f64; d];
+        let mut next = vec![0.0f64; d];
+        let mut steps = 0usize;
+        for e in episodes {
+            for t in 0..e.len() {
+                phi.fill(0.0);
+                features(&mut phi, &e.obs[t * width..(t + 1) * width], e.actions[t], 1.0, width);
+                next.fill(0.0);
+                if t + 1 < e.len() {
+                    let s1 = &e.new_obs[t * width..(t + 1) * width];
+                    for (a1, &p) in e.next_target[t * k..(t + 1) * k].iter().enumerate() {
+                        features(&mut next, s1, a1, f64::from(p), width);
+                    }
+                }
+                for i in (0..d).filter(|&i| phi[i] != 0.0) {
+                    for j in 0..d {
+                        a[i * d + j] += phi[i] * (phi[j] - gamma * next[j]);
+                    }
+                    b[i] += phi[i] * f64::from(e.rewards[t]);
+                }
+                steps += 1;
+            }
+        }
+        let ridge = 1e-6 * steps.max(1) as f64;
+        for i in 0..d {
+            a[i * d + i] += ridge;
+        }
+        Self { w: solve(a, b, d), k, width }
+    }
+
+    fn q(&self, s: &[f32], action: usize) -> f64 {
+        let block = &self.w[action * (self.width + 1)..(action + 1) * (self.width + 1)];
+        block[0] + s.iter().zip(&block[1..]).map(|(&x, w)| f64::from(x) * w).sum::<f64>()
+    }
+
+    /// `V̂(s) = Σ_a π(a|s) Q̂(s, a)`.
+    fn value(&self, s: &[f32], probs: &[f32]) -> f64 {
+        (0..self.k).map(|a| f64::from(probs[a]) * self.q(s, a)).sum()
+    }
+}
+
+/// Adds `scale · onehot(a) ⊗ (1, s)` to `phi`.
+fn features(phi: &mut [f64], s: &[f32], a: usize, scale: f64, width: usize) {
+    let block = &mut phi[a * (width + 1)..(a + 1) * (width + 1)];
+    block[0] += scale;
+    for (x, &v) in block[1..].iter_mut().zip(s) {
+        *x += scale * f64::from(v);
+    }
+}
+
+/// `x` with `A x = b` (`A` is `d × d`, row-major), by Gaussian elimination
+/// with partial pivoting; a singular direction gets 0.
+fn solve(mut a: Vec<f64>, mut b: Vec<f64>, d: usize) -> Vec<f64> {
+    for col in 0..d {
+        let pivot = (col..d).max_by(|&i, &j| a[i * d + col].abs().total_cmp(&a[j * d + col].abs())).unwrap_or(col);
+        if a[pivot * d + col].abs() < 1e-300 {
+            continue;
+        }
+        if pivot != col {
+            for j in 0..d {
+                a.swap(col * d + j, pivot * d + j);
+            }
+            b.swap(col, pivot);
+        }
+        for row in col + 1..d {
+            let f = a[row * d + col] / a[col * d + col];
+            if f != 0.0 {
+                for j in col..d {
+                    a[row * d + j] -= f * a[col * d + j];
+                }
+                b[row] -= f * b[col];
+            }
+        }
+    }
+    let mut x = vec![0.0; d];
+    for row in (0..d).rev() {
+        let diag = a[row * d + row];
+        if diag.abs() < 1e-300 {
+            continue;
+        }
+        let rest: f64 = (row + 1..d).map(|j| a[row * d + j] * x[j]).sum();
+        x[row] = (b[row] - rest) / diag;
+    }
+    x
+}
+
+/// What a run from `input` estimates at each evaluation: `episodes`
+/// episodes read in turn from the dataset (over and over), with the
+/// current policy as the target.
+pub struct OffPolicyEstimation {
+    methods: Vec<Estimator>,
+    episodes: usize,
+    gamma: f64,
+    num_actions: usize,
+    width: usize,
+    reader: ExperienceReader,
+    stream: Episodes,
+}
+
+impl OffPolicyEstimation {
+    /// Estimates with `methods` from `episodes` episodes of `reader`'s at a
+    /// time, discounting by `gamma`.
+    ///
+    /// # Errors
+    /// A dataset without the behaviour policy's `action_logp` (as Minari's
+    /// and DQN's output), or whose actions are not one discrete choice.
+    pub fn new(methods: Vec<Estimator>, episodes: usize, gamma: f64, reader: ExperienceReader) -> Result<Self, String> {
+        let info = reader.info();
+        let names = methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ");
+        if !info.columns.contains_key(fields::ACTION_LOGP) {
+            return Err(format!(
+                "off-policy estimates ({names}) weigh each logged action by the behaviour policy's probability, \
+                 but {} has no `{}` column (Minari datasets and DQN's output hold none)",
+                reader.dir().display(),
+                fields::ACTION_LOGP
+            ));
+        }
+        let crate::space::Space::Discrete { n } = info.action_space else {
+            return Err(format!(
+                "off-policy estimates ({names}) take discrete actions; the dataset's action space is {}",
+                info.action_space
+            ));
+        };
+        let width = info.observation_space.flat_dim();
+        let stream = reader.episodes();
+        Ok(Self { methods, episodes: episodes.max(1), gamma, num_actions: n as usize, width, reader, stream })
+    }
+
+    /// The estimates from the next episodes, with `probabilities` giving
+    /// the target policy's `π(·|s)` for rows of observations.
+    ///
+    /// # Errors
+    /// A file that cannot be read, or the policy's error.
+    pub fn run(
+        &mut self,
+        mut probabilities: impl FnMut(&[f32]) -> Result<Vec<f32>, String>,
+    ) -> Result<BTreeMap<String, Estimate>, String> {
+        let mut logged = Vec::with_capacity(self.episodes);
+        let mut restarted = false;
+        while logged.len() < self.episodes {
+            let batch = match self.stream.next() {
+                Some(episode) => episode.map_err(|e| e.to_string())?.batch,
+                None if restarted => break,
+                None => {
+                    self.stream = self.reader.episodes();
+                    restarted = true;
+                    continue;
+                }
+            };
+            logged.push(self.logged(&batch, &mut probabilities)?);
+        }
+        Ok(estimate(&self.methods, &logged, self.num_actions, self.width, self.gamma))
+    }
+
+    fn logged(
+        &self,
+        batch: &SampleBatch,
+        probabilities: &mut impl FnMut(&[f32]) -> Result<Vec<f32>, String>,
+    ) -> Result<LoggedEpisode, String> {
+        let e = |e: crate::sample_batch::BatchError| e.to_string();
+        let obs = batch.values(fields::OBS).map_err(e)?.to_f32().into_owned();
+        let new_obs = batch.values(fields::NEW_OBS).map_err(e)?.to_f32().into_owned();
+        let (target, next_target) = (probabilities(&obs)?, probabilities(&new_obs)?);
+        let k = self.num_actions;
+        if target.len() != batch.len() * k || next_target.len() != batch.len() * k {
+            return Err(format!(
+                "the policy gave {} probabilities for {} rows of {k} actions",
+                target.len(),
+                batch.len()
+            ));
+        }
+        let actions = batch.i64(fields::ACTIONS).map_err(e)?;
+        let actions = actions
+            .iter()
+            .map(|&a| usize::try_from(a).ok().filter(|&a| a < k).ok_or_else(|| format!("a logged action of {a}")))
+            .collect::<Result<_, _>>()?;
+        Ok(LoggedEpisode {
+            obs,
+            new_obs,
+            actions,
+            rewards: batch.f32(fields::REWARDS).map_err(e)?.to_vec(),
+            behaviour_logp: batch.f32(fields::ACTION_LOGP).map_err(e)?.to_vec(),
+            target,
+            next_target,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    const ALL: [Estimator; 4] = [Estimator::Is, Estimator::Wis, Estimator::Dm, Estimator::Dr];
+
+    /// A bandit of three arms paying N(mean, 1) in one-step episodes:
+    /// logged by `mu`, evaluated for `pi`.
+    fn bandit(n: usize, seed: u64) -> Vec<LoggedEpisode> {
+        let (means, mu, pi) = ([1.0f32, 0.0, 2.0], [0.5f32, 0.3, 0.2], vec![0.1f32, 0.2, 0.7]);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let u: f32 = rng.gen();
+                let a = if u < mu[0] {
+                    0
+                } else if u < mu[0] + mu[1] {
+                    1
+                } else {
+                    2
+                };
+                // A sum of 12 uniforms less 6: mean 0, variance 1.
+                let noise: f32 = (0..12).map(|_| rng.gen::<f32>()).sum::<f32>() - 6.0;
+                LoggedEpisode {
+                    obs: vec![0.5],
+                    new_obs: vec![0.5],
+                    actions: vec![a],
+                    rewards: vec![means[a] + noise],
+                    behaviour_logp: vec![mu[a].ln()],
+                    target: pi.clone(),
+                    next_target: pi.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// The target's true value: 0.1·1 + 0.2·0 + 0.7·2.
+    const TRUE_VALUE: f64 = 1.5;
+
+    #[test]
+    fn every_estimator_s_error_shrinks_as_the_logged_bandit_data_grows() {
+        for method in ALL {
+            let error = |n: usize| {
+                (0..30u64)
+                    .map(|seed| {
+                        (estimate(&[method], &bandit(n, seed), 3, 1, 0.99)[method.name()].v_target - TRUE_VALUE).abs()
+                    })
+                    .sum::<f64>()
+                    / 30.0
+            };
+            let (small, medium, large) = (error(30), error(300), error(3000));
+            assert!(small > medium && medium > large, "{method:?}: mean errors {small} {medium} {large}");
+            assert!(large < 0.06, "{method:?}: mean error {large} on 3,000 episodes");
+        }
+        // The behaviour's own value: 0.5·1 + 0.3·0 + 0.2·2 = 0.9.
+        let e = &estimate(&[Estimator::Is], &bandit(20_000, 1), 3, 1, 0.99)["is"];
+        assert!((e.v_behavior - 0.9).abs() < 0.03, "{e:?}");
+        assert!((e.v_delta - (e.v_target - e.v_behavior)).abs() < 1e-12 && e.episodes == 20_000);
+    }
+
+    /// Two steps: the first pays nothing, the second pays 1 for action 1.
+    /// With the target equal to the behaviour, every estimator gives the
+    /// logged mean, the importance-sampling ones exactly.
+    #[test]
+    fn on_policy_data_estimates_the_logged_return_and_fitted_q_carries_rewards_back() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let probs = vec![0.5f32, 0.5];
+        let episodes: Vec<LoggedEpisode> = (0..4000)
+            .map(|_| {
+                let (a0, a1) = (rng.gen_range(0..2usize), rng.gen_range(0..2usize));
+                LoggedEpisode {
+                    obs: vec![0.0, 1.0],
+                    new_obs: vec![1.0, 2.0],
+                    actions: vec![a0, a1],
+                    rewards: vec![0.0, if a1 == 1 { 1.0 } else { 0.0 }],
+                    behaviour_logp: vec![0.5f32.ln(); 2],
+                    target: [probs.clone(), probs.clone()].concat(),
+                    next_target: [probs.clone(), probs.clone()].concat(),
+                }
+            })
+            .collect();
+        let estimates = estimate(&ALL, &episodes, 2, 1, 0.9);
+        let logged = estimates["is"].v_behavior;
+        // Every ratio is 1 (to f32 rounding): importance sampling gives the
+        // logged mean.
+        assert!((estimates["is"].v_target - logged).abs() < 1e-6 && (estimates["wis"].v_target - logged).abs() < 1e-6);
+        // The direct method values the start from Q̂ alone, which must
+        // carry the second step's reward back: 0.9 · 0.5.
+        for (name, e) in &estimates {
+            assert!((e.v_target - 0.45).abs() < 0.02, "{name}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn the_solver_solves_and_leaves_unseen_directions_at_zero() {
+        let x = solve(vec![2.0, 1.0, 0.0, 1.0, 3.0, 0.0, 0.0, 0.0, 0.0], vec![3.0, 5.0, 0.0], 3);
+        assert!((x[0] - 0.8).abs() < 1e-12 && (x[1] - 1.4).abs() < 1e-12 && x[2] == 0.0, "{x:?}");
+    }
+}
