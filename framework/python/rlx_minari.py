@@ -49,6 +49,8 @@ def space_json(space, np):
         box = {"low": low, "high": high, "shape": shape, "dtype": "F32"}
         return {"Box": box}, "f32", width
     if isinstance(space, gym.spaces.MultiDiscrete):
+        if np.any(np.asarray(getattr(space, "start", 0)) != 0):
+            fail(f"a MultiDiscrete space starting at {space.start}: rlx's start at 0")
         return {"MultiDiscrete": {"nvec": [int(n) for n in space.nvec.reshape(-1)]}}, "i64", len(space.nvec.reshape(-1))
     fail(f"a {type(space).__name__} space: rlx reads Minari datasets of Box, Discrete and MultiDiscrete spaces")
 

@@ -311,12 +311,21 @@ fn solve(mut a: Vec<f64>, mut b: Vec<f64>, d: usize) -> Vec<f64> {
     x
 }
 
+/// The most features (`actions × (observation values + 1)`) the linear
+/// fitted Q of `dm` and `dr` solves for: its normal equations are a dense
+/// square of that side.
+pub const MAX_FEATURES: usize = 2048;
+
 /// What a run from `input` estimates at each evaluation: `episodes`
 /// episodes read in turn from the dataset (over and over), with the
 /// current policy as the target.
 pub struct OffPolicyEstimation {
     methods: Vec<Estimator>,
     episodes: usize,
+    /// Episodes in one whole pass over the dataset, once one has ended.
+    pass_len: Option<usize>,
+    /// Episodes read since the current pass began.
+    read_in_pass: usize,
     gamma: f64,
     num_actions: usize,
     width: usize,
@@ -348,9 +357,25 @@ impl OffPolicyEstimation {
                 info.action_space
             ));
         };
-        let width = info.observation_space.flat_dim();
+        let width = info.columns.get(fields::OBS).map_or(0, |c| c.width);
+        let features = n as usize * (width + 1);
+        if methods.iter().any(|m| matches!(m, Estimator::Dm | Estimator::Dr)) && features > MAX_FEATURES {
+            return Err(format!(
+                "dm and dr fit a Q linear in {features} features ({n} actions × ({width} observation values + 1)),                  more than the {MAX_FEATURES} they solve for: use is or wis for this dataset"
+            ));
+        }
         let stream = reader.episodes();
-        Ok(Self { methods, episodes: episodes.max(1), gamma, num_actions: n as usize, width, reader, stream })
+        Ok(Self {
+            methods,
+            episodes: episodes.max(1),
+            pass_len: None,
+            read_in_pass: 0,
+            gamma,
+            num_actions: n as usize,
+            width,
+            reader,
+            stream,
+        })
     }
 
     /// The estimates from the next episodes, with `probabilities` giving
@@ -364,16 +389,20 @@ impl OffPolicyEstimation {
     ) -> Result<BTreeMap<String, Estimate>, String> {
         let mut logged = Vec::with_capacity(self.episodes);
         let mut restarted = false;
-        while logged.len() < self.episodes {
+        // A dataset of fewer episodes than asked for gives each once.
+        while logged.len() < self.episodes.min(self.pass_len.unwrap_or(usize::MAX)) {
             let batch = match self.stream.next() {
                 Some(episode) => episode.map_err(|e| e.to_string())?.batch,
                 None if restarted => break,
                 None => {
+                    self.pass_len = Some(self.read_in_pass);
+                    self.read_in_pass = 0;
                     self.stream = self.reader.episodes();
                     restarted = true;
                     continue;
                 }
             };
+            self.read_in_pass += 1;
             logged.push(self.logged(&batch, &mut probabilities)?);
         }
         Ok(estimate(&self.methods, &logged, self.num_actions, self.width, self.gamma))
@@ -387,6 +416,9 @@ impl OffPolicyEstimation {
         let e = |e: crate::sample_batch::BatchError| e.to_string();
         let obs = batch.values(fields::OBS).map_err(e)?.to_f32().into_owned();
         let new_obs = batch.values(fields::NEW_OBS).map_err(e)?.to_f32().into_owned();
+        if obs.len() != batch.len() * self.width || new_obs.len() != obs.len() {
+            return Err(format!("observations of {} values for {} rows of {}", obs.len(), batch.len(), self.width));
+        }
         let (target, next_target) = (probabilities(&obs)?, probabilities(&new_obs)?);
         let k = self.num_actions;
         if target.len() != batch.len() * k || next_target.len() != batch.len() * k {

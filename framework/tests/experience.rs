@@ -233,7 +233,42 @@ fn truncated_and_mistyped_parquet_files_are_named() {
     let err = read(&spec).unwrap_err().to_string();
     let expected = format!("row {row}: step {} follows step {}", t[row], t[row - 1]);
     assert!(err.contains(&file.display().to_string()) && err.contains(&expected), "{err}");
+
+    // An episode's rows out of step order (a file sorted by another
+    // column) are named, not read as two episodes.
+    // The first episode's later rows, the second episode, then the first
+    // episode's first row.
+    let first_end = (1..ids.len()).find(|&i| ids[i] != ids[0]).unwrap();
+    let second_end = (first_end..ids.len()).find(|&i| ids[i] != ids[first_end]).unwrap_or(ids.len());
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), rows[0].schema(), None).unwrap();
+    writer.write(&rows[0].slice(1, first_end - 1)).unwrap();
+    writer.write(&rows[0].slice(first_end, second_end - first_end)).unwrap();
+    writer.write(&rows[0].slice(0, 1)).unwrap();
+    writer.close().unwrap();
+    let err = read(&spec).unwrap_err().to_string();
+    let expected = format!("row {}: episode {} goes on at step 0", second_end - 1, ids[0]);
+    assert!(err.contains(&expected) && err.contains("must be in step order"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_non_finite_value_is_refused_in_either_format_naming_its_column() {
+    for format in [OutputFormat::Json, OutputFormat::Parquet] {
+        let dir = temp_dir(&format!("nan-{format:?}"));
+        let (obs, act) = spaces();
+        let settings =
+            OutputSettings { dir: dir.clone(), format, compression: Compression::None, max_file_size: 1 << 20 };
+        let mut writer = ExperienceWriter::new(settings, obs, act, "w");
+        let mut bad = steps(1, 4, true);
+        bad.f32_mut(fields::REWARDS).unwrap()[2] = f32::NAN;
+        let err = writer.add(0, bad, true).unwrap_err().to_string();
+        assert!(err.contains("rewards holds NaN"), "{format:?}: {err}");
+        writer.add(0, steps(2, 4, true), true).unwrap();
+        writer.finish().unwrap();
+        let episodes = read(&dir.display().to_string()).unwrap();
+        assert_eq!(episodes.len(), 1, "{format:?}: the bad episode is not written, the next one is");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 #[test]

@@ -145,6 +145,10 @@ fn marwil_beats_bc_on_the_episodes_of_a_learning_ppo() {
                     assert_eq!(e["v_behavior"].as_f64(), Some(behavior), "{method}: {e}");
                     assert!(e["v_target"].as_f64().is_some_and(f64::is_finite), "{method}: {e}");
                 }
+                // CartPole pays 1 a step: per-decision WIS gives back the
+                // logged return whatever the weights.
+                let wis = ope["wis"]["v_target"].as_f64().unwrap();
+                assert!((wis - behavior).abs() < 1e-9 * behavior, "{ope}");
             }
         }
     }

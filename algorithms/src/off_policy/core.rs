@@ -446,6 +446,43 @@ pub(crate) fn critic_gradient<D: NetDevice>(
     targets: &[f32],
     (range, twins_side_by_side): (std::ops::Range<usize>, bool),
 ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+    conservative_critic_gradient(core, critics, (input, bounds), batch, targets, (range, twins_side_by_side), None)
+}
+
+/// CQL(H)'s conservative penalty on a critic (Kumar et al., NeurIPS 2020,
+/// for continuous actions as in their code and RLlib's):
+///
+/// ```text
+/// weight · E_s[ log Σ_k exp(Q(s, u_k) − log p(u_k)) − Q(s, a_data) ]
+/// ```
+///
+/// a log-sum-exp over `n` actions `u_k` drawn per replayed row, each less
+/// the log-density it was drawn with (an importance-sampled estimate of
+/// `log ∫ exp Q(s, u) du`), which pushes down the values of actions the
+/// data did not take.
+pub(crate) struct Conservative {
+    /// The penalty's weight (`min_q_weight`).
+    pub weight: f32,
+    /// Actions per row.
+    pub n: usize,
+    /// Normalized actions, `n` per row, row after row (`rows × n × A`).
+    pub actions: Vec<f32>,
+    /// The log-density each was drawn with (`rows × n`).
+    pub log_density: Vec<f32>,
+}
+
+/// [`critic_gradient`], with CQL's penalty added to each critic's loss
+/// when `conservative` is given (reported as `cql_penalty`, the first
+/// critic's, before its weight).
+pub(crate) fn conservative_critic_gradient<D: NetDevice>(
+    core: &PolicyCore<D>,
+    critics: &[Critic],
+    (input, bounds): (&Input, &ActionBounds),
+    batch: &SampleBatch,
+    targets: &[f32],
+    (range, twins_side_by_side): (std::ops::Range<usize>, bool),
+    conservative: Option<&Conservative>,
+) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
     let sizes: Vec<usize> = critics.iter().map(Critic::num_params).collect();
     if sizes.iter().sum::<usize>() != range.len() {
         return Err(PolicyError::Other(format!(
@@ -465,15 +502,15 @@ pub(crate) fn critic_gradient<D: NetDevice>(
         [a, b] if twins_side_by_side => {
             let (a, b) = join_on_cpu!(
                 core,
-                |c| one_critic_gradient(c, a, x, targets, span(0)),
-                one_critic_gradient(c, b, x, targets, span(1))
+                |c| one_critic_gradient(c, a, x, targets, span(0), conservative),
+                one_critic_gradient(c, b, x, targets, span(1), conservative)
             );
             vec![a?, b?]
         }
         _ => critics
             .iter()
             .enumerate()
-            .map(|(j, c)| one_critic_gradient(core, c, x, targets, span(j)))
+            .map(|(j, c)| one_critic_gradient(core, c, x, targets, span(j), conservative))
             .collect::<Result<_, _>>()?,
     };
     let n = targets.len();
@@ -484,26 +521,72 @@ pub(crate) fn critic_gradient<D: NetDevice>(
     stats.set("mean_td_error", td / n as f64);
     stats.set("critic_loss", each.iter().map(|(loss, ..)| loss).sum::<f32>() as f64);
     stats.set("mean_target_q", targets.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64);
-    Ok((each.into_iter().flat_map(|(_, grad, _)| grad).collect(), stats))
+    if let Some(penalty) = each.first().and_then(|(.., penalty)| *penalty) {
+        stats.set("cql_penalty", penalty as f64);
+    }
+    Ok((each.into_iter().flat_map(|(_, grad, ..)| grad).collect(), stats))
 }
 
-/// One critic's MSE loss against `targets` on the rows `x` (normalized
-/// actions, their width, observations, their width), its gradient for
-/// `range` (its span of the weights), and its Q-values.
+/// One critic's loss on the rows `x` (normalized actions, their width,
+/// observations, their width): the MSE against `targets`, plus CQL's
+/// penalty if `conservative` is given. Returns the loss, its gradient for
+/// `range` (the critic's span of the weights), the Q-values, and the
+/// penalty before its weight.
 fn one_critic_gradient<D: NetDevice>(
     core: &PolicyCore<D>,
     critic: &Critic,
     (u, a, s, f): CriticRows<'_>,
     targets: &[f32],
     range: std::ops::Range<usize>,
-) -> Result<(f32, Vec<f32>, Vec<f32>), PolicyError> {
+    conservative: Option<&Conservative>,
+) -> Result<(f32, Vec<f32>, Vec<f32>, Option<f32>), PolicyError> {
     let dev = core.params.device();
-    let x = critic_input(dev, u, a, s, f)?;
-    let y = dev.tensor_from_vec(targets.to_vec(), (targets.len(), 1));
-    let q = critic.forward(&core.params, x.leaky_traced());
-    let q_host = q.as_vec();
-    let (loss, grad) = core.backward((q - y).square().mean(), "critic loss", range)?;
-    Ok((loss, grad, q_host))
+    let Some(c) = conservative else {
+        let x = critic_input(dev, u, a, s, f)?;
+        let y = dev.tensor_from_vec(targets.to_vec(), (targets.len(), 1));
+        let q = critic.forward(&core.params, x.leaky_traced());
+        let q_host = q.as_vec();
+        let (loss, grad) = core.backward((q - y).square().mean(), "critic loss", range)?;
+        return Ok((loss, grad, q_host, None));
+    };
+    // Each row's logged action, then its n drawn actions, all beside the
+    // row's observation: one pass of the critic, read as rows × (1 + n).
+    let rows = targets.len();
+    let per = 1 + c.n;
+    if c.actions.len() != rows * c.n * a || c.log_density.len() != rows * c.n {
+        return Err(PolicyError::Other(format!(
+            "CQL: {} drawn action values and {} densities for {rows} rows of {} actions",
+            c.actions.len(),
+            c.log_density.len(),
+            c.n
+        )));
+    }
+    let mut all_u = Vec::with_capacity(rows * per * a);
+    let mut all_s = Vec::with_capacity(rows * per * f);
+    let (mut offsets, mut first) = (Vec::with_capacity(rows * per), Vec::with_capacity(rows * per));
+    for r in 0..rows {
+        all_u.extend_from_slice(&u[r * a..(r + 1) * a]);
+        all_u.extend_from_slice(&c.actions[r * c.n * a..(r + 1) * c.n * a]);
+        for _ in 0..per {
+            all_s.extend_from_slice(&s[r * f..(r + 1) * f]);
+        }
+        // The logged action takes no part in the log-sum-exp.
+        offsets.push(-1e30);
+        offsets.extend(c.log_density[r * c.n..(r + 1) * c.n].iter().map(|&lp| -lp));
+        first.push(1.0);
+        first.extend(std::iter::repeat_n(0.0, c.n));
+    }
+    let x = critic_input(dev, &all_u, a, &all_s, f)?;
+    let q = critic.forward(&core.params, x.leaky_traced()).reshape_like(&(rows, per));
+    let q_data = (q.with_empty_tape() * dev.tensor_from_vec(first, (rows, per))).sum::<(usize,), Axis<1>>();
+    let lse = (q + dev.tensor_from_vec(offsets, (rows, per))).logsumexp::<(usize,), Axis<1>>();
+    let (q_host, lse_host) = (q_data.as_vec(), lse.as_vec());
+    let penalty = lse_host.iter().zip(&q_host).map(|(l, q)| l - q).sum::<f32>() / rows.max(1) as f32;
+    let y = dev.tensor_from_vec(targets.to_vec(), (rows,));
+    let mse = (q_data.with_empty_tape() - y).square().mean();
+    let loss = mse + (lse - q_data).mean() * c.weight;
+    let (loss, grad) = core.backward(loss, "critic loss", range)?;
+    Ok((loss, grad, q_host, Some(penalty)))
 }
 
 /// One Adam step of optimizer `group` on its span of `grad`, with its
@@ -586,17 +669,22 @@ mod tests {
         assert!(ActionBounds::new(&unbounded, "X").unwrap_err().to_string().contains("finite bounds"));
     }
 
+    /// Twin critics of 16×16 for [`fixtures::spaces`], seeded by `seed`.
+    fn twin_critics(seed: u64) -> (Input, ActionBounds, Vec<Critic>, PolicyCore<Cpu>) {
+        let (o, a) = fixtures::spaces();
+        let (input, bounds) = continuous_spaces("SAC", &o, &a).unwrap();
+        let mut p = Params::new(Cpu::seed_from_u64(seed));
+        let model = ModelConfig { fcnet_hiddens: vec![16, 16], ..ModelConfig::default() };
+        let critics: Vec<Critic> = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), 1 + 3, &model)).collect();
+        (input, bounds, critics, PolicyCore::new(p, o, a, 0))
+    }
+
     #[test]
     fn twin_critics_side_by_side_and_one_by_one_give_the_summed_losses_gradient() {
         // critic_gradient differentiates each critic's loss on its own
         // (side by side, or one after the other); both must give, bit for
         // bit, the gradient of the summed loss differentiated at once.
-        let (o, a) = fixtures::spaces();
-        let (input, bounds) = continuous_spaces("TD3", &o, &a).unwrap();
-        let mut p = Params::new(Cpu::seed_from_u64(5));
-        let model = ModelConfig { fcnet_hiddens: vec![16, 16], ..ModelConfig::default() };
-        let critics: Vec<Critic> = (0..2).map(|j| Critic::new(&mut p, &format!("critic{j}"), 1 + 3, &model)).collect();
-        let core = PolicyCore::new(p, o, a, 0);
+        let (input, bounds, critics, core) = twin_critics(5);
         let batch = fixtures::batch();
         let targets = [0.5, -1.0, 2.0, 0.0];
         let range = 0..core.num_params();
@@ -620,6 +708,61 @@ mod tests {
         let short = (0..range.end - 1, true);
         let err = critic_gradient(&core, &critics, (&input, &bounds), &batch, &targets, short).unwrap_err();
         assert!(err.to_string().contains("span of the weights"), "{err}");
+    }
+
+    #[test]
+    fn the_conservative_penalty_is_the_log_sum_exp_of_drawn_actions_less_the_logged_q() {
+        let (input, bounds, critics, core) = twin_critics(9);
+        let batch = fixtures::batch();
+        let targets = [0.5, -1.0, 2.0, 0.0];
+        // Three drawn actions per row, with made-up log-densities.
+        let drawn: Vec<f32> = (0..12).map(|i| ((i as f32) * 0.61).sin()).collect();
+        let log_density: Vec<f32> = (0..12).map(|i| -0.7 + 0.1 * i as f32).collect();
+        let c = Conservative { weight: 2.0, n: 3, actions: drawn.clone(), log_density: log_density.clone() };
+        let range = 0..core.num_params();
+        let spaces = (&input, &bounds);
+        let (grad, stats) =
+            conservative_critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), false), Some(&c))
+                .unwrap();
+        // By hand, with each critic's Q-values on the host.
+        let obs = batch.f32(fields::OBS).unwrap();
+        let u = bounds.to_normalized(batch.f32(fields::ACTIONS).unwrap());
+        let repeated: Vec<f32> = obs.chunks(3).flat_map(|row| std::iter::repeat_n(row, 3).flatten()).copied().collect();
+        let mut total = 0.0;
+        for (j, critic) in critics.iter().enumerate() {
+            let q = q_values(critic, &core.params, (&u, 1, obs, 3)).unwrap();
+            let q_drawn = q_values(critic, &core.params, (&drawn, 1, &repeated, 3)).unwrap();
+            let penalty: f32 = (0..4)
+                .map(|r| {
+                    let terms = (0..3).map(|k| q_drawn[r * 3 + k] - log_density[r * 3 + k]);
+                    let max = terms.clone().fold(f32::NEG_INFINITY, f32::max);
+                    max + terms.map(|t| (t - max).exp()).sum::<f32>().ln() - q[r]
+                })
+                .sum::<f32>()
+                / 4.0;
+            let mse = q.iter().zip(&targets).map(|(q, y)| (q - y).powi(2)).sum::<f32>() / 4.0;
+            if j == 0 {
+                assert!((stats.get("cql_penalty").unwrap() - penalty as f64).abs() < 1e-5, "{stats:?} {penalty}");
+                assert!((stats.get("mean_q").unwrap() - q.iter().sum::<f32>() as f64 / 4.0).abs() < 1e-5);
+            }
+            total += mse + 2.0 * penalty;
+        }
+        assert!((stats.get("critic_loss").unwrap() - total as f64).abs() < 1e-4, "{stats:?} {total}");
+        // The penalty changes the gradient: without it, it is plain TD's.
+        let (plain, _) = critic_gradient(&core, &critics, spaces, &batch, &targets, (range, false)).unwrap();
+        assert!(grad.iter().zip(&plain).any(|(g, p)| (g - p).abs() > 1e-3));
+        // Drawn actions that do not fit the rows are named.
+        let short = Conservative { actions: drawn[..11].to_vec(), ..c };
+        let err = conservative_critic_gradient(
+            &core,
+            &critics,
+            spaces,
+            &batch,
+            &targets,
+            (0..core.num_params(), false),
+            Some(&short),
+        );
+        assert!(err.unwrap_err().to_string().contains("CQL: 11 drawn action values"));
     }
 
     #[test]

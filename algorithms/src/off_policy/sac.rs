@@ -46,14 +46,14 @@ use crate::error::BuildError;
 use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
 use crate::off_policy::core::{
-    self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
-    soft_update_target, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
-    Networks, Sections,
+    self as core, bellman_targets, conservative_critic_gradient, continuous_algorithm, critic_input_taped, min_q,
+    replay_trainer, soft_update_target, step_group, ActionBounds, Conservative, ContinuousBuild, ContinuousLearning,
+    ContinuousPolicy, Critic, Networks, Sections,
 };
 use dfdx::prelude::*;
 use rand::Rng;
 use rand_distr::StandardNormal;
-use rlx::config::{check, ConfigError, Validate};
+use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
@@ -88,6 +88,14 @@ pub struct SacConfig {
     pub tune_alpha: bool,
     /// The entropy α is tuned towards; `null` is `−(action dimensions)`.
     pub target_entropy: Option<f64>,
+    /// CQL (continuous; Kumar et al. 2020): the weight of the conservative
+    /// penalty on each critic, for learning from `input` (RLlib's CQL uses
+    /// 5). 0, the default, is plain SAC.
+    pub min_q_weight: f64,
+    /// CQL: actions drawn per replayed row for the penalty's log-sum-exp,
+    /// in each of three sets (uniform, the policy's at `s`, the policy's at
+    /// `s'`), as RLlib's `num_actions`.
+    pub num_actions: usize,
     /// γ, gradient clip (of each network), the actor's and the critics'
     /// hidden layers, device.
     #[serde(flatten)]
@@ -104,6 +112,8 @@ impl Default for SacConfig {
             initial_alpha: 1.0,
             tune_alpha: true,
             target_entropy: None,
+            min_q_weight: 0.0,
+            num_actions: 10,
             learning: Learning { model: ModelConfig::relu(), ..Learning::default() },
         }
     }
@@ -121,6 +131,9 @@ impl Validate for SacConfig {
         if let Some(h) = self.target_entropy {
             check("target_entropy", h, h.is_finite(), "must be a finite number or null")?;
         }
+        let w = self.min_q_weight;
+        check("min_q_weight", w, w >= 0.0 && w.is_finite(), "must be >= 0 (0 is plain SAC)")?;
+        check_count("num_actions", self.num_actions, 1, 1_000)?;
         Ok(())
     }
 }
@@ -174,6 +187,25 @@ impl Actor {
         let h = self.mlp.forward(p, x);
         let raw = self.log_std.forward(p, h.with_empty_tape());
         (self.mean.forward(p, h), raw)
+    }
+}
+
+/// The random draws of one CQL penalty: uniform normalized actions, and
+/// standard-normal draws for the policy's actions at `s` and at `s'`
+/// (each `rows × num_actions × A`); empty without CQL.
+struct CqlDraws {
+    uniform: Vec<f32>,
+    now: Vec<f32>,
+    next: Vec<f32>,
+}
+
+impl CqlDraws {
+    fn take<D: NetDevice>(core: &mut PolicyCore<D>, n: usize, on: bool) -> Self {
+        if !on {
+            return Self { uniform: Vec::new(), now: Vec::new(), next: Vec::new() };
+        }
+        let uniform = (0..n).map(|_| core.rng.gen_range(-1.0f32..1.0)).collect();
+        Self { uniform, now: Sac::normal(core, n), next: Sac::normal(core, n) }
     }
 }
 
@@ -234,16 +266,58 @@ impl Sac {
     }
 
     /// The critics' half of an update: the targets, then the critics'
-    /// summed MSE gradient (critics' span).
+    /// summed MSE gradient (critics' span), with CQL's penalty if
+    /// `min_q_weight` > 0 (`cql` holds its draws).
     fn critic_half<D: NetDevice>(
         &self,
         core: &PolicyCore<D>,
         batch: &SampleBatch,
         eps: &[f32],
+        cql: &CqlDraws,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let targets = self.td_targets(core, batch, eps)?;
         let critics = (&self.input, &self.bounds);
-        critic_gradient(core, &self.critics, critics, batch, &targets, (core.range(CRITICS), false))
+        let conservative = self.conservative(core, batch, cql)?;
+        let range = (core.range(CRITICS), false);
+        conservative_critic_gradient(core, &self.critics, critics, batch, &targets, range, conservative.as_ref())
+    }
+
+    /// CQL's drawn actions for `batch` (none without `min_q_weight`): per
+    /// row, `num_actions` uniform ones (density `2^−A` in the normalized
+    /// box), then as many of the policy at `s` and at `s'`, each with its
+    /// log-density, as in the CQL authors' code and RLlib's.
+    fn conservative<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        draws: &CqlDraws,
+    ) -> Result<Option<Conservative>, PolicyError> {
+        if self.cfg.min_q_weight == 0.0 {
+            return Ok(None);
+        }
+        let (rows, n, a, f) = (batch.len(), self.cfg.num_actions, self.bounds.dim(), self.input.features());
+        let p = &core.params;
+        let dev = p.device();
+        let mut policy = Vec::new();
+        for (field, eps) in [(fields::OBS, &draws.now), (fields::NEW_OBS, &draws.next)] {
+            let s = self.input.encode_host(batch.values(field)?)?;
+            let repeated: Vec<f32> =
+                s.chunks_exact(f).flat_map(|row| std::iter::repeat_n(row, n).flatten()).copied().collect();
+            let (mean, raw) = self.actor.forward(p, dev.tensor_from_vec(repeated, (rows * n, f)));
+            let (u, logp) = squashed_sample(dev, mean, raw, eps);
+            policy.push((u.as_vec(), logp.as_vec()));
+        }
+        let uniform_density = -(a as f32) * std::f32::consts::LN_2;
+        let (mut actions, mut log_density) = (Vec::with_capacity(rows * 3 * n * a), Vec::with_capacity(rows * 3 * n));
+        for r in 0..rows {
+            actions.extend_from_slice(&draws.uniform[r * n * a..(r + 1) * n * a]);
+            log_density.extend(std::iter::repeat_n(uniform_density, n));
+            for (u, logp) in &policy {
+                actions.extend_from_slice(&u[r * n * a..(r + 1) * n * a]);
+                log_density.extend_from_slice(&logp[r * n..(r + 1) * n]);
+            }
+        }
+        Ok(Some(Conservative { weight: self.cfg.min_q_weight as f32, n: 3 * n, actions, log_density }))
     }
 
     /// The actor loss `mean(α log π(ũ|s) − min_j Q_j(s, ũ))` and its
@@ -324,11 +398,13 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
         batch: &SampleBatch,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let n = batch.len() * self.bounds.dim();
-        // Both halves' draws, in the order they have always been taken.
+        // Both halves' draws, in the order they have always been taken;
+        // then CQL's, if it is on.
         let (target_eps, actor_eps) = (Self::normal(core, n), Self::normal(core, n));
+        let cql = CqlDraws::take(core, n * self.cfg.num_actions, self.cfg.min_q_weight > 0.0);
         let (critic, actor) = join_on_cpu!(
             &*core,
-            |c| self.critic_half(c, batch, &target_eps),
+            |c| self.critic_half(c, batch, &target_eps, &cql),
             self.actor_gradient(c, batch, &actor_eps)
         );
         let ((critic_grad, mut stats), (mut grad, alpha_grad, actor_stats)) = (critic?, actor?);
@@ -479,6 +555,35 @@ mod tests {
         }
     }
 
+    /// CQL's penalty makes the critics conservative: after the same
+    /// updates on the same logged rows, the logged actions' values stand
+    /// further above other actions' than plain SAC's.
+    #[test]
+    fn min_q_weight_pushes_unlogged_actions_below_the_logged_ones() {
+        let gap = |min_q_weight: f64| {
+            let cfg = SacConfig { min_q_weight, ..SacConfig::default() };
+            let mut p = policy(cfg);
+            let b = batch();
+            let mut stats = LearnerStats::default();
+            for _ in 0..300 {
+                stats = p.learn_on_batch(&b).unwrap();
+            }
+            let sac = p.algorithm();
+            let obs = b.f32(fields::OBS).unwrap();
+            let logged = sac.bounds.to_normalized(b.f32(fields::ACTIONS).unwrap());
+            let q = min_q(&sac.critics, &p.core().params, (&logged, 1, obs, 3), false).unwrap();
+            // Every row's value at 9 actions across the box.
+            let grid: Vec<f32> = (0..4).flat_map(|_| (0..9).map(|i| -1.0 + 0.25 * i as f32)).collect();
+            let rows: Vec<f32> = obs.chunks(3).flat_map(|r| std::iter::repeat_n(r, 9).flatten()).copied().collect();
+            let q_grid = min_q(&sac.critics, &p.core().params, (&grid, 1, &rows, 3), false).unwrap();
+            let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len() as f32;
+            (mean(&q) - mean(&q_grid), stats)
+        };
+        let ((plain, plain_stats), (conservative, stats)) = (gap(0.0), gap(5.0));
+        assert!(plain_stats.get("cql_penalty").is_none() && stats.get("cql_penalty").is_some(), "{stats:?}");
+        assert!(conservative > plain + 1.0, "logged minus other actions' Q: SAC {plain}, CQL {conservative}");
+    }
+
     #[test]
     fn the_halves_side_by_side_equal_the_halves_one_after_the_other() {
         // On the CPU the critics' and the actor's halves run on two threads;
@@ -489,7 +594,8 @@ mod tests {
         let mut rng = p.core().rng.clone();
         let mut draws = || -> Vec<f32> { (0..4).map(|_| rng.sample(StandardNormal)).collect() };
         let (target_eps, actor_eps) = (draws(), draws());
-        let (critic, _) = p.algorithm().critic_half(p.core(), &b, &target_eps).unwrap();
+        let no_cql = CqlDraws { uniform: Vec::new(), now: Vec::new(), next: Vec::new() };
+        let (critic, _) = p.algorithm().critic_half(p.core(), &b, &target_eps, &no_cql).unwrap();
         let (mut expected, alpha, _) = p.algorithm().actor_gradient(p.core(), &b, &actor_eps).unwrap();
         expected.extend(critic);
         expected.push(alpha);

@@ -11,8 +11,10 @@
 //! which pushes down the Q-values of the actions the data did not take, so
 //! that the greedy policy does not chase values no episode confirmed. `α`
 //! is `min_q_weight` (RLlib's name), a DQN key that `CQL` sets to 1. The
-//! run reads its transitions from `input` into DQN's replay buffer;
-//! continuous CQL (on SAC) is not here yet.
+//! run reads its transitions from `input` into DQN's replay buffer.
+//! Continuous CQL is SAC's key of the same name (`--run SAC` with
+//! `min_q_weight` and `input`; the penalty is in
+//! `off_policy/core.rs`'s `Conservative`).
 
 use crate::common::build_context::BuildContext;
 use crate::error::BuildError;

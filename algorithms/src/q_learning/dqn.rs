@@ -643,7 +643,9 @@ pub fn make_policy(
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
     let Space::Discrete { n } = action_space else {
         return Err(BuildError::Unsupported(format!(
-            "DQN needs a Discrete action space (one Q-value per action); got {action_space}"
+            "DQN (and CQL, DQN's offline form) needs a Discrete action space (one Q-value per action); got \
+             {action_space}: for continuous actions use DDPG, TD3 or SAC, and offline, SAC with `min_q_weight` \
+             (continuous CQL) and `input`"
         )));
     };
     let build = Build { cfg, obs: observation_space, act: action_space, actions: *n as usize, rng_seed };

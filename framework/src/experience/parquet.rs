@@ -52,6 +52,11 @@ pub(crate) fn encode(schema: &SchemaRef, eps_id: u64, t0: u64, batch: &SampleBat
     ];
     for field in &schema.fields()[2..] {
         let column = batch.get(field.name()).ok_or_else(|| format!("no column {}", field.name()))?;
+        if let Column::F32 { data, .. } = column {
+            if let Some(bad) = data.iter().find(|x| !x.is_finite()) {
+                return Err(format!("column {} holds {bad}; experience files hold finite values only", field.name()));
+            }
+        }
         let width = column.width();
         let values: ArrayRef = match column {
             Column::F32 { data, .. } => Arc::new(Float32Array::from(data.clone())),
@@ -79,7 +84,18 @@ pub(crate) fn encode(schema: &SchemaRef, eps_id: u64, t0: u64, batch: &SampleBat
     RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())
 }
 
-/// Checks that a file's columns are the dataset's, by name and type.
+/// A type with a list's item name and nullability left out, which other
+/// writers choose differently (pyarrow's nullable `item`, Spark's
+/// `element`).
+fn plain(t: &DataType) -> (DataType, Option<i32>) {
+    match t {
+        DataType::FixedSizeList(item, w) => (item.data_type().clone(), Some(*w)),
+        other => (other.clone(), None),
+    }
+}
+
+/// Checks that a file's columns are the dataset's, by name, element type
+/// and width.
 ///
 /// # Errors
 /// A missing column, a column of another type or width, or one
@@ -89,7 +105,7 @@ pub(crate) fn check_schema(theirs: &Schema, info: &DatasetInfo) -> Result<(), St
     for field in ours.fields() {
         match theirs.field_with_name(field.name()) {
             Err(_) => return Err(format!("no {} column", field.name())),
-            Ok(f) if f.data_type() != field.data_type() => {
+            Ok(f) if plain(f.data_type()) != plain(field.data_type()) => {
                 return Err(format!(
                     "column {} is {}, but _dataset.json says {}",
                     field.name(),
@@ -115,6 +131,8 @@ pub(crate) type Piece = (u64, u64, SampleBatch);
 pub(crate) struct Gather {
     pending: Option<Piece>,
     ready: VecDeque<Piece>,
+    /// The step after the last one read of every episode seen in the file.
+    next_step: std::collections::HashMap<u64, u64>,
 }
 
 impl Gather {
@@ -130,7 +148,7 @@ impl Gather {
         let mut batch = SampleBatch::new();
         for (name, column) in &info.columns {
             let array = rows.column_by_name(name).ok_or_else(|| format!("no {name} column"))?;
-            let column = read_column(array.as_ref(), *column).map_err(|e| format!("column {name}: {e}"))?;
+            let column = read_column(array.as_ref(), *column, row0).map_err(|e| format!("column {name}: {e}"))?;
             batch.insert(name.clone(), column).map_err(|e| e.to_string())?;
         }
         let mut start = 0;
@@ -141,7 +159,22 @@ impl Gather {
                     return Err(format!("row {}: step {} follows step {}", row0 + i, steps[i], steps[i - 1]));
                 }
             }
-            self.add((ids[start], steps[start], batch.slice(start..end)));
+            // An episode's rows may come in pieces (a long episode beside
+            // others), but each piece goes on from the last.
+            let id = ids[start];
+            if let Some(&expected) = self.next_step.get(&id) {
+                if steps[start] != expected {
+                    return Err(format!(
+                        "row {}: episode {id} goes on at step {}, but its last row read was step {}: \
+                         an episode's rows must be in step order (a file sorted by another column?)",
+                        row0 + start,
+                        steps[start],
+                        expected - 1
+                    ));
+                }
+            }
+            self.next_step.insert(id, steps[end - 1] + 1);
+            self.add((id, steps[start], batch.slice(start..end)));
             start = end;
         }
         Ok(())
@@ -188,8 +221,9 @@ fn integers(rows: &RecordBatch, name: &str, row0: usize) -> Result<Vec<u64>, Str
         .collect()
 }
 
-/// The values of an array of `info`'s type and width, refusing nulls.
-fn read_column(array: &dyn Array, info: ColumnInfo) -> Result<Column, String> {
+/// The values of an array of `info`'s type and width, whose first row is
+/// the file's row `row0`, refusing nulls and non-finite floats.
+fn read_column(array: &dyn Array, info: ColumnInfo, row0: usize) -> Result<Column, String> {
     if array.null_count() > 0 {
         return Err("holds nulls".into());
     }
@@ -206,6 +240,12 @@ fn read_column(array: &dyn Array, info: ColumnInfo) -> Result<Column, String> {
         Ok(array.values().to_vec())
     }
     let width = info.width;
+    if let Some(values) = values.as_any().downcast_ref::<Float32Array>() {
+        if let Some(i) = values.values().iter().position(|x| !x.is_finite()) {
+            let (row, x) = (row0 + i / width, values.value(i));
+            return Err(format!("row {row} holds {x}; experience files hold finite values only"));
+        }
+    }
     Ok(match info.dtype {
         ColumnType::F32 => Column::F32 { data: plain::<Float32Type>(values)?, width },
         ColumnType::I64 => Column::I64 { data: plain::<Int64Type>(values)?, width },

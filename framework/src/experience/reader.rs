@@ -251,6 +251,8 @@ impl OpenFile {
         } else if name.ends_with(".parquet") {
             let builder = ParquetRecordBatchReaderBuilder::try_new(file()?)
                 .map_err(|e| malformed(format!("not a whole Parquet file ({e}): a truncated file?")))?;
+            // (A codec this build lacks, zstd or brotli, fails later, as
+            // a read error naming it.)
             parquet::check_schema(builder.schema(), info).map_err(malformed)?;
             let batches = builder.with_batch_size(batch_rows(info)).build().map_err(|e| malformed(e.to_string()))?;
             Format::Rows { batches, read: 0, gather: parquet::Gather::default() }
