@@ -252,3 +252,47 @@ fn read_column(array: &dyn Array, info: ColumnInfo, row0: usize) -> Result<Colum
         ColumnType::U8 => Column::U8 { data: plain::<UInt8Type>(values)?, width },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experience::DatasetInfo;
+    use crate::space::Space;
+
+    fn rows(n: usize, first: f32) -> SampleBatch {
+        let mut b = SampleBatch::new();
+        b.insert_f32("obs", (0..2 * n).map(|i| first + i as f32).collect(), 2).unwrap();
+        b.insert_i64("actions", (0..n as i64).collect(), 1).unwrap();
+        b
+    }
+
+    fn info() -> DatasetInfo {
+        let columns = rows(1, 0.0).columns().map(|(k, c)| (k.to_string(), ColumnInfo::of(c))).collect();
+        DatasetInfo::new(Space::uniform_box(-9.0, 9.0, vec![2]).unwrap(), Space::discrete(3), columns)
+    }
+
+    /// An episode whose rows span two read batches comes back whole; one
+    /// written in pieces with another episode between them comes back as
+    /// its pieces, each going on from the last.
+    #[test]
+    fn episodes_are_gathered_across_batches_and_pieces_keep_their_steps() {
+        let info = info();
+        let schema = schema(&info.columns);
+        let mut gather = Gather::default();
+        let (a, b) = (rows(5, 0.0), rows(3, 100.0));
+        // Episode 7's rows 0..3 end one batch, 3..5 start the next; then
+        // episode 8, then episode 7 again from step 5.
+        gather.push(&encode(&schema, 7, 0, &a.slice(0..3)).unwrap(), 0, &info).unwrap();
+        assert!(gather.pop().is_none(), "episode 7 may go on in the next batch");
+        gather.push(&encode(&schema, 7, 3, &a.slice(3..5)).unwrap(), 3, &info).unwrap();
+        gather.push(&encode(&schema, 8, 0, &b).unwrap(), 5, &info).unwrap();
+        gather.push(&encode(&schema, 7, 5, &a.slice(0..2)).unwrap(), 8, &info).unwrap();
+        gather.end();
+        let got: Vec<(u64, u64, usize)> =
+            std::iter::from_fn(|| gather.pop()).map(|(id, t0, r)| (id, t0, r.len())).collect();
+        assert_eq!(got, [(7, 0, 5), (8, 0, 3), (7, 5, 2)]);
+        // Episode 8 again, from step 0: out of order, named by its row.
+        let err = gather.push(&encode(&schema, 8, 0, &b).unwrap(), 10, &info).unwrap_err();
+        assert!(err.contains("row 10: episode 8 goes on at step 0, but its last row read was step 2"), "{err}");
+    }
+}
