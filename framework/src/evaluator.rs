@@ -8,12 +8,17 @@
 
 use crate::acting::Acting;
 use crate::env::EnvError;
-use crate::experience::{ExperienceError, ExperienceWriter, InputSource};
+use crate::experience::{ExperienceError, ExperienceWriter, InputMix, InputSource};
 use crate::filter::{MeanStdFilter, RewardScaler, RunningStat};
 use crate::policy::{FlatGradients, LearnerStats, PolicyError, PolicyGraph};
 use crate::sample_batch::{fields, BatchError, Column, SampleBatch};
 use crate::space::{to_bytes, Dtype};
 use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
+
+/// The columns of a transition, which a dataset's rows keep when they are
+/// mixed with the env's own.
+const TRANSITION_FIELDS: [&str; 6] =
+    [fields::OBS, fields::NEW_OBS, fields::ACTIONS, fields::REWARDS, fields::TERMINATEDS, fields::TRUNCATEDS];
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -169,8 +174,9 @@ pub struct PolicyEvaluator {
     reward_scaler: Option<RewardScaler>,
     /// Where sampled episodes are written (`output`).
     output: Option<ExperienceWriter>,
-    /// What `sample` reads instead of stepping the envs (`input`).
-    input: Option<InputSource>,
+    /// What `sample` reads instead of stepping the envs, or beside them
+    /// (`input`).
+    input: Option<InputMix>,
 }
 
 impl PolicyEvaluator {
@@ -237,7 +243,15 @@ impl PolicyEvaluator {
     /// postprocessed by the policy episode by episode, and no episodes of
     /// its own (see [`InputSource`]).
     pub fn with_input(mut self, input: InputSource) -> Self {
-        self.input = Some(input);
+        self.input = Some(InputMix::only(input));
+        self
+    }
+
+    /// Draws the source of each [`sample`](Self::sample) from `mix`: a
+    /// dataset's rows (as [`with_input`](Self::with_input)), or a
+    /// fragment of its own envs.
+    pub fn with_input_mix(mut self, mix: InputMix) -> Self {
+        self.input = Some(mix);
         self
     }
 
@@ -329,10 +343,20 @@ impl PolicyEvaluator {
     /// Env, policy or batch errors; the evaluator stays usable after an env
     /// error only if the env does.
     pub fn sample(&mut self) -> Result<Rollout, EvaluatorError> {
-        if let Some(input) = &mut self.input {
+        // Beside the env's own rows, a dataset's keep only the transition
+        // (what the policy recorded when acting, e.g. `vf_preds`, is the
+        // logging policy's, and the env's rows would not have it).
+        let transitions_only = self.input.as_ref().is_some_and(InputMix::has_env);
+        if let Some(input) = self.input.as_mut().and_then(InputMix::pick) {
             let policy = &mut self.policy;
-            let batch = input
-                .next_rows(self.sample_size, |b| policy.postprocess_trajectory(b).map_err(EvaluatorError::from))?;
+            let batch = input.next_rows(self.sample_size, |b| {
+                if transitions_only {
+                    let extra: Vec<String> =
+                        b.fields().filter(|f| !TRANSITION_FIELDS.contains(f)).map(String::from).collect();
+                    extra.iter().for_each(|f| drop(b.remove(f)));
+                }
+                policy.postprocess_trajectory(b).map_err(EvaluatorError::from)
+            })?;
             self.steps_sampled += batch.len() as u64;
             return Ok(Rollout { batch, episodes: Vec::new(), filter_delta: None, env_shard_restarts: 0 });
         }

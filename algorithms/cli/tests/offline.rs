@@ -174,6 +174,23 @@ fn every_sampled_step_is_written_and_dqn_learns_from_the_files() {
     let best = evals.iter().copied().fold(0.0, f64::max);
     // Random play lasts about 22 steps.
     assert!(best >= 200.0 && *evals.last().unwrap() >= 120.0, "DQN's greedy returns from files: {evals:?}");
+
+    // Files and the env by weight (RLlib's input with probabilities): about
+    // a quarter of the rows are the env's own steps, in whole episodes.
+    let mixed = format!(r#"{{"input": {{"sampler": 1, "{}": 3}}}}"#, data.display());
+    let run = train("DQN", "CartPole-v1", r#"{"timesteps_total": 8000}"#, &mixed, &root.join("mixed"), &[]);
+    let last = results(&run).pop().unwrap();
+    let (rows, episodes) = (last["timesteps_total"].as_f64().unwrap(), last["episodes_total"].as_f64().unwrap());
+    let env_steps = episodes * last["episode_len_mean"].as_f64().unwrap();
+    assert!(
+        episodes >= 5.0 && (0.15..0.35).contains(&(env_steps / rows)),
+        "{episodes} episodes in {rows} rows: {last}"
+    );
+    let bad = format!(r#"{{"input": {{"sampler": 1, "{}": -1}}}}"#, data.display());
+    let args = ["train", "--run", "DQN", "--env", "CartPole-v1", "--config", &bad];
+    let out = Command::new(RLX).args(args).stdin(Stdio::null()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(1) && err.contains("weights are finite and >= 0"), "{err}");
     std::fs::remove_dir_all(&root).unwrap();
 }
 

@@ -8,7 +8,9 @@ use crate::error::BuildError;
 use rlx::config::ConfigError;
 use rlx::env::EnvMaker;
 use rlx::evaluator::evaluator_seed;
-use rlx::experience::{ExperienceError, ExperienceReader, ExperienceWriter, InputSource, InputSpec, OutputSettings};
+use rlx::experience::{
+    ExperienceError, ExperienceReader, ExperienceWriter, InputMix, InputSource, InputSpec, OutputSettings,
+};
 use rlx::filter::ObservationFilter;
 use rlx::{EnvShards, EvaluatorError, EvaluatorFactory, Evaluators, PolicyEvaluator, RestartPolicy, VectorEnv};
 use std::sync::Arc;
@@ -67,11 +69,25 @@ pub async fn spawn_evaluators(
     let probe = make_env()?;
     let make_policy = ctx.policies_for(probe.as_ref(), make_policy)?;
     make_policy(probe.observation_space(), probe.action_space(), 0, 0)?;
+    // Each source by its weight: a dataset's reader, checked against the
+    // env's spaces, or `None` for the env itself.
     let input = match &s.input {
         Some((spec, window)) => {
-            let reader = ExperienceReader::open(spec).map_err(|e| input_error(&e))?;
-            reader.check_fits(probe.observation_space(), probe.action_space()).map_err(|e| input_error(&e))?;
-            Some((reader, *window))
+            let sources = spec.sources().map_err(|message| ConfigError::Invalid { key: "input".into(), message })?;
+            let mut readers = Vec::with_capacity(sources.len());
+            for (weight, source) in sources {
+                let reader = match source {
+                    Some(spec) => {
+                        let reader = ExperienceReader::open(&spec).map_err(|e| input_error(&e))?;
+                        let (obs, act) = (probe.observation_space(), probe.action_space());
+                        reader.check_fits(obs, act).map_err(|e| input_error(&e))?;
+                        Some(reader)
+                    }
+                    None => None,
+                };
+                readers.push((weight, reader));
+            }
+            Some((readers, *window))
         }
         None => None,
     };
@@ -92,11 +108,17 @@ pub async fn spawn_evaluators(
         if let Some(gamma) = settings.reward_scaling {
             evaluator = evaluator.with_reward_scaling(gamma);
         }
-        if let Some((reader, window)) = input.clone().filter(|_| samples) {
+        if let Some((readers, window)) = input.clone().filter(|_| samples) {
             let samplers = settings.num_workers.max(1);
-            let reader =
-                if reader.files().len() >= samplers { reader.share(index.saturating_sub(1), samplers) } else { reader };
-            evaluator = evaluator.with_input(InputSource::new(reader, window, seed));
+            let share = |reader: ExperienceReader| {
+                let reader = match reader.files().len() >= samplers {
+                    true => reader.share(index.saturating_sub(1), samplers),
+                    false => reader,
+                };
+                InputSource::new(reader, window, seed)
+            };
+            let sources = readers.into_iter().map(|(w, reader)| (w, reader.map(share))).collect();
+            evaluator = evaluator.with_input_mix(InputMix::new(sources, seed ^ 0x5EED_0F_1A9));
         }
         if let Some(output) = settings.output.clone().filter(|_| samples) {
             let (obs, act) = evaluator.spaces();

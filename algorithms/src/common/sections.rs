@@ -73,7 +73,9 @@ pub struct Sampling {
     pub output_max_file_size: u64,
     /// Learn from files instead of stepping the env: a dataset directory
     /// written by `output` (JSON lines or Parquet) or a Minari dataset's,
-    /// a glob of episode files, or a list of these
+    /// a glob of episode files, or a list of these; or sources by weight,
+    /// as `{"sampler": 0.5, "data/run1": 0.5}` (each batch comes from the
+    /// env, `sampler`, or a dataset, drawn with those odds)
     /// (DQN, Ape-X, DDPG, TD3 and SAC; the env still gives the spaces and
     /// plays evaluation episodes). Each sampling evaluator reads its share
     /// of the files, over and over; `null`, the default, samples the env.
@@ -132,6 +134,9 @@ impl Sampling {
         let size = self.output_max_file_size;
         check("output_max_file_size", size, size >= 1024, "must be at least 1024 bytes")?;
         check_count("input_shuffle_window", self.input_shuffle_window, 1, limits::MAX_BATCH_ROWS)?;
+        if let Some(spec) = &self.input {
+            spec.sources().map_err(|message| ConfigError::Invalid { key: "input".into(), message })?;
+        }
         if self.input.is_some() && self.output.is_some() {
             let message = "a run from `input` samples no episodes to write: drop `output` or `input`".to_string();
             return Err(ConfigError::Invalid { key: "output".into(), message });

@@ -36,6 +36,7 @@ use crate::policy_gradient::actor_critic::{self, column, weighted_sum, ActorCrit
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
+use rlx::experience::{InputSpec, SAMPLER};
 use rlx::filter::ObservationFilter;
 use rlx::postprocessing::{compute_advantages, AdvantageEstimator};
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, Trainer};
@@ -202,7 +203,12 @@ pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: MarwilConfig) -> 
 /// # Errors
 /// [`ConfigError::Invalid`] naming `input`.
 pub(crate) fn require_input(name: &str, sampling: &Sampling) -> Result<(), BuildError> {
-    match sampling.input {
+    match &sampling.input {
+        Some(InputSpec::Weighted(w)) if w.get(SAMPLER).is_some_and(|&p| p > 0.0) => Err(ConfigError::Invalid {
+            key: "input".into(),
+            message: format!("{name} learns from files only: a weighted input without `{SAMPLER}`"),
+        }
+        .into()),
         Some(_) => Ok(()),
         None => Err(ConfigError::Invalid {
             key: "input".into(),

@@ -118,3 +118,68 @@ impl InputSource {
         ExperienceError::Malformed { file: self.reader.dir().to_path_buf(), line: None, message }
     }
 }
+
+/// Where an evaluator's batches come from: datasets, and the env, each
+/// with a weight (RLlib's `input` with probabilities). Each
+/// [`pick`](Self::pick) draws one source with those odds, from a seeded
+/// generator.
+pub struct InputMix {
+    /// `None` is the env.
+    sources: Vec<(f64, Option<InputSource>)>,
+    rng: ChaCha8Rng,
+}
+
+impl InputMix {
+    /// Only `source`.
+    pub fn only(source: InputSource) -> Self {
+        Self::new(vec![(1.0, Some(source))], 0)
+    }
+
+    /// The sources by weight (`None` for the env), drawn by `seed`.
+    /// Weights are relative: `[1, 3]` is a quarter and three quarters.
+    pub fn new(sources: Vec<(f64, Option<InputSource>)>, seed: u64) -> Self {
+        Self { sources, rng: ChaCha8Rng::seed_from_u64(seed) }
+    }
+
+    /// Whether some batches come from the env.
+    pub fn has_env(&self) -> bool {
+        self.sources.iter().any(|(w, s)| *w > 0.0 && s.is_none())
+    }
+
+    /// The dataset the next batch is read from, or `None` for the env.
+    pub fn pick(&mut self) -> Option<&mut InputSource> {
+        let i = self.draw();
+        self.sources.get_mut(i).and_then(|(_, s)| s.as_mut())
+    }
+
+    /// The index of the next source, drawn with the weights' odds.
+    fn draw(&mut self) -> usize {
+        let total: f64 = self.sources.iter().map(|(w, _)| w).sum();
+        let mut u = rand::Rng::gen::<f64>(&mut self.rng) * total;
+        for (i, (w, _)) in self.sources.iter().enumerate() {
+            if u < *w {
+                return i;
+            }
+            u -= w;
+        }
+        // Rounding past the end: the last source with a weight.
+        self.sources.iter().rposition(|(w, _)| *w > 0.0).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_drawn_with_their_weights() {
+        let mut mix = InputMix::new(vec![(1.0, None), (0.0, None), (3.0, None)], 7);
+        let mut counts = [0usize; 3];
+        for _ in 0..4000 {
+            counts[mix.draw()] += 1;
+        }
+        assert_eq!(counts[1], 0, "a weight of 0 is never drawn");
+        assert!((900..1100).contains(&counts[0]) && counts[0] + counts[2] == 4000, "1 : 3 over 4,000: {counts:?}");
+        assert!(mix.pick().is_none(), "no dataset here: the env");
+    }
+}

@@ -34,9 +34,9 @@ mod parquet;
 mod reader;
 mod writer;
 
-pub use input::InputSource;
+pub use input::{InputMix, InputSource};
 pub use minari::interpreter as python_interpreter;
-pub use reader::{Episode, Episodes, ExperienceReader, InputSpec};
+pub use reader::{Episode, Episodes, ExperienceReader, InputSpec, SAMPLER};
 pub use writer::{Compression, ExperienceWriter, OutputFormat, OutputSettings};
 
 use crate::sample_batch::Column;

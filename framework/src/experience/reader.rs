@@ -6,34 +6,69 @@ use crate::sample_batch::SampleBatch;
 use crate::space::Space;
 use ::parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// What `input` names: a dataset directory (rlx's, or a Minari dataset's),
-/// a glob of episode files, or a list of these.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// a glob of episode files, or a list of these; or sources by weight.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum InputSpec {
     /// One directory, glob or file.
     One(String),
-    /// Several.
+    /// Several, read as one dataset.
     Many(Vec<String>),
+    /// Sources by weight, as RLlib's `{"sampler": 0.5, "data/run1": 0.5}`:
+    /// each batch an evaluator samples comes from one source, drawn with
+    /// these odds; [`SAMPLER`] steps the env, any other key is a
+    /// directory, glob or file read as its own dataset.
+    Weighted(BTreeMap<String, f64>),
 }
 
+/// The source of a weighted `input` that steps the env.
+pub const SAMPLER: &str = "sampler";
+
 impl InputSpec {
-    fn patterns(&self) -> &[String] {
+    /// Every directory, glob or file named (a weighted input's datasets).
+    fn patterns(&self) -> Vec<&str> {
         match self {
-            InputSpec::One(p) => std::slice::from_ref(p),
-            InputSpec::Many(ps) => ps,
+            InputSpec::One(p) => vec![p.as_str()],
+            InputSpec::Many(ps) => ps.iter().map(String::as_str).collect(),
+            InputSpec::Weighted(w) => w.keys().map(String::as_str).filter(|k| *k != SAMPLER).collect(),
         }
+    }
+
+    /// The sources and their weights: `None` for the env, a dataset
+    /// otherwise. A plain input is one dataset of weight 1.
+    ///
+    /// # Errors
+    /// A weight that is negative or not finite, weights that sum to 0, or
+    /// a weighted input with no dataset.
+    pub fn sources(&self) -> Result<Vec<(f64, Option<InputSpec>)>, String> {
+        let InputSpec::Weighted(weights) = self else { return Ok(vec![(1.0, Some(self.clone()))]) };
+        if let Some((name, w)) = weights.iter().find(|(_, w)| !(w.is_finite() && **w >= 0.0)) {
+            return Err(format!("the weight of {name} is {w}; weights are finite and >= 0"));
+        }
+        if weights.values().sum::<f64>() <= 0.0 || self.patterns().is_empty() {
+            return Err(format!(
+                "weights of sources need at least one dataset and a sum above 0, as {{\"{SAMPLER}\": 0.5, \"data/run1\": 0.5}}"
+            ));
+        }
+        Ok(weights.iter().map(|(name, &w)| (w, (name != SAMPLER).then(|| InputSpec::One(name.clone())))).collect())
     }
 }
 
 impl std::fmt::Display for InputSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.patterns().join(", "))
+        match self {
+            InputSpec::Weighted(w) => {
+                let parts: Vec<String> = w.iter().map(|(k, v)| format!("{k} ({v})")).collect();
+                f.write_str(&parts.join(", "))
+            }
+            _ => f.write_str(&self.patterns().join(", ")),
+        }
     }
 }
 
@@ -97,7 +132,8 @@ impl ExperienceReader {
     pub fn open(spec: &InputSpec) -> Result<Self, ExperienceError> {
         let mut found = Vec::new();
         for pattern in spec.patterns() {
-            let path = Path::new(pattern);
+            let pattern = pattern.to_string();
+            let path = Path::new(&pattern);
             if let Some(data) = path.is_dir().then(|| minari::data_path(path)).flatten() {
                 // A Minari dataset is read whole, as one source.
                 found.push(data);
@@ -112,7 +148,7 @@ impl ExperienceReader {
                 files.sort();
                 found.extend(files);
             } else if pattern.contains(['*', '?', '[']) {
-                let matches = glob::glob(pattern).map_err(|e| ExperienceError::Malformed {
+                let matches = glob::glob(&pattern).map_err(|e| ExperienceError::Malformed {
                     file: path.to_path_buf(),
                     line: None,
                     message: format!("not a glob: {e}"),
