@@ -14,7 +14,11 @@ use std::path::{Path, PathBuf};
 /// What `input` names: a dataset directory (rlx's, or a Minari dataset's),
 /// a glob of episode files, or a list of these; or sources by weight.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a dataset directory, glob or file, a list of them, or a map of sources to numbers (weights), \
+                 as {\"sampler\": 1, \"data/run1\": 3}"
+)]
 pub enum InputSpec {
     /// One directory, glob or file.
     One(String),
