@@ -43,7 +43,7 @@ pub mod registry;
 // and the book have always found it).
 pub use evolution::{ars, es};
 pub use off_policy::{ddpg, sac, td3};
-pub use offline::{bc, cql, marwil};
+pub use offline::{bc, cql, iql, marwil};
 pub use policy_gradient::{a2c, a3c, appo, impala, pg, ppo};
 pub use q_learning::{apex, dqn};
 

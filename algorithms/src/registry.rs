@@ -15,7 +15,7 @@ use crate::common::sections::{self, Docs};
 use crate::error::BuildError;
 use crate::evolution::{ars, es};
 use crate::off_policy::{ddpg, sac, td3};
-use crate::offline::{bc, cql, marwil};
+use crate::offline::{bc, cql, iql, marwil};
 use crate::pbt;
 use crate::policy_gradient::{a2c, a3c, actor_critic, appo, impala, pg, ppo};
 use crate::q_learning::{apex, dqn};
@@ -83,7 +83,7 @@ pub trait Algorithm: Sync {
 
 /// Every built-in algorithm, by name.
 pub static ALGORITHMS: &[&dyn Algorithm] =
-    &[&A2C, &A3C, &APEX, &APPO, &ARS, &BC, &CQL, &DDPG, &DQN, &ES, &IMPALA, &MARWIL, &PBT, &PG, &PPO, &SAC, &TD3];
+    &[&A2C, &A3C, &APEX, &APPO, &ARS, &BC, &CQL, &DDPG, &DQN, &ES, &IMPALA, &IQL, &MARWIL, &PBT, &PG, &PPO, &SAC, &TD3];
 
 /// The algorithm called `name`.
 ///
@@ -167,7 +167,7 @@ static ARS: Entry<ars::ArsConfig> = entry!(ars::ArsConfig {
 });
 
 static BC: Entry<bc::BcConfig> = entry!(bc::BcConfig {
-    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
+    capabilities: Capabilities::ALL,
     about: "behaviour cloning from logged episodes (`input`): MARWIL with beta 0",
     // BC's config is MARWIL's.
     docs: marwil::MarwilConfig,
@@ -175,7 +175,7 @@ static BC: Entry<bc::BcConfig> = entry!(bc::BcConfig {
 });
 
 static CQL: Entry<cql::CqlConfig> = entry!(cql::CqlConfig {
-    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
+    capabilities: Capabilities::ALL,
     about: "conservative Q-learning (Kumar et al. 2020) for discrete actions from logged episodes (`input`)",
     // CQL's config is DQN's.
     docs: dqn::DqnConfig,
@@ -206,8 +206,14 @@ static IMPALA: Entry<impala::ImpalaConfig> = entry!(impala::ImpalaConfig {
     make_policy: |c, o, a, seed| actor_critic::make_policy(impala::ImpalaConfig::NAME, c, o, a, seed),
 });
 
+static IQL: Entry<iql::IqlConfig> = entry!(iql::IqlConfig {
+    capabilities: Capabilities::ALL,
+    about: "implicit Q-learning (Kostrikov et al. 2022) for continuous actions from logged episodes (`input`)",
+    make_policy: iql::make_policy,
+});
+
 static MARWIL: Entry<marwil::MarwilConfig> = entry!(marwil::MarwilConfig {
-    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
+    capabilities: Capabilities::ALL,
     about: "monotonic advantage re-weighted imitation (Wang et al. 2018) from logged episodes (`input`)",
     make_policy: marwil::make_policy,
 });

@@ -205,6 +205,39 @@ fn a_multi_policy_lays_its_policies_weights_end_to_end() {
     assert!(multi.get_weights() == [w0, w1].concat());
 }
 
+/// Rows read from a dataset go to the policy their agent maps to in the
+/// reading run, whichever policy logged them; rows without agents, or of
+/// an agent the env lacks, are refused by name.
+#[test]
+fn logged_rows_go_to_the_policy_their_agent_maps_to_now() {
+    use rlx::multi_policy::{AGENT_INDEX, POLICY_INDEX};
+    use rlx::PolicyGraph;
+    let (o, a) = (rlx::Space::uniform_box(-1.0, 1.0, vec![4]).unwrap(), rlx::Space::discrete(2));
+    let make = |seed| rlx_algorithms::make_policy("DQN", &json!({}), &o, &a, seed).unwrap();
+    let policies = [("a".to_string(), make(1)), ("b".to_string(), make(2))].into_iter().collect();
+    // Agent 0 plays `b` (policy index 1), agent 1 plays `a` (index 0).
+    let multi = MultiPolicy::new(policies, 2, &["b".to_string(), "a".to_string()], &[], &[]).unwrap();
+    let mut rows = rlx::SampleBatch::new();
+    rows.insert_i64(AGENT_INDEX, vec![0, 1, 1, 0], 1).unwrap();
+    // As logged by a run that mapped both agents to one policy.
+    rows.insert_i64(POLICY_INDEX, vec![0, 0, 0, 0], 1).unwrap();
+    multi.assign_logged_rows(&mut rows).unwrap();
+    assert_eq!(rows.i64(POLICY_INDEX).unwrap(), [1, 0, 0, 1]);
+
+    let mut single_agent = rlx::SampleBatch::new();
+    single_agent.insert_f32(rlx::fields::REWARDS, vec![1.0; 3], 1).unwrap();
+    let err = multi.assign_logged_rows(&mut single_agent).unwrap_err().to_string();
+    assert!(err.contains("no `agent_index` column") && err.contains("single-agent run"), "{err}");
+    let mut third = rlx::SampleBatch::new();
+    third.insert_i64(AGENT_INDEX, vec![0, 2], 1).unwrap();
+    let err = multi.assign_logged_rows(&mut third).unwrap_err().to_string();
+    assert!(err.contains("agent 2's") && err.contains("2 agents"), "{err}");
+    // A single policy takes logged rows as they are.
+    let mut plain = rows.clone();
+    make(3).assign_logged_rows(&mut plain).unwrap();
+    assert_eq!(plain.i64(POLICY_INDEX).unwrap(), [1, 0, 0, 1]);
+}
+
 /// An execution plan of the caller's own (outside the registry) on a
 /// multi-agent env: its policy maker builds every policy of the default
 /// plan, and the evaluators sample rows of both agents.

@@ -17,8 +17,16 @@ use crate::vector_env::{EpisodeSummary, VectorEnv, VectorEnvState, VectorStep};
 
 /// The columns of a transition, which a dataset's rows keep when they are
 /// mixed with the env's own.
-const TRANSITION_FIELDS: [&str; 6] =
-    [fields::OBS, fields::NEW_OBS, fields::ACTIONS, fields::REWARDS, fields::TERMINATEDS, fields::TRUNCATEDS];
+/// With the agent's index, for a multi-agent run.
+const TRANSITION_FIELDS: [&str; 7] = [
+    fields::OBS,
+    fields::NEW_OBS,
+    fields::ACTIONS,
+    fields::REWARDS,
+    fields::TERMINATEDS,
+    fields::TRUNCATEDS,
+    crate::multi_policy::AGENT_INDEX,
+];
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -355,6 +363,7 @@ impl PolicyEvaluator {
                         b.fields().filter(|f| !TRANSITION_FIELDS.contains(f)).map(String::from).collect();
                     extra.iter().for_each(|f| drop(b.remove(f)));
                 }
+                policy.assign_logged_rows(b)?;
                 policy.postprocess_trajectory(b).map_err(EvaluatorError::from)
             })?;
             self.steps_sampled += batch.len() as u64;

@@ -301,6 +301,32 @@ impl PolicyGraph for MultiPolicy {
         self.compute_actions_from_input(&PolicyInput::obs(obs, explore), out)
     }
 
+    /// Logged row `r` is agent `agent_index[r]`'s, and goes to the policy
+    /// that agent maps to now (in the first env copy's mapping, where
+    /// self-play's league gives seats different policies in different
+    /// copies). A dataset of a single-agent run has no agents to map.
+    fn assign_logged_rows(&self, rows: &mut SampleBatch) -> Result<(), PolicyError> {
+        let n = self.agents;
+        let agents = rows.i64(AGENT_INDEX).map_err(|_| {
+            PolicyError::Other(format!(
+                "this run is multi-agent ({n} agents), but the dataset's rows have no `{AGENT_INDEX}` column: \
+                 it was written by a single-agent run"
+            ))
+        })?;
+        let policies = agents
+            .iter()
+            .map(|&a| match usize::try_from(a) {
+                Ok(a) if a < n => Ok(self.row_policy[a] as i64),
+                _ => Err(PolicyError::Other(format!(
+                    "a logged row is agent {a}'s, but this run's env has {n} agents (0 to {})",
+                    n - 1
+                ))),
+            })
+            .collect::<Result<Vec<i64>, _>>()?;
+        rows.insert_i64(POLICY_INDEX, policies, 1)?;
+        Ok(())
+    }
+
     fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {
         let Some(&p) = self.policy_indices(traj)?.first() else { return Ok(()) };
         self.policies[p].1.postprocess_trajectory(traj)?;

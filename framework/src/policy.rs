@@ -228,6 +228,20 @@ pub trait PolicyGraph: Send + 'static {
     /// [`PolicyError::WrongLength`] if `grads` does not match the parameters.
     fn apply_gradients(&mut self, grads: &[f32]) -> Result<(), PolicyError>;
 
+    /// Assigns rows read from a dataset (`input`) before they are
+    /// postprocessed. A multi-agent policy ([`crate::MultiPolicy`]) gives
+    /// each row to the policy its agent (`agent_index`) maps to in this
+    /// run, whichever policy acted for it when it was logged; the default
+    /// leaves the rows as they are.
+    ///
+    /// # Errors
+    /// Rows a multi-agent policy cannot assign (no `agent_index`, or an
+    /// agent the env does not have).
+    fn assign_logged_rows(&self, rows: &mut SampleBatch) -> Result<(), PolicyError> {
+        let _ = rows;
+        Ok(())
+    }
+
     /// The policy's probability of each action at each row of observations
     /// `obs`, for a `Discrete(n)` action space (`n` values a row): what
     /// off-policy estimates weigh logged actions by

@@ -157,6 +157,44 @@ fn marwil_beats_bc_on_the_episodes_of_a_learning_ppo() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// Multi-agent episodes (RLlib has none offline): a PPO run on
+/// MultiAgentCartPole with one shared policy writes each agent's episodes
+/// with its `agent_index`; MARWIL then trains two policies from them under
+/// another mapping (agent 0 plays `b`, agent 1 plays `a`), each on its
+/// agent's rows. A single-agent dataset in a multi-agent run is refused.
+#[test]
+fn a_mapping_of_agents_to_policies_trains_from_multi_agent_episodes() {
+    let root = common::tmp("offline", "multi_agent");
+    let data = root.join("ma");
+    let output = format!(r#"{{"output": "{}", "output_format": "parquet"}}"#, data.display());
+    let stop = r#"{"timesteps_total": 60000}"#;
+    train("PPO", "MultiAgentCartPole", stop, &output, &root.join("ppo"), &["--seed", "1"]);
+    let (steps, mean, info) = dataset_info(&data);
+    assert!(steps >= 60_000 && mean < 300.0 && info.contains("agent_index (i64 x 1)"), "{info}");
+
+    let mapping =
+        r#""multiagent": {"policies": {"a": {}, "b": {}}, "policy_mapping": {"agent_0": "b", "agent_1": "a"}}"#;
+    let config = input(&data).replacen('{', &format!("{{{mapping}, "), 1);
+    let run = train("MARWIL", "MultiAgentCartPole", r#"{"training_iteration": 200}"#, &config, &root.join("m"), &[]);
+    let last = results(&run).pop().unwrap();
+    for policy in ["a", "b"] {
+        assert!(last["learner"][format!("{policy}/policy_loss")].is_number(), "policy {policy} learned: {last}");
+    }
+    // Each evaluation episode is one agent's; random play lasts about 22 steps.
+    let evals = evaluations(&run);
+    assert!(evals.last().is_some_and(|&r| r >= 450.0), "MARWIL's greedy returns: {evals:?}");
+
+    let single = root.join("single");
+    let output = format!(r#"{{"output": "{}"}}"#, single.display());
+    train("DQN", "CartPole-v1", r#"{"timesteps_total": 1000}"#, &output, &root.join("dqn"), &[]);
+    let (config, dir) = (input(&single), root.join("refused"));
+    let args = ["train", "--run", "BC", "--env", "MultiAgentCartPole", "--config", &config, "--results-dir"];
+    let out = Command::new(RLX).args(args).arg(&dir).stdin(Stdio::null()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("written by a single-agent run"), "{err}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 #[test]
 fn every_sampled_step_is_written_and_dqn_learns_from_the_files() {
     let root = common::tmp("offline", "dqn");

@@ -23,6 +23,23 @@ use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::sync::Arc;
 
+/// A stochastic actor's log standard deviation (SAC's, IQL's) is squashed
+/// into `[LOG_STD_MIN, LOG_STD_MAX]` by `tanh` (as CleanRL) rather than
+/// clipped, so it always has a gradient.
+pub const LOG_STD_MIN: f32 = -5.0;
+/// See [`LOG_STD_MIN`].
+pub const LOG_STD_MAX: f32 = 2.0;
+
+/// `LOG_STD_MIN + (tanh(raw) + 1)/2 · (LOG_STD_MAX − LOG_STD_MIN)`.
+pub(crate) fn squash_log_std(raw: f32) -> f32 {
+    LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (raw.tanh() + 1.0)
+}
+
+/// [`squash_log_std`] of every entry, on `raw`'s tape.
+pub(crate) fn squashed_log_std<D: NetDevice, T: Tape<f32, D>>(raw: Matrix<D, T>) -> Matrix<D, T> {
+    (raw.tanh() + 1.0) * (0.5 * (LOG_STD_MAX - LOG_STD_MIN)) + LOG_STD_MIN
+}
+
 /// The keys DDPG, TD3 and SAC share beyond the sampling, replay and
 /// learning sections: the random warm-up, two learning rates and the
 /// target networks' Polyak averaging.
@@ -102,9 +119,10 @@ pub(crate) trait ContinuousPolicy: Sized {
 /// `sampling`, `replay`, `learning` and `continuous` fields, and
 /// `$policy(build, device)` builds the policy), the public `make_policy`,
 /// the name `--run` takes, and `build`, the family's execution plan
-/// ([`replay_trainer`]).
+/// ([`replay_trainer`]), after `before_build(NAME, &cfg.sampling)` where
+/// one is given (an offline algorithm's check of its `input`).
 macro_rules! continuous_algorithm {
-    ($config:ident, $name:literal, $what:literal, $policy:ident) => {
+    ($config:ident, $name:literal, $what:literal, $policy:ident $(, before_build: $check:path)?) => {
         algorithm_name!($config, $name);
 
         /// The execution plan: evaluators from `make_env` sampling
@@ -115,6 +133,7 @@ macro_rules! continuous_algorithm {
         /// If the env cannot be built or has unsupported spaces, or an evaluator
         /// fails to start.
         pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: $config) -> Result<Trainer, BuildError> {
+            $($check($config::NAME, &cfg.sampling)?;)?
             replay_trainer(&ctx, make_env, cfg).await
         }
 

@@ -47,8 +47,8 @@ use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, conservative_critic_gradient, continuous_algorithm, critic_input_taped, min_q,
-    replay_trainer, soft_update_target, step_group, ActionBounds, Conservative, ContinuousBuild, ContinuousLearning,
-    ContinuousPolicy, Critic, Networks, Sections,
+    replay_trainer, soft_update_target, squash_log_std, squashed_log_std, step_group, ActionBounds, Conservative,
+    ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic, Networks, Sections,
 };
 use dfdx::prelude::*;
 use rand::Rng;
@@ -59,10 +59,7 @@ use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
 
-/// The log standard deviation is squashed into `[LOG_STD_MIN, LOG_STD_MAX]`.
-pub const LOG_STD_MIN: f32 = -5.0;
-/// See [`LOG_STD_MIN`].
-pub const LOG_STD_MAX: f32 = 2.0;
+pub use crate::off_policy::core::{LOG_STD_MAX, LOG_STD_MIN};
 
 /// SAC's configuration: the sampling, replay and learning sections, the
 /// keys DDPG, TD3 and SAC share, and the entropy temperature's. Every key
@@ -138,11 +135,6 @@ impl Validate for SacConfig {
     }
 }
 
-/// `LOG_STD_MIN + (tanh(raw) + 1)/2 · (LOG_STD_MAX − LOG_STD_MIN)`.
-fn squash_log_std(raw: f32) -> f32 {
-    LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (raw.tanh() + 1.0)
-}
-
 /// A reparameterized sample of the squashed Gaussian and its log-density.
 ///
 /// # Shapes
@@ -156,8 +148,7 @@ fn squashed_sample<D: NetDevice, T: Tape<f32, D> + Merge<T>>(
     eps: &[f32],
 ) -> (Matrix<D, T>, Tensor<(usize,), f32, D, T>) {
     let shape = *mean.shape();
-    let half_range = 0.5 * (LOG_STD_MAX - LOG_STD_MIN);
-    let log_std = (raw_log_std.tanh() + 1.0) * half_range + LOG_STD_MIN;
+    let log_std = squashed_log_std(raw_log_std);
     let std = log_std.with_empty_tape().exp();
     let x = mean + std * dev.tensor_from_vec(eps.to_vec(), shape);
     let action = x.with_empty_tape().tanh();

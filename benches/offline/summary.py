@@ -1,0 +1,23 @@
+"""Greedy evaluations of each run under a results directory of
+benches/offline/pendulum.sh: every evaluation, the mean of the last three,
+and per algorithm the mean over seeds of that."""
+import glob
+import json
+import statistics
+import sys
+
+out = sys.argv[1]
+per_algorithm = {}
+for path in sorted(glob.glob(f"{out}/*-[0-9]/*/result.json")):
+    run = path.split("/")[-3]
+    algorithm = run.rsplit("-", 1)[0]
+    evals = [
+        (r["timesteps_total"], r["evaluation"]["episode_reward_mean"])
+        for r in map(json.loads, open(path))
+        if "evaluation" in r
+    ]
+    last3 = statistics.mean(v for _, v in evals[-3:])
+    per_algorithm.setdefault(algorithm, []).append(last3)
+    print(f"{run:8} last three {last3:8.1f}  every evaluation: " + ", ".join(f"{v:.0f}" for _, v in evals))
+for algorithm, values in per_algorithm.items():
+    print(f"{algorithm:8} mean over seeds of the last three: {statistics.mean(values):8.1f} ({len(values)} seeds)")
