@@ -136,10 +136,14 @@ pub fn advantage_weights(advantages: &[f32], beta: f32) -> Vec<f32> {
 }
 
 /// The Gaussian actor: hidden layers, a mean head (before `tanh`) and a
-/// log-standard-deviation head (before squashing).
+/// log standard deviation (before squashing) that does not depend on the
+/// state, as the paper's: weighted imitation narrows a state-dependent σ
+/// onto the few heavily weighted actions, and the log-densities of the
+/// others then blow up.
 struct Actor {
     mlp: Mlp,
     mean: Linear,
+    /// Read on a zero input: its bias alone is the (raw) log σ.
     log_std: Linear,
 }
 
@@ -147,7 +151,9 @@ impl Actor {
     /// `(tanh(mean), log σ)` of every row of encoded observations.
     fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> (Matrix<D, T>, Matrix<D, T>) {
         let h = self.mlp.forward(p, x);
-        let log_std = squashed_log_std(self.log_std.forward(p, h.with_empty_tape()));
+        let rows = h.shape().0;
+        let zeros = p.device().zeros_like(&(rows, self.log_std.inputs()));
+        let log_std = squashed_log_std(self.log_std.forward(p, zeros.retaped::<T>()));
         (self.mean.forward(p, h).tanh(), log_std)
     }
 }
@@ -392,6 +398,10 @@ mod tests {
         let loss = -(0..4).map(|i| weights[i] * logp(i)).sum::<f32>() / 4.0;
         assert!((stats.get("actor_loss").unwrap() - loss as f64).abs() < 1e-5, "{stats:?} {loss}");
         assert!(grad.iter().filter(|g| g.abs() > 1e-4).count() > 20, "the actor's loss has a gradient");
+        // The actor's span ends with the log-σ head's bias, the whole of
+        // its (state-independent) log σ: it learns too.
+        assert!(grad.last().is_some_and(|g| g.abs() > 1e-4), "{:?}", &grad[grad.len() - 3..]);
+        assert!(log_std.iter().all(|&l| l == log_std[0]), "σ does not depend on the state: {log_std:?}");
     }
 
     /// One state, two logged actions, each ending its episode: −2 paid 0
