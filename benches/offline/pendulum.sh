@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Offline learning on Pendulum-v1 from a half-trained SAC's episodes (a
-# medium-replay mix): BC, IQL and continuous CQL (SAC with
-# `min_q_weight`), seeds 1-3, greedy evaluations of 20 episodes.
+# medium-replay mix): BC, IQL, continuous CQL (SAC with `min_q_weight`)
+# and plain SAC from the files, seeds 1-3, greedy evaluations of 20
+# episodes.
 #
 #   bash benches/offline/pendulum.sh [rlx binary] [out dir]
 #
@@ -15,10 +16,12 @@ CQL_ROWS=${CQL_ROWS:-10000}
 mkdir -p "$OUT"
 EVAL='"evaluation_interval": 2, "evaluation_duration": 20, "evaluation_config": {"explore": false}'
 # The data: every episode of SAC's first 6,000 steps (seed 1), from random
-# play to a policy near -150.
+# play to a policy near -150, as Parquet (d3rlpy_side.py reads the same
+# files).
 if [ ! -f "$OUT/data/_dataset.json" ]; then
   "$RLX" train --run SAC --env Pendulum-v1 --seed 1 --stop '{"timesteps_total": 6000}' \
-    --config "{\"output\": \"$OUT/data\"}" --results-dir "$OUT/behaviour" > "$OUT/behaviour.log" 2>&1
+    --config "{\"output\": \"$OUT/data\", \"output_format\": \"parquet\"}" \
+    --results-dir "$OUT/behaviour" > "$OUT/behaviour.log" 2>&1
 fi
 "$RLX" dataset info "$OUT/data" > "$OUT/dataset-info.txt"
 for seed in 1 2 3; do
@@ -31,5 +34,9 @@ for seed in 1 2 3; do
   "$RLX" train --run SAC --env Pendulum-v1 --seed $seed --stop "{\"timesteps_total\": $CQL_ROWS}" \
     --config "{\"input\": \"$OUT/data\", \"min_q_weight\": 5.0, \"random_timesteps\": 0, $EVAL}" \
     --results-dir "$OUT/CQL-$seed" > /dev/null 2>&1
+  # Plain SAC from the same files: what the penalty adds.
+  "$RLX" train --run SAC --env Pendulum-v1 --seed $seed --stop "{\"timesteps_total\": $CQL_ROWS}" \
+    --config "{\"input\": \"$OUT/data\", \"random_timesteps\": 0, $EVAL}" \
+    --results-dir "$OUT/SAC-$seed" > /dev/null 2>&1
 done
 python3 "$(dirname "$0")/summary.py" "$OUT" | tee "$OUT/summary.txt"

@@ -162,16 +162,16 @@ fn last_evaluation(run: &Path) -> f64 {
     *evaluations(run).last().unwrap_or_else(|| panic!("{} evaluated", run.display()))
 }
 
-/// Continuous CQL (SAC with `min_q_weight`) on a medium-replay mix: every
-/// episode of a SAC run's first 6,000 steps on Pendulum-v1, from random
-/// play to a policy near −150. In the mean over seeds 1–3, CQL's greedy
-/// return beats BC's on the same files, and the behaviour's average, by at
-/// least 10 % of the logged returns' range. (Plain SAC from these files
-/// does about as well as CQL: they cover the actions widely. The
-/// penalty's own worth shows on narrow data, the CartPole expert test
-/// above.)
+/// Continuous CQL (SAC with `min_q_weight`) and IQL on a medium-replay
+/// mix: every episode of a SAC run's first 6,000 steps on Pendulum-v1,
+/// from random play to a policy near −150. In the mean over seeds 1–3,
+/// CQL's greedy return beats BC's on the same files, and the behaviour's
+/// average, by at least 10 % of the logged returns' range; IQL's beats
+/// BC's by as much. (Plain SAC from these files does about as well as
+/// CQL: they cover the actions widely. The penalty's own worth shows on
+/// narrow data, the CartPole expert test above.)
 #[test]
-fn cql_on_a_half_trained_sacs_pendulum_episodes_beats_bc_and_the_behaviour() {
+fn cql_and_iql_on_a_half_trained_sacs_pendulum_episodes_beat_bc() {
     let root = common::tmp("offline", "cql_pendulum");
     let data = root.join("medium_replay");
     let output = format!(r#"{{"output": "{}"}}"#, data.display());
@@ -185,7 +185,7 @@ fn cql_on_a_half_trained_sacs_pendulum_episodes_beats_bc_and_the_behaviour() {
     let margin = 0.1 * (stat("max ") - stat("min "));
     assert!(margin > 50.0 && behaviour < -400.0, "a mix of poor and good episodes: {info}");
     let greedy = r#""evaluation_duration": 20, "evaluation_config": {"explore": false}"#;
-    let (mut bc, mut cql) = (0.0, 0.0);
+    let (mut bc, mut cql, mut iql) = (0.0, 0.0, 0.0);
     for seed in ["1", "2", "3"] {
         let config = format!(r#"{{"input": "{}", "evaluation_interval": 100, {greedy}}}"#, data.display());
         let stop = r#"{"training_iteration": 100}"#;
@@ -199,12 +199,21 @@ fn cql_on_a_half_trained_sacs_pendulum_episodes_beats_bc_and_the_behaviour() {
         );
         let stop = r#"{"timesteps_total": 4000}"#;
         cql += last_evaluation(&train("SAC", "Pendulum-v1", stop, &config, &root.join("cql"), &["--seed", seed])) / 3.0;
+        // tuned_examples/iql-pendulum.yaml: 4,000 updates.
+        let config = format!(
+            r#"{{"input": "{}", "actor_lr": 0.001, "critic_lr": 0.001, "value_lr": 0.001,
+                "train_batch_size": 128, "evaluation_interval": 5, {greedy}}}"#,
+            data.display()
+        );
+        let stop = r#"{"timesteps_total": 5000}"#;
+        iql += last_evaluation(&train("IQL", "Pendulum-v1", stop, &config, &root.join("iql"), &["--seed", seed])) / 3.0;
     }
-    eprintln!("greedy returns over seeds 1-3: CQL {cql:.1}, BC {bc:.1}, behaviour {behaviour:.1}, margin {margin:.1}");
-    assert!(
-        cql >= bc.max(behaviour) + margin,
-        "greedy returns over seeds 1-3: CQL {cql:.1}, BC {bc:.1}, behaviour {behaviour:.1}, margin {margin:.1}"
+    let means = format!(
+        "greedy returns over seeds 1-3: CQL {cql:.1}, IQL {iql:.1}, BC {bc:.1}, behaviour {behaviour:.1}, margin {margin:.1}"
     );
+    eprintln!("{means}");
+    assert!(cql >= bc.max(behaviour) + margin, "{means}");
+    assert!(iql >= bc + margin, "{means}");
     std::fs::remove_dir_all(&root).unwrap();
 }
 

@@ -1,0 +1,121 @@
+"""d3rlpy on the same Parquet files as rlx's offline runs
+(benches/offline/pendulum.sh): BC, CQL and IQL on Pendulum-v1, with
+rlx's settings where both libraries have the key, greedy evaluations of
+20 episodes every 2,000 updates.
+
+    python benches/offline/d3rlpy_side.py <dataset dir> <out dir> [--seeds 1 2 3]
+
+Writes <out>/d3rlpy-<ALGO>-<seed>.json: every evaluation and the updates
+per second of the run (evaluation excluded). Needs d3rlpy, gymnasium and
+pyarrow (pip install d3rlpy gymnasium pyarrow).
+"""
+import argparse
+import json
+import os
+import time
+
+import d3rlpy
+import gymnasium as gym
+import numpy as np
+import pyarrow.parquet as pq
+
+
+def load(path):
+    """The rlx dataset at `path` (Parquet, one row a step) as an MDPDataset:
+    rows sorted by episode and step, each episode ended by its own flags or,
+    where a run stopped mid-episode, by a timeout."""
+    files = [os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".parquet")]
+    table = pq.read_table(files)
+    n = table.num_rows
+
+    def column(name):
+        col = table.column(name).combine_chunks()
+        if hasattr(col, "flatten"):  # a fixed-size list: one row of values per step
+            return col.flatten().to_numpy().reshape(n, -1)
+        return col.to_numpy().reshape(n, -1)
+
+    eps, t = column("eps_id")[:, 0], column("t")[:, 0]
+    order = np.lexsort((t, eps))
+    obs = column("obs")[order].astype(np.float32)
+    actions = column("actions")[order].astype(np.float32)
+    rewards = column("rewards")[order].astype(np.float32)
+    terminals = column("terminateds")[order, 0].astype(np.float32)
+    timeouts = column("truncateds")[order, 0].astype(np.float32)
+    eps = eps[order]
+    last = np.r_[eps[1:] != eps[:-1], True]
+    timeouts = np.where(last & (terminals == 0), 1.0, timeouts)
+    return d3rlpy.dataset.MDPDataset(obs, actions, rewards, terminals, timeouts=timeouts)
+
+
+def config(name):
+    """rlx's defaults where d3rlpy has the key: 64x64 ReLU networks, SAC's
+    learning rates 1e-3 and CQL's weight 5 with 10 drawn actions (fixed,
+    no Lagrange), IQL's paper values; BC's MARWIL batch of 2,000 at 1e-3."""
+    net = d3rlpy.models.encoders.VectorEncoderFactory(hidden_units=[64, 64])
+    if name == "BC":
+        return d3rlpy.algos.BCConfig(batch_size=2000, learning_rate=1e-3, encoder_factory=net), 100
+    if name == "CQL":
+        return d3rlpy.algos.CQLConfig(
+            batch_size=256,
+            actor_learning_rate=1e-3,
+            critic_learning_rate=1e-3,
+            temp_learning_rate=1e-3,
+            alpha_learning_rate=0.0,
+            initial_alpha=1.0,
+            conservative_weight=5.0,
+            n_action_samples=10,
+            actor_encoder_factory=net,
+            critic_encoder_factory=net,
+        ), 9000
+    if name == "IQL":
+        return d3rlpy.algos.IQLConfig(
+            batch_size=256,
+            actor_learning_rate=3e-4,
+            critic_learning_rate=3e-4,
+            expectile=0.7,
+            weight_temp=3.0,
+            max_weight=100.0,
+            actor_encoder_factory=net,
+            critic_encoder_factory=net,
+            value_encoder_factory=net,
+        ), 19000
+    raise ValueError(name)
+
+
+def run(dataset, name, seed, out):
+    d3rlpy.seed(seed)
+    cfg, steps = config(name)
+    algo = cfg.create(device="cpu:0")
+    env = gym.make("Pendulum-v1")
+    evaluator = d3rlpy.metrics.EnvironmentEvaluator(env, n_trials=20)
+    every = 10 if name == "BC" else 2000
+    evals, train_s = [], 0.0
+    done = 0
+    while done < steps:
+        n = min(every, steps - done)
+        start = time.perf_counter()
+        algo.fit(dataset, n_steps=n, n_steps_per_epoch=n, show_progress=False, save_interval=10**9,
+                 experiment_name=f"{name}-{seed}", with_timestamp=False)
+        train_s += time.perf_counter() - start
+        done += n
+        evals.append((done, float(evaluator(algo, dataset))))
+        print(name, seed, evals[-1], flush=True)
+    result = {"library": "d3rlpy " + d3rlpy.__version__, "algorithm": name, "seed": seed,
+              "updates": steps, "updates_per_s": steps / train_s, "evaluations": evals}
+    with open(os.path.join(out, f"d3rlpy-{name}-{seed}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("dataset")
+    p.add_argument("out")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--algorithms", nargs="+", default=["BC", "CQL", "IQL"])
+    a = p.parse_args()
+    data = load(a.dataset)
+    os.makedirs(a.out, exist_ok=True)
+    os.chdir(a.out)  # d3rlpy writes its logs under ./d3rlpy_logs
+    for seed in a.seeds:
+        for name in a.algorithms:
+            run(data, name, seed, ".")
