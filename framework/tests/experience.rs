@@ -316,5 +316,22 @@ fn input_hands_out_every_row_once_an_epoch_shuffled_and_postprocessed_per_episod
     // The next rows start the second pass.
     input.next_rows(1, |_: &mut SampleBatch| -> Result<(), ExperienceError> { Ok(()) }).unwrap();
     assert_eq!(input.epochs(), 1);
+
+    // A window stops at its byte cap, whatever its rows (256 MiB by
+    // default: image rows): capped below one episode, each window is one.
+    let episodes_in_first_window = |cap: Option<usize>| {
+        let reader = ExperienceReader::open(&InputSpec::One(dir.display().to_string())).unwrap();
+        let input = InputSource::new(reader, 100, 7);
+        let mut input = match cap {
+            Some(bytes) => input.with_max_window_bytes(bytes),
+            None => input,
+        };
+        let mut seen = 0;
+        input.next_rows(1, |_: &mut SampleBatch| -> Result<(), ExperienceError> { Ok(seen += 1) }).unwrap();
+        seen
+    };
+    assert_eq!(episodes_in_first_window(Some(1)), 1);
+    let uncapped = episodes_in_first_window(None);
+    assert!(uncapped >= 3, "100 rows of episodes of up to about 40 steps: {uncapped}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -81,7 +81,8 @@ pub struct Sampling {
     /// of the files, over and over; `null`, the default, samples the env.
     pub input: Option<InputSpec>,
     /// Rows read ahead from `input` and shuffled together before they are
-    /// handed out.
+    /// handed out (at most 256 MiB of them: a window of image rows stops
+    /// there).
     pub input_shuffle_window: usize,
 }
 
