@@ -8,8 +8,11 @@ import sys
 
 out = sys.argv[1]
 per_algorithm = {}
-for path in sorted(glob.glob(f"{out}/*-[0-9]/*/result.json")):
-    run = path.split("/")[-3]
+# A run's result.json under <algorithm>-<seed>/<run dir>/ as pendulum.sh
+# leaves it, or right under <algorithm>-<seed>/ as the kept raw files.
+paths = glob.glob(f"{out}/*-[0-9]/*/result.json") + glob.glob(f"{out}/*-[0-9]/result.json")
+for path in sorted(paths):
+    run = next(part for part in path.split("/") if part[-2:-1] == "-" and part[-1].isdigit())
     algorithm = run.rsplit("-", 1)[0]
     evals = [
         (r["timesteps_total"], r["evaluation"]["episode_reward_mean"])

@@ -34,7 +34,7 @@ mod parquet;
 mod reader;
 mod writer;
 
-pub use input::{InputMix, InputSource};
+pub use input::{InputMix, InputSource, MAX_WINDOW_BYTES};
 pub use minari::interpreter as python_interpreter;
 pub use reader::{Episode, Episodes, ExperienceReader, InputSpec, SAMPLER};
 pub use writer::{Compression, ExperienceWriter, OutputFormat, OutputSettings};
