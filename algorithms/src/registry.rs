@@ -542,7 +542,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 17);
+        assert_eq!(names.len(), 18);
     }
 
     /// `rlx config` prints exactly the config's keys, each with its doc.
