@@ -38,6 +38,7 @@ pub mod pbt;
 pub mod policy_gradient;
 pub mod q_learning;
 pub mod registry;
+pub mod search;
 
 // Each algorithm by its name, as `rlx_algorithms::ppo` (where user code
 // and the book have always found it).
@@ -46,6 +47,7 @@ pub use off_policy::{ddpg, sac, td3};
 pub use offline::{bc, cql, iql, marwil};
 pub use policy_gradient::{a2c, a3c, appo, impala, pg, ppo};
 pub use q_learning::{apex, dqn};
+pub use search::alpha_zero;
 
 use rlx::config::ConfigError;
 use rlx::{EnvError, Trainer};
@@ -124,7 +126,9 @@ pub fn make_policy_for_env(
     seed: u64,
 ) -> Result<Box<dyn rlx::PolicyGraph>, BuildError> {
     let (obs, act) = (env.observation_space(), env.action_space());
-    let Some(agents) = env.agent_ids() else {
+    // A game player (AlphaZero) has one network for every seat.
+    let plays_games = registry::algorithm(algorithm).is_ok_and(|a| a.capabilities().plays_games);
+    let Some(agents) = env.agent_ids().filter(|_| !plays_games) else {
         return make_policy(algorithm, config, obs, act, seed);
     };
     let (section, resolved) = build::multi_agent::split(config);

@@ -19,6 +19,7 @@ use crate::offline::{bc, cql, iql, marwil};
 use crate::pbt;
 use crate::policy_gradient::{a2c, a3c, actor_critic, appo, impala, pg, ppo};
 use crate::q_learning::{apex, dqn};
+use crate::search::alpha_zero;
 use futures::future::BoxFuture;
 use rlx::config::{closest_n, deep_merge, merge_json, Validate};
 use rlx::env::EnvMaker;
@@ -82,8 +83,27 @@ pub trait Algorithm: Sync {
 }
 
 /// Every built-in algorithm, by name.
-pub static ALGORITHMS: &[&dyn Algorithm] =
-    &[&A2C, &A3C, &APEX, &APPO, &ARS, &BC, &CQL, &DDPG, &DQN, &ES, &IMPALA, &IQL, &MARWIL, &PBT, &PG, &PPO, &SAC, &TD3];
+pub static ALGORITHMS: &[&dyn Algorithm] = &[
+    &A2C,
+    &A3C,
+    &APEX,
+    &APPO,
+    &ARS,
+    &ALPHA_ZERO,
+    &BC,
+    &CQL,
+    &DDPG,
+    &DQN,
+    &ES,
+    &IMPALA,
+    &IQL,
+    &MARWIL,
+    &PBT,
+    &PG,
+    &PPO,
+    &SAC,
+    &TD3,
+];
 
 /// The algorithm called `name`.
 ///
@@ -146,6 +166,13 @@ static A3C: Entry<a3c::A3cConfig> = entry!(a3c::A3cConfig {
     // A3C's config is A2C's.
     docs: a2c::A2cConfig,
     make_policy: |c, o, a, seed| actor_critic::make_policy(a3c::A3cConfig::NAME, &c.0, o, a, seed),
+});
+
+static ALPHA_ZERO: Entry<alpha_zero::AlphaZeroConfig> = entry!(alpha_zero::AlphaZeroConfig {
+    capabilities: Capabilities { plays_games: true, ..Capabilities::ONE_POLICY },
+    about:
+        "AlphaZero (Silver et al. 2018): self-play with tree search guided by a policy-value network, for board games",
+    make_policy: alpha_zero::make_policy,
 });
 
 static APEX: Entry<apex::ApexConfig> = entry!(apex::ApexConfig {
@@ -378,6 +405,13 @@ impl<C: Default + Serialize + DeserializeOwned + Validate + Send + Sync + 'stati
     }
 
     fn no_multi_agent(&self) -> BuildError {
+        if self.capabilities.plays_games {
+            return BuildError::Unsupported(format!(
+                "{} plays every seat of a game with one network: it takes no `{}` section",
+                self.name,
+                multi_agent::KEY
+            ));
+        }
         BuildError::Unsupported(format!(
             "{} does not train multi-agent envs or several policies (`{}`): it perturbs or breeds one policy's weights",
             self.name,
@@ -460,7 +494,7 @@ where
         let plan = self.plan(overrides).and_then(|plan| {
             // Only these algorithms pay for the probe.
             let multi_agent_env = || make_env().ok().is_some_and(|env| env.agent_ids().is_some());
-            if !self.evaluates() && multi_agent_env() {
+            if !self.evaluates() && !self.capabilities.plays_games && multi_agent_env() {
                 return Err(self.no_multi_agent());
             }
             Ok(plan)
@@ -542,7 +576,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 18);
+        assert_eq!(names.len(), 19);
     }
 
     /// `rlx config` prints exactly the config's keys, each with its doc.

@@ -3,7 +3,7 @@
 //! ```text
 //! registry, pbt                  the table of algorithms, and PBT over it
 //!   build                        evaluation keys, multiagent, self-play
-//!     policy_gradient  q_learning  off_policy  evolution  offline   (families)
+//!     policy_gradient  q_learning  off_policy  evolution  offline  search   (families)
 //!       common                   sections, sampling, deep policy, update rules
 //!         model, error           networks, devices; BuildError
 //! ```
@@ -49,6 +49,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("off_policy", 2),
     ("evolution", 2),
     ("offline", 2),
+    ("search", 2),
     ("build", 3),
     ("pbt", 4),
     ("registry", 4),

@@ -6,7 +6,7 @@
 //! one, which would fail the run; the games here check every move).
 
 use rlx::multi_agent::MultiAgentEnv;
-use rlx::{Action, Column, PolicyGraph, PolicyInput, SampleBatch, Step};
+use rlx::{Action, Column, GameEnv, PolicyGraph, PolicyInput, SampleBatch, Step};
 use rlx_algorithms::build_trainer;
 use rlx_envs::TicTacToe;
 use serde_json::{json, Value};
@@ -43,7 +43,7 @@ impl Player<'_> {
 fn play<'p>(a: &mut Player<'p>, b: &mut Player<'p>, games: usize) -> f64 {
     let mut wins = 0;
     for g in 0..games {
-        let mut env = TicTacToe::new();
+        let mut env = GameEnv::new(TicTacToe::new());
         let mut obs = vec![vec![0.0; 18]; 2];
         let mut steps = vec![Step::default(); 2];
         env.reset(None, &mut obs).unwrap();
@@ -53,7 +53,7 @@ fn play<'p>(a: &mut Player<'p>, b: &mut Player<'p>, games: usize) -> f64 {
             let free = env.action_mask(to_move).unwrap().to_vec();
             let player = if to_move == a_seat { &mut *a } else { &mut *b };
             let cell = player.choose(&obs[to_move], &free);
-            assert!(free[cell as usize], "illegal move {cell} on\n{}", env.render());
+            assert!(free[cell as usize], "illegal move {cell} on\n{}", rlx::Game::render(env.state()));
             let mut actions = [None, None];
             actions[to_move] = Some(Action::Discrete(cell));
             if env.step(&actions, &mut obs, &mut steps).unwrap() {

@@ -17,6 +17,7 @@
 pub mod acrobot;
 pub mod cartpole;
 mod classic;
+pub mod connect_four;
 pub mod dict_cue;
 pub mod gym;
 pub mod masked_maze;
@@ -33,6 +34,7 @@ pub mod tic_tac_toe;
 pub use acrobot::{acrobot_v1, Acrobot};
 pub use cartpole::{cartpole_v1, CartPole};
 pub use classic::ClassicControl;
+pub use connect_four::ConnectFour;
 pub use dict_cue::DictCue;
 pub use masked_maze::MaskedMaze;
 pub use minatar::{breakout_v1, space_invaders_v1, Breakout, SpaceInvaders};

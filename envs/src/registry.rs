@@ -228,7 +228,19 @@ const REGISTRY: &[EnvSpec] = &[
         make: |name, kw| {
             let _: NoArguments = parse(name, kw)?;
             let make: rlx::MultiAgentMaker =
-                std::sync::Arc::new(|| Ok(Box::new(crate::TicTacToe::new()) as Box<dyn rlx::MultiAgentEnv>));
+                std::sync::Arc::new(|| Ok(Box::new(rlx::GameEnv::new(crate::TicTacToe::new())) as Box<dyn rlx::MultiAgentEnv>));
+            Ok(Box::new(rlx::AgentSlots::new(make)?))
+        },
+    },
+    EnvSpec {
+        name: "ConnectFour",
+        description: "two players (`player_0` x opens, `player_1` o) in turns on 6 rows x 7 columns, OpenSpiel's rules; Box(0, 1, [6, 7, 2]) board from the mover's side, Discrete(7) columns, full columns masked; +1 win, -1 loss, 0 draw; no keyword arguments",
+        reward_threshold: None,
+        kwargs: &[],
+        make: |name, kw| {
+            let _: NoArguments = parse(name, kw)?;
+            let make: rlx::MultiAgentMaker =
+                std::sync::Arc::new(|| Ok(Box::new(rlx::GameEnv::new(crate::ConnectFour::new())) as Box<dyn rlx::MultiAgentEnv>));
             Ok(Box::new(rlx::AgentSlots::new(make)?))
         },
     },

@@ -444,6 +444,14 @@ pub trait Env: Send {
         None
     }
 
+    /// For a board game ([`crate::game::GameEnv`] seen through
+    /// [`crate::multi_agent::AgentSlots`]): a copy of the game in its
+    /// opening position, for a tree search. `None` (the default) for every
+    /// other env.
+    fn game(&self) -> Option<Box<dyn crate::game::Game>> {
+        None
+    }
+
     /// Which actions are legal in the current state, for envs whose legal
     /// actions change (board games, menus, schedulers): one `bool` per
     /// action of a `Discrete` action space, or, for a `MultiDiscrete` one,
@@ -526,7 +534,7 @@ pub fn encode_state<T: serde::Serialize>(state: &T) -> EnvState {
 ///
 /// # Errors
 /// [`EnvError::Other`] naming the env if the bytes do not decode as `T`.
-pub fn decode_state<T: serde::de::DeserializeOwned>(env: &str, state: &EnvState) -> Result<T, EnvError> {
+pub fn decode_state<T: serde::de::DeserializeOwned>(env: &str, state: &[u8]) -> Result<T, EnvError> {
     rmp_serde::from_slice(state)
         .map_err(|e| EnvError::Other { env: env.to_string(), message: format!("not a saved state of this env: {e}") })
 }
@@ -555,6 +563,9 @@ impl<E: Env + ?Sized> Env for Box<E> {
     }
     fn agent_ids(&self) -> Option<&[String]> {
         (**self).agent_ids()
+    }
+    fn game(&self) -> Option<Box<dyn crate::game::Game>> {
+        (**self).game()
     }
     fn action_mask(&self) -> Option<&[bool]> {
         (**self).action_mask()

@@ -21,39 +21,9 @@ use crate::filter::RunningStat;
 use crate::handle::HandleError;
 use crate::optimizer::OptimizerError;
 use crate::policy::FlatWeights;
-use crate::vector_env::EpisodeSummary;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// What one evaluation found: the `evaluation` object of `result.json`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct EvaluationResult {
-    /// Mean return of the evaluation episodes.
-    pub episode_reward_mean: f64,
-    /// Lowest return.
-    pub episode_reward_min: f64,
-    /// Highest return.
-    pub episode_reward_max: f64,
-    /// Mean episode length.
-    pub episode_len_mean: f64,
-    /// Episodes played.
-    pub episodes: u64,
-}
-
-impl EvaluationResult {
-    /// The statistics of `episodes` (all zeros for none).
-    pub fn of(episodes: &[EpisodeSummary]) -> Self {
-        let n = episodes.len().max(1) as f64;
-        let returns = episodes.iter().map(|e| e.episode_return);
-        Self {
-            episode_reward_mean: returns.clone().sum::<f64>() / n,
-            episode_reward_min: returns.clone().reduce(f64::min).unwrap_or(0.0),
-            episode_reward_max: returns.reduce(f64::max).unwrap_or(0.0),
-            episode_len_mean: episodes.iter().map(|e| e.length as f64).sum::<f64>() / n,
-            episodes: episodes.len() as u64,
-        }
-    }
-}
+pub use crate::metrics::{ArenaRecord, EvaluationResult, Outcomes};
 
 /// When and how much to evaluate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -157,6 +127,7 @@ impl Evaluation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vector_env::EpisodeSummary;
 
     fn ep(r: f64, length: u64) -> EpisodeSummary {
         EpisodeSummary { episode_return: r, length, truncated: false, agent: None }

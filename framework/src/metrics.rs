@@ -132,7 +132,7 @@ pub struct TrainResult {
     /// The evaluation after this iteration, if one ran (see
     /// [`crate::evaluation`]): greedy episodes on evaluators of their own.
     #[serde(default)]
-    pub evaluation: Option<crate::evaluation::EvaluationResult>,
+    pub evaluation: Option<EvaluationResult>,
     /// Multi-agent runs: each policy's mean return over the last 100
     /// episodes of each agent it acts for (`null` until one ends). Empty,
     /// and left out, in single-agent runs.
@@ -156,6 +156,80 @@ pub struct TrainResult {
     /// [`crate::off_policy_estimation`]). Empty, and left out, otherwise.
     #[serde(default)]
     pub off_policy_estimation: BTreeMap<String, crate::off_policy_estimation::Estimate>,
+}
+
+/// What one evaluation found: the `evaluation` object of `result.json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvaluationResult {
+    /// Mean return of the evaluation episodes.
+    pub episode_reward_mean: f64,
+    /// Lowest return.
+    pub episode_reward_min: f64,
+    /// Highest return.
+    pub episode_reward_max: f64,
+    /// Mean episode length.
+    pub episode_len_mean: f64,
+    /// Episodes played.
+    pub episodes: u64,
+    /// Board games (AlphaZero's arena): the learner's results against
+    /// each opponent (`random`, `mcts_<simulations>`, `minimax`), by name.
+    /// Empty, and left out, otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub arena: BTreeMap<String, ArenaRecord>,
+}
+
+/// The shares of games won, drawn and lost against one opponent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Outcomes {
+    /// Share of the games won.
+    pub win: f64,
+    /// Share drawn.
+    pub draw: f64,
+    /// Share lost.
+    pub loss: f64,
+}
+
+impl Outcomes {
+    /// The shares of `scores` (+1 a win, 0 a draw, −1 a loss) that are
+    /// wins, draws and losses.
+    pub fn of(scores: &[f32]) -> Self {
+        let n = scores.len().max(1) as f64;
+        let share = |keep: fn(f32) -> bool| scores.iter().filter(|&&s| keep(s)).count() as f64 / n;
+        Self { win: share(|s| s > 0.0), draw: share(|s| s == 0.0), loss: share(|s| s < 0.0) }
+    }
+}
+
+/// The learner against one opponent in an arena: with its search, and
+/// where measured its network alone (the most probable legal move).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArenaRecord {
+    /// Share of the games the learner won with its search.
+    pub win: f64,
+    /// Share drawn.
+    pub draw: f64,
+    /// Share lost.
+    pub loss: f64,
+    /// Games played, half in each seat.
+    pub games: u64,
+    /// The network without search against the same opponent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_search: Option<Outcomes>,
+}
+
+impl EvaluationResult {
+    /// The statistics of `episodes` (all zeros for none).
+    pub fn of(episodes: &[EpisodeSummary]) -> Self {
+        let n = episodes.len().max(1) as f64;
+        let returns = episodes.iter().map(|e| e.episode_return);
+        Self {
+            episode_reward_mean: returns.clone().sum::<f64>() / n,
+            episode_reward_min: returns.clone().reduce(f64::min).unwrap_or(0.0),
+            episode_reward_max: returns.reduce(f64::max).unwrap_or(0.0),
+            episode_len_mean: episodes.iter().map(|e| e.length as f64).sum::<f64>() / n,
+            episodes: episodes.len() as u64,
+            arena: BTreeMap::new(),
+        }
+    }
 }
 
 impl Serialize for TrainResult {
@@ -276,8 +350,7 @@ mod tests {
         }
         let mut learner = LearnerStats::default();
         learner.set("kl", 0.5);
-        let evaluation =
-            crate::evaluation::EvaluationResult { episode_reward_mean: 7.5, episodes: 2, ..Default::default() };
+        let evaluation = EvaluationResult { episode_reward_mean: 7.5, episodes: 2, ..Default::default() };
         let policies: BTreeMap<String, Option<f64>> = [("p0".to_string(), Some(3.0)), ("p1".into(), None)].into();
         for (failures, evaluation, policy_reward_mean) in [
             (vec![], None, BTreeMap::new()),

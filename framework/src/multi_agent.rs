@@ -93,6 +93,13 @@ pub trait MultiAgentEnv: Send {
         let _ = state;
         Err(EnvError::Other { env: self.name().into(), message: "cannot restore a saved state".into() })
     }
+
+    /// A board game's position as a [`crate::game::Game`] a tree search can
+    /// copy and play forward ([`crate::game::GameEnv`] answers), or `None`
+    /// (the default).
+    fn game(&self) -> Option<Box<dyn crate::game::Game>> {
+        None
+    }
 }
 
 /// Maps an agent id to the id of the policy that controls it.
@@ -167,6 +174,13 @@ impl Env for AgentSlots {
 
     fn agent_ids(&self) -> Option<&[String]> {
         Some(&self.agents)
+    }
+
+    /// The game of a fresh copy, in its opening position.
+    fn game(&self) -> Option<Box<dyn crate::game::Game>> {
+        let mut game = (self.make)().ok()?.game()?;
+        game.reset();
+        Some(game)
     }
 }
 

@@ -257,6 +257,21 @@ pub trait PolicyGraph: Send + 'static {
         Err(PolicyError::Other("this policy gives no action probabilities for off-policy estimates".into()))
     }
 
+    /// What a tree search asks of a network at each row of observations
+    /// `obs`, for a `Discrete(n)` action space: the probability of every
+    /// action (`n` values a row, legal or not: the search keeps the legal
+    /// ones) and the value `V(s)` for the player to move (one a row).
+    /// AlphaZero's network gives its softmax and value head; the default
+    /// says the policy has none.
+    ///
+    /// # Errors
+    /// Observations of the wrong width, an action space that is not one
+    /// discrete choice, or a policy without them (the default).
+    fn policy_and_value(&mut self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>), PolicyError> {
+        let _ = obs;
+        Err(PolicyError::Other("this policy gives no action probabilities and values for a tree search".into()))
+    }
+
     /// The TD error `Q(s, a) − target` of every row of a postprocessed
     /// batch under the current weights, for Q-learning policies: what
     /// prioritized replay turns into priorities (after a learning step, and

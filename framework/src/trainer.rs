@@ -338,6 +338,7 @@ impl Trainer {
             }
             None => (self.optimizer.step(&mut self.evaluators).await?, None),
         };
+        let evaluation = evaluation.or_else(|| self.optimizer.take_evaluation());
         let off_policy_estimation = match (&mut self.off_policy_estimation, &evaluation) {
             (Some(ope), Some(_)) => {
                 let mut local = self.evaluators.local_mut();

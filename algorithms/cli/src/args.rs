@@ -23,6 +23,8 @@ pub(crate) enum Command {
     },
     /// Evaluate a checkpoint's policy and print return statistics.
     Rollout(RolloutArgs),
+    /// Play a board game against an AlphaZero checkpoint in the terminal.
+    Play(PlayArgs),
     /// Overlay the learning curves of several runs in one PNG.
     Plot(PlotArgs),
     /// Run a worker node that drivers place evaluators on
@@ -231,6 +233,27 @@ pub struct RolloutArgs {
     /// run's checkpoint_score_attr.
     #[arg(long, value_enum, default_value_t = Pick::Latest)]
     pub pick: Pick,
+}
+
+/// Arguments of `rlx play`.
+#[derive(Args, Debug, Clone)]
+pub struct PlayArgs {
+    /// A checkpoint directory, or a run directory (its newest checkpoint).
+    pub checkpoint: PathBuf,
+    /// Your seat: 0 moves first, 1 second.
+    #[arg(long, default_value_t = 0)]
+    pub seat: usize,
+    /// Simulations per move of the checkpoint's search (default: the run's
+    /// `num_simulations`).
+    #[arg(long)]
+    pub simulations: Option<usize>,
+    /// The checkpoint moves with its network alone (its most probable
+    /// legal move), without search.
+    #[arg(long)]
+    pub no_search: bool,
+    /// Seed of the search's choices among equals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 /// Which checkpoint of a run directory `rlx rollout` plays.

@@ -36,6 +36,7 @@ pub mod dataset;
 pub mod deploy;
 pub mod experiment;
 mod node;
+pub mod play;
 pub mod plot;
 pub(crate) mod progress;
 pub mod results;
@@ -45,7 +46,7 @@ pub mod tensorboard;
 pub mod train;
 pub mod tune;
 
-pub use args::{Cli, NodeArgs, PlotArgs, RolloutArgs, TrainArgs, TuneArgs};
+pub use args::{Cli, NodeArgs, PlayArgs, PlotArgs, RolloutArgs, TrainArgs, TuneArgs};
 pub use deploy::build_deployed_trainer;
 
 /// The old name of [`build_deployed_trainer`], which says what sets it
@@ -63,6 +64,7 @@ pub async fn build_trainer(
     build_deployed_trainer(algorithm, env, overrides).await
 }
 pub use experiment::{experiments, Experiment};
+pub use play::{play, PlayOutcome};
 pub use rollout::{rollout, RolloutSummary};
 pub use train::{train, Outcome};
 
@@ -120,6 +122,9 @@ pub enum CliError {
     /// An episode of `rlx rollout` failed.
     #[error("rollout: {0}")]
     Rollout(String),
+    /// The checkpoint's network failed in `rlx play`.
+    #[error("play: {0}")]
+    Play(String),
 }
 
 pub(crate) fn arg_error(flag: impl Into<String>, source: ConfigError) -> CliError {
@@ -268,13 +273,22 @@ pub async fn main() -> ExitCode {
     // SIGPIPE stays ignored (Rust's default): see `output`.
     if matches!(
         cli.command,
-        Command::Rollout(_) | Command::List | Command::Config { .. } | Command::Plot(_) | Command::Dataset(_)
+        Command::Rollout(_)
+            | Command::Play(_)
+            | Command::List
+            | Command::Config { .. }
+            | Command::Plot(_)
+            | Command::Dataset(_)
     ) {
         output::exit_when_closed();
     }
     match cli.command {
         Command::Train { run, args } => exit_code(train(run.as_deref(), &args).await),
         Command::Rollout(args) => match rollout(&args) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+        Command::Play(args) => match play(&args, &mut std::io::stdin().lock()) {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },

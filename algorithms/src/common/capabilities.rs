@@ -16,11 +16,15 @@ pub struct Capabilities {
     /// The batch columns its training step standardizes over the whole
     /// batch; a multi-agent run standardizes them per policy instead.
     pub standardizes: &'static [&'static str],
+    /// It plays board games ([`rlx::game::Game`]) in every seat with one
+    /// network (AlphaZero): its envs are games, not multi-agent envs to
+    /// map to policies.
+    pub plays_games: bool,
 }
 
 impl Capabilities {
     /// Evaluates, trains several policies, standardizes nothing.
-    pub const ALL: Self = Self { evaluates: true, multi_agent: true, standardizes: &[] };
+    pub const ALL: Self = Self { evaluates: true, multi_agent: true, standardizes: &[], plays_games: false };
     /// One policy's weights, perturbed or bred: no evaluation, one agent.
-    pub const ONE_POLICY: Self = Self { evaluates: false, multi_agent: false, standardizes: &[] };
+    pub const ONE_POLICY: Self = Self { evaluates: false, multi_agent: false, standardizes: &[], plays_games: false };
 }

@@ -329,6 +329,15 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
         Err(PolicyError::Other("this policy gives no action probabilities for off-policy estimates".into()))
     }
 
+    /// See [`PolicyGraph::policy_and_value`].
+    ///
+    /// # Errors
+    /// By default: the algorithm has none.
+    fn policy_and_value(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>), PolicyError> {
+        let _ = (core, obs);
+        Err(PolicyError::Other("this policy gives no action probabilities and values for a tree search".into()))
+    }
+
     /// Width of the recurrent state (0: feed-forward).
     fn recurrent_state_size(&self) -> usize {
         0
@@ -428,6 +437,10 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for DeepPolicy<A, D> {
 
     fn action_probabilities(&mut self, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
         self.algo.action_probabilities(&mut self.core, obs)
+    }
+
+    fn policy_and_value(&mut self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>), PolicyError> {
+        self.algo.policy_and_value(&mut self.core, obs)
     }
 
     fn learn_with_td_errors(&mut self, batch: &SampleBatch) -> Result<(LearnerStats, Vec<f32>), PolicyError> {

@@ -160,3 +160,17 @@ mod tests {
         }
     }
 }
+
+/// A pool of worker actors' failure as the handle error a worker evaluator's
+/// would be (workers count from 1, after the driver's evaluator): ES's and
+/// ARS's perturbation workers, AlphaZero's self-play evaluators.
+pub fn worker_pool_error(e: rlx::PoolError) -> rlx::HandleError {
+    use rlx::{HandleError, PoolError};
+    match e {
+        PoolError::BudgetExceeded { child, failures, max_restarts, window_s, last_failure, .. } => {
+            HandleError::RestartBudgetExceeded { index: child + 1, failures, max_restarts, window_s, last_failure }
+        }
+        PoolError::Spawn { child, reason, .. } => HandleError::Spawn { index: child + 1, reason },
+        PoolError::Unreachable { child, reason, .. } => HandleError::Unreachable { index: child + 1, reason },
+    }
+}

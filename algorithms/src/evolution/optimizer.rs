@@ -5,9 +5,9 @@
 use super::flat_policy::FlatPolicy;
 use super::noise::NoiseTable;
 use super::update_rule::UpdateRule;
-use super::workers::{
-    evaluate_on, EvalRequest, PairResult, PerturbationWorker, Perturber, PerturberSpec, Task, WorkerArgs,
-};
+use super::workers::{EvalRequest, PairResult, PerturbationWorker, Perturber, PerturberSpec, Task, WorkerArgs};
+use crate::common::nested_worker::run_on;
+use crate::common::sampling::worker_pool_error;
 use crate::error::BuildError;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -15,7 +15,7 @@ use rlx::config::check;
 use rlx::evaluator::EvaluatorError;
 use rlx::filter::RunningStat;
 use rlx::optimizer::{OptimizerError, PolicyOptimizer, StepStats};
-use rlx::pool::{ActorPool, ChildArgs, PoolError};
+use rlx::pool::{ActorPool, ChildArgs};
 use rlx::{Evaluators, HandleError, PolicyError, PolicyEvaluator, RestartPolicy, Trainer, VectorEnv};
 use std::sync::Arc;
 
@@ -79,9 +79,10 @@ impl EvolutionOptimizer {
                 restart: settings.restart,
             };
             let args: ChildArgs<PerturbationWorker> = Arc::new(move |_, _| args.clone());
-            let pool = ActorPool::spawn("ES worker", PerturbationWorker, settings.num_workers, args, settings.restart)
-                .await
-                .map_err(|e| HandleError::Spawn { index: 1, reason: e.to_string() })?;
+            let pool =
+                ActorPool::spawn("ES worker", PerturbationWorker::new(), settings.num_workers, args, settings.restart)
+                    .await
+                    .map_err(|e| HandleError::Spawn { index: 1, reason: e.to_string() })?;
             (Some(pool), None)
         };
         let noise = NoiseTable::shared(spec.noise_seed, spec.noise_size);
@@ -121,7 +122,7 @@ impl EvolutionOptimizer {
         Ok(match (&mut self.workers, &mut self.local) {
             (Some(pool), _) => {
                 let failed = |i: usize, source| HandleError::Failed { index: i + 1, source };
-                evaluate_on(pool, request, tasks, handle_error, failed).await?
+                run_on(pool, &(request.clone(), tasks.to_vec()), worker_pool_error, failed).await?
             }
             (None, Some(local)) => local.evaluate(request, tasks)?,
             (None, None) => unreachable!("built with workers or a local perturber"),
@@ -169,18 +170,6 @@ impl PolicyOptimizer for EvolutionOptimizer {
         let mut gaps = self.rule.checkpoint_gaps();
         gaps.push("the task generator's position is not saved; a restored run draws new perturbations".into());
         gaps
-    }
-}
-
-/// A worker pool's failure as the handle error a local evaluator's would
-/// be (workers count from 1).
-fn handle_error(e: PoolError) -> HandleError {
-    match e {
-        PoolError::BudgetExceeded { child, failures, max_restarts, window_s, last_failure, .. } => {
-            HandleError::RestartBudgetExceeded { index: child + 1, failures, max_restarts, window_s, last_failure }
-        }
-        PoolError::Spawn { child, reason, .. } => HandleError::Spawn { index: child + 1, reason },
-        PoolError::Unreachable { child, reason, .. } => HandleError::Unreachable { index: child + 1, reason },
     }
 }
 

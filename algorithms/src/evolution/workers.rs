@@ -1,16 +1,16 @@
 //! Perturbation workers: a [`Perturber`] evaluates antithetic pairs in
 //! place (in the driver, a worker or a child), and a
-//! [`PerturbationWorker`] actor runs one or splits its tasks over children
-//! it supervises.
+//! [`PerturbationWorker`] actor (a [`NestedWorker`]) runs one or splits
+//! its tasks over children it supervises.
 
 use super::flat_policy::FlatPolicy;
 use super::noise::NoiseTable;
+use crate::common::nested_worker::{shares, NestedArgs, NestedMsg, NestedState, NestedWorker, Work};
 use crate::model::ModelConfig;
 use rlx::env::EnvMaker;
 use rlx::evaluator::EvaluatorError;
 use rlx::filter::RunningStat;
-use rlx::pool::{ActorPool, ChildArgs, PoolError};
-use rlx::{Env, EpisodeSummary, PolicyError, RestartPolicy};
+use rlx::{Env, EpisodeSummary, PolicyError};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -110,120 +110,37 @@ pub struct PerturberSpec {
     pub noise_size: usize,
 }
 
+impl Work for Perturber {
+    type Spec = PerturberSpec;
+    /// θ, σ and the statistics, and the tasks to evaluate with them.
+    type Request = (Arc<EvalRequest>, Vec<Task>);
+    /// One result per task, in task order.
+    type Answer = Vec<PairResult>;
+    const CHILD: &'static str = "ES child worker";
+
+    fn build(spec: &PerturberSpec) -> Result<Self, EvaluatorError> {
+        Perturber::new(spec)
+    }
+
+    fn run(&mut self, (request, tasks): &Self::Request) -> Result<Vec<PairResult>, EvaluatorError> {
+        self.evaluate(request, tasks)
+    }
+
+    /// Contiguous chunks of the tasks, the same request with each.
+    fn split((request, tasks): &Self::Request, n: usize) -> Vec<Self::Request> {
+        shares(tasks.len(), n).into_iter().map(|r| (request.clone(), tasks[r].to_vec())).collect()
+    }
+
+    fn join(answers: Vec<Vec<PairResult>>) -> Vec<PairResult> {
+        answers.concat()
+    }
+}
+
 /// A worker actor evaluating perturbations, itself or through children.
-#[derive(Clone, Copy)]
-pub struct PerturbationWorker;
-
+pub type PerturbationWorker = NestedWorker<Perturber>;
 /// How to start a [`PerturbationWorker`].
-#[derive(Clone)]
-pub struct WorkerArgs {
-    /// Env, network and noise table.
-    pub spec: PerturberSpec,
-    /// Child workers to split tasks over (0: evaluate here).
-    pub num_children: usize,
-    /// The children's supervisor's restart policy.
-    pub restart: RestartPolicy,
-}
-
+pub type WorkerArgs = NestedArgs<Perturber>;
 /// Messages of a [`PerturbationWorker`].
-pub enum WorkerMsg {
-    /// Evaluate these tasks; the answer keeps their order.
-    Evaluate(Arc<EvalRequest>, Vec<Task>, ractor::RpcReplyPort<Result<Vec<PairResult>, EvaluatorError>>),
-}
-
-impl ractor::Message for WorkerMsg {}
-
+pub type WorkerMsg = NestedMsg<Perturber>;
 /// A worker's evaluator, or its children.
-pub enum WorkerState {
-    /// Evaluates tasks itself.
-    Leaf(Box<Perturber>),
-    /// Splits tasks over children it supervises.
-    Parent(ActorPool<PerturbationWorker>),
-}
-
-impl ractor::Actor for PerturbationWorker {
-    type Msg = WorkerMsg;
-    type State = WorkerState;
-    type Arguments = WorkerArgs;
-
-    async fn pre_start(
-        &self,
-        _: ractor::ActorRef<WorkerMsg>,
-        args: WorkerArgs,
-    ) -> Result<WorkerState, ractor::ActorProcessingErr> {
-        if args.num_children == 0 {
-            return Ok(WorkerState::Leaf(Box::new(Perturber::new(&args.spec)?)));
-        }
-        let child = WorkerArgs { num_children: 0, ..args.clone() };
-        let child_args: ChildArgs<PerturbationWorker> = Arc::new(move |_, _| child.clone());
-        let pool = ActorPool::spawn("ES child worker", PerturbationWorker, args.num_children, child_args, args.restart)
-            .await?;
-        Ok(WorkerState::Parent(pool))
-    }
-
-    async fn handle(
-        &self,
-        _: ractor::ActorRef<WorkerMsg>,
-        msg: WorkerMsg,
-        state: &mut WorkerState,
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        let WorkerMsg::Evaluate(request, tasks, reply) = msg;
-        let result = match state {
-            WorkerState::Leaf(perturber) => perturber.evaluate(&request, &tasks),
-            WorkerState::Parent(children) => {
-                let pool_error = |e: PoolError| EvaluatorError::Config(e.to_string());
-                evaluate_on(children, &request, &tasks, pool_error, |_, e| e).await
-            }
-        };
-        let _ = reply.send(result);
-        Ok(())
-    }
-}
-
-/// Splits `tasks` into contiguous chunks, one per child, evaluates them in
-/// parallel and concatenates the answers in task order. The caller says
-/// what a pool failure and a child's error (with the child's index) become.
-pub(super) async fn evaluate_on<E>(
-    pool: &mut ActorPool<PerturbationWorker>,
-    request: &Arc<EvalRequest>,
-    tasks: &[Task],
-    pool_error: impl FnOnce(PoolError) -> E,
-    child_error: impl Fn(usize, EvaluatorError) -> E,
-) -> Result<Vec<PairResult>, E> {
-    let chunks = split(tasks, pool.len());
-    let answers = pool
-        .call_all(|i, reply| WorkerMsg::Evaluate(request.clone(), chunks[i].to_vec(), reply))
-        .await
-        .map_err(pool_error)?;
-    let mut out = Vec::with_capacity(tasks.len());
-    for (i, answer) in answers.into_iter().enumerate() {
-        out.extend(answer.map_err(|e| child_error(i, e))?);
-    }
-    Ok(out)
-}
-
-/// `tasks` in `n` contiguous chunks whose lengths differ by at most one.
-fn split(tasks: &[Task], n: usize) -> Vec<&[Task]> {
-    let (base, extra) = (tasks.len() / n, tasks.len() % n);
-    let mut at = 0;
-    (0..n)
-        .map(|i| {
-            let len = base + usize::from(i < extra);
-            at += len;
-            &tasks[at - len..at]
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_gives_contiguous_near_equal_chunks() {
-        let tasks: Vec<Task> = (0..7).map(|i| Task { noise_offset: i, env_seed: 0 }).collect();
-        let lens: Vec<usize> = split(&tasks, 3).iter().map(|c| c.len()).collect();
-        assert_eq!(lens, vec![3, 2, 2]);
-        assert_eq!(split(&tasks, 3).concat(), tasks);
-    }
-}
+pub type WorkerState = NestedState<Perturber>;

@@ -77,6 +77,11 @@ pub struct Forward<D: NetDevice> {
     pub next_values: Option<Vec<f32>>,
     /// Which rows count: take every mean with [`Rows::mean`].
     pub rows: Rows<D>,
+    /// `log π(·|s)` of every action at every row (the log-softmax of the
+    /// policy head, without the action mask), on the tape, when the loss
+    /// asks for it ([`ActorCriticLoss::NEEDS_LOG_PROBS`]): AlphaZero's
+    /// cross-entropy with the search's policy.
+    pub log_probs: Option<crate::model::Matrix<D, Taped<D>>>,
 }
 
 /// How the learner steps.
@@ -123,6 +128,9 @@ pub type LossOutput<D> = Result<(Loss<D>, LearnerStats), PolicyError>;
 pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// Whether [`Forward::next_values`] must be computed.
     const NEEDS_NEXT_VALUES: bool = false;
+
+    /// Whether [`Forward::log_probs`] must be computed.
+    const NEEDS_LOG_PROBS: bool = false;
 
     /// Whether a synchronous step standardizes `advantages` over the batch
     /// first ([`sync_trainer`]).
@@ -383,6 +391,14 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         };
         let values = self.net.vf_head.forward(p, vf_features).reshape_like(&(n,));
         let logits = self.net.pi_head.forward(p, features);
+        // The network's tape goes with whichever of the two the loss uses
+        // (both reach the logits' gradient; `Forward::log_probs` is only
+        // computed for a loss that uses it).
+        let (logits, log_probs) = if L::NEEDS_LOG_PROBS {
+            (logits.with_empty_tape(), Some(logits.log_softmax::<Axis<1>>()))
+        } else {
+            (logits, None)
+        };
         let log_std = self.net.log_std.map(|id| p.get(id).retaped::<Taped<D>>());
         let actions = mb.get(fields::ACTIONS).ok_or_else(|| PolicyError::Other("the batch has no `actions`".into()))?;
         let mask = mb.get(fields::ACTION_MASK).map(|_| mb.f32(fields::ACTION_MASK)).transpose()?;
@@ -395,7 +411,7 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
                 Rows { mask: Some((dev.tensor_from_vec(m.clone(), (n,)), m)), count }
             }
         };
-        let fwd = Forward { logp, entropy, values, next_values, rows };
+        let fwd = Forward { logp, entropy, values, next_values, rows, log_probs };
         let (loss, mut stats) = self.loss_fn.loss(fwd, mb, dev)?;
         let (total, grad) = core.backward(loss, "loss", 0..core.num_params())?;
         stats.set("total_loss", total as f64);
@@ -496,6 +512,13 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
     fn action_probabilities(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
         let (logits, _, _) = self.heads(core, &PolicyInput::obs(obs, false))?;
         self.net.dist.probabilities(&logits)
+    }
+
+    /// The softmax of the policy head and the value head (one discrete
+    /// choice): what AlphaZero's search asks.
+    fn policy_and_value(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>), PolicyError> {
+        let (logits, values, _) = self.heads(core, &PolicyInput::obs(obs, false))?;
+        Ok((self.net.dist.probabilities(&logits)?, values))
     }
 
     fn recurrent_state_size(&self) -> usize {

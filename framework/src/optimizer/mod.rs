@@ -98,6 +98,13 @@ pub trait PolicyOptimizer: Send {
     fn checkpoint_gaps(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// An evaluation the step just ran itself (AlphaZero's arena), for the
+    /// iteration's `evaluation` when the trainer ran none. The default has
+    /// none.
+    fn take_evaluation(&mut self) -> Option<crate::metrics::EvaluationResult> {
+        None
+    }
 }
 
 /// What a checkpoint of an asynchronous optimizer leaves out: each

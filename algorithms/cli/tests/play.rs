@@ -1,0 +1,149 @@
+//! AlphaZero through the `rlx` binary: `rlx train --run AlphaZero` on
+//! TicTacToe writes the arena's win, draw and loss shares to
+//! `result.json`, checkpoints and resumes; `rlx play` lets a person play
+//! the checkpoint in the terminal, telling them what is wrong with a bad
+//! move and asking again; bad input (a game without cloning support, a
+//! bad `num_simulations`, a checkpoint of another algorithm) is an error
+//! naming the problem.
+
+mod common;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const RLX: &str = env!("CARGO_BIN_EXE_rlx");
+
+fn rlx(args: &[&str]) -> Output {
+    Command::new(RLX).args(args).output().expect("run rlx")
+}
+
+fn run_dir(results: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(results).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+fn result_lines(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("result.json")).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `rlx play` with `input` typed in; returns its stdout.
+fn play(args: &[&str], input: &str) -> String {
+    let mut child =
+        Command::new(RLX).arg("play").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    // The game prints a few KiB: well within the pipe's buffer.
+    let status = common::wait_with_timeout(&mut child, std::time::Duration::from_secs(120));
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    assert!(status.success(), "{stdout}");
+    stdout
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = rlx(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert!(stderr.starts_with("error: ") && !stderr.contains("panicked"), "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn alpha_zero_trains_resumes_and_plays_a_person() {
+    let results = common::tmp("play", "alpha-zero");
+    let config = r#"{"seed": 1, "num_workers": 1, "num_search_workers": 2, "games_per_iteration": 16,
+        "num_simulations": 30, "arena_interval": 2, "arena_games": 10, "arena_opponents": ["random", "minimax", "mcts_20"]}"#;
+    let out = rlx(&[
+        "train",
+        "--run",
+        "AlphaZero",
+        "--env",
+        "TicTacToe",
+        "--config",
+        config,
+        "--stop",
+        r#"{"training_iteration": 4}"#,
+        "--checkpoint-at-end",
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = run_dir(&results);
+    let lines = result_lines(&dir);
+    assert_eq!(lines.len(), 4);
+    assert!(lines[0].get("evaluation").is_none(), "the arena runs every 2 iterations: {}", lines[0]);
+    for line in [&lines[1], &lines[3]] {
+        for opponent in ["random", "minimax", "mcts_20"] {
+            let record = &line["evaluation"]["arena"][opponent];
+            let shares: f64 = ["win", "draw", "loss"].iter().map(|k| record[k].as_f64().unwrap()).sum();
+            assert!((shares - 1.0).abs() < 1e-9, "{opponent}: {record}");
+            assert_eq!(record["games"], 10, "{record}");
+        }
+        assert!(line["evaluation"]["arena"]["minimax"]["win"].as_f64() == Some(0.0), "nobody beats minimax: {line}");
+    }
+    // 16 games of 5 to 9 moves per iteration.
+    let moves = lines[0]["timesteps_this_iter"].as_u64().unwrap();
+    assert!((16 * 5..=16 * 9).contains(&moves), "{moves}");
+
+    // Resume for two more iterations.
+    let resumed = results.join("resumed");
+    let out = rlx(&[
+        "train",
+        "--restore",
+        dir.to_str().unwrap(),
+        "--stop",
+        r#"{"training_iteration": 6}"#,
+        "--results-dir",
+        resumed.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let iterations: Vec<u64> =
+        result_lines(&run_dir(&resumed)).iter().map(|l| l["training_iteration"].as_u64().unwrap()).collect();
+    assert_eq!(iterations, (1..=6).collect::<Vec<_>>());
+
+    // A person plays X: a word, a cell off the board and a taken cell are
+    // refused with the legal moves; every cell in turn finishes the game.
+    let stdout = play(&[dir.to_str().unwrap()], "hello\n9\n4\n4\n0\n1\n2\n3\n5\n6\n7\n8\n");
+    assert!(stdout.contains("you are player_0"), "{stdout}");
+    assert!(stdout.contains("`hello` is not a move here: type one of 0 1 2 3 4 5 6 7 8"), "{stdout}");
+    assert!(stdout.contains("`9` is not a move here"), "{stdout}");
+    assert!(stdout.contains("taken or off the board"), "{stdout}");
+    assert!(stdout.contains("AlphaZero plays "), "{stdout}");
+    assert!(["You win.", "You lose.", "A draw."].iter().any(|end| stdout.contains(end)), "{stdout}");
+    // The second seat, the network alone, and input that ends early.
+    let stdout = play(&[dir.to_str().unwrap(), "--seat", "1", "--no-search"], "");
+    assert!(stdout.contains("its network alone") && stdout.contains("input ended"), "{stdout}");
+
+    let e = fails(&["play", dir.to_str().unwrap(), "--simulations", "0"]);
+    assert!(e.contains("--simulations"), "{e}");
+    let e = fails(&["train", "--run", "AlphaZero", "--env", "CartPole-v1", "--results-dir", results.to_str().unwrap()]);
+    assert!(e.contains("AlphaZero searches games it can copy") && e.contains("`CartPole-v1` is not one"), "{e}");
+    let bad = r#"{"num_simulations": 0}"#;
+    let e = fails(&[
+        "train",
+        "--run",
+        "AlphaZero",
+        "--env",
+        "TicTacToe",
+        "--config",
+        bad,
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert!(e.contains("num_simulations") && e.contains("must be in [1, 1000000]"), "{e}");
+    let bad = r#"{"arena_opponents": ["mcts_zero"]}"#;
+    let e = fails(&[
+        "train",
+        "--run",
+        "AlphaZero",
+        "--env",
+        "TicTacToe",
+        "--config",
+        bad,
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert!(e.contains("arena_opponents") && e.contains("mcts_zero"), "{e}");
+    std::fs::remove_dir_all(results).unwrap();
+}

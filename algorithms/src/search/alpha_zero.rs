@@ -1,0 +1,494 @@
+//! # AlphaZero: self-play with tree search and a learned network
+//!
+//! Silver et al., "A general reinforcement learning algorithm that masters
+//! chess, shogi, and Go through self-play", Science 2018 (and AlphaGo
+//! Zero, Nature 2017). One network `f(s) = (p, v)` gives a prior over
+//! moves and the value of the position for the player to move. Every move
+//! of self-play is chosen by a tree search ([`super::mcts`]) guided by the
+//! network; the search's visit counts `π` are a better policy than `p`,
+//! and the game's outcome `z` a better value than `v`, so the network
+//! learns both from the positions of finished games:
+//!
+//! ```text
+//! L = −E[Σ_a π(a|s) · log p(a|s)]  +  c_v · E[(v(s) − z)²]
+//! ```
+//!
+//! (`c_v` is `vf_loss_coeff`; the paper's L2 term is left to `lr` and the
+//! network's size.)
+//!
+//! **Execution.** Self-play evaluators ([`super::self_play`]) are
+//! supervised actors. Each iteration the driver sends each its share of
+//! `games_per_iteration` games with the current weights; an evaluator
+//! keeps `games_in_flight` games going, their search leaves evaluated
+//! together, and may split its games over `num_search_workers` child
+//! actors of its own (the search's parallelism nested inside the
+//! evaluator). The positions go to a replay of `replay_capacity` rows; the
+//! learner then takes `num_sgd_steps` gradient steps on minibatches drawn
+//! from it. Every `arena_interval` iterations the arena
+//! ([`super::arena`]) plays the learner against fixed opponents and the
+//! results go to `evaluation.arena`.
+//!
+//! The network is the actor-critic network of the policy-gradient family,
+//! built from the `model` section for the game's observations (an MLP for
+//! TicTacToe's 18 values, a CNN for ConnectFour's 6×7×2 board).
+//!
+//! Learner metrics: `policy_loss` (the cross-entropy with `π`), `vf_loss`,
+//! `total_loss`, `grad_norm`, `replay_rows`, `self_play_s`,
+//! `self_play_games_per_s`, `learn_s`, `mean_game_length`.
+
+use super::arena::{self, Opponent};
+use super::mcts::SearchSettings;
+use super::self_play::{PlayRequest, Positions, SelfPlaySettings, SelfPlayWorker, SelfPlayer, SelfPlayerMaker};
+use crate::common::build_context::BuildContext;
+use crate::common::nested_worker::{run_on, NestedArgs};
+use crate::common::sampling::worker_pool_error;
+use crate::common::sections::{limits, ActorCriticLearner, Learning, OptimizerChoice, Sampling};
+use crate::error::BuildError;
+use crate::model::device::{DeviceSpec, NetDevice};
+use crate::model::{ModelConfig, ModelSupport};
+use crate::policy_gradient::actor_critic::{self, column, ActorCriticLoss, Forward, LossOutput};
+use dfdx::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rlx::config::{check, check_count, ConfigError, Validate};
+use rlx::env::EnvMaker;
+use rlx::evaluation::EvaluationResult;
+use rlx::game::Game;
+use rlx::optimizer::{OptimizerError, PolicyOptimizer, StepStats};
+use rlx::pool::{ActorPool, ChildArgs};
+use rlx::replay::ReplayBuffer;
+use rlx::{fields, Column, EnvShards, Evaluators, HandleError, LearnerStats, PolicyError, PolicyEvaluator};
+use rlx::{PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer, VectorEnv};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The column of the search's policy `π` in training batches.
+pub const SEARCH_POLICY: &str = "search_policy";
+
+/// AlphaZero's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
+#[serde(default)]
+pub struct AlphaZeroConfig {
+    /// Self-play evaluator actors; 0 plays in the driver.
+    pub num_workers: usize,
+    /// Child actors each evaluator splits its games over (the search's
+    /// nested parallelism); 0 plays them in the evaluator itself.
+    pub num_search_workers: usize,
+    /// Games each self-player keeps going at once: their leaves share one
+    /// forward pass of the network.
+    pub games_in_flight: usize,
+    /// Whole self-play games per training iteration, over all evaluators.
+    pub games_per_iteration: usize,
+    /// Simulations of the search per move (self-play and arena).
+    pub num_simulations: usize,
+    /// `c_puct`: how strongly the prior and the visit counts steer the search.
+    pub c_puct: f64,
+    /// α of the Dirichlet noise on the root's prior in self-play (about
+    /// 10 / the typical number of legal moves: 0.3 for chess in the paper).
+    pub dirichlet_alpha: f64,
+    /// ε, the noise's share of the root's prior (0: no noise).
+    pub dirichlet_fraction: f64,
+    /// Leaves each game's search selects, with virtual loss, per forward pass.
+    pub leaf_batch: usize,
+    /// τ of the first `temperature_moves` moves of a self-play game (moves
+    /// drawn in proportion to `visits^(1/τ)`).
+    pub temperature: f64,
+    /// Moves of each self-play game played at `temperature`; later moves
+    /// take the most visited.
+    pub temperature_moves: usize,
+    /// Positions the replay holds; the oldest leave first.
+    pub replay_capacity: usize,
+    /// Positions per gradient step, drawn uniformly from the replay.
+    pub train_batch_size: usize,
+    /// Gradient steps per iteration.
+    pub num_sgd_steps: usize,
+    /// Learning rate (Adam).
+    pub lr: f64,
+    /// Weight of the value loss.
+    pub vf_loss_coeff: f64,
+    /// Maximum global gradient norm; `null` disables clipping.
+    pub grad_clip: Option<f64>,
+    /// The network: `fcnet_hiddens`, `conv_filters`, `vf_share_layers`...
+    /// (no LSTM: a position is the whole state).
+    pub model: ModelConfig,
+    /// Where the network lives: `"cpu"`, or `"cuda"` / `"cuda:N"`.
+    pub device: DeviceSpec,
+    /// Iterations between arena evaluations; 0: none.
+    pub arena_interval: usize,
+    /// Games against each opponent per arena evaluation, half in each seat.
+    pub arena_games: usize,
+    /// The arena's opponents: `random`, `mcts_<simulations>` (pure MCTS
+    /// with random play-outs) and `minimax` (perfect play, for small games).
+    pub arena_opponents: Vec<String>,
+    /// Keyword arguments for the game (see `rlx list`).
+    pub env_config: serde_json::Value,
+    /// Seed of the network's initialization, self-play and the arena.
+    pub seed: u64,
+    /// How evaluator (and child) actors are restarted after a failure.
+    pub restart: RestartPolicy,
+}
+
+impl Default for AlphaZeroConfig {
+    fn default() -> Self {
+        Self {
+            num_workers: 2,
+            num_search_workers: 0,
+            games_in_flight: 16,
+            games_per_iteration: 32,
+            num_simulations: 100,
+            c_puct: 1.5,
+            dirichlet_alpha: 1.0,
+            dirichlet_fraction: 0.25,
+            leaf_batch: 8,
+            temperature: 1.0,
+            temperature_moves: 10,
+            replay_capacity: 100_000,
+            train_batch_size: 256,
+            num_sgd_steps: 8,
+            lr: 1e-3,
+            vf_loss_coeff: 1.0,
+            grad_clip: None,
+            model: ModelConfig::default(),
+            device: DeviceSpec::Cpu,
+            arena_interval: 10,
+            arena_games: 20,
+            arena_opponents: vec!["random".into(), "mcts_100".into()],
+            env_config: serde_json::Value::Null,
+            seed: 0,
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+/// The most simulations a move may take.
+pub const MAX_SIMULATIONS: usize = 1_000_000;
+
+impl Validate for AlphaZeroConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        check_count("num_workers", self.num_workers, 0, limits::MAX_WORKERS)?;
+        check_count("num_search_workers", self.num_search_workers, 0, limits::MAX_WORKERS)?;
+        check_count("games_in_flight", self.games_in_flight, 1, 1 << 16)?;
+        check_count("games_per_iteration", self.games_per_iteration, 1, 1 << 20)?;
+        check_count("num_simulations", self.num_simulations, 1, MAX_SIMULATIONS)?;
+        check("c_puct", self.c_puct, self.c_puct > 0.0 && self.c_puct.is_finite(), "must be > 0")?;
+        let alpha = self.dirichlet_alpha;
+        check("dirichlet_alpha", alpha, alpha > 0.0 && alpha.is_finite(), "must be > 0")?;
+        let eps = self.dirichlet_fraction;
+        check("dirichlet_fraction", eps, (0.0..=1.0).contains(&eps), "must be in [0, 1]")?;
+        check_count("leaf_batch", self.leaf_batch, 1, 1 << 16)?;
+        let tau = self.temperature;
+        check("temperature", tau, tau >= 0.0 && tau.is_finite(), "must be >= 0")?;
+        check_count("replay_capacity", self.replay_capacity, 1, limits::MAX_BUFFER_SIZE)?;
+        check_count("train_batch_size", self.train_batch_size, 1, limits::MAX_BATCH_ROWS)?;
+        check_count("num_sgd_steps", self.num_sgd_steps, 0, 1 << 20)?;
+        check("lr", self.lr, self.lr > 0.0 && self.lr.is_finite(), "must be > 0")?;
+        check("vf_loss_coeff", self.vf_loss_coeff, self.vf_loss_coeff >= 0.0, "must be >= 0")?;
+        if let Some(clip) = self.grad_clip {
+            check("grad_clip", clip, clip > 0.0, "must be > 0 (or null)")?;
+        }
+        self.device.check_available()?;
+        self.model.validate(ModelSupport { lstm: false, ..ModelSupport::all(Self::NAME) })?;
+        check_count("arena_games", self.arena_games, 1, 1 << 20)?;
+        for name in &self.arena_opponents {
+            Opponent::parse(name).map_err(|message| ConfigError::Invalid { key: "arena_opponents".into(), message })?;
+        }
+        Ok(())
+    }
+}
+
+algorithm_name!(AlphaZeroConfig, "AlphaZero");
+
+impl AlphaZeroConfig {
+    /// The search of self-play moves.
+    pub fn search(&self) -> SearchSettings {
+        SearchSettings {
+            num_simulations: self.num_simulations,
+            c_puct: self.c_puct as f32,
+            dirichlet_alpha: self.dirichlet_alpha as f32,
+            dirichlet_fraction: self.dirichlet_fraction as f32,
+            leaf_batch: self.leaf_batch,
+        }
+    }
+
+    fn self_play(&self) -> SelfPlaySettings {
+        SelfPlaySettings {
+            search: self.search(),
+            temperature: self.temperature as f32,
+            temperature_moves: self.temperature_moves,
+            games_in_flight: self.games_in_flight,
+        }
+    }
+
+    fn opponents(&self) -> Vec<Opponent> {
+        self.arena_opponents.iter().filter_map(|n| Opponent::parse(n).ok()).collect()
+    }
+}
+
+// ---------------------------------------------------------------- loss
+
+/// AlphaZero's loss on the actor-critic network (see the module docs).
+#[derive(Clone, Debug)]
+pub struct AlphaZeroLoss {
+    actor_critic: ActorCriticLearner,
+    learning: Learning,
+    sampling: Sampling,
+}
+
+impl AlphaZeroLoss {
+    /// The loss and learner of `cfg`.
+    pub fn new(cfg: &AlphaZeroConfig) -> Self {
+        Self {
+            actor_critic: ActorCriticLearner {
+                lr: cfg.lr,
+                vf_loss_coeff: cfg.vf_loss_coeff,
+                entropy_coeff: 0.0,
+                optimizer: OptimizerChoice::Adam,
+            },
+            learning: Learning { gamma: 1.0, grad_clip: cfg.grad_clip, model: cfg.model.clone(), device: cfg.device },
+            sampling: Sampling { seed: cfg.seed, ..Sampling::default() },
+        }
+    }
+}
+
+impl ActorCriticLoss for AlphaZeroLoss {
+    const NEEDS_LOG_PROBS: bool = true;
+    const STANDARDIZES_ADVANTAGES: bool = false;
+
+    fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
+        (&self.actor_critic, &self.learning, &self.sampling)
+    }
+
+    /// Self-play rows arrive complete (`π` and `z`): nothing to add.
+    fn postprocess(&self, _: &mut SampleBatch, _: f32) -> Result<(), PolicyError> {
+        Ok(())
+    }
+
+    /// The cross-entropy of `p` with the search's `π`, plus the value's
+    /// squared error against the outcome `z`.
+    fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
+        let Forward { values, rows, log_probs, .. } = fwd;
+        let log_probs = log_probs.ok_or_else(|| PolicyError::Other("AlphaZero's loss needs log π(·|s)".into()))?;
+        let pi = mb.f32(SEARCH_POLICY)?;
+        let n = mb.len();
+        let target = dev.tensor_from_vec(pi.to_vec(), (n, pi.len() / n.max(1)));
+        let policy_loss = rows.mean((log_probs * target).sum::<(usize,), Axis<1>>()).negate();
+        let z = column(dev, mb, fields::VALUE_TARGETS)?;
+        let vf_loss = rows.mean((values - z).square());
+        let mut stats = LearnerStats::default();
+        stats.set("policy_loss", f64::from(policy_loss.as_vec()[0]));
+        stats.set("vf_loss", f64::from(vf_loss.as_vec()[0]));
+        Ok((policy_loss + vf_loss * self.actor_critic.vf_loss_coeff as f32, stats))
+    }
+}
+
+/// An AlphaZero network for a game's spaces: the actor-critic network.
+///
+/// # Errors
+/// A model that does not fit the spaces, or an action space that is not
+/// one discrete choice.
+pub fn make_policy(
+    cfg: &AlphaZeroConfig,
+    obs: &Space,
+    act: &Space,
+    seed: u64,
+) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    if !matches!(act, Space::Discrete { .. }) {
+        return Err(BuildError::Unsupported(format!("AlphaZero's moves are one discrete choice, not {act}")));
+    }
+    actor_critic::make_policy(AlphaZeroConfig::NAME, &AlphaZeroLoss::new(cfg), obs, act, seed)
+}
+
+// ------------------------------------------------------- training step
+
+/// The game `make_env` plays, for a tree search.
+///
+/// # Errors
+/// An env that cannot be built, is not a game, or has other than two players.
+pub fn game_of(make_env: &EnvMaker) -> Result<Box<dyn Game>, BuildError> {
+    let env = make_env()?;
+    let game = env.game().ok_or_else(|| {
+        BuildError::Unsupported(format!(
+            "AlphaZero searches games it can copy and play forward (rlx::game::Game, e.g. TicTacToe or \
+             ConnectFour): `{}` is not one",
+            env.name()
+        ))
+    })?;
+    if game.num_players() != 2 {
+        return Err(BuildError::Unsupported(format!(
+            "AlphaZero plays two-player zero-sum games; {} has {} players",
+            game.name(),
+            game.num_players()
+        )));
+    }
+    Ok(game)
+}
+
+/// Self-play, replay, learning and the arena (see the module docs).
+pub struct AlphaZeroOptimizer {
+    cfg: AlphaZeroConfig,
+    game: Box<dyn Game>,
+    workers: Option<ActorPool<SelfPlayWorker>>,
+    local: Option<SelfPlayer>,
+    replay: ReplayBuffer,
+    rng: ChaCha8Rng,
+    iterations: u64,
+    evaluation: Option<EvaluationResult>,
+}
+
+impl AlphaZeroOptimizer {
+    /// The self-play workers (`None` when the driver plays), e.g. for a
+    /// fault test to kill one.
+    pub fn workers(&self) -> Option<&ActorPool<SelfPlayWorker>> {
+        self.workers.as_ref()
+    }
+
+    /// Self-play of this iteration's games with `weights`.
+    async fn self_play(&mut self, weights: Arc<Vec<f32>>) -> Result<Positions, OptimizerError> {
+        let request = PlayRequest { weights, games: self.cfg.games_per_iteration, seed: self.rng.gen() };
+        Ok(match (&self.workers, &mut self.local) {
+            (Some(pool), _) => {
+                let failed = |i: usize, source| HandleError::Failed { index: i + 1, source };
+                run_on(pool, &request, worker_pool_error, failed).await?
+            }
+            (None, Some(local)) => local.play(&request.weights, request.games, request.seed)?,
+            (None, None) => unreachable!("built with workers or a local player"),
+        })
+    }
+
+    /// `num_sgd_steps` gradient steps of the driver's network on
+    /// minibatches drawn from the replay, once it holds a minibatch.
+    fn learn(&mut self, evaluators: &mut Evaluators) -> Result<Vec<LearnerStats>, OptimizerError> {
+        let mut all = Vec::with_capacity(self.cfg.num_sgd_steps);
+        if self.replay.len() < self.cfg.train_batch_size.min(self.replay.capacity()) {
+            return Ok(all);
+        }
+        let mut local = evaluators.local_mut();
+        for _ in 0..self.cfg.num_sgd_steps {
+            let minibatch = self.replay.sample(self.cfg.train_batch_size, &mut self.rng)?;
+            all.push(local.policy_mut().learn_on_batch(&minibatch).map_err(rlx::EvaluatorError::Policy)?);
+        }
+        Ok(all)
+    }
+
+    /// The arena's evaluation of the driver's network.
+    fn arena(&mut self, evaluators: &mut Evaluators) -> Result<EvaluationResult, OptimizerError> {
+        let mut local = evaluators.local_mut();
+        let mut rng = ChaCha8Rng::seed_from_u64(self.rng.gen());
+        let (opponents, games) = (self.cfg.opponents(), self.cfg.arena_games);
+        arena::evaluate(local.policy_mut(), self.game.as_ref(), &opponents, self.cfg.search(), games, &mut rng)
+            .map_err(|e| rlx::EvaluatorError::Policy(e).into())
+    }
+
+    /// The positions as rows for the replay.
+    fn rows(&self, positions: Positions) -> Result<SampleBatch, OptimizerError> {
+        let width = self.game.observation_space().flat_dim();
+        let mut batch = SampleBatch::new();
+        batch.insert_f32(fields::OBS, positions.obs, width)?;
+        batch.insert_f32(SEARCH_POLICY, positions.policy, self.game.num_actions())?;
+        batch.insert(fields::ACTIONS, Column::I64 { data: positions.actions, width: 1 })?;
+        batch.insert_f32(fields::VALUE_TARGETS, positions.outcomes, 1)?;
+        Ok(batch)
+    }
+}
+
+#[rlx::async_trait]
+impl PolicyOptimizer for AlphaZeroOptimizer {
+    async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
+        self.iterations += 1;
+        let weights = Arc::new(evaluators.local().policy().get_weights());
+        let t0 = Instant::now();
+        let mut positions = self.self_play(weights).await?;
+        let self_play_s = t0.elapsed().as_secs_f64();
+        let (games, moves) = (std::mem::take(&mut positions.games), positions.len());
+        self.replay.add(&self.rows(positions)?)?;
+        let t1 = Instant::now();
+        let updates = self.learn(evaluators)?;
+        let mut learner = LearnerStats::mean(&updates);
+        learner.set("num_sgd_steps", updates.len() as f64);
+        learner.set("replay_rows", self.replay.len() as f64);
+        learner.set("self_play_s", self_play_s);
+        learner.set("self_play_games_per_s", games.len() as f64 / self_play_s.max(1e-9));
+        learner.set("learn_s", t1.elapsed().as_secs_f64());
+        learner.set("mean_game_length", moves as f64 / games.len().max(1) as f64);
+        if let Some(pool) = &self.workers {
+            learner.set("worker_restarts", pool.restarts() as f64);
+        }
+        if self.cfg.arena_interval > 0 && self.iterations.is_multiple_of(self.cfg.arena_interval as u64) {
+            self.evaluation = Some(self.arena(evaluators)?);
+        }
+        let trained = (updates.len() * self.cfg.train_batch_size) as u64;
+        Ok(StepStats { steps_sampled: moves as u64, steps_trained: trained, episodes: games, learner })
+    }
+
+    fn take_evaluation(&mut self) -> Option<EvaluationResult> {
+        self.evaluation.take()
+    }
+
+    fn checkpoint_gaps(&self) -> Vec<String> {
+        vec![
+            "the replay of self-play positions is not saved: a restored run refills it".into(),
+            "the self-play and arena random streams start again from the seed".into(),
+        ]
+    }
+}
+
+/// AlphaZero's trainer: the driver's evaluator holds the learner's network
+/// (for checkpoints, `rlx play` and the arena), and self-play runs on
+/// `num_workers` evaluator actors or in the driver.
+///
+/// # Errors
+/// An env that is not a two-player game, a model that does not fit it, or
+/// an evaluator that fails to start.
+pub async fn build(_ctx: BuildContext, make_env: EnvMaker, cfg: AlphaZeroConfig) -> Result<Trainer, BuildError> {
+    let (evaluators, optimizer) = optimizer(make_env, cfg).await?;
+    Ok(Trainer::new(evaluators, Box::new(optimizer)))
+}
+
+/// The driver's evaluator and the optimizer [`build`] wraps, for a caller
+/// that wants to reach the self-play workers.
+///
+/// # Errors
+/// As [`build`].
+pub async fn optimizer(
+    make_env: EnvMaker,
+    cfg: AlphaZeroConfig,
+) -> Result<(Evaluators, AlphaZeroOptimizer), BuildError> {
+    let game = game_of(&make_env)?;
+    let (obs, act) = (game.observation_space().clone(), Space::discrete(game.num_actions() as i64));
+    let policy = make_policy(&cfg, &obs, &act, cfg.seed)?;
+    let env = VectorEnv::build(make_env.clone(), 1, &EnvShards::default(), false)?;
+    let local =
+        PolicyEvaluator::new(policy, env, 1, cfg.seed).map_err(|source| HandleError::Failed { index: 0, source })?;
+    let evaluators = Evaluators::from_parts(local, Vec::new());
+
+    let player_cfg = cfg.clone();
+    let player_env = make_env.clone();
+    let make: SelfPlayerMaker = Arc::new(move || {
+        let game = game_of(&player_env).map_err(|e| rlx::EvaluatorError::Config(e.to_string()))?;
+        let (obs, act) = (game.observation_space().clone(), Space::discrete(game.num_actions() as i64));
+        let policy = make_policy(&player_cfg, &obs, &act, player_cfg.seed)
+            .map_err(|e| rlx::EvaluatorError::Config(e.to_string()))?;
+        Ok(SelfPlayer::new(policy, game, player_cfg.self_play()))
+    });
+    let (workers, local) = if cfg.num_workers == 0 {
+        (None, Some(make().map_err(|source| HandleError::Failed { index: 0, source })?))
+    } else {
+        let args = NestedArgs::<SelfPlayer> { spec: make, num_children: cfg.num_search_workers, restart: cfg.restart };
+        let args: ChildArgs<SelfPlayWorker> = Arc::new(move |_, _| args.clone());
+        let pool = ActorPool::spawn(
+            "AlphaZero self-play evaluator",
+            SelfPlayWorker::new(),
+            cfg.num_workers,
+            args,
+            cfg.restart,
+        )
+        .await
+        .map_err(|e| HandleError::Spawn { index: 1, reason: e.to_string() })?;
+        (Some(pool), None)
+    };
+    let replay = ReplayBuffer::new(cfg.replay_capacity).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    let rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0xA1FA_2E80);
+    let optimizer = AlphaZeroOptimizer { cfg, game, workers, local, replay, rng, iterations: 0, evaluation: None };
+    Ok((evaluators, optimizer))
+}
