@@ -259,8 +259,10 @@ static PBT: Entry<pbt::PbtConfig> = Entry {
 /// The table as PBT's member algorithms: PBT is handed it rather than
 /// importing this module.
 impl pbt::MemberAlgorithms for Registry {
+    /// Every algorithm but the game players (AlphaZero): PBT takes no
+    /// multi-agent env, and a game is one.
     fn names(&self) -> Vec<&'static str> {
-        ALGORITHMS.iter().map(|a| a.name()).collect()
+        ALGORITHMS.iter().filter(|a| !a.capabilities().plays_games).map(|a| a.name()).collect()
     }
 
     fn default_config(&self, algorithm: &str) -> Option<Value> {

@@ -38,19 +38,28 @@ class RlxPlayer:
         self.buf = b""
 
     def next_event(self):
-        """("move", c), ("prompt", None) or ("end", text)."""
+        """("move", c), ("prompt", None) or ("end", text), in the order rlx printed them."""
         while True:
-            for end in (b"You win.", b"You lose.", b"A draw."):
-                if end in self.buf:
-                    return ("end", end.decode())
+            found = []
             m = PLAYS.search(self.buf)
+            if m:
+                found.append((m.start(), "move", m))
             prompt = self.buf.find(b"your move (")
-            if m and (prompt < 0 or m.start() < prompt):
-                self.buf = self.buf[m.end():]
-                return ("move", int(m.group(1)))
             if prompt >= 0 and b"): " in self.buf[prompt:]:
-                self.buf = self.buf[self.buf.index(b"): ", prompt) + 3:]
-                return ("prompt", None)
+                found.append((prompt, "prompt", None))
+            for end in (b"You win.", b"You lose.", b"A draw."):
+                at = self.buf.find(end)
+                if at >= 0:
+                    found.append((at, "end", end))
+            if found:
+                at, kind, what = min(found, key=lambda f: f[0])
+                if kind == "move":
+                    self.buf = self.buf[what.end():]
+                    return ("move", int(what.group(1)))
+                if kind == "prompt":
+                    self.buf = self.buf[self.buf.index(b"): ", at) + 3:]
+                    return ("prompt", None)
+                return ("end", what.decode())
             chunk = os.read(self.proc.stdout.fileno(), 4096)
             if not chunk:
                 sys.exit(f"rlx play ended unexpectedly:\n{self.buf.decode(errors='replace')}")

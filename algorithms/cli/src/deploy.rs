@@ -329,8 +329,9 @@ fn invalid(key: &str, message: &str) -> BuildError {
 }
 
 /// Algorithms whose evaluators cannot be placed on nodes: ES and ARS drive
-/// their own perturbation workers, PBT builds one trainer per member.
-const LOCAL_ONLY: &[&str] = &["ES", "ARS", "PBT"];
+/// their own perturbation workers, AlphaZero its self-play workers, PBT
+/// builds one trainer per member.
+const LOCAL_ONLY: &[&str] = &["ES", "ARS", "AlphaZero", "PBT"];
 
 /// Every top-level key `rlx train` takes for `algorithm`: the algorithm's
 /// own ([`rlx_algorithms::Algorithm::config_keys`]) and the deployment

@@ -3,7 +3,7 @@
 //! `result.json`, checkpoints and resumes; `rlx play` lets a person play
 //! the checkpoint in the terminal, telling them what is wrong with a bad
 //! move and asking again; bad input (a game without cloning support, a
-//! bad `num_simulations`, a checkpoint of another algorithm) is an error
+//! bad `num_simulations`, an unknown arena opponent, `nodes`) is an error
 //! naming the problem.
 
 mod common;
@@ -145,5 +145,18 @@ fn alpha_zero_trains_resumes_and_plays_a_person() {
         results.to_str().unwrap(),
     ]);
     assert!(e.contains("arena_opponents") && e.contains("mcts_zero"), "{e}");
+    let nodes = r#"{"nodes": ["127.0.0.1:9"]}"#;
+    let e = fails(&[
+        "train",
+        "--run",
+        "AlphaZero",
+        "--env",
+        "TicTacToe",
+        "--config",
+        nodes,
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert!(e.contains("AlphaZero cannot place its workers on nodes yet"), "{e}");
     std::fs::remove_dir_all(results).unwrap();
 }
