@@ -32,6 +32,7 @@ pub mod common;
 pub mod error;
 pub mod evolution;
 pub mod model;
+pub mod model_based;
 pub mod off_policy;
 pub mod offline;
 pub mod pbt;
@@ -43,6 +44,7 @@ pub mod search;
 // Each algorithm by its name, as `rlx_algorithms::ppo` (where user code
 // and the book have always found it).
 pub use evolution::{ars, es};
+pub use model_based::dreamer_v3;
 pub use off_policy::{ddpg, sac, td3};
 pub use offline::{bc, cql, iql, marwil};
 pub use policy_gradient::{a2c, a3c, appo, impala, pg, ppo};

@@ -14,6 +14,7 @@ use crate::common::sampling::PolicyMaker;
 use crate::common::sections::{self, Docs};
 use crate::error::BuildError;
 use crate::evolution::{ars, es};
+use crate::model_based::dreamer_v3;
 use crate::off_policy::{ddpg, sac, td3};
 use crate::offline::{bc, cql, iql, marwil};
 use crate::pbt;
@@ -94,6 +95,7 @@ pub static ALGORITHMS: &[&dyn Algorithm] = &[
     &CQL,
     &DDPG,
     &DQN,
+    &DREAMER_V3,
     &ES,
     &IMPALA,
     &IQL,
@@ -219,6 +221,12 @@ static DQN: Entry<dqn::DqnConfig> = entry!(dqn::DqnConfig {
     capabilities: Capabilities::ALL,
     about: "deep Q-learning (Mnih et al. 2015) with double Q, dueling head, n-step returns, prioritized replay",
     make_policy: dqn::make_policy,
+});
+
+static DREAMER_V3: Entry<dreamer_v3::DreamerV3Config> = entry!(dreamer_v3::DreamerV3Config {
+    capabilities: Capabilities { multi_agent: false, ..Capabilities::ALL },
+    about: "DreamerV3 (Hafner et al. 2023): a world model learned from replayed episodes, actor and critic trained in imagination",
+    make_policy: dreamer_v3::make_policy,
 });
 
 static ES: Entry<es::EsConfig> = entry!(es::EsConfig {

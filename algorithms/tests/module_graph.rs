@@ -3,7 +3,7 @@
 //! ```text
 //! registry, pbt                  the table of algorithms, and PBT over it
 //!   build                        evaluation keys, multiagent, self-play
-//!     policy_gradient  q_learning  off_policy  evolution  offline  search   (families)
+//!     policy_gradient  q_learning  off_policy  evolution  offline  search  model_based   (families)
 //!       common                   sections, sampling, deep policy, update rules
 //!         model, error           networks, devices; BuildError
 //! ```
@@ -50,6 +50,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("evolution", 2),
     ("offline", 2),
     ("search", 2),
+    ("model_based", 2),
     ("build", 3),
     ("pbt", 4),
     ("registry", 4),

@@ -117,7 +117,7 @@ async fn a_member_killed_mid_round_restarts_from_its_snapshot() {
 fn the_registry_checks_pbt_configs_against_its_table() {
     let pbt = rlx_algorithms::registry::algorithm("PBT").unwrap();
     let err = |overrides: Value| pbt.check_config(&overrides).unwrap_err().to_string();
-    let names = "A2C, A3C, APEX, APPO, ARS, BC, CQL, DDPG, DQN, ES, IMPALA, IQL, MARWIL, PG, PPO, SAC, TD3";
+    let names = "A2C, A3C, APEX, APPO, ARS, BC, CQL, DDPG, DQN, DreamerV3, ES, IMPALA, IQL, MARWIL, PG, PPO, SAC, TD3";
     assert_eq!(
         err(json!({"algorithm": "PBT"})),
         format!("config key `algorithm` = PBT is out of range: must be one of {names}")

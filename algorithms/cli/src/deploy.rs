@@ -328,10 +328,13 @@ fn invalid(key: &str, message: &str) -> BuildError {
     BuildError::Config(ConfigError::Invalid { key: key.to_string(), message: message.to_string() })
 }
 
-/// Algorithms whose evaluators cannot be placed on nodes: ES and ARS drive
-/// their own perturbation workers, AlphaZero its self-play workers, PBT
-/// builds one trainer per member.
-const LOCAL_ONLY: &[&str] = &["ES", "ARS", "AlphaZero", "PBT"];
+/// Whether `algorithm` drives workers of its own, which no placement puts
+/// on nodes or the actix backend ([`Capabilities::runs_own_workers`]).
+///
+/// [`Capabilities::runs_own_workers`]: rlx_algorithms::registry::Capabilities::runs_own_workers
+fn runs_own_workers(algorithm: &str) -> bool {
+    rlx_algorithms::registry::algorithm(algorithm).is_ok_and(|a| a.capabilities().runs_own_workers)
+}
 
 /// Every top-level key `rlx train` takes for `algorithm`: the algorithm's
 /// own ([`rlx_algorithms::Algorithm::config_keys`]) and the deployment
@@ -430,7 +433,7 @@ pub async fn build_on_nodes(
     overrides: &Value,
     deployment: &Deployment,
 ) -> Result<(Trainer, Value), BuildError> {
-    if LOCAL_ONLY.contains(&algorithm) {
+    if runs_own_workers(algorithm) {
         return Err(BuildError::Unsupported(format!(
             "{algorithm} cannot place its workers on nodes yet (\"nodes\" works for the algorithms whose workers are evaluators)"
         )));
@@ -464,7 +467,7 @@ pub async fn build_on_actix(
     make_env: EnvMaker,
     overrides: &Value,
 ) -> Result<(Trainer, Value), BuildError> {
-    if LOCAL_ONLY.contains(&algorithm) {
+    if runs_own_workers(algorithm) {
         return Err(BuildError::Unsupported(format!(
             "{algorithm} runs its own workers; \"backend\": \"actix\" does not apply"
         )));

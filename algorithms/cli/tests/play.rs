@@ -119,44 +119,15 @@ fn alpha_zero_trains_resumes_and_plays_a_person() {
     assert!(e.contains("--simulations"), "{e}");
     let e = fails(&["train", "--run", "AlphaZero", "--env", "CartPole-v1", "--results-dir", results.to_str().unwrap()]);
     assert!(e.contains("AlphaZero searches games it can copy") && e.contains("`CartPole-v1` is not one"), "{e}");
-    let bad = r#"{"num_simulations": 0}"#;
-    let e = fails(&[
-        "train",
-        "--run",
-        "AlphaZero",
-        "--env",
-        "TicTacToe",
-        "--config",
-        bad,
-        "--results-dir",
-        results.to_str().unwrap(),
-    ]);
+    let rejected = |config: &str| {
+        let results = results.to_str().unwrap();
+        fails(&["train", "--run", "AlphaZero", "--env", "TicTacToe", "--config", config, "--results-dir", results])
+    };
+    let e = rejected(r#"{"num_simulations": 0}"#);
     assert!(e.contains("num_simulations") && e.contains("must be in [1, 1000000]"), "{e}");
-    let bad = r#"{"arena_opponents": ["mcts_zero"]}"#;
-    let e = fails(&[
-        "train",
-        "--run",
-        "AlphaZero",
-        "--env",
-        "TicTacToe",
-        "--config",
-        bad,
-        "--results-dir",
-        results.to_str().unwrap(),
-    ]);
+    let e = rejected(r#"{"arena_opponents": ["mcts_zero"]}"#);
     assert!(e.contains("arena_opponents") && e.contains("mcts_zero"), "{e}");
-    let nodes = r#"{"nodes": ["127.0.0.1:9"]}"#;
-    let e = fails(&[
-        "train",
-        "--run",
-        "AlphaZero",
-        "--env",
-        "TicTacToe",
-        "--config",
-        nodes,
-        "--results-dir",
-        results.to_str().unwrap(),
-    ]);
+    let e = rejected(r#"{"nodes": ["127.0.0.1:9"]}"#);
     assert!(e.contains("AlphaZero cannot place its workers on nodes yet"), "{e}");
     std::fs::remove_dir_all(results).unwrap();
 }

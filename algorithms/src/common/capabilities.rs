@@ -20,11 +20,19 @@ pub struct Capabilities {
     /// network (AlphaZero): its envs are games, not multi-agent envs to
     /// map to policies.
     pub plays_games: bool,
+    /// It drives workers of its own (ES and ARS's perturbation workers,
+    /// AlphaZero's self-play workers, PBT's trainers) rather than a set of
+    /// evaluators, so `nodes` and the actix backend, which place
+    /// evaluators, do not apply to it.
+    pub runs_own_workers: bool,
 }
 
 impl Capabilities {
     /// Evaluates, trains several policies, standardizes nothing.
-    pub const ALL: Self = Self { evaluates: true, multi_agent: true, standardizes: &[], plays_games: false };
-    /// One policy's weights, perturbed or bred: no evaluation, one agent.
-    pub const ONE_POLICY: Self = Self { evaluates: false, multi_agent: false, standardizes: &[], plays_games: false };
+    pub const ALL: Self =
+        Self { evaluates: true, multi_agent: true, standardizes: &[], plays_games: false, runs_own_workers: false };
+    /// One policy's weights, perturbed or bred by workers of its own: no
+    /// evaluation, one agent.
+    pub const ONE_POLICY: Self =
+        Self { evaluates: false, multi_agent: false, standardizes: &[], plays_games: false, runs_own_workers: true };
 }

@@ -254,6 +254,7 @@ impl Lstm {
 mod tests {
     use super::*;
     use crate::model::device::conv2d_with_dfdx;
+    use crate::model::grad_check::numeric_grad;
 
     #[test]
     fn the_cpus_convolution_matches_dfdxs_operations_in_values_and_gradients() {
@@ -317,22 +318,6 @@ mod tests {
         let a = reference.forward(dev.tensor_from_vec(x.clone(), (2usize, Const::<4>))).as_vec();
         let b = layer.forward(&p, dev.tensor_from_vec(x, (2usize, 4usize))).as_vec();
         assert_eq!(a, b);
-    }
-
-    /// Central finite difference of `f` with respect to parameter `i`.
-    fn numeric_grad(p: &mut Params<Cpu>, i: usize, f: &dyn Fn(&Params<Cpu>) -> f32) -> f32 {
-        let w = p.to_vec();
-        let eps = 1e-2;
-        let mut plus = w.clone();
-        plus[i] += eps;
-        p.load(&plus).unwrap();
-        let up = f(p);
-        let mut minus = w.clone();
-        minus[i] -= eps;
-        p.load(&minus).unwrap();
-        let down = f(p);
-        p.load(&w).unwrap();
-        (up - down) / (2.0 * eps)
     }
 
     #[test]

@@ -21,6 +21,8 @@
 mod cpu;
 pub mod custom;
 pub mod device;
+#[cfg(test)]
+pub(crate) mod grad_check;
 mod host;
 mod layers;
 mod noisy;

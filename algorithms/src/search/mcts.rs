@@ -37,6 +37,7 @@ use rand::Rng;
 use rand_distr::{Distribution, Gamma};
 use rlx::game::{Game, GameError};
 use rlx::{PolicyError, PolicyGraph};
+use std::cmp::Ordering;
 
 /// How a search runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -242,15 +243,22 @@ impl Tree {
     }
 
     /// A move by the visit counts at temperature `tau`: in proportion to
-    /// `N^(1/τ)`, or the most visited (the first of equals) at `τ = 0`.
+    /// `N^(1/τ)`, or the most visited at `τ = 0`. Equal counts (none at
+    /// all after a single simulation) go to the higher prior, then to the
+    /// first move.
     ///
     /// # Panics
     /// If the root has no legal move (the game is over).
     pub fn choose(&self, tau: f32, rng: &mut impl Rng) -> usize {
         let counts = self.visit_counts();
-        let legal = |a: usize| self.state.is_legal(a);
         if tau <= 0.0 || counts.iter().all(|&n| n == 0) {
-            let best = (0..counts.len()).filter(|&a| legal(a)).max_by_key(|&a| (counts[a], std::cmp::Reverse(a)));
+            let mut priors = vec![0.0f32; counts.len()];
+            for child in &self.nodes[self.nodes[0].children()] {
+                priors[child.action as usize] = child.prior;
+            }
+            let best = (0..counts.len()).filter(|&a| self.state.is_legal(a)).max_by(|&a, &b| {
+                (counts[a], priors[a]).partial_cmp(&(counts[b], priors[b])).unwrap_or(Ordering::Equal).then(b.cmp(&a))
+            });
             return best.expect("a position that is not terminal has a legal move");
         }
         let weights: Vec<f64> = counts.iter().map(|&n| f64::from(n).powf(1.0 / f64::from(tau))).collect();
@@ -540,6 +548,28 @@ mod tests {
             assert_eq!(win_in_two.choose(0.0, &mut ChaCha8Rng::seed_from_u64(0)), 4, "{:?}", win_in_two.visit_counts());
             assert!(win_in_two.root_value() > 0.5, "{}", win_in_two.root_value());
         }
+    }
+
+    /// Priors that favour one move; every position is worth 0.
+    struct Favours(usize);
+
+    impl LeafEvaluator for Favours {
+        fn evaluate(&mut self, positions: &[&dyn Game]) -> Result<Vec<LeafValue>, PolicyError> {
+            let leaf = |n: usize| LeafValue {
+                priors: (0..n).map(|a| if a == self.0 { 0.5 } else { 0.05 }).collect(),
+                value: 0.0,
+            };
+            Ok(positions.iter().map(|p| leaf(p.num_actions())).collect())
+        }
+    }
+
+    #[test]
+    fn a_single_simulation_plays_the_highest_prior() {
+        let mut tree = Tree::new(board("........."), pure(1, 1, 9));
+        search(&mut [&mut tree], &mut Favours(6), &mut ChaCha8Rng::seed_from_u64(0)).unwrap();
+        assert_eq!(tree.visit_counts(), vec![0; 9]);
+        assert_eq!(tree.choose(0.0, &mut ChaCha8Rng::seed_from_u64(0)), 6);
+        assert_eq!(tree.choose(1.0, &mut ChaCha8Rng::seed_from_u64(0)), 6);
     }
 
     #[test]

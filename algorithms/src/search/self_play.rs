@@ -78,6 +78,49 @@ struct Playing {
     players: Vec<usize>,
 }
 
+impl Playing {
+    fn new(game: &dyn Game, settings: SearchSettings) -> Self {
+        Self {
+            tree: Tree::new(game.boxed_clone(), settings),
+            moves: 0,
+            rows: Positions::default(),
+            players: Vec::new(),
+        }
+    }
+
+    /// Records the searched position (as its player to move sees it, in
+    /// `obs`) with the search's policy, then plays a move drawn at `tau`.
+    /// Returns whether that ended the game.
+    fn record_and_move(&mut self, tau: f32, obs: &mut [f32], rng: &mut impl Rng) -> Result<bool, EvaluatorError> {
+        let position = self.tree.position();
+        let player = position.to_move();
+        position.observe(player, obs);
+        let action = self.tree.choose(tau, rng);
+        self.rows.obs.extend_from_slice(obs);
+        self.rows.policy.extend(self.tree.policy());
+        self.rows.actions.push(action as i64);
+        self.players.push(player);
+        self.tree.play(action, rng).map_err(|e| EvaluatorError::Policy(PolicyError::Other(e.to_string())))?;
+        self.moves += 1;
+        Ok(self.tree.position().is_terminal())
+    }
+
+    /// The rows of a finished game, each with the outcome for its player
+    /// to move, and the game's summary.
+    fn finish(mut self) -> Positions {
+        let end = self.tree.position();
+        let value = |player: usize| end.terminal_value(player).unwrap_or(0.0);
+        self.rows.outcomes = self.players.iter().map(|&p| value(p)).collect();
+        self.rows.games.push(EpisodeSummary {
+            episode_return: f64::from(value(0)),
+            length: self.moves as u64,
+            truncated: false,
+            agent: None,
+        });
+        self.rows
+    }
+}
+
 /// Plays self-play games with a network and a search (see the module docs).
 pub struct SelfPlayer {
     policy: Box<dyn PolicyGraph>,
@@ -98,53 +141,25 @@ impl SelfPlayer {
     pub fn play(&mut self, weights: &[f32], games: usize, seed: u64) -> Result<Positions, EvaluatorError> {
         self.policy.set_weights(weights)?;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let (width, n) = (self.game.observation_space().flat_dim(), self.game.num_actions());
-        let start = |game: &dyn Game| Playing {
-            tree: Tree::new(game.boxed_clone(), self.settings.search),
-            moves: 0,
-            rows: Positions::default(),
-            players: Vec::new(),
-        };
+        let (game, search_settings) = (self.game.as_ref(), self.settings.search);
         let mut out = Positions::default();
         let mut started = games.min(self.settings.games_in_flight.max(1));
-        let mut playing: Vec<Playing> = (0..started).map(|_| start(self.game.as_ref())).collect();
-        let mut obs = vec![0.0; width];
+        let mut playing: Vec<Playing> = (0..started).map(|_| Playing::new(game, search_settings)).collect();
+        let mut obs = vec![0.0; game.observation_space().flat_dim()];
         while !playing.is_empty() {
             let mut trees: Vec<&mut Tree> = playing.iter_mut().map(|p| &mut p.tree).collect();
             search(&mut trees, &mut NetworkPrior::new(self.policy.as_mut()), &mut rng)?;
             let mut i = 0;
             while i < playing.len() {
                 let p = &mut playing[i];
-                let position = p.tree.position();
-                let player = position.to_move();
-                position.observe(player, &mut obs);
                 let tau = if p.moves < self.settings.temperature_moves { self.settings.temperature } else { 0.0 };
-                let action = p.tree.choose(tau, &mut rng);
-                p.rows.obs.extend_from_slice(&obs);
-                p.rows.policy.extend(p.tree.policy());
-                debug_assert_eq!(p.rows.policy.len() % n, 0);
-                p.rows.actions.push(action as i64);
-                p.players.push(player);
-                p.tree.play(action, &mut rng).map_err(|e| EvaluatorError::Policy(PolicyError::Other(e.to_string())))?;
-                p.moves += 1;
-                let done = p.tree.position().is_terminal();
-                if !done {
+                if !p.record_and_move(tau, &mut obs, &mut rng)? {
                     i += 1;
                     continue;
                 }
-                let mut finished = playing.swap_remove(i);
-                let end = finished.tree.position();
-                let value = |player: usize| end.terminal_value(player).unwrap_or(0.0);
-                finished.rows.outcomes = finished.players.iter().map(|&p| value(p)).collect();
-                finished.rows.games.push(EpisodeSummary {
-                    episode_return: f64::from(value(0)),
-                    length: finished.moves as u64,
-                    truncated: false,
-                    agent: None,
-                });
-                out.append(finished.rows);
+                out.append(playing.swap_remove(i).finish());
                 if started < games {
-                    playing.push(start(self.game.as_ref()));
+                    playing.push(Playing::new(game, search_settings));
                     started += 1;
                 }
             }

@@ -16,7 +16,7 @@ use super::{summarize_updates, OptimizerError, PolicyOptimizer, StepStats};
 use crate::evaluator_set::Evaluators;
 use crate::operators;
 use crate::policy::LearnerStats;
-use crate::replay::{take_td_errors, PrioritizedReplayConfig, Replay, ReplayError};
+use crate::replay::{take_td_errors, PrioritizedReplayConfig, Replay, ReplayError, ReplayStore};
 use async_trait::async_trait;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -44,22 +44,47 @@ pub struct SyncReplayConfig {
 }
 
 /// Sample into a buffer, learn from replayed minibatches, broadcast.
-pub struct SyncReplayOptimizer {
+///
+/// The buffer is a transition [`Replay`] unless another [`ReplayStore`] is
+/// given ([`with_replay`](Self::with_replay)).
+pub struct SyncReplayOptimizer<R = Replay> {
     config: SyncReplayConfig,
-    replay: Replay,
+    replay: R,
     rng: ChaCha8Rng,
     steps_sampled: u64,
     /// Fractional minibatches owed to `training_intensity`.
     owed_updates: f64,
 }
 
-impl SyncReplayOptimizer {
-    /// An empty buffer.
+impl SyncReplayOptimizer<Replay> {
+    /// An empty transition buffer (uniform, or prioritized as configured).
     ///
     /// # Errors
     /// A buffer size of 0 or below `learning_starts`, prioritized settings
     /// out of range, or a minibatch size or intensity that is not positive.
     pub fn new(config: SyncReplayConfig) -> Result<Self, ReplayError> {
+        let replay = Replay::new(config.buffer_size, config.prioritized)?;
+        Self::with_replay(config, replay)
+    }
+
+    /// Stores image observations as shared frames of `layout`
+    /// ([`ReplayBuffer::share_frames`](crate::replay::ReplayBuffer::share_frames)).
+    ///
+    /// # Errors
+    /// Once the buffer holds something.
+    pub fn share_frames(mut self, layout: crate::replay::FrameLayout) -> Result<Self, ReplayError> {
+        self.replay.share_frames(layout)?;
+        Ok(self)
+    }
+}
+
+impl<R: ReplayStore> SyncReplayOptimizer<R> {
+    /// The optimizer over `replay` (empty; `config.buffer_size` and
+    /// `prioritized` are the replay's business).
+    ///
+    /// # Errors
+    /// As [`new`](SyncReplayOptimizer::new), the buffer's own settings aside.
+    pub fn with_replay(config: SyncReplayConfig, replay: R) -> Result<Self, ReplayError> {
         if config.train_batch_size == 0 || !(config.training_intensity > 0.0 && config.training_intensity.is_finite()) {
             return Err(ReplayError::Invalid(format!(
                 "train_batch_size must be >= 1 and training_intensity > 0, got {} and {}",
@@ -72,24 +97,13 @@ impl SyncReplayOptimizer {
                 config.learning_starts, config.buffer_size
             )));
         }
-        let replay = Replay::new(config.buffer_size, config.prioritized)?;
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
         Ok(Self { config, replay, rng, steps_sampled: 0, owed_updates: 0.0 })
     }
 
     /// The replay buffer.
-    pub fn replay(&self) -> &Replay {
+    pub fn replay(&self) -> &R {
         &self.replay
-    }
-
-    /// Stores image observations as shared frames of `layout`
-    /// ([`ReplayBuffer::share_frames`](crate::replay::ReplayBuffer::share_frames)).
-    ///
-    /// # Errors
-    /// Once the buffer holds something.
-    pub fn share_frames(mut self, layout: crate::replay::FrameLayout) -> Result<Self, ReplayError> {
-        self.replay.share_frames(layout)?;
-        Ok(self)
     }
 
     /// One replayed minibatch: learn, and re-prioritize its rows by the
@@ -130,7 +144,7 @@ impl SyncReplayOptimizer {
 }
 
 #[async_trait]
-impl PolicyOptimizer for SyncReplayOptimizer {
+impl<R: ReplayStore> PolicyOptimizer for SyncReplayOptimizer<R> {
     async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         let mut out = StepStats::default();
         let mut learner = Vec::new();

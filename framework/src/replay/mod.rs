@@ -16,12 +16,14 @@ mod either;
 pub mod frames;
 mod prioritized;
 mod shard;
+mod store;
 mod sum_tree;
 
 pub use either::{PrioritizedReplayConfig, Replay};
 pub use frames::FrameLayout;
 pub use prioritized::{LinearSchedule, PrioritizedReplayBuffer};
 pub use shard::{ReplayShard, ReplayShards, ShardArgs, ShardMsg};
+pub use store::ReplayStore;
 pub use sum_tree::SumTree;
 
 use crate::sample_batch::{fields, BatchError, SampleBatch};

@@ -1,0 +1,963 @@
+//! # DreamerV3: a world model, and behaviour learned in imagination
+//!
+//! Hafner, Pasukonis, Ba and Lillicrap, "Mastering Diverse Domains
+//! through World Models", 2023 (arXiv:2301.04104). The agent learns a
+//! model of its env from replayed episodes ([`super::world_model`]) and
+//! trains its actor and critic on trajectories the model imagines, never
+//! on the env's own steps: fewer env steps for the same return, paid for
+//! with computation.
+//!
+//! Every update, on `batch_size_B` sequences of `batch_length_T` steps
+//! drawn from the [`EpisodeReplay`]:
+//!
+//! 1. **World model.** Its loss on the sequences; the posterior state of
+//!    every step is kept.
+//! 2. **Imagination.** From each of those `B · T` states the model rolls
+//!    `horizon_H` steps forward with the prior and the actor's sampled
+//!    actions, predicting rewards `r̂_k` and continue flags `ĉ_k`.
+//! 3. **Critic.** λ-returns ([`lambda_returns`]) of the imagined
+//!    trajectories are its targets, as two-hot categoricals over symlog
+//!    bins; a second cross-entropy pulls it towards a slow copy of itself
+//!    (an average with decay `critic_ema_decay`):
+//!    `L_critic = −Σ_k w_k (ln p_ψ(R^λ_k | s_k) + ln p_ψ(v_slow(s_k) | s_k))`.
+//! 4. **Actor.** REINFORCE on the advantages, scaled by the return range
+//!    ([`ReturnScale`]), with an entropy bonus:
+//!    `L_actor = −Σ_k w_k (sg((R^λ_k − v(s_k)) / max(1, S)) ln π(a_k | s_k) + η H[π(· | s_k)])`.
+//!
+//! `w_k = Π_{i ≤ k} ĉ_i` weighs each imagined step by the chance that the
+//! episode is still going (the first flag is the real one). The paper
+//! backpropagates the returns through the model for continuous actions;
+//! rlx uses REINFORCE for both kinds, as the paper does for discrete ones,
+//! so imagination needs no gradient at all.
+//!
+//! Acting filters: the policy's recurrent state is `[h, z, a, 1]` (the
+//! model state, the last action, and a flag that is 0 only in the zero
+//! state an episode starts from), so evaluators carry it from step to step
+//! and the replay stitches fragments into episodes by it.
+//!
+//! Execution: [`SyncReplayOptimizer`] over the [`EpisodeReplay`], with
+//! `training_ratio` replayed rows per env step (RLlib's meaning: 1024 with
+//! `B · T = 1024` is one update per env step).
+//!
+//! Learner metrics (`learner.*`): the world model's `world_model_loss`,
+//! `decoder_loss`, `reward_loss`, `continue_loss`, `kl` and
+//! `dynamics_loss` (the KL clipped at the free nats); `actor_loss`,
+//! `critic_loss`, `entropy`, `return_scale`, `imagined_return`,
+//! `imagined_reward`; each network's `*_grad_norm`; and the seconds an
+//! update spends on each part, `world_model_s`, `imagination_s` and
+//! `behaviour_s` (the actor's and critic's losses).
+
+use super::episode_replay::{EpisodeReplay, IS_FIRST, PREV_ACTIONS};
+use super::math::{lambda_returns, sample_one_hot, symlog, unimix, ReturnScale, TwoHot};
+use super::networks::DenseStack;
+use super::world_model::{Sequences, Sizes, Starts, WorldModel, UNIMIX};
+use crate::common::build_context::{BuildContext, PolicyMaker};
+use crate::common::deep_policy::{join_on_cpu, DeepPolicy, PolicyAlgorithm, PolicyCore};
+use crate::common::sampling::spawn_evaluators;
+use crate::common::sections::{limits, Sampling};
+use crate::error::BuildError;
+use crate::model::device::{on_device, DeviceSpec, NetDevice, OnDevice};
+use crate::model::{Input, Matrix, Params, Taped};
+use crate::off_policy::core::ActionBounds;
+use dfdx::prelude::*;
+use rand::Rng;
+use rand_distr::StandardNormal;
+use rlx::config::{check, check_count, ConfigError, Validate};
+use rlx::env::EnvMaker;
+use rlx::optimizer::SyncReplayConfig;
+use rlx::{fields, Column, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space};
+use rlx::{SyncReplayOptimizer, Trainer};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Instant;
+
+// ---------------------------------------------------------------- config
+
+/// The model sizes of RLlib's DreamerV3 (`model_size`): the paper's XS to
+/// XL (its table B) and RLlib's smaller debugging sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ModelSize {
+    /// 16 units, 4 × 4 latents.
+    #[serde(rename = "nano")]
+    Nano,
+    /// 32 units, 8 × 8 latents.
+    #[serde(rename = "micro")]
+    Micro,
+    /// 64 units, 16 × 16 latents.
+    #[serde(rename = "mini")]
+    Mini,
+    /// 128 units, 32 × 32 latents.
+    XXS,
+    /// 256 units, one hidden layer, a GRU of 256.
+    XS,
+    /// 512 units, two layers.
+    S,
+    /// 640 units, three layers, a GRU of 1024.
+    M,
+    /// 768 units, four layers, a GRU of 2048.
+    L,
+    /// 1024 units, five layers, a GRU of 4096.
+    XL,
+}
+
+impl ModelSize {
+    /// The widths of each size (RLlib's table: `rllib/algorithms/dreamerv3/utils`).
+    pub fn sizes(self) -> Sizes {
+        let (units, layers, gru_units, latent) = match self {
+            Self::Nano => (16, 1, 16, 4),
+            Self::Micro => (32, 1, 32, 8),
+            Self::Mini => (64, 1, 64, 16),
+            Self::XXS => (128, 1, 128, 32),
+            Self::XS => (256, 1, 256, 32),
+            Self::S => (512, 2, 512, 32),
+            Self::M => (640, 3, 1024, 32),
+            Self::L => (768, 4, 2048, 32),
+            Self::XL => (1024, 5, 4096, 32),
+        };
+        Sizes { units, layers, gru_units, categoricals: latent, classes: latent }
+    }
+}
+
+/// DreamerV3's configuration; the keys RLlib's DreamerV3 has keep its
+/// names. Every key is optional in `--config`; unknown keys are errors.
+#[allow(non_snake_case)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
+#[serde(default)]
+pub struct DreamerV3Config {
+    /// Evaluators and their envs.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// The networks' size: `nano`, `micro`, `mini`, `XXS`, `XS`, `S`, `M`,
+    /// `L` or `XL` (RLlib's names and widths).
+    pub model_size: ModelSize,
+    /// Replayed rows trained on per env step sampled: 1024 with `B · T =
+    /// 1024` is one update per env step (RLlib's default; the paper's
+    /// "replay ratio" of 512 counts differently).
+    pub training_ratio: f64,
+    /// Sequences per update, `B`.
+    pub batch_size_B: usize,
+    /// Steps of each sequence, `T`.
+    pub batch_length_T: usize,
+    /// Steps imagined from every state, `H`.
+    pub horizon_H: usize,
+    /// Discount γ of imagined returns.
+    pub gamma: f64,
+    /// λ of the λ-returns.
+    pub gae_lambda: f64,
+    /// η, the weight of the actor's entropy.
+    pub entropy_scale: f64,
+    /// Decay of the return scale's moving average.
+    pub return_normalization_decay: f64,
+    /// Decay of the slow critic's moving average of the critic's weights.
+    pub critic_ema_decay: f64,
+    /// Adam learning rate of the world model.
+    pub world_model_lr: f64,
+    /// Adam learning rate of the actor.
+    pub actor_lr: f64,
+    /// Adam learning rate of the critic.
+    pub critic_lr: f64,
+    /// Global gradient norm the world model's gradient is clipped to.
+    pub world_model_grad_clip_by_global_norm: f64,
+    /// Global gradient norm the critic's gradient is clipped to.
+    pub critic_grad_clip_by_global_norm: f64,
+    /// Global gradient norm the actor's gradient is clipped to.
+    pub actor_grad_clip_by_global_norm: f64,
+    /// Whether observations are symlog-squashed before the encoder (and
+    /// as the decoder's target); `null`: yes unless they are images.
+    pub symlog_obs: Option<bool>,
+    /// Rows (observations) the episode replay holds; the oldest episodes
+    /// leave first.
+    pub buffer_size: usize,
+    /// Rows stored before learning starts.
+    pub learning_starts: usize,
+    /// Env steps of every env copy each evaluator samples per round.
+    pub rollout_fragment_length: usize,
+    /// Env steps sampled per training iteration (one line of results).
+    pub timesteps_per_iteration: usize,
+    /// Where the networks live: `"cpu"`, or `"cuda"` / `"cuda:N"`.
+    pub device: DeviceSpec,
+}
+
+impl Default for DreamerV3Config {
+    fn default() -> Self {
+        Self {
+            sampling: Sampling { num_workers: 0, ..Sampling::default() },
+            model_size: ModelSize::XS,
+            training_ratio: 1024.0,
+            batch_size_B: 16,
+            batch_length_T: 64,
+            horizon_H: 15,
+            gamma: 0.997,
+            gae_lambda: 0.95,
+            entropy_scale: 3e-4,
+            return_normalization_decay: 0.99,
+            critic_ema_decay: 0.98,
+            world_model_lr: 1e-4,
+            actor_lr: 3e-5,
+            critic_lr: 3e-5,
+            world_model_grad_clip_by_global_norm: 1000.0,
+            critic_grad_clip_by_global_norm: 100.0,
+            actor_grad_clip_by_global_norm: 100.0,
+            symlog_obs: None,
+            buffer_size: 1_000_000,
+            learning_starts: 1024,
+            rollout_fragment_length: 1,
+            timesteps_per_iteration: 1000,
+            device: DeviceSpec::Cpu,
+        }
+    }
+}
+
+/// The most updates one sampled env step may ask for.
+pub const MAX_UPDATES_PER_STEP: f64 = 1000.0;
+
+impl Validate for DreamerV3Config {
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.sampling.validate()?;
+        check_count("batch_size_B", self.batch_size_B, 1, 1 << 16)?;
+        check_count("batch_length_T", self.batch_length_T, 1, 1 << 16)?;
+        check_count("horizon_H", self.horizon_H, 1, 10_000)?;
+        let batch = self.batch_size_B * self.batch_length_T;
+        let ratio = self.training_ratio;
+        check("training_ratio", ratio, ratio > 0.0 && ratio.is_finite(), "must be > 0")?;
+        check(
+            "training_ratio",
+            ratio,
+            ratio / batch as f64 <= MAX_UPDATES_PER_STEP,
+            &format!(
+                "asks for more than {MAX_UPDATES_PER_STEP} updates per env step with batches of batch_size_B × \
+                 batch_length_T = {batch} rows (training_ratio is replayed rows per env step)"
+            ),
+        )?;
+        for (key, x) in [("gamma", self.gamma), ("gae_lambda", self.gae_lambda)] {
+            check(key, x, (0.0..=1.0).contains(&x), "must be in [0, 1]")?;
+        }
+        for (key, x) in [
+            ("return_normalization_decay", self.return_normalization_decay),
+            ("critic_ema_decay", self.critic_ema_decay),
+        ] {
+            check(key, x, (0.0..1.0).contains(&x), "must be in [0, 1)")?;
+        }
+        check(
+            "entropy_scale",
+            self.entropy_scale,
+            self.entropy_scale >= 0.0 && self.entropy_scale.is_finite(),
+            "must be >= 0",
+        )?;
+        for (key, x) in [
+            ("world_model_lr", self.world_model_lr),
+            ("actor_lr", self.actor_lr),
+            ("critic_lr", self.critic_lr),
+            ("world_model_grad_clip_by_global_norm", self.world_model_grad_clip_by_global_norm),
+            ("critic_grad_clip_by_global_norm", self.critic_grad_clip_by_global_norm),
+            ("actor_grad_clip_by_global_norm", self.actor_grad_clip_by_global_norm),
+        ] {
+            check(key, x, x > 0.0 && x.is_finite(), "must be > 0")?;
+        }
+        check_count("buffer_size", self.buffer_size, 1, limits::MAX_BUFFER_SIZE)?;
+        check(
+            "buffer_size",
+            self.buffer_size,
+            self.buffer_size >= self.batch_length_T,
+            &format!("must hold one sequence of batch_length_T = {} rows", self.batch_length_T),
+        )?;
+        let ls = self.learning_starts;
+        check("learning_starts", ls, ls <= self.buffer_size, "must be <= buffer_size (or learning never starts)")?;
+        check_count("rollout_fragment_length", self.rollout_fragment_length, 1, limits::MAX_BATCH_ROWS)?;
+        check_count("timesteps_per_iteration", self.timesteps_per_iteration, 1, limits::MAX_BATCH_ROWS)?;
+        self.device.check_available()
+    }
+}
+
+algorithm_name!(DreamerV3Config, "DreamerV3");
+
+// ---------------------------------------------------------------- policy
+
+/// The env's actions as the model and the actor see them.
+#[derive(Clone, Debug, PartialEq)]
+enum Actions {
+    /// `n` choices: one-hot inputs, a categorical actor.
+    Discrete(usize),
+    /// A box, normalized to `[−1, 1]`: a Gaussian actor with a `tanh` mean.
+    Continuous(ActionBounds),
+}
+
+impl Actions {
+    /// Values of one action as the model reads it.
+    fn inputs(&self) -> usize {
+        match self {
+            Actions::Discrete(n) => *n,
+            Actions::Continuous(b) => b.dim(),
+        }
+    }
+
+    /// Outputs of the actor's head: logits, or means and pre-squash
+    /// standard deviations.
+    fn head(&self) -> usize {
+        match self {
+            Actions::Discrete(n) => *n,
+            Actions::Continuous(b) => 2 * b.dim(),
+        }
+    }
+
+    /// Stored env actions (an index, or env units) as model inputs.
+    fn to_inputs(&self, raw: &[f32]) -> Vec<f32> {
+        match self {
+            Actions::Discrete(n) => {
+                let mut out = vec![0.0; raw.len() * n];
+                for (row, &a) in out.chunks_exact_mut(*n).zip(raw) {
+                    row[(a.max(0.0) as usize).min(n - 1)] = 1.0;
+                }
+                out
+            }
+            Actions::Continuous(b) => b.to_normalized(raw),
+        }
+    }
+}
+
+/// The smallest standard deviation of a continuous action, and the range
+/// above it: `σ = 0.1 + 0.9 · sigmoid(x + 2)` (the paper's bounds).
+const STD_MIN: f32 = 0.1;
+
+/// DreamerV3's part of the policy: the world model, actor and critic. The
+/// weights are the world model's, the actor's, then the critic's; the
+/// core's optimizers 0, 1 and 2 are theirs; the core's target copy holds
+/// the slow critic.
+pub struct Dreamer {
+    cfg: DreamerV3Config,
+    input: Input,
+    symlog_obs: bool,
+    actions: Actions,
+    world: WorldModel,
+    actor: DenseStack,
+    critic: DenseStack,
+    two_hot: TwoHot,
+    scale: ReturnScale,
+}
+
+const WORLD: usize = 0;
+const ACTOR: usize = 1;
+const CRITIC: usize = 2;
+
+impl Dreamer {
+    /// Observation rows as the encoder reads them.
+    fn features<'a>(&self, obs: impl Into<rlx::Values<'a>>) -> Result<Vec<f32>, PolicyError> {
+        let mut x = self.input.encode_host(obs)?;
+        if self.symlog_obs {
+            x.iter_mut().for_each(|v| *v = symlog(*v));
+        }
+        Ok(x)
+    }
+
+    /// Width of the recurrent state: `[h, z, a, started]`.
+    fn state_width(&self) -> usize {
+        self.world.sizes().features() + self.actions.inputs() + 1
+    }
+
+    /// Actions from the actor's `head` outputs of `n` rows: the env's
+    /// (an index, or in `[−1, 1]`), the model's inputs, and what the loss
+    /// needs (an index, or the unclipped sample).
+    fn choose(&self, head: &[f32], n: usize, explore: bool, rng: &mut impl Rng) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let width = self.actions.head();
+        match &self.actions {
+            Actions::Discrete(k) => {
+                let probs: Vec<f32> = head.chunks_exact(width).flat_map(mixed_softmax).collect();
+                let one_hot = if explore {
+                    sample_one_hot(&probs, *k, rng)
+                } else {
+                    let mut out = vec![0.0; n * k];
+                    for (p, o) in probs.chunks_exact(*k).zip(out.chunks_exact_mut(*k)) {
+                        o[(0..*k).max_by(|&a, &b| p[a].total_cmp(&p[b])).unwrap_or(0)] = 1.0;
+                    }
+                    out
+                };
+                let index: Vec<f32> =
+                    one_hot.chunks_exact(*k).map(|o| o.iter().position(|&x| x == 1.0).unwrap_or(0) as f32).collect();
+                (index.clone(), one_hot, index)
+            }
+            Actions::Continuous(b) => {
+                let a = b.dim();
+                let mut sample = Vec::with_capacity(n * a);
+                for row in head.chunks_exact(width) {
+                    for d in 0..a {
+                        let (mean, std) = (row[d].tanh(), STD_MIN + (1.0 - STD_MIN) * sigmoid(row[a + d] + 2.0));
+                        let eps: f32 = if explore { rng.sample(StandardNormal) } else { 0.0 };
+                        sample.push(mean + std * eps);
+                    }
+                }
+                let clipped: Vec<f32> = sample.iter().map(|x| x.clamp(-1.0, 1.0)).collect();
+                (clipped.clone(), clipped, sample)
+            }
+        }
+    }
+
+    /// `ln π(a|s)` and the entropy of every row of actor outputs `head`,
+    /// for the actions `taken` (indices, or unclipped samples).
+    fn log_prob_and_entropy<D: NetDevice>(
+        &self,
+        head: Matrix<D, Taped<D>>,
+        taken: &[f32],
+    ) -> (Tensor<(usize,), f32, D, Taped<D>>, Tensor<(usize,), f32, D, Taped<D>>) {
+        let (rows, dev) = (head.shape().0, head.device().clone());
+        match &self.actions {
+            Actions::Discrete(k) => {
+                let probs = unimix(head, UNIMIX);
+                let log = probs.with_empty_tape().ln();
+                let entropy = (log.with_empty_tape() * probs).sum::<(usize,), Axis<1>>().negate();
+                let one_hot = dev.tensor_from_vec(self.actions.to_inputs(taken), (rows, *k));
+                ((log * one_hot).sum::<(usize,), Axis<1>>(), entropy)
+            }
+            Actions::Continuous(b) => {
+                let a = b.dim();
+                let mean = head.with_empty_tape().slice((.., 0..a)).tanh();
+                let std = ((head.slice((.., a..2 * a)) + 2.0).sigmoid() * (1.0 - STD_MIN)) + STD_MIN;
+                let log_std = std.with_empty_tape().ln();
+                let z = (mean.negate() + dev.tensor_from_vec(taken.to_vec(), (rows, a))) / std;
+                let half_log_2pi = 0.5 * (2.0 * std::f32::consts::PI).ln();
+                let log_prob = (z.square() * -0.5 - log_std.with_empty_tape()).sum::<(usize,), Axis<1>>()
+                    - a as f32 * half_log_2pi;
+                let entropy = log_std.sum::<(usize,), Axis<1>>() + a as f32 * (half_log_2pi + 0.5);
+                (log_prob, entropy)
+            }
+        }
+    }
+
+    /// The sequences of a replayed batch (`B · T` rows, time-major).
+    fn sequences(&self, batch: &SampleBatch) -> Result<Sequences, PolicyError> {
+        let expected = self.cfg.batch_size_B * self.cfg.batch_length_T;
+        if batch.len() != expected {
+            return Err(PolicyError::WrongLength {
+                what: "replayed rows (batch_size_B × batch_length_T)",
+                expected,
+                got: batch.len(),
+            });
+        }
+        Ok(Sequences {
+            x: self.features(batch.values(fields::OBS)?)?,
+            prev_actions: self.actions.to_inputs(batch.f32(PREV_ACTIONS)?),
+            rewards: batch.f32(fields::REWARDS)?.to_vec(),
+            terminals: batch.f32(fields::TERMINATEDS)?.to_vec(),
+            first: batch.f32(IS_FIRST)?.to_vec(),
+            batch: self.cfg.batch_size_B,
+        })
+    }
+}
+
+/// `σ(x)`.
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// The softmax of `logits` mixed with [`UNIMIX`] uniform.
+fn mixed_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let total: f32 = logits.iter().map(|x| (x - max).exp()).sum();
+    let k = logits.len() as f32;
+    logits.iter().map(|x| (1.0 - UNIMIX) * (x - max).exp() / total + UNIMIX / k).collect()
+}
+
+// ---------------------------------------------------------------- imagination and losses
+
+/// Trajectories the world model imagined from every replayed state, step
+/// after step (entry `k · n + i`).
+struct Dream {
+    /// `[h, z]` of steps `0 … H`.
+    feats: Vec<f32>,
+    /// The actions taken at steps `0 … H − 1` (as the loss reads them).
+    actions: Vec<f32>,
+    /// Predicted rewards and continue flags of steps `0 … H` (step 0's
+    /// continue flag is the real one).
+    rewards: Vec<f32>,
+    continues: Vec<f32>,
+    /// The critic's values of steps `0 … H`, the slow critic's of `0 … H − 1`.
+    values: Vec<f32>,
+    slow_values: Vec<f32>,
+    /// Trajectories.
+    n: usize,
+}
+
+impl Dream {
+    /// `w_k = Π_{i ≤ k} ĉ_i` of steps `0 … H − 1`.
+    fn weights(&self, horizon: usize) -> Vec<f32> {
+        let mut w = self.continues[..self.n].to_vec();
+        for k in 1..horizon {
+            let next: Vec<f32> =
+                (0..self.n).map(|i| w[(k - 1) * self.n + i] * self.continues[k * self.n + i]).collect();
+            w.extend(next);
+        }
+        w
+    }
+}
+
+impl Dreamer {
+    /// Rolls the model `horizon_H` steps from `starts` with the actor's
+    /// sampled actions, then predicts every step's reward, continue flag
+    /// and values (no gradient anywhere).
+    fn imagine<D: NetDevice>(&self, core: &mut PolicyCore<D>, starts: &Starts) -> Dream {
+        let (p, rng) = (&core.params, &mut core.rng);
+        let dev = p.device().clone();
+        let sizes = self.world.sizes();
+        let (n, horizon, f) = (starts.terminals.len(), self.cfg.horizon_H, sizes.features());
+        let mut h = dev.tensor_from_vec(starts.h.clone(), (n, sizes.gru_units));
+        let mut z = starts.z.clone();
+        let (mut feats, mut actions) = (Vec::with_capacity((horizon + 1) * n * f), Vec::new());
+        for k in 0..=horizon {
+            let zt = dev.tensor_from_vec(z, (n, sizes.latent()));
+            let feat = (h.clone(), zt.clone()).concat_along(Axis::<1>);
+            feats.extend(feat.as_vec());
+            if k == horizon {
+                break;
+            }
+            let head = self.actor.forward(p, feat).as_vec();
+            let (_, inputs, taken) = self.choose(&head, n, true, rng);
+            actions.extend(taken);
+            let a = dev.tensor_from_vec(inputs, (n, self.actions.inputs()));
+            (h, z) = self.world.imagine_step(p, (h, zt, a), rng);
+        }
+        // Rewards and continue flags of steps 1 … H (step 0's flag is the
+        // replayed one), values of every step, slow values of 0 … H − 1.
+        let rows = |from: usize, to: usize| {
+            dev.tensor_from_vec(feats[from * n * f..to * n * f].to_vec(), ((to - from) * n, f))
+        };
+        let (mut rewards, mut continues) = (vec![0.0; n], starts.terminals.iter().map(|d| 1.0 - d).collect::<Vec<_>>());
+        let (later_rewards, later_continues) = self.world.reward_and_continue(p, rows(1, horizon + 1));
+        rewards.extend(later_rewards);
+        continues.extend(later_continues);
+        let target = core.target.as_ref().expect("DreamerV3 keeps a slow critic");
+        let values = self.values(p, rows(0, horizon + 1));
+        let slow_values = self.values(target, rows(0, horizon));
+        Dream { feats, actions, rewards, continues, values, slow_values, n }
+    }
+
+    /// The critic's values of every row of `feats` (with `p`'s weights).
+    fn values<D: NetDevice>(&self, p: &Params<D>, feats: Matrix<D>) -> Vec<f32> {
+        self.two_hot.predict_all(&self.critic.forward(p, feats).as_vec())
+    }
+
+    /// The first `H · n` rows of the dream's features, taped.
+    fn dreamed_states<D: NetDevice>(&self, dev: &D, dream: &Dream) -> Matrix<D, Taped<D>> {
+        let (rows, f) = (self.cfg.horizon_H * dream.n, self.world.sizes().features());
+        dev.tensor_from_vec(dream.feats[..rows * f].to_vec(), (rows, f)).retaped()
+    }
+
+    /// The actor's loss and gradient (see the module docs).
+    fn actor_gradient<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        dream: &Dream,
+        (returns, weights, scale): (&[f32], &[f32], f32),
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let p = &core.params;
+        let dev = p.device();
+        let rows = returns.len();
+        let head = self.actor.forward(p, self.dreamed_states(dev, dream));
+        let (log_prob, entropy) = self.log_prob_and_entropy(head, &dream.actions);
+        let advantage: Vec<f32> = (0..rows).map(|i| weights[i] * (returns[i] - dream.values[i]) / scale).collect();
+        let eta = self.cfg.entropy_scale as f32;
+        let bonus: Vec<f32> = weights.iter().map(|w| w * eta).collect();
+        let mut stats = LearnerStats::default();
+        stats.set("entropy", entropy.as_vec().iter().map(|&e| f64::from(e)).sum::<f64>() / rows as f64);
+        let objective =
+            log_prob * dev.tensor_from_vec(advantage, (rows,)) + entropy * dev.tensor_from_vec(bonus, (rows,));
+        let (loss, grad) = core.backward(objective.mean().negate(), "actor loss", core.range(ACTOR))?;
+        stats.set("actor_loss", f64::from(loss));
+        Ok((grad, stats))
+    }
+
+    /// The critic's loss and gradient (see the module docs).
+    fn critic_gradient<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        dream: &Dream,
+        (returns, weights): (&[f32], &[f32]),
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let p = &core.params;
+        let dev = p.device();
+        let rows = returns.len();
+        let log_p = self.critic.forward(p, self.dreamed_states(dev, dream)).log_softmax::<Axis<1>>();
+        let mut targets = self.two_hot.encode_all(returns);
+        let slow = self.two_hot.encode_all(&dream.slow_values[..rows]);
+        let bins = TwoHot::BINS;
+        for (i, (t, s)) in targets.iter_mut().zip(slow).enumerate() {
+            *t = (*t + s) * weights[i / bins];
+        }
+        let targets = dev.tensor_from_vec(targets, (rows, bins));
+        let loss = (log_p * targets).sum::<(usize,), Axis<1>>().mean().negate();
+        let (loss, grad) = core.backward(loss, "critic loss", core.range(CRITIC))?;
+        let mut stats = LearnerStats::default();
+        stats.set("critic_loss", f64::from(loss));
+        Ok((grad, stats))
+    }
+}
+
+impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
+    type State = ReturnScale;
+
+    /// One step of filtering and acting for every row (see the module docs).
+    fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
+        let x = self.features(input.obs)?;
+        let n = x.len() / self.input.features().max(1);
+        let (width, sizes, a) = (self.state_width(), self.world.sizes(), self.actions.inputs());
+        let state = match input.state {
+            Some(s) if s.len() == n * width => s.to_vec(),
+            Some(s) => {
+                return Err(PolicyError::WrongLength {
+                    what: "recurrent state values",
+                    expected: n * width,
+                    got: s.len(),
+                })
+            }
+            None => vec![0.0; n * width],
+        };
+        let column = |from: usize, w: usize| -> Vec<f32> {
+            state.chunks_exact(width).flat_map(|r| r[from..from + w].to_vec()).collect()
+        };
+        let (g, latent) = (sizes.gru_units, sizes.latent());
+        let (p, rng) = (&core.params, &mut core.rng);
+        let dev = p.device().clone();
+        let h = dev.tensor_from_vec(column(0, g), (n, g));
+        let z = dev.tensor_from_vec(column(g, latent), (n, latent));
+        let prev = dev.tensor_from_vec(column(g + latent, a), (n, a));
+        let obs = dev.tensor_from_vec(x, (n, self.input.features()));
+        let (h, z) = self.world.observe_step(p, (h, z, prev), obs, rng);
+        let feat = (h.clone(), dev.tensor_from_vec(z.clone(), (n, latent))).concat_along(Axis::<1>);
+        let head = self.actor.forward(p, feat).as_vec();
+        let (env_actions, inputs, _) = self.choose(&head, n, input.explore, rng);
+        let h = h.as_vec();
+        let mut next = Vec::with_capacity(n * width);
+        for i in 0..n {
+            next.extend_from_slice(&h[i * g..(i + 1) * g]);
+            next.extend_from_slice(&z[i * latent..(i + 1) * latent]);
+            next.extend_from_slice(&inputs[i * a..(i + 1) * a]);
+            next.push(1.0);
+        }
+        let mut out = SampleBatch::new();
+        match &self.actions {
+            Actions::Discrete(_) => out.insert(
+                fields::ACTIONS,
+                Column::I64 { data: env_actions.iter().map(|&i| i as i64).collect(), width: 1 },
+            )?,
+            Actions::Continuous(b) => out.insert_f32(fields::ACTIONS, b.to_env(&env_actions), b.dim())?,
+        }
+        out.insert_f32(fields::STATE_OUT, next, width)?;
+        Ok(out)
+    }
+
+    /// Transitions go to the replay as they are.
+    fn postprocess(&mut self, _: &mut PolicyCore<D>, _: &mut SampleBatch) -> Result<(), PolicyError> {
+        Ok(())
+    }
+
+    /// The world model's, the actor's and the critic's gradients, in the
+    /// weights' layout. The actor's and the critic's read the same dream
+    /// and run side by side on the CPU.
+    fn gradient(
+        &mut self,
+        core: &mut PolicyCore<D>,
+        batch: &SampleBatch,
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let t0 = Instant::now();
+        let seqs = self.sequences(batch)?;
+        let (loss, starts, mut stats) = self.world.loss(&core.params, &seqs, &mut core.rng)?;
+        let (_, mut grad) = core.backward(loss, "world model loss", core.range(WORLD))?;
+        let t1 = Instant::now();
+        let dream = self.imagine(core, &starts);
+        let t2 = Instant::now();
+        let (n, cfg) = (dream.n, &self.cfg);
+        let returns =
+            lambda_returns(&dream.rewards, &dream.continues, &dream.values, n, cfg.gamma as f32, cfg.gae_lambda as f32);
+        let weights = dream.weights(cfg.horizon_H);
+        let scale = self.scale.update(&returns, cfg.return_normalization_decay as f32);
+        let this = &*self;
+        let (actor, critic) = join_on_cpu!(
+            core,
+            |c| this.actor_gradient(c, &dream, (&returns, &weights, scale)),
+            this.critic_gradient(c, &dream, (&returns, &weights))
+        );
+        let ((actor_grad, actor_stats), (critic_grad, critic_stats)) = (actor?, critic?);
+        grad.extend(actor_grad);
+        grad.extend(critic_grad);
+        stats.merge(actor_stats);
+        stats.merge(critic_stats);
+        let mean = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len().max(1) as f64;
+        stats.set("world_model_s", (t1 - t0).as_secs_f64());
+        stats.set("imagination_s", (t2 - t1).as_secs_f64());
+        stats.set("behaviour_s", t2.elapsed().as_secs_f64());
+        stats.set("return_scale", f64::from(scale));
+        stats.set("imagined_return", mean(&returns));
+        stats.set("imagined_reward", mean(&dream.rewards[n..]));
+        Ok((grad, stats))
+    }
+
+    /// One step of each network's Adam, then the slow critic moves by
+    /// `1 − critic_ema_decay`.
+    fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
+        let mut stats = LearnerStats::default();
+        for (group, key) in [(WORLD, "world_model_grad_norm"), (ACTOR, "actor_grad_norm"), (CRITIC, "critic_grad_norm")]
+        {
+            let range = core.range(group);
+            stats.set(key, f64::from(core.step(group, &mut grad[range])?));
+        }
+        let params = core.params.clone();
+        let tau = 1.0 - self.cfg.critic_ema_decay as f32;
+        core.target.as_mut().expect("DreamerV3 keeps a slow critic").soft_update(&params, tau);
+        Ok(stats)
+    }
+
+    fn recurrent_state_size(&self) -> usize {
+        self.state_width()
+    }
+
+    fn state(&self) -> ReturnScale {
+        self.scale
+    }
+
+    fn set_state(&mut self, scale: ReturnScale) {
+        self.scale = scale;
+    }
+}
+
+/// What building a policy starts from.
+struct Build<'a> {
+    cfg: &'a DreamerV3Config,
+    obs: &'a Space,
+    act: &'a Space,
+    input: Input,
+    actions: Actions,
+    rng_seed: u64,
+}
+
+impl OnDevice for Build<'_> {
+    type Output = Box<dyn PolicyGraph>;
+
+    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
+        let sizes = self.cfg.model_size.sizes();
+        let mut p = Params::new(dev);
+        let world_start = p.next_id();
+        let world = WorldModel::new(&mut p, sizes, self.input.features(), self.actions.inputs());
+        let actor_start = p.next_id();
+        let stack = (sizes.layers, sizes.units);
+        let actor = DenseStack::new(&mut p, "actor", sizes.features(), stack, self.actions.head(), false);
+        let critic_start = p.next_id();
+        let critic = DenseStack::new(&mut p, "critic", sizes.features(), stack, TwoHot::BINS, true);
+        let spans =
+            [p.range(world_start, actor_start), p.range(actor_start, critic_start), p.range(critic_start, p.next_id())];
+        let cfg = self.cfg;
+        let mut core = PolicyCore::new(p, self.obs.clone(), self.act.clone(), self.rng_seed).with_target();
+        let rates = [
+            (cfg.world_model_lr, cfg.world_model_grad_clip_by_global_norm),
+            (cfg.actor_lr, cfg.actor_grad_clip_by_global_norm),
+            (cfg.critic_lr, cfg.critic_grad_clip_by_global_norm),
+        ];
+        for (span, (lr, clip)) in spans.into_iter().zip(rates) {
+            core.add_optimizer(span, lr, 1e-8, Some(clip));
+        }
+        let is_image = matches!(self.obs, Space::Box { shape, .. } if shape.len() == 3);
+        let dreamer = Dreamer {
+            cfg: cfg.clone(),
+            symlog_obs: cfg.symlog_obs.unwrap_or(!is_image),
+            input: self.input,
+            actions: self.actions,
+            world,
+            actor,
+            critic,
+            two_hot: TwoHot::new(),
+            scale: ReturnScale::default(),
+        };
+        Ok(Box::new(DeepPolicy::new(core, dreamer)))
+    }
+}
+
+/// A DreamerV3 policy for the given spaces, on the config's device.
+///
+/// # Errors
+/// Observations the encoder cannot take (a `Dict`), actions other than
+/// one discrete choice or a bounded box, or a device this build or
+/// machine lacks.
+pub fn make_policy(
+    cfg: &DreamerV3Config,
+    obs: &Space,
+    act: &Space,
+    rng_seed: u64,
+) -> Result<Box<dyn PolicyGraph>, BuildError> {
+    if matches!(obs, Space::Dict { .. }) {
+        return Err(BuildError::Unsupported(format!(
+            "DreamerV3's encoder takes vectors, discrete values and images (flattened), not a Dict observation ({obs})"
+        )));
+    }
+    let actions = match act {
+        Space::Discrete { n } => Actions::Discrete(*n as usize),
+        Space::Box { .. } => Actions::Continuous(ActionBounds::new(act, DreamerV3Config::NAME)?),
+        other => {
+            return Err(BuildError::Unsupported(format!(
+                "DreamerV3 acts in one discrete choice or a bounded box, not {other}"
+            )))
+        }
+    };
+    let build = Build { cfg, obs, act, input: Input::flat(obs), actions, rng_seed };
+    on_device(cfg.device, cfg.sampling.seed, build)
+}
+
+// ---------------------------------------------------------------- training step
+
+/// The execution plan: evaluators acting with the model's filtered state,
+/// sampling `rollout_fragment_length` steps of every env copy per round
+/// into the [`EpisodeReplay`]; [`SyncReplayOptimizer`] trains on `B × T`
+/// sequence batches at `training_ratio` replayed rows per env step.
+///
+/// # Errors
+/// `input` (DreamerV3 learns from its own episodes), an env whose spaces
+/// the networks cannot take, or an evaluator that fails to start.
+pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: DreamerV3Config) -> Result<Trainer, BuildError> {
+    if cfg.sampling.input.is_some() {
+        return Err(BuildError::Unsupported(
+            "DreamerV3 learns from the episodes its evaluators play, stitched by their recurrent state; it does not \
+             read `input` datasets"
+                .into(),
+        ));
+    }
+    let settings = cfg.sampling.fragments(cfg.rollout_fragment_length);
+    let policy_cfg = cfg.clone();
+    let make: PolicyMaker = Arc::new(move |o: &Space, a: &Space, seed, _| make_policy(&policy_cfg, o, a, seed));
+    let evaluators = spawn_evaluators(&ctx, make_env, make, settings).await?;
+    let replay =
+        EpisodeReplay::new(cfg.buffer_size, cfg.batch_length_T).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    let config = SyncReplayConfig {
+        buffer_size: cfg.buffer_size,
+        prioritized: None,
+        learning_starts: cfg.learning_starts,
+        train_batch_size: cfg.batch_size_B * cfg.batch_length_T,
+        training_intensity: cfg.training_ratio,
+        timesteps_per_iteration: cfg.timesteps_per_iteration,
+        seed: cfg.sampling.seed,
+    };
+    let optimizer =
+        SyncReplayOptimizer::with_replay(config, replay).map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    Ok(Trainer::new(evaluators, Box::new(optimizer)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+    use rlx::replay::ReplayStore;
+
+    fn tiny() -> DreamerV3Config {
+        DreamerV3Config {
+            model_size: ModelSize::Nano,
+            batch_size_B: 4,
+            batch_length_T: 8,
+            horizon_H: 5,
+            ..DreamerV3Config::default()
+        }
+    }
+
+    /// Episodes of a 1-d walk: the observation is the step count, each
+    /// step pays its action (0 or 1), and episodes end after 6 steps.
+    fn walk(policy: &mut dyn PolicyGraph, replay: &mut EpisodeReplay, episodes: usize) {
+        for _ in 0..episodes {
+            let mut state = vec![0.0; policy.recurrent_state_size()];
+            let mut batch = SampleBatch::new();
+            for t in 0..6 {
+                let obs = [t as f32 / 6.0, 1.0];
+                let mut out = SampleBatch::new();
+                policy
+                    .compute_actions_from_input(
+                        &PolicyInput { obs: &obs, action_mask: None, state: Some(&state), explore: true },
+                        &mut out,
+                    )
+                    .unwrap();
+                let action = out.i64(fields::ACTIONS).unwrap()[0];
+                let next = out.f32(fields::STATE_OUT).unwrap().to_vec();
+                let mut row = SampleBatch::new();
+                row.insert_f32(fields::OBS, obs.to_vec(), 2).unwrap();
+                row.insert_f32(fields::NEW_OBS, vec![(t + 1) as f32 / 6.0, 1.0], 2).unwrap();
+                row.insert(fields::ACTIONS, Column::I64 { data: vec![action], width: 1 }).unwrap();
+                row.insert_f32(fields::REWARDS, vec![action as f32], 1).unwrap();
+                row.insert_f32(fields::TERMINATEDS, vec![if t == 5 { 1.0 } else { 0.0 }], 1).unwrap();
+                row.insert_f32(fields::TRUNCATEDS, vec![0.0], 1).unwrap();
+                row.insert_f32(fields::STATE_IN, state.clone(), state.len()).unwrap();
+                row.insert_f32(fields::STATE_OUT, next.clone(), state.len()).unwrap();
+                batch.append(&row).unwrap();
+                state = next;
+            }
+            replay.add(&batch, None).unwrap();
+        }
+    }
+
+    fn spaces() -> (Space, Space) {
+        (Space::uniform_box(0.0, 1.0, vec![2]).unwrap(), Space::discrete(2))
+    }
+
+    #[test]
+    fn the_world_model_learns_the_walk_and_a_restored_policy_continues_exactly() {
+        let cfg = DreamerV3Config { world_model_lr: 3e-3, ..tiny() };
+        let (o, a) = spaces();
+        let mut policy = make_policy(&cfg, &o, &a, 0).unwrap();
+        assert_eq!(policy.recurrent_state_size(), 16 + 16 + 2 + 1);
+        let mut replay = EpisodeReplay::new(1000, 8).unwrap();
+        walk(policy.as_mut(), &mut replay, 10);
+        assert_eq!(replay.len(), 70);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut losses = Vec::new();
+        for _ in 0..150 {
+            let batch = replay.sample(32, 0, &mut rng).unwrap();
+            let stats = policy.learn_on_batch(&batch).unwrap();
+            losses.push(
+                stats.get("decoder_loss").unwrap()
+                    + stats.get("reward_loss").unwrap()
+                    + stats.get("continue_loss").unwrap(),
+            );
+            for key in ["actor_loss", "critic_loss", "entropy", "return_scale", "world_model_grad_norm", "kl"] {
+                assert!(stats.get(key).is_some_and(f64::is_finite), "{key}: {stats:?}");
+            }
+        }
+        let (first, last) = (losses[..10].iter().sum::<f64>() / 10.0, losses[140..].iter().sum::<f64>() / 10.0);
+        assert!(last < 0.3 * first, "the world model's prediction loss fell only from {first} to {last}");
+        // A policy built from the checkpoint's weights and state takes the
+        // same next update.
+        let mut restored = make_policy(&cfg, &o, &a, 0).unwrap();
+        restored.set_weights(&policy.get_weights()).unwrap();
+        restored.load_state(&policy.save_state().unwrap()).unwrap();
+        let batch = replay.sample(32, 0, &mut rng).unwrap();
+        policy.learn_on_batch(&batch).unwrap();
+        restored.learn_on_batch(&batch).unwrap();
+        assert_eq!(policy.get_weights(), restored.get_weights());
+    }
+
+    #[test]
+    fn continuous_actions_stay_in_bounds_and_bad_spaces_and_configs_are_named() {
+        let (o, _) = spaces();
+        let act = Space::uniform_box(-2.0, 2.0, vec![2]).unwrap();
+        let mut policy = make_policy(&tiny(), &o, &act, 0).unwrap();
+        let mut out = SampleBatch::new();
+        let width = policy.recurrent_state_size();
+        let state = vec![0.0; 3 * width];
+        for explore in [true, false] {
+            let input =
+                PolicyInput { obs: &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6], action_mask: None, state: Some(&state), explore };
+            policy.compute_actions_from_input(&input, &mut out).unwrap();
+            assert!(out.f32(fields::ACTIONS).unwrap().iter().all(|x| (-2.0..=2.0).contains(x)));
+            let next = out.f32(fields::STATE_OUT).unwrap();
+            assert!((0..3).all(|i| next[(i + 1) * width - 1] == 1.0), "every row's state says it started");
+        }
+        let dict = Space::Dict { entries: vec![("a".into(), o.clone())] };
+        let e = make_policy(&tiny(), &dict, &Space::discrete(2), 0).err().unwrap().to_string();
+        assert!(e.contains("not a Dict observation"), "{e}");
+        let e = make_policy(&tiny(), &o, &Space::MultiDiscrete { nvec: vec![2, 2] }, 0).err().unwrap().to_string();
+        assert!(e.contains("one discrete choice or a bounded box"), "{e}");
+        for (key, value, says) in [
+            ("model_size", serde_json::json!("XXL"), "XXL"),
+            ("training_ratio", serde_json::json!(0.0), "must be > 0"),
+            ("training_ratio", serde_json::json!(1e7), "updates per env step"),
+            ("buffer_size", serde_json::json!(10), "one sequence"),
+            ("horizon_H", serde_json::json!(0), "horizon_H"),
+        ] {
+            let e = rlx::config::merge_json(&DreamerV3Config::default(), &serde_json::json!({ key: value }))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains(says), "{key}: {e}");
+        }
+    }
+}
