@@ -586,7 +586,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 19);
+        assert_eq!(names.len(), 20);
     }
 
     /// `rlx config` prints exactly the config's keys, each with its doc.
