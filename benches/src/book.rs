@@ -58,3 +58,7 @@ pub struct Workflow;
 /// `book/src/multi-agent.md`
 #[doc = include_str!("../../book/src/multi-agent.md")]
 pub struct MultiAgent;
+
+/// `book/src/deploy.md`
+#[doc = include_str!("../../book/src/deploy.md")]
+pub struct Deploy;

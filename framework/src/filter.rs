@@ -212,6 +212,11 @@ impl MeanStdFilter {
         }
     }
 
+    /// Normalized values are clipped to `[-clip, clip]`.
+    pub fn clip(&self) -> f64 {
+        self.clip
+    }
+
     /// Takes what this copy saw since the last call (for the driver to merge).
     pub fn take_delta(&mut self) -> RunningStat {
         let dim = self.delta.mean.len();

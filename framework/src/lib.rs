@@ -35,6 +35,7 @@ pub mod evaluation;
 pub mod evaluator;
 pub mod evaluator_set;
 pub mod experience;
+pub mod export;
 pub mod filter;
 pub mod fuzz;
 pub mod game;

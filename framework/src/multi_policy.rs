@@ -253,6 +253,21 @@ impl PolicyGraph for MultiPolicy {
         self.policies[0].1.spaces()
     }
 
+    fn member_mut(&mut self, id: &str) -> Option<&mut dyn PolicyGraph> {
+        self.policies.iter_mut().find(|(p, _)| p == id).map(|(_, p)| p.as_mut() as &mut dyn PolicyGraph)
+    }
+
+    /// A multi-agent run has several policies; export picks one
+    /// ([`member_mut`](PolicyGraph::member_mut)).
+    fn export(&self) -> Result<crate::export::PolicyExport, PolicyError> {
+        let ids: Vec<&str> = self.ids().collect();
+        Err(PolicyError::Other(format!(
+            "this run has {} policies ({}); pick one to export (rlx export --policy ID)",
+            ids.len(),
+            ids.join(", ")
+        )))
+    }
+
     /// Row `r` is agent `r % n`'s: each policy acts on its agents' rows in
     /// one call, and the answers are put back in row order.
     fn compute_actions_from_input(

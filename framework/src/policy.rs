@@ -302,6 +302,17 @@ pub trait PolicyGraph: Send + 'static {
         Ok((stats, self.td_errors(batch)?))
     }
 
+    /// The acting network, described for other runtimes: what `rlx
+    /// export` writes as ONNX ([`crate::export`]).
+    ///
+    /// # Errors
+    /// By default: the policy gives no description.
+    fn export(&self) -> Result<crate::export::PolicyExport, PolicyError> {
+        Err(PolicyError::Other(
+            "this policy does not describe its acting network for export (PolicyGraph::export)".into(),
+        ))
+    }
+
     /// All trainable parameters, flattened.
     fn get_weights(&self) -> FlatWeights;
 
@@ -311,6 +322,13 @@ pub trait PolicyGraph: Send + 'static {
     /// (the default) for a single policy.
     fn weight_layout(&self) -> Vec<(String, std::ops::Range<usize>)> {
         Vec::new()
+    }
+
+    /// For a policy made of several: the one with id `id` (`None` for a
+    /// single policy, the default, and for an unknown id).
+    fn member_mut(&mut self, id: &str) -> Option<&mut dyn PolicyGraph> {
+        let _ = id;
+        None
     }
 
     /// Overwrites all trainable parameters.

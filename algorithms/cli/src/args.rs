@@ -25,6 +25,12 @@ pub(crate) enum Command {
     Rollout(RolloutArgs),
     /// Play a board game against an AlphaZero checkpoint in the terminal.
     Play(PlayArgs),
+    /// Serve a checkpoint's policy over HTTP (`POST /v1/actions`, JSON or
+    /// MessagePack), batching concurrent requests; `/healthz`, `/metrics`.
+    Serve(ServeArgs),
+    /// Write a checkpoint's acting policy as an ONNX model (observation
+    /// filter, network and greedy action head), checked against rlx.
+    Export(ExportArgs),
     /// Overlay the learning curves of several runs in one PNG.
     Plot(PlotArgs),
     /// Run a worker node that drivers place evaluators on
@@ -233,6 +239,82 @@ pub struct RolloutArgs {
     /// run's checkpoint_score_attr.
     #[arg(long, value_enum, default_value_t = Pick::Latest)]
     pub pick: Pick,
+}
+
+/// Arguments of `rlx export`.
+#[derive(Args, Debug, Clone)]
+pub struct ExportArgs {
+    /// A checkpoint directory, or a run directory (its newest checkpoint).
+    pub checkpoint: PathBuf,
+    /// Given a run directory: its `latest` checkpoint, or its `best` by the
+    /// run's checkpoint_score_attr.
+    #[arg(long, value_enum, default_value_t = Pick::Latest)]
+    pub pick: Pick,
+    /// The model's format.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Onnx)]
+    pub format: ExportFormat,
+    /// The file to write.
+    #[arg(long, short = 'o')]
+    pub output: PathBuf,
+    /// For a multi-agent run: the id of the policy to export.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Give the model an `action_mask` input (discrete actions; 0 marks an
+    /// illegal action).
+    #[arg(long)]
+    pub action_mask: bool,
+    /// Observations on which the model must agree with rlx before it is
+    /// written: recorded from the env (drawn from the observation space
+    /// for a multi-agent env or a game).
+    #[arg(long, default_value_t = 1000)]
+    pub check_rows: usize,
+}
+
+/// Arguments of `rlx serve`.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// A checkpoint directory, or a run directory (its newest checkpoint).
+    pub checkpoint: PathBuf,
+    /// The address to listen on (port 0: any free port, printed).
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: String,
+    /// Given a run directory: its `latest` checkpoint, or its `best`.
+    #[arg(long, value_enum, default_value_t = Pick::Latest)]
+    pub pick: Pick,
+    /// Watch the run directory and serve each newer checkpoint as it
+    /// appears (between two batches: no request is dropped).
+    #[arg(long)]
+    pub follow: bool,
+    /// How often --follow looks, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub follow_interval_ms: u64,
+    /// Rows at which a batch of concurrent requests runs at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_batch: usize,
+    /// How long the first request of a batch waits for others, in
+    /// microseconds (0: no batching beyond what is already queued).
+    #[arg(long, default_value_t = 200)]
+    pub batch_wait_us: u64,
+    /// The most observation rows one request may hold (more: 413).
+    #[arg(long, default_value_t = 1024)]
+    pub max_request_rows: usize,
+    /// The largest request body in bytes (more: 413).
+    #[arg(long, default_value_t = 4 << 20)]
+    pub max_body_bytes: usize,
+    /// Require `Authorization: Bearer TOKEN` on /v1/actions.
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Seed of the policy's sampling for `"explore": true`.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Formats `rlx export` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// ONNX (opset 17).
+    #[default]
+    Onnx,
 }
 
 /// Arguments of `rlx play`.

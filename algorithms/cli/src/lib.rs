@@ -35,6 +35,7 @@ pub mod cookie;
 pub mod dataset;
 pub mod deploy;
 pub mod experiment;
+pub mod export;
 mod node;
 pub mod play;
 pub mod plot;
@@ -42,11 +43,14 @@ pub(crate) mod progress;
 pub mod results;
 pub mod retention;
 pub mod rollout;
+pub mod serve;
 pub mod tensorboard;
 pub mod train;
 pub mod tune;
 
-pub use args::{Cli, NodeArgs, PlayArgs, PlotArgs, RolloutArgs, TrainArgs, TuneArgs};
+pub use args::{
+    Cli, ExportArgs, ExportFormat, NodeArgs, PlayArgs, PlotArgs, RolloutArgs, ServeArgs, TrainArgs, TuneArgs,
+};
 pub use deploy::build_deployed_trainer;
 
 /// The old name of [`build_deployed_trainer`], which says what sets it
@@ -125,6 +129,9 @@ pub enum CliError {
     /// The checkpoint's network failed in `rlx play`.
     #[error("play: {0}")]
     Play(String),
+    /// `rlx export` could not export the policy, or its model disagreed.
+    #[error("export: {0}")]
+    Export(String),
 }
 
 pub(crate) fn arg_error(flag: impl Into<String>, source: ConfigError) -> CliError {
@@ -274,6 +281,7 @@ pub async fn main() -> ExitCode {
     if matches!(
         cli.command,
         Command::Rollout(_)
+            | Command::Export(_)
             | Command::Play(_)
             | Command::List
             | Command::Config { .. }
@@ -286,6 +294,29 @@ pub async fn main() -> ExitCode {
         Command::Train { run, args } => exit_code(train(run.as_deref(), &args).await),
         Command::Rollout(args) => match rollout(&args) {
             Ok(_) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+        Command::Serve(args) => match serve::serve(&args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+        Command::Export(args) => match export::export(&args) {
+            Ok(s) => {
+                let p = &s.parity;
+                outln!(
+                    "wrote {} ({} bytes); checked on {} observations ({}): {} of {} greedy actions agree with \
+                     rlx ({} near-ties left out), largest error {:.1e}",
+                    s.path.display(),
+                    s.bytes,
+                    p.rows,
+                    s.source,
+                    p.same_actions,
+                    p.rows - p.ties,
+                    p.ties,
+                    p.max_error
+                );
+                ExitCode::SUCCESS
+            }
             Err(e) => fail(e),
         },
         Command::Play(args) => match play(&args, &mut std::io::stdin().lock()) {

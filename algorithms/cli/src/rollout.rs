@@ -31,6 +31,66 @@ impl RolloutSummary {
     }
 }
 
+/// A checkpoint's policy with its weights, and a fresh copy of its env.
+pub(crate) struct Restored {
+    /// The checkpoint.
+    pub ckpt: Checkpoint,
+    /// The run's `env_config`.
+    pub kwargs: Value,
+    /// The env.
+    pub env: Box<dyn rlx::Env>,
+    /// The policy, its weights loaded (its state not).
+    pub policy: Box<dyn rlx::PolicyGraph>,
+}
+
+impl Restored {
+    /// The observation filter of the run's local evaluator, if it had one.
+    pub fn filter(&self) -> Option<rlx::filter::MeanStdFilter> {
+        self.ckpt.state.evaluators.iter().find(|e| e.index == 0).and_then(|e| e.filter.clone())
+    }
+
+    /// Restores the local evaluator's policy state into the policy:
+    /// policies that keep part of what they compute in their state (ES and
+    /// ARS: the observation statistics) need it to act as trained.
+    ///
+    /// # Errors
+    /// A state the policy cannot read.
+    pub fn load_policy_state(&mut self) -> Result<(), rlx::PolicyError> {
+        match self.ckpt.state.evaluators.iter().find(|e| e.index == 0).and_then(|e| e.policy.as_ref()) {
+            Some(state) => self.policy.load_state(state),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Opens `checkpoint` (a checkpoint directory, or a run directory's
+/// checkpoint by `pick`), makes its env and its policy (seeded with
+/// `seed`) and loads the weights.
+///
+/// # Errors
+/// A bad checkpoint, `--pick best` on a checkpoint, or an env or policy
+/// that cannot be made.
+pub(crate) fn restore(checkpoint: &std::path::Path, pick: Pick, seed: u64) -> Result<Restored, CliError> {
+    let path = match pick {
+        Pick::Latest => checkpoint.to_path_buf(),
+        Pick::Best if checkpoint.join("metadata.json").is_file() => {
+            return Err(CliError::Usage(format!(
+                "{} is a checkpoint; --pick best chooses among a run directory's checkpoints",
+                checkpoint.display()
+            )))
+        }
+        Pick::Best => crate::retention::best(checkpoint)?,
+    };
+    let ckpt = Checkpoint::load(&path)?;
+    ckpt.warnings.iter().for_each(|w| errln!("warning: {w}"));
+    let meta = &ckpt.metadata;
+    let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
+    let env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;
+    let mut policy = make_policy_for_env(&meta.algorithm, &meta.config, env.as_ref(), seed)?;
+    ckpt.load_weights(policy.as_mut())?;
+    Ok(Restored { ckpt, kwargs, env, policy })
+}
+
 /// Runs `rlx rollout`: loads the checkpoint's policy (and observation
 /// filter) and plays `episodes` episodes, printing one line each.
 ///
@@ -41,35 +101,17 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     if args.episodes == 0 {
         return Err(CliError::Usage("--episodes must be at least 1".into()));
     }
-    let path = match args.pick {
-        Pick::Latest => args.checkpoint.clone(),
-        Pick::Best if args.checkpoint.join("metadata.json").is_file() => {
-            return Err(CliError::Usage(format!(
-                "{} is a checkpoint; --pick best chooses among a run directory's checkpoints",
-                args.checkpoint.display()
-            )))
-        }
-        Pick::Best => crate::retention::best(&args.checkpoint)?,
-    };
-    let ckpt = Checkpoint::load(&path)?;
-    ckpt.warnings.iter().for_each(|w| errln!("warning: {w}"));
-    let meta = &ckpt.metadata;
-    let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
-    let mut env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;
-    let mut policy = make_policy_for_env(&meta.algorithm, &meta.config, env.as_ref(), args.seed)?;
-    ckpt.load_weights(policy.as_mut())?;
-    if let Some(agents) = env.agent_ids().map(<[String]>::to_vec) {
+    let mut restored = restore(&args.checkpoint, args.pick, args.seed)?;
+    if let Some(agents) = restored.env.agent_ids().map(<[String]>::to_vec) {
+        let Restored { ckpt, kwargs, policy, .. } = restored;
         return rollout_agents(args, &ckpt, &kwargs, policy, agents);
     }
-    let local = ckpt.state.evaluators.iter().find(|e| e.index == 0);
-    let filter = local.and_then(|e| e.filter.clone());
-    // Policies that keep part of what they compute in their state (ES and
-    // ARS: the observation statistics) need it to act as trained.
-    if let Some(state) = local.and_then(|e| e.policy.as_ref()) {
-        if let Err(e) = policy.load_state(state) {
-            errln!("warning: the checkpoint's policy state was not restored ({e}); acting on the weights alone");
-        }
+    let filter = restored.filter();
+    if let Err(e) = restored.load_policy_state() {
+        errln!("warning: the checkpoint's policy state was not restored ({e}); acting on the weights alone");
     }
+    let Restored { ckpt, mut env, mut policy, .. } = restored;
+    let meta = &ckpt.metadata;
     if args.render && env.render().is_none() {
         return Err(CliError::Usage(format!("{} has no text rendering; drop --render", meta.env)));
     }

@@ -15,6 +15,7 @@ use crate::model::Params;
 use dfdx::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rlx::export::PolicyExport;
 use rlx::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -343,6 +344,15 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
         0
     }
 
+    /// See [`PolicyGraph::export`].
+    ///
+    /// # Errors
+    /// By default: the algorithm gives no description.
+    fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
+        let _ = core;
+        Err(PolicyError::Other("this algorithm's policy does not describe its acting network for export".into()))
+    }
+
     /// The state to save.
     fn state(&self) -> Self::State;
 
@@ -408,6 +418,10 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for DeepPolicy<A, D> {
 
     fn recurrent_state_size(&self) -> usize {
         self.algo.recurrent_state_size()
+    }
+
+    fn export(&self) -> Result<PolicyExport, PolicyError> {
+        self.algo.export(&self.core)
     }
 
     fn postprocess_trajectory(&mut self, traj: &mut SampleBatch) -> Result<(), PolicyError> {

@@ -4,6 +4,7 @@
 use crate::model::{Activation, ModelConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rlx::export::{ActionHead, Encoding, Layer, Normalization, PolicyExport};
 use rlx::filter::RunningStat;
 use rlx::{
     fields, Action, Env, EpisodeSummary, FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph,
@@ -307,6 +308,42 @@ impl PolicyGraph for FlatPolicy {
         }
         self.weights.copy_from_slice(weights);
         Ok(())
+    }
+
+    /// The layers, the observation normalization when on, and the greedy
+    /// action as `compute_actions` takes it.
+    fn export(&self) -> Result<PolicyExport, PolicyError> {
+        let mut layers = Vec::new();
+        let mut at = 0;
+        for (l, w) in self.sizes.windows(2).enumerate() {
+            let (inputs, outputs) = (w[0], w[1]);
+            let weight = self.weights[at..at + inputs * outputs].to_vec();
+            let bias = self.weights[at + inputs * outputs..at + inputs * outputs + outputs].to_vec();
+            at += inputs * outputs + outputs;
+            layers.push(Layer::Dense { inputs, outputs, weight, bias });
+            if l + 2 < self.sizes.len() {
+                layers.push(match self.activation {
+                    Activation::Tanh => Layer::Tanh,
+                    Activation::Relu => Layer::Relu,
+                });
+            }
+        }
+        let head = layers.pop().into_iter().collect();
+        let action = match &self.act_space {
+            Space::Discrete { n } => ActionHead::Categorical { nvec: vec![*n as usize] },
+            Space::MultiDiscrete { nvec } => {
+                ActionHead::Categorical { nvec: nvec.iter().map(|&n| n as usize).collect() }
+            }
+            Space::Box { low, high, .. } => ActionHead::Clipped { low: low.clone(), high: high.clone() },
+            Space::Dict { .. } => unreachable!("FlatPolicy::new refuses Dict actions"),
+        };
+        let normalization = self.normalize.then(|| Normalization {
+            mean: self.mean.clone(),
+            inv_std: self.inv_std.clone(),
+            clip: OBS_CLIP,
+        });
+        let encoding = Encoding::Flat { width: self.sizes[0] };
+        Ok(PolicyExport { normalization, encoding, body: layers, lstm: None, head, value: None, action })
     }
 
     /// The observation statistics: part of what the policy computes.

@@ -19,6 +19,7 @@ use super::device::NetDevice;
 use super::params::{ParamId, Params};
 use super::tensors::{Activation, ConvGeometry, Matrix};
 use dfdx::prelude::*;
+use rlx::export::{Layer, LstmCell};
 
 /// A fully connected layer `y = x Wᵀ + b`, `W` of shape `(out, in)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,6 +67,17 @@ impl Linear {
     /// A copy of the weight (`(outputs, inputs)`, row-major) and the bias.
     pub fn weights<D: NetDevice>(&self, p: &Params<D>) -> (Vec<f32>, Vec<f32>) {
         (p.get(self.w).as_vec(), p.get(self.b).as_vec())
+    }
+
+    /// The layer for export: the weight transposed to `(inputs, outputs)`.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Layer {
+        let (w, bias) = self.weights(p);
+        Layer::Dense {
+            inputs: self.inputs,
+            outputs: self.outputs,
+            weight: transpose(&w, self.outputs, self.inputs),
+            bias,
+        }
     }
 
     /// `x Wᵀ + b`.
@@ -168,6 +180,20 @@ impl Conv2d {
         D::conv2d(x, &filters, p.get(self.b), geometry, input_grad)
     }
 
+    /// The convolution for export, on `height × width` images.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>, height: usize, width: usize) -> Layer {
+        Layer::Conv {
+            height,
+            width,
+            in_channels: self.in_channels,
+            out_channels: self.out_channels,
+            kernel: self.kernel,
+            stride: self.stride,
+            weight: p.get(self.w).as_vec(),
+            bias: p.get(self.b).as_vec(),
+        }
+    }
+
     /// The sizes of this convolution over `rows` images of `height ×
     /// width`.
     fn geometry(&self, rows: usize, height: usize, width: usize) -> ConvGeometry {
@@ -218,6 +244,18 @@ impl Lstm {
         self.cell
     }
 
+    /// The cell for export, its weights transposed to `(in, 4 · cell)`.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> LstmCell {
+        let k = self.cell;
+        LstmCell {
+            inputs: self.inputs,
+            cell: k,
+            w_ih: transpose(&p.get(self.w_ih).as_vec(), 4 * k, self.inputs),
+            w_hh: transpose(&p.get(self.w_hh).as_vec(), 4 * k, k),
+            bias: p.get(self.b).as_vec(),
+        }
+    }
+
     /// One step of every row: `(h', c')`.
     ///
     /// The gradient tape must end up in the loss, so the returned `h'`
@@ -248,6 +286,17 @@ impl Lstm {
         let h_next = o * c_next.tanh();
         (h_next, c_out)
     }
+}
+
+/// `m` (`rows × cols`, row-major) transposed.
+fn transpose(m: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0.0; m.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = m[r * cols + c];
+        }
+    }
+    t
 }
 
 #[cfg(test)]

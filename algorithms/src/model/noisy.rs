@@ -74,6 +74,11 @@ impl NoisyLinear {
         Self { mean, sigma }
     }
 
+    /// The mean weights for export (greedy acting uses no noise).
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> rlx::export::Layer {
+        self.mean.exported(p)
+    }
+
     /// Output features.
     pub fn outputs(&self) -> usize {
         self.mean.outputs()

@@ -11,6 +11,7 @@ use super::tensors::{Activation, Matrix, Taped};
 use super::ModelConfig;
 use dfdx::prelude::*;
 use rlx::config::ConfigError;
+use rlx::export::{Encoding, Layer, LstmCell};
 use rlx::{PolicyError, Space, Values};
 use std::borrow::Cow;
 use std::ops::Range;
@@ -72,6 +73,22 @@ impl Input {
             Space::Dict { entries } => {
                 Input::Dict { space: space.clone(), entries: entries.iter().map(|(_, s)| Input::flat(s)).collect() }
             }
+        }
+    }
+
+    /// The encoding for export.
+    ///
+    /// # Errors
+    /// A `Dict` observation: export takes one array per observation.
+    pub fn exported(&self) -> Result<Encoding, PolicyError> {
+        match self {
+            Input::Flat(width) => Ok(Encoding::Flat { width: *width }),
+            Input::OneHot(sizes) => Ok(Encoding::OneHot { sizes: sizes.clone() }),
+            &Input::Image { height, width, channels } => Ok(Encoding::Image { height, width, channels }),
+            Input::Dict { space, .. } => Err(PolicyError::Other(format!(
+                "a policy on Dict observations ({space}) cannot be exported yet: the exported model takes one \
+                 array per observation"
+            ))),
         }
     }
 
@@ -215,6 +232,15 @@ impl Mlp {
         self.layers.last().map_or(self.inputs, Linear::outputs)
     }
 
+    /// The layers for export, each followed by the nonlinearity.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
+        let act = match self.activation {
+            Activation::Tanh => Layer::Tanh,
+            Activation::Relu => Layer::Relu,
+        };
+        self.layers.iter().flat_map(|l| [l.exported(p), act.clone()]).collect()
+    }
+
     /// The layers' forward pass.
     ///
     /// # Shapes
@@ -303,6 +329,15 @@ impl ConvStack {
     /// Features of the flattened output maps.
     pub fn maps(&self) -> usize {
         self.maps
+    }
+
+    /// The convolutions for export, each followed by the nonlinearity.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
+        let act = match self.activation {
+            Activation::Tanh => Layer::Tanh,
+            Activation::Relu => Layer::Relu,
+        };
+        self.convs.iter().zip(&self.sides).flat_map(|(c, &(h, w))| [c.exported(p, h, w), act.clone()]).collect()
     }
 
     /// The convolutions' forward pass on rows of images.
@@ -510,6 +545,24 @@ impl<D: NetDevice> Torso<D> {
         }
     }
 
+    /// The encoding and the layers for export.
+    ///
+    /// # Errors
+    /// A `Dict` observation or a custom network, which have no description.
+    pub fn exported(&self, p: &Params<D>) -> Result<(Encoding, Vec<Layer>), PolicyError> {
+        match self {
+            Torso::Mlp { input, mlp } => Ok((input.exported()?, mlp.exported(p))),
+            Torso::Cnn { input, convs, mlp } => {
+                Ok((input.exported()?, convs.exported(p).into_iter().chain(mlp.exported(p)).collect()))
+            }
+            Torso::Dict { input, .. } => Err(input.exported().expect_err("a Dict's input")),
+            Torso::Custom { .. } => Err(PolicyError::Other(
+                "a policy with a custom network (model.custom_model) cannot be exported: rlx cannot see inside it"
+                    .into(),
+            )),
+        }
+    }
+
     /// The forward pass of encoded rows ([`Input::encode`]).
     ///
     /// # Shapes
@@ -577,6 +630,15 @@ impl<D: NetDevice> Body<D> {
         let lstm =
             model.use_lstm.then(|| Lstm::new(params, &format!("{name}.lstm"), torso.features(), model.lstm_cell_size));
         Ok(Self { torso, lstm })
+    }
+
+    /// The encoding, the torso's layers and the LSTM for export.
+    ///
+    /// # Errors
+    /// As [`Torso::exported`].
+    pub fn exported(&self, p: &Params<D>) -> Result<(Encoding, Vec<Layer>, Option<LstmCell>), PolicyError> {
+        let (encoding, layers) = self.torso.exported(p)?;
+        Ok((encoding, layers, self.lstm.as_ref().map(|l| l.exported(p))))
     }
 
     /// Features per output row.

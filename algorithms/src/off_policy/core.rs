@@ -277,6 +277,11 @@ impl ActionBounds {
         }
     }
 
+    /// The lower and the upper bounds.
+    pub(crate) fn low_high(&self) -> (Vec<f32>, Vec<f32>) {
+        (self.low.clone(), self.high.clone())
+    }
+
     /// Action dimensions.
     pub(crate) fn dim(&self) -> usize {
         self.low.len()

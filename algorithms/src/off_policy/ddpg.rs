@@ -64,6 +64,7 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
+use rlx::export::{ActionHead, PolicyExport};
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer, Values};
 use serde::{Deserialize, Serialize};
@@ -276,6 +277,19 @@ impl Ddpg {
 
 impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
     type State = DdpgState;
+
+    fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
+        let (low, high) = self.bounds.low_high();
+        Ok(PolicyExport {
+            normalization: None,
+            encoding: self.input.exported()?,
+            body: self.actor.mlp.exported(&core.params),
+            lstm: None,
+            head: vec![self.actor.head.exported(&core.params)],
+            value: None,
+            action: ActionHead::Tanh { low, high },
+        })
+    }
 
     /// `μ(s)` in env units; when exploring, uniformly random actions for
     /// this evaluator's share of `random_timesteps`, then `μ(s)` plus

@@ -55,6 +55,7 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::env::EnvMaker;
+use rlx::export::{ActionHead, Layer, PolicyExport};
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
@@ -346,6 +347,29 @@ impl Sac {
 
 impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     type State = u64;
+
+    /// The actor for export: one head layer of the means then the raw
+    /// log standard deviations.
+    fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
+        let p = &core.params;
+        let (Layer::Dense { inputs, outputs: a, weight: wm, bias: bm }, Layer::Dense { weight: ws, bias: bs, .. }) =
+            (self.actor.mean.exported(p), self.actor.log_std.exported(p))
+        else {
+            unreachable!("linear layers export dense ones")
+        };
+        let weight = wm.chunks_exact(a).zip(ws.chunks_exact(a)).flat_map(|(m, s)| m.iter().chain(s)).copied().collect();
+        let head = Layer::Dense { inputs, outputs: 2 * a, weight, bias: bm.into_iter().chain(bs).collect() };
+        let (low, high) = self.bounds.low_high();
+        Ok(PolicyExport {
+            normalization: None,
+            encoding: self.input.exported()?,
+            body: self.actor.mlp.exported(p),
+            lstm: None,
+            head: vec![head],
+            value: None,
+            action: ActionHead::SquashedGaussian { low, high, log_std_range: (LOG_STD_MIN, LOG_STD_MAX) },
+        })
+    }
 
     /// When exploring, uniformly random actions for this evaluator's share
     /// of `random_timesteps`, then samples of the squashed Gaussian;

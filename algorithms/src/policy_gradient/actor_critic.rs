@@ -23,6 +23,7 @@ use crate::model::{Body, HostNet, Linear, ModelConfig, ParamId, Params, Taped, T
 use dfdx::prelude::*;
 use rand::Rng;
 use rlx::env::EnvMaker;
+use rlx::export::{ActionHead, PolicyExport, ValueNet};
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, SyncSamplesConfig, SyncSamplesOptimizer};
 use rlx::policy::bootstrap_needed;
 use rlx::postprocessing::value_fit_stats;
@@ -299,6 +300,30 @@ impl<D: NetDevice> ActorCriticNet<D> {
         })
     }
 
+    /// The network for export: the body, the policy head, the value and
+    /// the action distribution.
+    fn exported(&self, p: &Params<D>) -> Result<PolicyExport, PolicyError> {
+        let (encoding, body, lstm) = self.pi.exported(p)?;
+        let value_layers = match &self.vf {
+            Some(torso) => torso.exported(p)?.1,
+            None => Vec::new(),
+        };
+        let value = ValueNet {
+            on_features: self.vf.is_none(),
+            layers: value_layers.into_iter().chain([self.vf_head.exported(p)]).collect(),
+        };
+        let action = match &self.dist {
+            ActionDist::Categorical { n } => ActionHead::Categorical { nvec: vec![*n] },
+            ActionDist::MultiCategorical { nvec } => ActionHead::Categorical { nvec: nvec.clone() },
+            ActionDist::DiagGaussian { .. } => {
+                let id = self.log_std.ok_or_else(|| PolicyError::Other("a Gaussian without log_std".into()))?;
+                ActionHead::Gaussian { log_std: crate::model::to_vec(p.get(id)) }
+            }
+        };
+        let head = vec![self.pi_head.exported(p)];
+        Ok(PolicyExport { normalization: None, encoding, body, lstm, head, value: Some(value), action })
+    }
+
     /// `V(s)` of observation rows without gradient, from `state` for an
     /// LSTM.
     fn values(&self, p: &Params<D>, obs: Values<'_>, state: Option<&[f32]>) -> Result<Vec<f32>, PolicyError> {
@@ -523,6 +548,10 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
 
     fn recurrent_state_size(&self) -> usize {
         self.net.pi.state_size()
+    }
+
+    fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
+        self.net.exported(&core.params)
     }
 
     fn postprocess(&mut self, core: &mut PolicyCore<D>, traj: &mut SampleBatch) -> Result<(), PolicyError> {

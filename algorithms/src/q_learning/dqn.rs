@@ -55,6 +55,7 @@ use dfdx::prelude::*;
 use rand::Rng;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
+use rlx::export::{ActionHead, Layer, PolicyExport};
 use rlx::optimizer::SyncReplayConfig;
 use rlx::postprocessing::{n_step_returns, N_STEP_DISCOUNTS};
 use rlx::replay::{FrameLayout, LinearSchedule, TD_ERRORS, WEIGHTS};
@@ -344,6 +345,46 @@ impl<D: NetDevice> QNetwork<D> {
         Ok(q)
     }
 
+    /// The network for export. The dueling formula is linear in the two
+    /// heads' weights, so it folds into one layer:
+    /// `W_Q[a] = W_A[a] − mean_b W_A[b] + W_V` (per atom), and alike for
+    /// the biases. Noisy heads export their mean weights, which greedy
+    /// acting uses.
+    fn exported(&self, p: &Params<D>) -> Result<PolicyExport, PolicyError> {
+        let (encoding, body) = self.torso.exported(p)?;
+        let (actions, atoms) = (self.actions, self.atoms());
+        let Layer::Dense { inputs, outputs, mut weight, mut bias } = self.advantage.exported(p) else {
+            unreachable!("a noisy layer exports a dense one")
+        };
+        if self.dueling {
+            let Layer::Dense { weight: wv, bias: bv, .. } = self.value.exported(p) else {
+                unreachable!("a noisy layer exports a dense one")
+            };
+            // Rows of `weight` are inputs, columns `a · atoms + z`; the bias
+            // is one more such row.
+            let fold = |row: &mut [f32], v: &[f32]| {
+                for z in 0..atoms {
+                    let mean = (0..actions).map(|a| row[a * atoms + z]).sum::<f32>() / actions as f32;
+                    (0..actions).for_each(|a| row[a * atoms + z] += v[z] - mean);
+                }
+            };
+            for (row, v) in weight.chunks_exact_mut(outputs).zip(wv.chunks_exact(atoms)) {
+                fold(row, v);
+            }
+            fold(&mut bias, &bv);
+        }
+        let support = self.support.map(|s| (0..atoms).map(|i| s.z(i)).collect());
+        Ok(PolicyExport {
+            normalization: None,
+            encoding,
+            body,
+            lstm: None,
+            head: vec![Layer::Dense { inputs, outputs, weight, bias }],
+            value: None,
+            action: ActionHead::QValues { actions, support },
+        })
+    }
+
     /// Q-values of every row of `obs` on `params`, no gradient, row-major
     /// `[n, actions]` on the host (a distribution's mean with atoms).
     fn q_values(&self, p: &Params<D>, obs: Values<'_>, noise: &HeadNoise) -> Result<Vec<f32>, PolicyError> {
@@ -461,6 +502,10 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dqn<D> {
             out[argmax(row, None)] = 1.0;
         }
         Ok(probs)
+    }
+
+    fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
+        self.net.exported(&core.params)
     }
 
     /// The best legal action, replaced by a uniformly random legal one

@@ -1,0 +1,307 @@
+//! `rlx serve` through the binary: it answers what rlx's policy answers,
+//! in JSON and MessagePack, batches concurrent requests, refuses bad ones
+//! with a 4xx naming the problem, and takes over a newer checkpoint
+//! (`--follow`) without dropping a request.
+
+mod common;
+use rlx::checkpoint::Checkpoint;
+use rlx::{fields, Column, SampleBatch};
+use serde_json::{json, Value};
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RLX: &str = env!("CARGO_BIN_EXE_rlx");
+
+/// A short PPO run on CartPole; its run directory.
+fn train(name: &str, seed: u64, iterations: u64, freq: u64) -> PathBuf {
+    let results = common::tmp("serve", name);
+    let config = format!(r#"{{"seed": {seed}}}"#);
+    let stop = format!(r#"{{"training_iteration": {iterations}}}"#);
+    let out = Command::new(RLX)
+        .args(["train", "--run", "PPO", "--env", "CartPole-v1", "--config", &config, "--stop", &stop])
+        .args(["--checkpoint-freq", &freq.to_string(), "--results-dir", results.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read_dir(&results).unwrap().next().unwrap().unwrap().path()
+}
+
+/// `rlx serve` on a free port, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(dir: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(RLX)
+            .args(["serve", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let said = common::read_until(&mut out, "/v1/actions", Duration::from_secs(30));
+        let Some(at) = said.find("http://") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rlx serve did not start: {said}");
+        };
+        let addr = said[at + 7..].split('/').next().unwrap().to_string();
+        // Keep reading stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        Self { child, addr }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request; the status and the body.
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+    let status_line = String::from_utf8_lossy(&raw[..split]).to_string();
+    let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut body = raw[split + 4..].to_vec();
+    if status_line.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        body = unchunk(&body);
+    }
+    (status, body)
+}
+
+fn unchunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let end = b.windows(2).position(|w| w == b"\r\n").unwrap();
+        let n = usize::from_str_radix(std::str::from_utf8(&b[..end]).unwrap().trim(), 16).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[end + 2..end + 2 + n]);
+        b = &b[end + 2 + n + 2..];
+    }
+}
+
+fn post_json(addr: &str, body: &Value, token: Option<&str>) -> (u16, Value) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Content-Type", "application/json")];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a.as_str()));
+    }
+    let (status, body) = http(addr, "POST", "/v1/actions", &headers, body.to_string().as_bytes());
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// `rows` CartPole-like observations.
+fn observations(rows: usize, seed: u64) -> Vec<Vec<f32>> {
+    (0..rows)
+        .map(|r| (0..4).map(|c| (((r as u64 * 7 + c * 13 + seed * 31) % 97) as f32 / 97.0 - 0.5) * 0.4).collect())
+        .collect()
+}
+
+/// What rlx's own policy (the newest checkpoint of `dir`) does greedily.
+fn rlx_actions(dir: &Path, obs: &[Vec<f32>]) -> Vec<i64> {
+    let ckpt = Checkpoint::load(&rlx::checkpoint::latest(dir).unwrap()).unwrap();
+    let env = rlx_envs::make_with("CartPole-v1", &Value::Null).unwrap();
+    let mut policy = rlx_algorithms::make_policy_for_env("PPO", &ckpt.metadata.config, env.as_ref(), 0).unwrap();
+    ckpt.load_weights(policy.as_mut()).unwrap();
+    let mut flat: Vec<f32> = obs.concat();
+    if let Some(f) = ckpt.state.evaluators.iter().find(|e| e.index == 0).and_then(|e| e.filter.as_ref()) {
+        f.normalize(&mut flat);
+    }
+    let mut out = SampleBatch::new();
+    policy.compute_actions(&flat, false, &mut out).unwrap();
+    match out.get(fields::ACTIONS).unwrap() {
+        Column::I64 { data, .. } => data.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn actions_of(reply: &Value) -> Vec<i64> {
+    reply["actions"].as_array().unwrap().iter().map(|a| a.as_i64().unwrap()).collect()
+}
+
+#[test]
+fn serve_answers_as_rlx_batches_and_refuses_bad_requests() {
+    let dir = train("answers", 1, 2, 1);
+    let server = Server::start(&dir, &["--token", "s3cret", "--max-request-rows", "16", "--batch-wait-us", "3000"]);
+    let addr = server.addr.as_str();
+    let (status, body) = http(addr, "GET", "/healthz", &[], b"");
+    assert_eq!((status, String::from_utf8_lossy(&body).trim()), (200, "ok: model version 2"));
+
+    // JSON: the greedy actions of rlx's own policy on the same rows.
+    let obs = observations(16, 1);
+    let (status, reply) = post_json(addr, &json!({ "observations": obs }), Some("s3cret"));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(actions_of(&reply), rlx_actions(&dir, &obs));
+    assert_eq!(reply["model_version"], 2);
+
+    // MessagePack in, MessagePack out.
+    #[derive(serde::Serialize)]
+    struct Request {
+        observations: Vec<Vec<f32>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        actions: Vec<i64>,
+        model_version: u64,
+    }
+    let body = rmp_serde::to_vec_named(&Request { observations: obs.clone() }).unwrap();
+    let headers = [("Content-Type", "application/msgpack"), ("Authorization", "Bearer s3cret")];
+    let (status, answer) = http(addr, "POST", "/v1/actions", &headers, &body);
+    assert_eq!(status, 200);
+    let reply: Reply = rmp_serde::from_slice(&answer).unwrap();
+    assert_eq!((reply.actions, reply.model_version), (rlx_actions(&dir, &obs), 2));
+
+    // Bad requests: a 4xx naming the problem.
+    let refused = |status: u16, body: &Value, token: Option<&str>, needle: &str| {
+        let (got, reply) = post_json(addr, body, token);
+        assert_eq!(got, status, "{body}: {reply}");
+        assert!(reply["error"].as_str().unwrap().contains(needle), "{body}: {reply}");
+    };
+    let t = Some("s3cret");
+    refused(401, &json!({ "observations": obs }), None, "bearer token");
+    refused(401, &json!({ "observations": obs }), Some("wrong"), "bearer token");
+    refused(
+        400,
+        &json!({ "observations": [[0.0, 0.1, 0.2, 0.3], [0.0, 0.1, 0.2]] }),
+        t,
+        "observations[1] has 3 values; the policy takes 4",
+    );
+    refused(400, &json!({ "observations": [["a", 0.1, 0.2, 0.3]] }), t, "JSON body");
+    refused(400, &json!({ "observations": [] }), t, "empty");
+    refused(400, &json!({ "observations": obs, "state": [[0.0]] }), t, "not recurrent");
+    refused(400, &json!({ "observations": obs, "action_mask": [[1.0, 1.0]] }), t, "action_mask has 1 rows");
+    refused(400, &json!({ "obs": obs }), t, "unknown field");
+    refused(413, &json!({ "observations": observations(17, 2) }), t, "at most 16");
+    let nan = rmp_serde::to_vec_named(&Request { observations: vec![vec![0.0, f32::NAN, 0.0, 0.0]] }).unwrap();
+    let (status, answer) = http(addr, "POST", "/v1/actions", &headers, &nan);
+    assert_eq!(status, 400);
+    assert!(
+        String::from_utf8_lossy(&answer).contains("observations[0][1] is NaN"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let (status, answer) = http(addr, "POST", "/v1/actions", &[("Content-Type", "text/csv"), headers[1]], b"1,2,3,4");
+    assert_eq!(status, 415, "{}", String::from_utf8_lossy(&answer));
+
+    // Concurrent clients: every request answered, in fewer batches.
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                (0..20)
+                    .map(|i| {
+                        post_json(&addr, &json!({ "observations": observations(1, c * 100 + i) }), Some("s3cret")).0
+                    })
+                    .filter(|&s| s == 200)
+                    .count()
+            })
+        })
+        .collect();
+    let ok: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    assert_eq!(ok, 160);
+    let (_, text) = http(addr, "GET", "/metrics", &[], b"");
+    let text = String::from_utf8(text).unwrap();
+    let metric = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in\n{text}"))
+    };
+    // 162 good requests (2 of 16 rows above, 160 of one now): 192 rows.
+    assert_eq!(metric("rlx_serve_requests_total{code=\"200\"}"), 162.0);
+    assert_eq!(metric("rlx_serve_rows_total"), 192.0);
+    assert_eq!(metric("rlx_serve_batch_rows_sum"), 192.0);
+    let batches = metric("rlx_serve_batch_rows_count");
+    assert!(batches < 150.0, "162 requests ran in {batches} batches: no batching");
+    assert_eq!(metric("rlx_serve_model_version"), 2.0);
+    assert!(text.contains("rlx_serve_request_duration_seconds_bucket{le=\"0.01\"}"), "{text}");
+}
+
+#[test]
+fn a_newer_checkpoint_takes_over_without_dropping_a_request() {
+    let old = train("follow_old", 1, 1, 1);
+    let new = train("follow_new", 2, 3, 3);
+    // The served run directory holds the old run's checkpoint; the new
+    // run's arrives in it while clients are asking.
+    let served = common::tmp("serve", "follow_served");
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+        }
+    };
+    copy(&old.join("checkpoint_000001"), &served.join("checkpoint_000001"));
+    let server = Server::start(&served, &["--follow", "--follow-interval-ms", "100"]);
+    let obs = observations(200, 3);
+    let (before, after) = (rlx_actions(&old, &obs), rlx_actions(&new, &obs));
+    assert_ne!(before, after, "the two checkpoints act alike on these rows; the test could not see a reload");
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, obs, stop) = (server.addr.clone(), obs.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < deadline {
+                    let (status, reply) = post_json(&addr, &json!({ "observations": obs }), None);
+                    seen.push((status, reply["model_version"].as_u64(), reply["actions"].clone()));
+                }
+                seen
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // Written beside, then renamed in: a checkpoint appears whole.
+    copy(&new.join("checkpoint_000003"), &served.join("incoming"));
+    std::fs::rename(served.join("incoming"), served.join("checkpoint_000003")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let (_, body) = http(&server.addr, "GET", "/healthz", &[], b"");
+        if String::from_utf8_lossy(&body).contains("version 3") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut versions = std::collections::BTreeSet::new();
+    for client in clients {
+        let seen = client.join().unwrap();
+        assert!(!seen.is_empty());
+        let mut last = 0;
+        for (status, version, actions) in seen {
+            assert_eq!(status, 200, "a request failed during the reload");
+            let version = version.unwrap();
+            assert!(version >= last, "version {version} after {last}");
+            last = version;
+            let actions: Vec<i64> = actions.as_array().unwrap().iter().map(|a| a.as_i64().unwrap()).collect();
+            assert_eq!(actions, if version == 1 { before.clone() } else { after.clone() }, "version {version}");
+            versions.insert(version);
+        }
+    }
+    assert_eq!(versions.into_iter().collect::<Vec<_>>(), vec![1, 3]);
+}
