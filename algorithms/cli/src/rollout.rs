@@ -32,7 +32,7 @@ impl RolloutSummary {
 }
 
 /// A checkpoint's policy with its weights, and a fresh copy of its env.
-pub(crate) struct Restored {
+pub struct Restored {
     /// The checkpoint.
     pub ckpt: Checkpoint,
     /// The run's `env_config`.
@@ -70,7 +70,7 @@ impl Restored {
 /// # Errors
 /// A bad checkpoint, `--pick best` on a checkpoint, or an env or policy
 /// that cannot be made.
-pub(crate) fn restore(checkpoint: &std::path::Path, pick: Pick, seed: u64) -> Result<Restored, CliError> {
+pub fn restore(checkpoint: &std::path::Path, pick: Pick, seed: u64) -> Result<Restored, CliError> {
     let path = match pick {
         Pick::Latest => checkpoint.to_path_buf(),
         Pick::Best if checkpoint.join("metadata.json").is_file() => {

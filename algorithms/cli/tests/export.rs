@@ -6,7 +6,6 @@
 //! a relative 1e-4.
 
 mod common;
-use rlx::checkpoint::Checkpoint;
 use rlx::filter::MeanStdFilter;
 use rlx::{fields, Column, PolicyGraph, PolicyInput, SampleBatch};
 use rlx_cli::export::parity;
@@ -49,25 +48,12 @@ fn train_and_export(name: &str, algorithm: &str, env: &str, config: &str, extra:
 }
 
 /// The run's newest checkpoint: its policy with weights and state, its
-/// observation filter and a fresh env.
+/// observation filter and a fresh env (what `rlx export` restores).
 fn restore(dir: &Path) -> (Box<dyn PolicyGraph>, Option<MeanStdFilter>, Box<dyn rlx::Env>) {
-    let newest = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("checkpoint_"))
-        .max()
-        .unwrap();
-    let ckpt = Checkpoint::load(&newest).unwrap();
-    let meta = &ckpt.metadata;
-    let kwargs = meta.config.get("env_config").cloned().unwrap_or_default();
-    let env = rlx_envs::make_with(&meta.env, &kwargs).unwrap();
-    let mut policy = rlx_algorithms::make_policy_for_env(&meta.algorithm, &meta.config, env.as_ref(), 0).unwrap();
-    ckpt.load_weights(policy.as_mut()).unwrap();
-    let local = ckpt.state.evaluators.iter().find(|e| e.index == 0).unwrap();
-    if let Some(state) = &local.policy {
-        policy.load_state(state).unwrap();
-    }
-    (policy, local.filter.clone(), env)
+    let mut restored = rlx_cli::rollout::restore(dir, rlx_cli::args::Pick::Latest, 0).unwrap();
+    let filter = restored.filter();
+    restored.load_policy_state().unwrap();
+    (restored.policy, filter, restored.env)
 }
 
 /// Exports each case and compares the file with the checkpoint's policy
@@ -123,7 +109,7 @@ fn a_multi_agent_runs_policy_and_alpha_zeros_network_export() {
 }
 
 /// The comparison can fail: the PPO model against a policy with other
-/// weights disagrees, and `rlx export` refuses to write such a model.
+/// weights disagrees (what `rlx export` checks before it writes a file).
 #[test]
 fn a_model_of_other_weights_is_caught() {
     let (dir, model) = train_and_export("other_weights", "PPO", "CartPole-v1", "{}", &[]);
@@ -148,7 +134,7 @@ fn the_action_mask_input_keeps_actions_legal() {
     let obs: Vec<f32> = (0..rows * 36).map(|i| if i % 36 == (i / 36) % 36 { 1.0 } else { 0.0 }).collect();
     for legal in 0..4 {
         let mask: Vec<f32> = (0..rows * 4).map(|i| if i % 4 == legal { 1.0 } else { 0.0 }).collect();
-        let out = parity::run(&bytes, &space, &obs, 0, Some(&mask)).unwrap();
+        let out = parity::run(&bytes, &space, &obs, None, Some(&mask)).unwrap();
         assert!(out["actions_i64"].iter().all(|&a| a == legal as f32), "legal {legal}: {:?}", out["actions_i64"]);
     }
 }

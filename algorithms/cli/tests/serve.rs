@@ -4,7 +4,6 @@
 //! (`--follow`) without dropping a request.
 
 mod common;
-use rlx::checkpoint::Checkpoint;
 use rlx::{fields, Column, SampleBatch};
 use serde_json::{json, Value};
 use std::io::{BufReader, Read, Write};
@@ -15,13 +14,12 @@ use std::time::{Duration, Instant};
 
 const RLX: &str = env!("CARGO_BIN_EXE_rlx");
 
-/// A short PPO run on CartPole; its run directory.
-fn train(name: &str, seed: u64, iterations: u64, freq: u64) -> PathBuf {
+/// A short PPO run on CartPole with `config`; its run directory.
+fn train(name: &str, config: &str, iterations: u64, freq: u64) -> PathBuf {
     let results = common::tmp("serve", name);
-    let config = format!(r#"{{"seed": {seed}}}"#);
     let stop = format!(r#"{{"training_iteration": {iterations}}}"#);
     let out = Command::new(RLX)
-        .args(["train", "--run", "PPO", "--env", "CartPole-v1", "--config", &config, "--stop", &stop])
+        .args(["train", "--run", "PPO", "--env", "CartPole-v1", "--config", config, "--stop", &stop])
         .args(["--checkpoint-freq", &freq.to_string(), "--results-dir", results.to_str().unwrap()])
         .output()
         .unwrap();
@@ -119,22 +117,30 @@ fn observations(rows: usize, seed: u64) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// What rlx's own policy (the newest checkpoint of `dir`) does greedily.
-fn rlx_actions(dir: &Path, obs: &[Vec<f32>]) -> Vec<i64> {
-    let ckpt = Checkpoint::load(&rlx::checkpoint::latest(dir).unwrap()).unwrap();
-    let env = rlx_envs::make_with("CartPole-v1", &Value::Null).unwrap();
-    let mut policy = rlx_algorithms::make_policy_for_env("PPO", &ckpt.metadata.config, env.as_ref(), 0).unwrap();
-    ckpt.load_weights(policy.as_mut()).unwrap();
+/// What rlx's own policy (the newest checkpoint of `dir`) does greedily,
+/// from the recurrent states `state` if given; its actions and states out.
+fn rlx_acts(dir: &Path, obs: &[Vec<f32>], state: Option<&[f32]>) -> (Vec<i64>, Option<Vec<f32>>) {
+    let mut restored = rlx_cli::rollout::restore(dir, rlx_cli::args::Pick::Latest, 0).unwrap();
+    let filter = restored.filter();
+    restored.load_policy_state().unwrap();
     let mut flat: Vec<f32> = obs.concat();
-    if let Some(f) = ckpt.state.evaluators.iter().find(|e| e.index == 0).and_then(|e| e.filter.as_ref()) {
+    if let Some(f) = &filter {
         f.normalize(&mut flat);
     }
+    let zeros = vec![0.0; obs.len() * restored.policy.recurrent_state_size()];
+    let state = state.or((!zeros.is_empty()).then_some(&zeros[..]));
+    let input = rlx::PolicyInput { obs: &flat, action_mask: None, state, explore: false };
     let mut out = SampleBatch::new();
-    policy.compute_actions(&flat, false, &mut out).unwrap();
+    restored.policy.compute_actions_from_input(&input, &mut out).unwrap();
+    let next = out.f32(fields::STATE_OUT).ok().map(<[f32]>::to_vec);
     match out.get(fields::ACTIONS).unwrap() {
-        Column::I64 { data, .. } => data.clone(),
+        Column::I64 { data, .. } => (data.clone(), next),
         other => panic!("{other:?}"),
     }
+}
+
+fn rlx_actions(dir: &Path, obs: &[Vec<f32>]) -> Vec<i64> {
+    rlx_acts(dir, obs, None).0
 }
 
 fn actions_of(reply: &Value) -> Vec<i64> {
@@ -143,7 +149,7 @@ fn actions_of(reply: &Value) -> Vec<i64> {
 
 #[test]
 fn serve_answers_as_rlx_batches_and_refuses_bad_requests() {
-    let dir = train("answers", 1, 2, 1);
+    let dir = train("answers", r#"{"seed": 1}"#, 2, 1);
     let server = Server::start(&dir, &["--token", "s3cret", "--max-request-rows", "16", "--batch-wait-us", "3000"]);
     let addr = server.addr.as_str();
     let (status, body) = http(addr, "GET", "/healthz", &[], b"");
@@ -241,8 +247,8 @@ fn serve_answers_as_rlx_batches_and_refuses_bad_requests() {
 
 #[test]
 fn a_newer_checkpoint_takes_over_without_dropping_a_request() {
-    let old = train("follow_old", 1, 1, 1);
-    let new = train("follow_new", 2, 3, 3);
+    let old = train("follow_old", r#"{"seed": 1}"#, 1, 1);
+    let new = train("follow_new", r#"{"seed": 2}"#, 3, 3);
     // The served run directory holds the old run's checkpoint; the new
     // run's arrives in it while clients are asking.
     let served = common::tmp("serve", "follow_served");
@@ -304,4 +310,66 @@ fn a_newer_checkpoint_takes_over_without_dropping_a_request() {
         }
     }
     assert_eq!(versions.into_iter().collect::<Vec<_>>(), vec![1, 3]);
+}
+
+/// A recurrent policy's state travels in the request and the answer and
+/// gives what rlx gives from it; sampling answers; and a request whose
+/// mask leaves no legal action fails alone, while requests batched with it
+/// are answered.
+#[test]
+fn recurrent_state_round_trips_and_a_bad_request_fails_alone() {
+    let dir = train("recurrent", r#"{"seed": 4, "model": {"use_lstm": true, "lstm_cell_size": 16}}"#, 2, 2);
+    let server = Server::start(&dir, &["--batch-wait-us", "5000"]);
+    let addr = server.addr.as_str();
+    let obs = observations(3, 5);
+    let (status, first) = post_json(addr, &json!({ "observations": obs }), None);
+    assert_eq!(status, 200, "{first}");
+    let state: Vec<Vec<f32>> = serde_json::from_value(first["state"].clone()).unwrap();
+    assert_eq!((state.len(), state[0].len()), (3, 32));
+    let (actions, ours) = rlx_acts(&dir, &obs, None);
+    assert_eq!(actions_of(&first), actions);
+    let ours = ours.unwrap();
+    for (a, b) in state.concat().iter().zip(&ours) {
+        assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "state {a} vs rlx's {b}");
+    }
+    // The next step from that state.
+    let next = observations(3, 6);
+    let (status, second) = post_json(addr, &json!({ "observations": next, "state": state }), None);
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(actions_of(&second), rlx_acts(&dir, &next, Some(&ours)).0);
+    let (status, sampled) = post_json(addr, &json!({ "observations": next, "explore": true }), None);
+    assert_eq!(status, 200, "{sampled}");
+    assert!(actions_of(&sampled).iter().all(|a| (0..2).contains(a)));
+    let (status, wrong) = post_json(addr, &json!({ "observations": next, "state": vec![vec![0.0; 31]; 3] }), None);
+    assert_eq!(status, 400, "{wrong}");
+    assert!(wrong["error"].as_str().unwrap().contains("state[0] has 31 values; the policy takes 32"), "{wrong}");
+
+    // Good and bad requests at once, batched together by the 5 ms wait.
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                let mask = if c % 2 == 0 { vec![1.0, 1.0] } else { vec![0.0, 0.0] };
+                (0..15)
+                    .map(|i| {
+                        post_json(
+                            &addr,
+                            &json!({ "observations": observations(1, c * 50 + i), "action_mask": [mask] }),
+                            None,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for (c, client) in clients.into_iter().enumerate() {
+        for (status, reply) in client.join().unwrap() {
+            if c % 2 == 0 {
+                assert_eq!(status, 200, "a good request failed beside a bad one: {reply}");
+            } else {
+                assert_eq!(status, 422, "{reply}");
+                assert!(reply["error"].as_str().unwrap().contains("no legal action"), "{reply}");
+            }
+        }
+    }
 }

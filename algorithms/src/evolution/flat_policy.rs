@@ -322,10 +322,7 @@ impl PolicyGraph for FlatPolicy {
             at += inputs * outputs + outputs;
             layers.push(Layer::Dense { inputs, outputs, weight, bias });
             if l + 2 < self.sizes.len() {
-                layers.push(match self.activation {
-                    Activation::Tanh => Layer::Tanh,
-                    Activation::Relu => Layer::Relu,
-                });
+                layers.push(self.activation.into());
             }
         }
         let head = layers.pop().into_iter().collect();

@@ -69,15 +69,17 @@ impl Linear {
         (p.get(self.w).as_vec(), p.get(self.b).as_vec())
     }
 
-    /// The layer for export: the weight transposed to `(inputs, outputs)`.
-    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Layer {
+    /// The weight transposed to `(inputs, outputs)`, as export lays it
+    /// out, and the bias.
+    pub fn exported_weights<D: NetDevice>(&self, p: &Params<D>) -> (Vec<f32>, Vec<f32>) {
         let (w, bias) = self.weights(p);
-        Layer::Dense {
-            inputs: self.inputs,
-            outputs: self.outputs,
-            weight: transpose(&w, self.outputs, self.inputs),
-            bias,
-        }
+        (transpose(&w, self.outputs, self.inputs), bias)
+    }
+
+    /// The layer for export.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Layer {
+        let (weight, bias) = self.exported_weights(p);
+        Layer::Dense { inputs: self.inputs, outputs: self.outputs, weight, bias }
     }
 
     /// `x Wᵀ + b`.

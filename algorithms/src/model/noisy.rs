@@ -74,9 +74,15 @@ impl NoisyLinear {
         Self { mean, sigma }
     }
 
-    /// The mean weights for export (greedy acting uses no noise).
-    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> rlx::export::Layer {
-        self.mean.exported(p)
+    /// The mean weights for export (greedy acting uses no noise), as
+    /// [`Linear::exported_weights`].
+    pub fn exported_weights<D: NetDevice>(&self, p: &Params<D>) -> (Vec<f32>, Vec<f32>) {
+        self.mean.exported_weights(p)
+    }
+
+    /// Input features.
+    pub fn inputs(&self) -> usize {
+        self.mean.inputs()
     }
 
     /// Output features.

@@ -31,6 +31,15 @@ pub enum Activation {
     Relu,
 }
 
+impl From<Activation> for rlx::export::Layer {
+    fn from(a: Activation) -> Self {
+        match a {
+            Activation::Tanh => rlx::export::Layer::Tanh,
+            Activation::Relu => rlx::export::Layer::Relu,
+        }
+    }
+}
+
 /// The sizes of one convolution (square `kernel × kernel` filters,
 /// `stride`, no padding) over a batch of `rows` channels-last images of
 /// `height × width × in_channels`: what a device's `NetDevice::conv2d`

@@ -234,11 +234,7 @@ impl Mlp {
 
     /// The layers for export, each followed by the nonlinearity.
     pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
-        let act = match self.activation {
-            Activation::Tanh => Layer::Tanh,
-            Activation::Relu => Layer::Relu,
-        };
-        self.layers.iter().flat_map(|l| [l.exported(p), act.clone()]).collect()
+        self.layers.iter().flat_map(|l| [l.exported(p), self.activation.into()]).collect()
     }
 
     /// The layers' forward pass.
@@ -333,11 +329,11 @@ impl ConvStack {
 
     /// The convolutions for export, each followed by the nonlinearity.
     pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
-        let act = match self.activation {
-            Activation::Tanh => Layer::Tanh,
-            Activation::Relu => Layer::Relu,
-        };
-        self.convs.iter().zip(&self.sides).flat_map(|(c, &(h, w))| [c.exported(p, h, w), act.clone()]).collect()
+        self.convs
+            .iter()
+            .zip(&self.sides)
+            .flat_map(|(c, &(h, w))| [c.exported(p, h, w), self.activation.into()])
+            .collect()
     }
 
     /// The convolutions' forward pass on rows of images.

@@ -352,11 +352,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     /// log standard deviations.
     fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
         let p = &core.params;
-        let (Layer::Dense { inputs, outputs: a, weight: wm, bias: bm }, Layer::Dense { weight: ws, bias: bs, .. }) =
-            (self.actor.mean.exported(p), self.actor.log_std.exported(p))
-        else {
-            unreachable!("linear layers export dense ones")
-        };
+        let (inputs, a) = (self.actor.mean.inputs(), self.actor.mean.outputs());
+        let ((wm, bm), (ws, bs)) = (self.actor.mean.exported_weights(p), self.actor.log_std.exported_weights(p));
         let weight = wm.chunks_exact(a).zip(ws.chunks_exact(a)).flat_map(|(m, s)| m.iter().chain(s)).copied().collect();
         let head = Layer::Dense { inputs, outputs: 2 * a, weight, bias: bm.into_iter().chain(bs).collect() };
         let (low, high) = self.bounds.low_high();

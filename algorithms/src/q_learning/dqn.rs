@@ -353,13 +353,10 @@ impl<D: NetDevice> QNetwork<D> {
     fn exported(&self, p: &Params<D>) -> Result<PolicyExport, PolicyError> {
         let (encoding, body) = self.torso.exported(p)?;
         let (actions, atoms) = (self.actions, self.atoms());
-        let Layer::Dense { inputs, outputs, mut weight, mut bias } = self.advantage.exported(p) else {
-            unreachable!("a noisy layer exports a dense one")
-        };
+        let (inputs, outputs) = (self.advantage.inputs(), self.advantage.outputs());
+        let (mut weight, mut bias) = self.advantage.exported_weights(p);
         if self.dueling {
-            let Layer::Dense { weight: wv, bias: bv, .. } = self.value.exported(p) else {
-                unreachable!("a noisy layer exports a dense one")
-            };
+            let (wv, bv) = self.value.exported_weights(p);
             // Rows of `weight` are inputs, columns `a · atoms + z`; the bias
             // is one more such row.
             let fold = |row: &mut [f32], v: &[f32]| {

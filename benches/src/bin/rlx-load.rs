@@ -72,6 +72,9 @@ async fn ask(stream: &mut BufReader<TcpStream>, head: &[u8], body: &[u8]) -> std
 
 /// The `q` quantile of sorted `xs`.
 fn quantile(xs: &[f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
     xs[((xs.len() - 1) as f64 * q).round() as usize]
 }
 

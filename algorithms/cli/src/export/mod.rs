@@ -92,14 +92,10 @@ pub fn export(args: &ExportArgs) -> Result<ExportSummary, CliError> {
     };
     let parity = parity::compare(&bytes, chosen, filter.as_ref(), &obs).map_err(CliError::Export)?;
     if !parity.holds() {
+        let why = if parity.ties * 10 > parity.compared() { " (more than a tenth are near-ties)" } else { "" };
         return Err(CliError::Export(format!(
-            "the exported model disagrees with rlx on {} observations: {} of {} actions agree ({} ties), largest \
-             error {:.2e}; nothing was written",
-            parity.rows,
-            parity.same_actions,
-            parity.rows - parity.ties,
-            parity.ties,
-            parity.max_error
+            "the exported model disagrees with rlx on {} observations: {parity}{why}; nothing was written",
+            parity.rows
         )));
     }
     std::fs::write(&args.output, &bytes)?;

@@ -8,7 +8,7 @@
 //! | `obs` | `float32` (or `uint8` for a byte image) `[N, *shape]` | always |
 //! | `state_in` | `float32 [N, 2·cell]` (`[h, c]`; zeros start an episode) | LSTM |
 //! | `action_mask` | `float32 [N, choices]`, 0 = illegal | `--action-mask` |
-//! | `actions` | `int64 [N]` (`[N, k]` multi-discrete) or `float32 [N, dim]` | always |
+//! | `actions` | `int64 [N]` (one choice), `[N, k]` (`k > 1` choices) or `float32 [N, dim]` | always |
 //! | `logits` | `float32 [N, choices]` | categorical |
 //! | `q_values` | `float32 [N, actions]` | Q-learning |
 //! | `mean`, `log_std` | `float32 [N, dim]` | Gaussian, SAC |

@@ -17,10 +17,13 @@ pub const TIE: f32 = 1e-4;
 pub struct Parity {
     /// Observations compared.
     pub rows: usize,
-    /// Rows whose greedy actions agree.
+    /// Steps on each: 2 for a recurrent policy (from zeros, then from the
+    /// state the first step gave), else 1.
+    pub steps: usize,
+    /// Row-steps whose greedy actions agree.
     pub same_actions: usize,
-    /// Rows left out of the action count: their two best scores are within
-    /// [`TIE`] of each other.
+    /// Row-steps left out of the action count: their two best scores are
+    /// within [`TIE`] of each other.
     pub ties: usize,
     /// The largest error of the continuous outputs rlx also gives
     /// (actions, values, probabilities), relative to `max(1, |rlx's|)`.
@@ -28,9 +31,30 @@ pub struct Parity {
 }
 
 impl Parity {
-    /// Whether every non-tied action agrees and the outputs within `1e-4`.
+    /// Row-steps compared.
+    pub fn compared(&self) -> usize {
+        self.rows * self.steps
+    }
+
+    /// Whether every non-tied action agrees, the outputs are within `1e-4`,
+    /// and ties are at most a tenth of the rows (a model whose scores were
+    /// all alike would otherwise pass on ties alone).
     pub fn holds(&self) -> bool {
-        self.same_actions + self.ties == self.rows && self.max_error <= 1e-4
+        self.same_actions + self.ties == self.compared() && self.ties * 10 <= self.compared() && self.max_error <= 1e-4
+    }
+}
+
+impl std::fmt::Display for Parity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let steps = if self.steps > 1 { ", two steps of the recurrent state" } else { "" };
+        write!(
+            f,
+            "{} of {} greedy actions agree with rlx ({} near-ties left out{steps}), largest error {:.1e}",
+            self.same_actions,
+            self.compared() - self.ties,
+            self.ties,
+            self.max_error
+        )
     }
 }
 
@@ -54,6 +78,8 @@ pub fn record(
     let mut acting = rlx::acting::Acting::new(policy, 1);
     let mut out = SampleBatch::new();
     let mut episode = 0;
+    let mut mask = vec![1.0f32; space.mask_width().unwrap_or(0)];
+    let mut len = 0u64;
     env.reset(Some(seed), &mut obs).map_err(|e| e.to_string())?;
     acting.episode_started(0);
     for _ in 0..rows {
@@ -62,7 +88,10 @@ pub fn record(
         if let Some(f) = filter {
             f.normalize(&mut input);
         }
-        acting.act(policy, &input, None, true, &mut out).map_err(|e| e.to_string())?;
+        // The env's mask where it has one: the policy visits legal states.
+        let masked = !mask.is_empty() && rlx::env::read_action_mask(env, &mut mask, len).map_err(|e| e.to_string())?;
+        acting.act(policy, &input, masked.then_some(&mask[..]), true, &mut out).map_err(|e| e.to_string())?;
+        len += 1;
         let step = match (out.get(fields::ACTIONS), &space) {
             (Some(Column::I64 { data, .. }), Space::MultiDiscrete { .. }) => {
                 env.step(Action::MultiDiscrete(data), &mut obs)
@@ -78,6 +107,7 @@ pub fn record(
         .map_err(|e| e.to_string())?;
         if step.done() {
             episode += 1;
+            len = 0;
             env.reset(Some(seed + episode), &mut obs).map_err(|e| e.to_string())?;
             acting.episode_started(0);
         }
@@ -119,9 +149,11 @@ pub fn draw(space: &Space, rows: usize, seed: u64) -> Vec<f32> {
     out
 }
 
-/// Runs the ONNX `model` with tract on raw `obs` rows (and zero recurrent
-/// states), and `policy` on the same rows filtered by `filter`, greedy,
-/// and compares them.
+/// Runs the ONNX `model` with tract on raw `obs` rows, and `policy` on the
+/// same rows filtered by `filter`, greedy, and compares them. A recurrent
+/// policy takes a second step from the state its first gave (the first,
+/// from zeros, leaves `h · W_hh` and the forget gate out), and its states
+/// out are compared too.
 ///
 /// # Errors
 /// A model tract cannot load or run, or a policy failure.
@@ -131,27 +163,40 @@ pub fn compare(
     filter: Option<&MeanStdFilter>,
     obs: &[f32],
 ) -> Result<Parity, String> {
-    let (obs_space, act_space) = {
-        let (o, a) = policy.spaces();
-        (o.clone(), a.clone())
-    };
-    let width = obs_space.flat_dim();
-    let rows = obs.len() / width.max(1);
-    let onnx = run(model, &obs_space, obs, policy.recurrent_state_size(), None).map_err(|e| format!("tract: {e:#}"))?;
+    let rows = obs.len() / policy.observation_space().flat_dim().max(1);
     let mut filtered = obs.to_vec();
     if let Some(f) = filter {
         f.normalize(&mut filtered);
     }
-    let state = vec![0.0; rows * policy.recurrent_state_size()];
-    let input = PolicyInput {
-        obs: &filtered,
-        action_mask: None,
-        state: (!state.is_empty()).then_some(&state[..]),
-        explore: false,
-    };
+    let zeros = vec![0.0; rows * policy.recurrent_state_size()];
+    let (mut parity, next) = step(model, policy, obs, &filtered, &zeros)?;
+    if let Some(next) = next {
+        let (second, _) = step(model, policy, obs, &filtered, &next)?;
+        parity.steps += 1;
+        parity.same_actions += second.same_actions;
+        parity.ties += second.ties;
+        parity.max_error = parity.max_error.max(second.max_error);
+    }
+    Ok(parity)
+}
+
+/// One step of [`compare`] from the recurrent states `state` (empty for a
+/// feed-forward policy): the comparison, and rlx's states out.
+fn step(
+    model: &[u8],
+    policy: &mut dyn PolicyGraph,
+    obs: &[f32],
+    filtered: &[f32],
+    state: &[f32],
+) -> Result<(Parity, Option<Vec<f32>>), String> {
+    let (obs_space, act_space) = (policy.observation_space().clone(), policy.action_space().clone());
+    let rows = obs.len() / obs_space.flat_dim().max(1);
+    let recurrent = !state.is_empty();
+    let onnx = run(model, &obs_space, obs, recurrent.then_some(state), None).map_err(|e| format!("tract: {e:#}"))?;
+    let input = PolicyInput { obs: filtered, action_mask: None, state: recurrent.then_some(state), explore: false };
     let mut out = SampleBatch::new();
     policy.compute_actions_from_input(&input, &mut out).map_err(|e| e.to_string())?;
-    let mut parity = Parity { rows, same_actions: 0, ties: 0, max_error: 0.0 };
+    let mut parity = Parity { rows, steps: 1, same_actions: 0, ties: 0, max_error: 0.0 };
     let output = |name: &str| onnx.get(name).ok_or_else(|| format!("the model has no output {name}"));
     match out.get(fields::ACTIONS) {
         Some(Column::I64 { data, width: k }) => {
@@ -182,9 +227,12 @@ pub fn compare(
                     parity.same_actions += 1;
                 }
             }
-            // Where rlx gives the probabilities (not ES's or ARS's policies).
-            let probs = policy.action_probabilities(&filtered);
-            if let (Some(logits), Space::Discrete { .. }, Ok(probs)) = (onnx.get("logits"), &act_space, probs) {
+            // Where rlx gives the probabilities (not ES's or ARS's policies),
+            // which it computes from a new episode's state.
+            let probs = policy.action_probabilities(filtered);
+            if let (Some(logits), Space::Discrete { .. }, Ok(probs), false) =
+                (onnx.get("logits"), &act_space, probs, state.iter().any(|&x| x != 0.0))
+            {
                 parity.max_error =
                     parity.max_error.max(error("probabilities", &probs, &softmax_rows(logits, choices))?);
             }
@@ -198,13 +246,21 @@ pub fn compare(
     if let (Some(values), Ok(theirs)) = (out.f32(fields::VF_PREDS).ok(), output("value")) {
         parity.max_error = parity.max_error.max(error("values", values, theirs)?);
     }
-    Ok(parity)
+    let next = if recurrent {
+        let ours = out.f32(fields::STATE_OUT).map_err(|e| e.to_string())?.to_vec();
+        parity.max_error = parity.max_error.max(error("recurrent states", &ours, output("state_out")?)?);
+        Some(ours)
+    } else {
+        None
+    };
+    Ok((parity, next))
 }
 
 /// Each output of the ONNX `model` run by tract on rows of raw
 /// observations `obs` of `obs_space`, by name, as `f32` (int64 actions
-/// under `actions_i64`): with zero recurrent states of width `state` (0
-/// without) and the action mask `mask` if given.
+/// under `actions_i64`): with the recurrent states `state` of a recurrent
+/// model, and the action mask `mask` if given (all ones for a model with a
+/// mask input when `None`).
 ///
 /// # Errors
 /// A model tract cannot load or run on these inputs.
@@ -212,7 +268,7 @@ pub fn run(
     model: &[u8],
     obs_space: &Space,
     obs: &[f32],
-    state: usize,
+    state: Option<&[f32]>,
     mask: Option<&[f32]>,
 ) -> TractResult<HashMap<String, Vec<f32>>> {
     let width = obs_space.flat_dim();
@@ -244,9 +300,10 @@ pub fn run(
     };
     net.set_input_fact(0, InferenceFact::dt_shape(obs_tensor.datum_type(), &dims))?;
     let mut inputs: TVec<TValue> = tvec![obs_tensor.into()];
-    if state > 0 {
-        net.set_input_fact(1, InferenceFact::dt_shape(f32::datum_type(), [rows, state]))?;
-        inputs.push(Tensor::from_shape(&[rows, state], &vec![0.0f32; rows * state])?.into());
+    if let Some(state) = state {
+        let width = state.len() / rows.max(1);
+        net.set_input_fact(1, InferenceFact::dt_shape(f32::datum_type(), [rows, width]))?;
+        inputs.push(Tensor::from_shape(&[rows, width], state)?.into());
     }
     if let Some(mask) = mask {
         let width = mask.len() / rows.max(1);

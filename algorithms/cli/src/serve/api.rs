@@ -10,6 +10,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rlx::Column;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,6 +32,10 @@ pub struct App {
     pub max_rows: usize,
     /// The bearer token requests must carry, if any.
     pub token: Option<String>,
+    /// The observations are bytes, which rlx holds as `b / 255`.
+    pub obs_bytes: bool,
+    /// Whether the policy's thread still runs.
+    pub alive: Arc<AtomicBool>,
 }
 
 /// The body of `POST /v1/actions`.
@@ -146,6 +151,18 @@ async fn serve(
         ));
     }
     let obs = flatten("observations", &request.observations, app.obs_width)?;
+    if app.obs_bytes {
+        if let Some(i) = obs.iter().position(|x| !(0.0..=1.0).contains(x)) {
+            let (r, c) = (i / app.obs_width, i % app.obs_width);
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "observations[{r}][{c}] is {}; this env's observations are bytes, sent as b / 255 in [0, 1]",
+                    obs[i]
+                ),
+            ));
+        }
+    }
     let state = match (&request.state, app.state_width) {
         (None, _) => None,
         (Some(_), 0) => return Err(refuse(StatusCode::BAD_REQUEST, "state: this policy is not recurrent")),
@@ -236,9 +253,13 @@ fn encode(reply: &ActionReply, encoding: Encoding) -> Response {
     }
 }
 
-/// `GET /healthz`.
-pub async fn healthz(State(app): State<Arc<App>>) -> String {
-    format!("ok: model version {}\n", app.metrics.version())
+/// `GET /healthz`: 200 while the policy's thread runs, 503 after.
+pub async fn healthz(State(app): State<Arc<App>>) -> (StatusCode, String) {
+    if app.alive.load(Ordering::SeqCst) {
+        (StatusCode::OK, format!("ok: model version {}\n", app.metrics.version()))
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "the policy's thread stopped\n".into())
+    }
 }
 
 /// `GET /metrics`.

@@ -47,8 +47,6 @@ pub struct Answer {
     pub state_width: usize,
     /// The version of the model that answered.
     pub version: u64,
-    /// Rows of the batch the job was part of.
-    pub batch_rows: usize,
 }
 
 /// What the thread receives.
@@ -68,7 +66,10 @@ pub struct Batching {
     pub wait: Duration,
 }
 
-/// Runs until every sender is dropped.
+/// Runs until every sender is dropped. `on_batch(rows, version)` is told
+/// of each batch before its answers go out (and of each new model, with 0
+/// rows), so that whoever reads the counters after an answer sees its
+/// batch.
 pub fn run(mut model: Model, inbox: Receiver<Message>, batching: Batching, on_batch: impl Fn(usize, u64)) {
     let mut pending: Option<Box<Model>> = None;
     while let Ok(first) = inbox.recv() {
@@ -95,14 +96,13 @@ pub fn run(mut model: Model, inbox: Receiver<Message>, batching: Batching, on_ba
             }
         }
         // Greedy and exploring requests act in separate calls.
-        for explore in [false, true] {
-            let (these, rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.explore == explore);
-            jobs = rest;
-            if !these.is_empty() {
-                act(&mut model, these, explore, rows);
-            }
-        }
+        let (greedy, exploring): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| !j.explore);
+        let mut answers = answer(&mut model, greedy, false);
+        answers.extend(answer(&mut model, exploring, true));
         on_batch(rows, model.version);
+        for (reply, result) in answers {
+            let _ = reply.send(result);
+        }
         if let Some(next) = pending.take() {
             model = *next;
             on_batch(0, model.version);
@@ -110,13 +110,35 @@ pub fn run(mut model: Model, inbox: Receiver<Message>, batching: Batching, on_ba
     }
 }
 
-/// Acts on `jobs` in one call and answers each.
-fn act(model: &mut Model, jobs: Vec<Job>, explore: bool, batch_rows: usize) {
+type Reply = oneshot::Sender<Result<Answer, String>>;
+
+/// The answers to `jobs`: acted on in one call; if that call fails, each
+/// job on its own, so that one request's bad rows (a mask leaving no legal
+/// action, a discrete value outside its space) fail that request alone.
+fn answer(model: &mut Model, jobs: Vec<Job>, explore: bool) -> Vec<(Reply, Result<Answer, String>)> {
+    if jobs.is_empty() {
+        return Vec::new();
+    }
+    match act(model, &jobs, explore) {
+        Ok(answers) => jobs.into_iter().map(|j| j.reply).zip(answers.into_iter().map(Ok)).collect(),
+        Err(_) if jobs.len() > 1 => jobs
+            .into_iter()
+            .map(|job| {
+                let result = act(model, std::slice::from_ref(&job), explore).map(|mut a| a.remove(0));
+                (job.reply, result)
+            })
+            .collect(),
+        Err(e) => jobs.into_iter().map(|j| (j.reply, Err(e.clone()))).collect(),
+    }
+}
+
+/// Acts on `jobs` in one call: each job's answer, in order.
+fn act(model: &mut Model, jobs: &[Job], explore: bool) -> Result<Vec<Answer>, String> {
     let state_width = model.policy.recurrent_state_size();
     let mask_width = model.policy.action_space().mask_width().unwrap_or(0);
     let any_mask = jobs.iter().any(|j| j.mask.is_some());
     let (mut obs, mut state, mut mask) = (Vec::new(), Vec::new(), Vec::new());
-    for job in &jobs {
+    for job in jobs {
         obs.extend_from_slice(&job.obs);
         match &job.state {
             Some(s) => state.extend_from_slice(s),
@@ -139,34 +161,24 @@ fn act(model: &mut Model, jobs: Vec<Job>, explore: bool, batch_rows: usize) {
         explore,
     };
     let mut out = SampleBatch::new();
-    let acted = model.policy.compute_actions_from_input(&input, &mut out).map_err(|e| e.to_string());
-    let result = acted.and_then(|()| {
-        let actions = out.get(fields::ACTIONS).cloned().ok_or("the policy wrote no actions")?;
-        let next =
-            if state_width > 0 { Some(out.f32(fields::STATE_OUT).map_err(|e| e.to_string())?.to_vec()) } else { None };
-        Ok((actions, next))
-    });
-    let (actions, next) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            jobs.into_iter().for_each(|j| drop(j.reply.send(Err(e.clone()))));
-            return;
-        }
-    };
+    model.policy.compute_actions_from_input(&input, &mut out).map_err(|e| e.to_string())?;
+    let actions = out.get(fields::ACTIONS).cloned().ok_or("the policy wrote no actions")?;
+    let next =
+        if state_width > 0 { Some(out.f32(fields::STATE_OUT).map_err(|e| e.to_string())?.to_vec()) } else { None };
     let space = model.policy.action_space().clone();
     let mut at = 0;
+    let mut answers = Vec::with_capacity(jobs.len());
     for job in jobs {
         let rows = at..at + job.rows;
         at += job.rows;
-        let answer = Answer {
+        answers.push(Answer {
             actions: rows_of(&actions, rows.clone(), &space),
             state: next.as_ref().map(|s| s[rows.start * state_width..rows.end * state_width].to_vec()),
             state_width,
             version: model.version,
-            batch_rows,
-        };
-        let _ = job.reply.send(Ok(answer));
+        });
     }
+    Ok(answers)
 }
 
 /// Rows `rows` of an actions column; continuous actions clipped to the

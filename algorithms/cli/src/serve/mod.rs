@@ -50,6 +50,13 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
     if args.max_batch == 0 || args.max_request_rows == 0 {
         return Err(CliError::Usage("--max-batch and --max-request-rows must be at least 1".into()));
     }
+    if args.follow && args.pick == crate::args::Pick::Best {
+        return Err(CliError::Usage(
+            "--follow serves each newer checkpoint as it appears; --pick best chooses once among those there: \
+             drop one"
+                .into(),
+        ));
+    }
     if args.follow && args.checkpoint.join("metadata.json").is_file() {
         return Err(CliError::Usage(format!(
             "--follow watches a run directory for newer checkpoints; {} is a checkpoint",
@@ -58,6 +65,7 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
     }
     let (model, ckpt, obs_space, act_space) = load(&args.checkpoint, args)?;
     let meta = &ckpt.metadata;
+    let served = (obs_space.clone(), act_space.clone(), model.policy.recurrent_state_size());
     let metrics = Arc::new(Metrics::new(model.version));
     let (inbox, jobs) = std::sync::mpsc::sync_channel(QUEUE);
     let app = Arc::new(api::App {
@@ -68,15 +76,26 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
         mask_width: act_space.mask_width(),
         max_rows: args.max_request_rows,
         token: args.token.clone(),
+        obs_bytes: matches!(obs_space, Space::Box { dtype: rlx::space::Dtype::U8, .. }),
+        alive: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     });
     let batching = Batching { max_rows: args.max_batch, wait: Duration::from_micros(args.batch_wait_us) };
     let on_batch = {
         let metrics = metrics.clone();
         move |rows, version| metrics.batch(rows, version)
     };
-    std::thread::Builder::new()
-        .name("rlx-serve-policy".into())
-        .spawn(move || batcher::run(model, jobs, batching, on_batch))?;
+    let alive = app.alive.clone();
+    std::thread::Builder::new().name("rlx-serve-policy".into()).spawn(move || {
+        // Marks the thread gone however it ends (a panicking policy too).
+        struct Gone(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let _gone = Gone(alive);
+        batcher::run(model, jobs, batching, on_batch)
+    })?;
     let router = axum::Router::new()
         .route("/v1/actions", axum::routing::post(api::actions))
         .route("/healthz", axum::routing::get(api::healthz))
@@ -97,7 +116,7 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
             if args.follow { "; following newer checkpoints" } else { "" }
         );
         if args.follow {
-            tokio::spawn(follow(args.checkpoint.clone(), ckpt.dir.clone(), args.clone(), inbox));
+            tokio::spawn(follow(args.checkpoint.clone(), ckpt.dir.clone(), served, args.clone(), inbox));
         }
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
@@ -108,8 +127,16 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
 }
 
 /// Watches `run_dir` for a checkpoint newer than `current`, loads it
-/// beside the serving policy and hands it to the batcher.
-async fn follow(run_dir: PathBuf, mut current: PathBuf, args: ServeArgs, inbox: std::sync::mpsc::SyncSender<Message>) {
+/// beside the serving policy and hands it to the batcher; a checkpoint
+/// whose spaces or recurrent state differ from the served one is refused
+/// (the requests' shapes were checked against those).
+async fn follow(
+    run_dir: PathBuf,
+    mut current: PathBuf,
+    served: (Space, Space, usize),
+    args: ServeArgs,
+    inbox: std::sync::mpsc::SyncSender<Message>,
+) {
     let mut refused: Option<PathBuf> = None;
     loop {
         tokio::time::sleep(Duration::from_millis(args.follow_interval_ms)).await;
@@ -117,20 +144,33 @@ async fn follow(run_dir: PathBuf, mut current: PathBuf, args: ServeArgs, inbox: 
         if newest == current || refused.as_ref() == Some(&newest) || !newer(&newest, &current) {
             continue;
         }
-        let (path, given) = (newest.clone(), args.clone());
-        match tokio::task::spawn_blocking(move || load(&path, &given).map(|(model, ..)| model)).await {
-            Ok(Ok(model)) => {
-                errln!("serving {} (iteration {})", newest.display(), model.version);
-                if inbox.send(Message::Swap(Box::new(model))).is_err() {
-                    return;
-                }
+        let (path, given, inbox, served) = (newest.clone(), args.clone(), inbox.clone(), served.clone());
+        // Loading and handing over block (a full inbox waits for room):
+        // off the async workers.
+        let handed = tokio::task::spawn_blocking(move || -> Result<Option<u64>, String> {
+            let (model, _, obs, act) = load(&path, &given).map_err(|e| e.to_string())?;
+            let shape = (obs, act, model.policy.recurrent_state_size());
+            if shape != served {
+                return Err(format!(
+                    "its spaces or recurrent state ({} → {}, state {}) differ from the served policy's ({} → {}, \
+                     state {})",
+                    shape.0, shape.1, shape.2, served.0, served.1, served.2
+                ));
+            }
+            let version = model.version;
+            Ok(inbox.send(Message::Swap(Box::new(model))).is_ok().then_some(version))
+        })
+        .await;
+        match handed {
+            Ok(Ok(Some(version))) => {
+                errln!("serving {} (iteration {version})", newest.display());
                 current = newest;
             }
             Ok(Err(e)) => {
                 errln!("warning: not serving {}: {e}", newest.display());
                 refused = Some(newest);
             }
-            Err(_) => return,
+            Ok(Ok(None)) | Err(_) => return,
         }
     }
 }
