@@ -31,6 +31,28 @@ impl RolloutSummary {
     }
 }
 
+/// Steps `env` with the `actions` column of `out` (one row), writing the
+/// next observation into `obs`; continuous actions are clipped to the
+/// space's bounds, as evaluators clip them.
+///
+/// # Errors
+/// No actions, actions written as bytes, or the env's error, as text.
+pub(crate) fn step_with(env: &mut dyn rlx::Env, out: &SampleBatch, obs: &mut [f32]) -> Result<rlx::Step, String> {
+    let space = env.action_space().clone();
+    match (out.get(fields::ACTIONS), &space) {
+        (Some(Column::I64 { data, .. }), Space::MultiDiscrete { .. }) => env.step(Action::MultiDiscrete(data), obs),
+        (Some(Column::I64 { data, .. }), _) => env.step(Action::Discrete(data[0]), obs),
+        (Some(Column::F32 { data, .. }), space) => {
+            let mut clipped = data.clone();
+            space.clip(&mut clipped);
+            env.step(Action::Continuous(&clipped), obs)
+        }
+        (None, _) => return Err("the policy wrote no actions".into()),
+        (Some(Column::U8 { .. }), _) => return Err("the policy wrote its actions as bytes".into()),
+    }
+    .map_err(|e| e.to_string())
+}
+
 /// A checkpoint's policy with its weights, and a fresh copy of its env.
 pub struct Restored {
     /// The checkpoint.
@@ -155,23 +177,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
                 !mask.is_empty() && rlx::env::read_action_mask(env.as_ref(), &mut mask, len).map_err(|e| fail(&e))?;
             let mask_input = masked.then_some(&mask[..]);
             acting.act(policy.as_mut(), &input, mask_input, args.explore, &mut out).map_err(|e| fail(&e))?;
-            let step = match (out.get(fields::ACTIONS), env.action_space()) {
-                (Some(Column::I64 { data, .. }), Space::MultiDiscrete { .. }) => {
-                    env.step(Action::MultiDiscrete(data), &mut obs)
-                }
-                (Some(Column::I64 { data, .. }), _) => env.step(Action::Discrete(data[0]), &mut obs),
-                (Some(Column::F32 { data, .. }), space) => {
-                    // Within the bounds, as evaluators step envs.
-                    let mut clipped = data.clone();
-                    space.clip(&mut clipped);
-                    env.step(Action::Continuous(&clipped), &mut obs)
-                }
-                (None, _) => return Err(CliError::Rollout("the policy wrote no actions".into())),
-                (Some(Column::U8 { .. }), _) => {
-                    return Err(CliError::Rollout("the policy wrote its actions as bytes".into()))
-                }
-            }
-            .map_err(|e| fail(&e))?;
+            let step = step_with(env.as_mut(), &out, &mut obs).map_err(CliError::Rollout)?;
             ret += step.reward;
             len += 1;
             if step.done() {

@@ -4,7 +4,7 @@
 //! tests check with onnxruntime too.
 
 use rlx::filter::MeanStdFilter;
-use rlx::{fields, Action, Column, PolicyGraph, PolicyInput, SampleBatch, Space};
+use rlx::{fields, Column, PolicyGraph, PolicyInput, SampleBatch, Space};
 use std::collections::HashMap;
 use tract_onnx::prelude::*;
 
@@ -92,19 +92,7 @@ pub fn record(
         let masked = !mask.is_empty() && rlx::env::read_action_mask(env, &mut mask, len).map_err(|e| e.to_string())?;
         acting.act(policy, &input, masked.then_some(&mask[..]), true, &mut out).map_err(|e| e.to_string())?;
         len += 1;
-        let step = match (out.get(fields::ACTIONS), &space) {
-            (Some(Column::I64 { data, .. }), Space::MultiDiscrete { .. }) => {
-                env.step(Action::MultiDiscrete(data), &mut obs)
-            }
-            (Some(Column::I64 { data, .. }), _) => env.step(Action::Discrete(data[0]), &mut obs),
-            (Some(Column::F32 { data, .. }), space) => {
-                let mut clipped = data.clone();
-                space.clip(&mut clipped);
-                env.step(Action::Continuous(&clipped), &mut obs)
-            }
-            _ => return Err("the policy wrote no actions".into()),
-        }
-        .map_err(|e| e.to_string())?;
+        let step = crate::rollout::step_with(env, &out, &mut obs)?;
         if step.done() {
             episode += 1;
             len = 0;
