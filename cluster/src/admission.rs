@@ -230,7 +230,7 @@ impl NodeTls {
     /// # Errors
     /// A file that cannot be read or holds no usable certificate or key;
     /// the message names the file.
-    pub(crate) fn acceptor(&self) -> Result<TlsAcceptor, String> {
+    pub fn acceptor(&self) -> Result<TlsAcceptor, String> {
         let builder = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?;
@@ -256,7 +256,7 @@ impl DriverTls {
     ///
     /// # Errors
     /// As [`NodeTls::acceptor`].
-    pub(crate) fn connector(&self) -> Result<TlsConnector, String> {
+    pub fn connector(&self) -> Result<TlsConnector, String> {
         let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?

@@ -31,6 +31,9 @@ pub use driver::{Cluster, ClusterOptions, DEFAULT_MAX_NODE_CONNECTIONS};
 pub use node::{
     Node, NodeConfig, Resolver, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES,
 };
+/// The TLS streams [`NodeTls::acceptor`] and [`DriverTls::connector`] make
+/// (`rlx serve` serves HTTPS with the same files).
+pub use tokio_rustls;
 
 use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeConnectionMode;

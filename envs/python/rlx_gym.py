@@ -739,11 +739,36 @@ def serve_atari_vector(hello, inp, out):
             padded[:] = stack - 1
             frames_played = info["episode_frame_number"].astype(np.int64)
             write_frame(out, b"O", rows(obs, range(n)).tobytes(), no_masks)
+        elif tag == b"V":
+            reason = b"ale-py's vector env draws no frames of its copies: record with atari.vectorized false"
+            write_frame(out, b"F", struct.pack("<II", 0, 0), reason)
         elif tag == b"Q":
             env.close()
             return 0
         else:
             raise ValueError(f"unknown message {tag!r}")
+
+
+def rgb_frame(env):
+    """The frame of ``env`` for a video, as the ``F`` reply's parts: height
+    and width (little-endian u32s) and the RGB bytes; or height and width 0
+    and the reason, as text."""
+    try:
+        modes = env.metadata.get("render_modes", [])
+        if "rgb_array" not in modes:
+            raise ValueError(f"{env.spec.id if env.spec else env} has no rgb_array rendering (render_modes: {modes})")
+        if env.render_mode != "rgb_array":
+            # Gymnasium fixes the render mode when an env is made, and rlx
+            # makes its envs without one; the envs that offer rgb_array read
+            # the attribute when they draw.
+            env.unwrapped.render_mode = "rgb_array"
+        image = np.asarray(env.render())
+        if image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"render() returned an array of shape {image.shape}, not (height, width, 3)")
+        image = np.ascontiguousarray(image, dtype=np.uint8)
+        return struct.pack("<II", image.shape[0], image.shape[1]), image.tobytes()
+    except Exception as e:  # the reason travels back; the worker goes on
+        return struct.pack("<II", 0, 0), f"{type(e).__name__}: {e}".encode()
 
 
 def serve_gym(hello, inp, out):
@@ -809,6 +834,9 @@ def serve_gym(hello, inp, out):
                 o, _ = env.reset(seed=seed)
                 layout.write(o, obs[i], masks[i])
             write_frame(out, b"O", obs.tobytes(), masks.tobytes())
+        elif tag == b"V":
+            (copy,) = struct.unpack("<I", frame[1:5])
+            write_frame(out, b"F", *rgb_frame(envs[copy]))
         elif tag == b"Q":
             return 0
         else:

@@ -41,10 +41,13 @@ use std::f64::consts::PI;
 
 use crate::classic::{check_argument, write_f32, ClassicControl, Dynamics};
 use crate::pcg64::Pcg64;
+use rlx::video::{Canvas, Frame};
 use rlx::{Action, EnvError, Space, TimeLimit};
 
 const DT: f64 = 0.2;
 const LINK_LENGTH_1: f64 = 1.0;
+/// Used only in the picture: the dynamics never need the second length.
+const LINK_LENGTH_2: f64 = 1.0;
 const LINK_MASS_1: f64 = 1.0;
 const LINK_MASS_2: f64 = 1.0;
 const LINK_COM_POS_1: f64 = 0.5;
@@ -202,6 +205,26 @@ impl Dynamics for AcrobotDynamics {
 
     fn observe(&[theta1, theta2, dtheta1, dtheta2]: &[f64; 4], obs: &mut [f32]) {
         write_f32(obs, [theta1.cos(), theta1.sin(), theta2.cos(), theta2.sin(), dtheta1, dtheta2]);
+    }
+
+    /// 500×500 pixels as Gymnasium draws it: the frame spans ±2.2 m around
+    /// the pivot, both links hang down at 0 rad, and the goal line is 1 m
+    /// above the pivot.
+    fn draw(&[theta1, theta2, _, _]: &[f64; 4]) -> Frame {
+        let scale = 500.0 / (2.0 * (LINK_LENGTH_1 + LINK_LENGTH_2 + 0.2));
+        let mut canvas = Canvas::new(500, 500, [255, 255, 255]);
+        let pivot = (250.0, 250.0);
+        canvas.line((0.0, pivot.1 - scale), (500.0, pivot.1 - scale), 1.0, [0, 0, 0]);
+        let joint = (pivot.0 + scale * LINK_LENGTH_1 * theta1.sin(), pivot.1 + scale * LINK_LENGTH_1 * theta1.cos());
+        let end = (
+            joint.0 + scale * LINK_LENGTH_2 * (theta1 + theta2).sin(),
+            joint.1 + scale * LINK_LENGTH_2 * (theta1 + theta2).cos(),
+        );
+        for (a, b) in [(pivot, joint), (joint, end)] {
+            canvas.line(a, b, 0.2 * scale, [0, 204, 204]);
+            canvas.fill_circle(a, 0.1 * scale, [204, 204, 0]);
+        }
+        canvas.into_frame()
     }
 
     /// The joint angles in degrees (0 hangs straight down), the angular

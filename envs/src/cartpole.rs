@@ -21,6 +21,7 @@
 
 use crate::classic::{write_f32, ClassicControl, Dynamics};
 use crate::pcg64::Pcg64;
+use rlx::video::{Canvas, Frame};
 use rlx::{Action, Space, TimeLimit};
 
 const GRAVITY: f64 = 9.8;
@@ -94,6 +95,23 @@ impl Dynamics for CartPoleDynamics {
 
     fn observe(state: &[f64; 4], obs: &mut [f32]) {
         write_f32(obs, *state);
+    }
+
+    /// 600×400 pixels as Gymnasium draws it: the frame spans the track's
+    /// ±2.4 m, the pole (twice `LENGTH`) is 10 px wide, the cart 50×30 px.
+    fn draw(&[x, _, theta, _]: &[f64; 4]) -> Frame {
+        let scale = 600.0 / (2.0 * X_THRESHOLD);
+        let mut canvas = Canvas::new(600, 400, [255, 255, 255]);
+        let track_y = 300.0;
+        canvas.line((0.0, track_y), (600.0, track_y), 1.0, [0, 0, 0]);
+        let cart_x = 300.0 + x * scale;
+        canvas.fill_rect((cart_x - 25.0, track_y - 15.0), (cart_x + 25.0, track_y + 15.0), [0, 0, 0]);
+        let axle = (cart_x, track_y - 7.5);
+        let length = scale * 2.0 * LENGTH;
+        let tip = (axle.0 + length * theta.sin(), axle.1 - length * theta.cos());
+        canvas.line(axle, tip, 10.0, [202, 152, 101]);
+        canvas.fill_circle(axle, 5.0, [129, 132, 203]);
+        canvas.into_frame()
     }
 
     /// The track from −2.4 to 2.4 with the cart leaning like its pole

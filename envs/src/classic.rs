@@ -18,6 +18,7 @@
 use crate::pcg64::Pcg64;
 use crate::snapshot::Snapshot;
 use rlx::env::{invalid_action, EnvState};
+use rlx::video::Frame;
 use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -67,6 +68,10 @@ pub trait Dynamics: Send {
 
     /// One line of text showing `state` (see [`Env::render`]).
     fn render(state: &Self::State) -> String;
+
+    /// A picture of `state` (see [`Env::render_rgb`]), laid out as
+    /// Gymnasium's `rgb_array` is: the same size and scale.
+    fn draw(state: &Self::State) -> Frame;
 }
 
 /// Writes `values` into `obs`, rounded to `f32` as Gymnasium's float32
@@ -196,6 +201,10 @@ impl<D: Dynamics> Env for ClassicControl<D> {
 
     fn render(&self) -> Option<String> {
         Some(D::render(&self.state))
+    }
+
+    fn render_rgb(&mut self) -> Result<Option<Frame>, EnvError> {
+        Ok(Some(D::draw(&self.state)))
     }
 }
 

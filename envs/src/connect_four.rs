@@ -13,6 +13,7 @@
 //! the 84 values).
 
 use rlx::game::{illegal, Ending, Game, GameError};
+use rlx::video::{Canvas, Frame};
 use rlx::Space;
 
 /// Rows of the board.
@@ -149,6 +150,18 @@ impl Game for ConnectFour {
         }
         out.push_str("0123456");
         out
+    }
+
+    /// The board, 420×360 pixels: a blue frame with `player_0`'s pieces
+    /// red and `player_1`'s yellow.
+    fn render_rgb(&self) -> Option<Frame> {
+        let mut canvas = Canvas::new(60 * COLS as u32, 60 * ROWS as u32, [30, 70, 200]);
+        for (i, &piece) in self.cells.iter().enumerate() {
+            let centre = (60.0 * (i % COLS) as f64 + 30.0, 60.0 * (i / COLS) as f64 + 30.0);
+            let color = [[255, 255, 255], [220, 40, 40], [240, 210, 30]][piece as usize];
+            canvas.fill_circle(centre, 24.0, color);
+        }
+        Some(canvas.into_frame())
     }
 
     fn save_state(&self) -> Option<Vec<u8>> {

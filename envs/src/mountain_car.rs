@@ -50,6 +50,7 @@
 
 use crate::classic::{check_argument, write_f32, ClassicControl, Dynamics};
 use crate::pcg64::Pcg64;
+use rlx::video::{Canvas, Frame};
 use rlx::{Action, EnvError, Space, TimeLimit};
 
 const MIN_POSITION: f64 = -1.2;
@@ -86,6 +87,40 @@ fn render_track(position: f64, velocity: f64, goal: f64) -> String {
     track[col(goal)] = 'G';
     track[col(position)] = 'o';
     format!("[{}] x={position:+.3} v={velocity:+.4}", track.into_iter().collect::<String>())
+}
+
+/// Both variants' picture, 600×400 pixels as Gymnasium draws it: the hill
+/// `0.45 sin(3x) + 0.55` from −1.2 to 0.6, the car tilted with the slope,
+/// and a flag at `goal`.
+fn draw_hill(position: f64, goal: f64) -> Frame {
+    let scale = 600.0 / (MAX_POSITION - MIN_POSITION);
+    let height = |x: f64| (3.0 * x).sin() * 0.45 + 0.55;
+    let at = |x: f64, up: f64| ((x - MIN_POSITION) * scale, 400.0 - height(x) * scale - up);
+    let mut canvas = Canvas::new(600, 400, [255, 255, 255]);
+    let xs: Vec<f64> = (0..=100).map(|i| MIN_POSITION + (MAX_POSITION - MIN_POSITION) * f64::from(i) / 100.0).collect();
+    for pair in xs.windows(2) {
+        canvas.line(at(pair[0], 0.0), at(pair[1], 0.0), 2.0, [0, 0, 0]);
+    }
+    // The flag: a pole 50 px high with a pennant.
+    let foot = at(goal, 0.0);
+    canvas.line(foot, (foot.0, foot.1 - 50.0), 2.0, [0, 0, 0]);
+    canvas.fill_polygon(
+        &[(foot.0, foot.1 - 50.0), (foot.0, foot.1 - 40.0), (foot.0 + 25.0, foot.1 - 45.0)],
+        [204, 204, 0],
+    );
+    // The car: 40×20 px, 10 px above the track, turned with the slope.
+    // The slope's angle: the hill's derivative is 1.35 cos(3x).
+    let (sin, cos) = (1.35 * (3.0 * position).cos()).atan().sin_cos();
+    let centre = at(position, 0.0);
+    let corner = |dx: f64, dy: f64| (centre.0 + dx * cos + dy * sin, centre.1 - dx * sin + dy * cos);
+    canvas.fill_polygon(
+        &[corner(-20.0, -10.0), corner(20.0, -10.0), corner(20.0, -30.0), corner(-20.0, -30.0)],
+        [0, 0, 0],
+    );
+    for dx in [-10.0, 10.0] {
+        canvas.fill_circle(corner(dx, -10.0), 5.0, [128, 128, 128]);
+    }
+    canvas.into_frame()
 }
 
 /// The physics of both variants, of [`MountainCarContinuous`] if
@@ -167,6 +202,10 @@ impl Dynamics for MountainCarDynamics<false> {
 
     fn render(&[position, velocity]: &[f64; 2]) -> String {
         render_track(position, velocity, GOAL_POSITION)
+    }
+
+    fn draw(&[position, _]: &[f64; 2]) -> Frame {
+        draw_hill(position, GOAL_POSITION)
     }
 }
 
@@ -366,6 +405,10 @@ impl Dynamics for MountainCarDynamics<true> {
 
     fn render(&([position, velocity], _): &Self::State) -> String {
         render_track(position, velocity, CONTINUOUS_GOAL_POSITION)
+    }
+
+    fn draw(&([position, _], _): &Self::State) -> Frame {
+        draw_hill(position, CONTINUOUS_GOAL_POSITION)
     }
 }
 

@@ -35,6 +35,7 @@ use std::f64::consts::PI;
 
 use crate::classic::{check_argument, write_f32, ClassicControl, Dynamics};
 use crate::pcg64::Pcg64;
+use rlx::video::{Canvas, Frame};
 use rlx::{Action, EnvError, Space, TimeLimit};
 
 const MAX_SPEED: f64 = 8.0;
@@ -159,6 +160,20 @@ impl Dynamics for PendulumDynamics {
 
     fn observe(&[theta, theta_dot]: &[f64; 2], obs: &mut [f32]) {
         write_f32(obs, [theta.cos(), theta.sin(), theta_dot]);
+    }
+
+    /// 500×500 pixels as Gymnasium draws it: the frame spans ±2.2 m around
+    /// the pivot, the rod is 1 m long and 0.2 m wide, 0 rad points up and
+    /// the angle grows anticlockwise.
+    fn draw(&[theta, _]: &[f64; 2]) -> Frame {
+        let scale = 500.0 / 4.4;
+        let mut canvas = Canvas::new(500, 500, [255, 255, 255]);
+        let pivot = (250.0, 250.0);
+        let tip = (pivot.0 - scale * theta.sin(), pivot.1 - scale * theta.cos());
+        canvas.line(pivot, tip, 0.2 * scale, [204, 77, 77]);
+        canvas.fill_circle(tip, 0.1 * scale, [204, 77, 77]);
+        canvas.fill_circle(pivot, 0.05 * scale, [0, 0, 0]);
+        canvas.into_frame()
     }
 
     /// The angle in degrees, normalized into [−180, 180) with 0 upright,

@@ -90,6 +90,10 @@ impl Env for StatelessCartPole {
     fn render(&self) -> Option<String> {
         self.inner.render()
     }
+
+    fn render_rgb(&mut self) -> Result<Option<rlx::video::Frame>, EnvError> {
+        self.inner.render_rgb()
+    }
 }
 
 #[cfg(test)]

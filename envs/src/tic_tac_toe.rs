@@ -9,6 +9,7 @@
 //! made.
 
 use rlx::game::{illegal, Ending, Game, GameError};
+use rlx::video::{Canvas, Frame};
 use rlx::Space;
 
 const LINES: [[usize; 3]; 8] = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [0, 3, 6], [1, 4, 7], [2, 5, 8], [0, 4, 8], [2, 4, 6]];
@@ -112,6 +113,37 @@ impl Game for TicTacToe {
             .map(|row| row.iter().map(|&c| ['.', 'X', 'O'][c as usize]).collect::<String>())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// The board, 300×300 pixels: X (`player_0`) red, O (`player_1`) blue.
+    fn render_rgb(&self) -> Option<Frame> {
+        let mut canvas = Canvas::new(300, 300, [255, 255, 255]);
+        for k in 1..3 {
+            let at = 100.0 * f64::from(k);
+            canvas.line((at, 5.0), (at, 295.0), 4.0, [0, 0, 0]);
+            canvas.line((5.0, at), (295.0, at), 4.0, [0, 0, 0]);
+        }
+        for (i, &mark) in self.cells.iter().enumerate() {
+            let centre = (100.0 * (i % 3) as f64 + 50.0, 100.0 * (i / 3) as f64 + 50.0);
+            match mark {
+                1 => {
+                    for (dx, dy) in [(30.0, 30.0), (30.0, -30.0)] {
+                        canvas.line(
+                            (centre.0 - dx, centre.1 - dy),
+                            (centre.0 + dx, centre.1 + dy),
+                            10.0,
+                            [210, 40, 40],
+                        );
+                    }
+                }
+                2 => {
+                    canvas.fill_circle(centre, 33.0, [40, 80, 210]);
+                    canvas.fill_circle(centre, 23.0, [255, 255, 255]);
+                }
+                _ => {}
+            }
+        }
+        Some(canvas.into_frame())
     }
 
     fn save_state(&self) -> Option<Vec<u8>> {

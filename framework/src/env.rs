@@ -271,6 +271,16 @@ pub trait BatchedEnv: Send {
     fn num_rows(&self) -> Option<usize> {
         None
     }
+
+    /// Copy `copy`'s current frame (see [`Env::render_rgb`]), or `Ok(None)`
+    /// (the default) if the copies draw none.
+    ///
+    /// # Errors
+    /// A renderer that fails, or a copy out of range.
+    fn render_rgb(&mut self, copy: usize) -> Result<Option<crate::video::Frame>, EnvError> {
+        let _ = copy;
+        Ok(None)
+    }
 }
 
 /// Where [`Env::batched`] puts its copies: from the `env_shards` config
@@ -437,6 +447,18 @@ pub trait Env: Send {
         None
     }
 
+    /// The current frame as a picture, for videos (`rlx rollout --video`,
+    /// `record_video_interval`), or `Ok(None)` (the default) if the env
+    /// draws none. Called after `reset` and after each `step` that did not
+    /// end the episode. It takes `&mut self` because drawing may ask
+    /// another process (a Gymnasium env's `render()`).
+    ///
+    /// # Errors
+    /// A renderer that fails.
+    fn render_rgb(&mut self) -> Result<Option<crate::video::Frame>, EnvError> {
+        Ok(None)
+    }
+
     /// For a multi-agent env seen as an `Env`
     /// ([`crate::multi_agent::AgentSlots`]): its agent ids, in the order of
     /// the rows of each copy. `None` (the default) for a single-agent env.
@@ -557,6 +579,9 @@ impl<E: Env + ?Sized> Env for Box<E> {
     }
     fn render(&self) -> Option<String> {
         (**self).render()
+    }
+    fn render_rgb(&mut self) -> Result<Option<crate::video::Frame>, EnvError> {
+        (**self).render_rgb()
     }
     fn batched(&self, num_envs: usize, settings: &BatchSettings) -> Option<Result<Box<dyn BatchedEnv>, EnvError>> {
         (**self).batched(num_envs, settings)

@@ -93,6 +93,15 @@ pub enum EvaluatorError {
     /// Experience could not be written or read (`output`, `input`).
     #[error("experience: {0}")]
     Experience(String),
+    /// An evaluation's video could not be recorded.
+    #[error("video: {0}")]
+    Video(String),
+}
+
+impl From<crate::video::VideoError> for EvaluatorError {
+    fn from(e: crate::video::VideoError) -> Self {
+        EvaluatorError::Video(e.to_string())
+    }
 }
 
 impl From<ExperienceError> for EvaluatorError {
@@ -613,6 +622,34 @@ impl PolicyEvaluator {
         seed: u64,
         explore: bool,
     ) -> Result<Vec<EpisodeSummary>, EvaluatorError> {
+        self.play_evaluation(episodes, seed, explore, None)
+    }
+
+    /// [`evaluate`](Self::evaluate), recording the first episode of the
+    /// first copy into `video`: one frame before each of its steps (what
+    /// the policy saw when it acted), so the video has as many frames as
+    /// the episode has steps. The caller finishes the video.
+    ///
+    /// # Errors
+    /// As `evaluate`; an env that draws no frames
+    /// ([`Env::render_rgb`](crate::Env::render_rgb)), or the video failing.
+    pub fn evaluate_recorded(
+        &mut self,
+        episodes: usize,
+        seed: u64,
+        explore: bool,
+        video: &mut crate::video::VideoWriter,
+    ) -> Result<Vec<EpisodeSummary>, EvaluatorError> {
+        self.play_evaluation(episodes, seed, explore, Some(video))
+    }
+
+    fn play_evaluation(
+        &mut self,
+        episodes: usize,
+        seed: u64,
+        explore: bool,
+        mut video: Option<&mut crate::video::VideoWriter>,
+    ) -> Result<Vec<EpisodeSummary>, EvaluatorError> {
         let n = self.env.num_envs();
         self.env.reset(seed)?;
         let mut wanted: Vec<usize> = (0..n).map(|i| episodes / n + usize::from(i < episodes % n)).collect();
@@ -628,9 +665,23 @@ impl PolicyEvaluator {
                 f.normalize(&mut obs);
             }
             let masks = self.env.action_masks().map(<[f32]>::to_vec);
+            if let Some(video) = video.as_deref_mut() {
+                let Some(frame) = self.env.render_rgb(0)? else {
+                    return Err(EvaluatorError::Video(format!(
+                        "{} draws no frames (Env::render_rgb), so its episodes cannot be recorded",
+                        self.env.name()
+                    )));
+                };
+                video.push(&frame)?;
+            }
             self.acting.act(self.policy.as_mut(), &obs, masks.as_deref(), explore, &mut self.step_out)?;
             self.step_env()?;
             let step = &self.step;
+            if step.terminated[0] || step.truncated[0] || step.interrupted[0] {
+                // The first copy's first episode is over (or was cut by a
+                // restarted shard: the video ends with it).
+                video = None;
+            }
             for i in 0..n {
                 let ended = step.terminated[i] || step.truncated[i];
                 if step.interrupted[i] {

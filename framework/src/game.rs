@@ -146,6 +146,13 @@ pub trait Game: Send + Sync + 'static {
     /// The position as text, for a person (`rlx play`).
     fn render(&self) -> String;
 
+    /// The position as a picture, for videos (see
+    /// [`Env::render_rgb`](crate::Env::render_rgb)), or `None` (the
+    /// default).
+    fn render_rgb(&self) -> Option<crate::video::Frame> {
+        None
+    }
+
     /// What a person types for `action` (by default its number).
     fn action_name(&self, action: usize) -> String {
         action.to_string()

@@ -148,4 +148,8 @@ impl<G: Game> MultiAgentEnv for GameEnv<G> {
     fn game(&self) -> Option<Box<dyn Game>> {
         Some(self.game.boxed_clone())
     }
+
+    fn render_rgb(&mut self) -> Result<Option<crate::video::Frame>, EnvError> {
+        Ok(self.game.render_rgb())
+    }
 }

@@ -59,6 +59,7 @@ pub mod sample_batch;
 pub mod space;
 pub mod trainer;
 pub mod vector_env;
+pub mod video;
 pub mod weights_file;
 pub mod wrappers;
 

@@ -100,6 +100,15 @@ pub trait MultiAgentEnv: Send {
     fn game(&self) -> Option<Box<dyn crate::game::Game>> {
         None
     }
+
+    /// The current frame as a picture, or `Ok(None)` (the default): see
+    /// [`Env::render_rgb`].
+    ///
+    /// # Errors
+    /// A renderer that fails.
+    fn render_rgb(&mut self) -> Result<Option<crate::video::Frame>, EnvError> {
+        Ok(None)
+    }
 }
 
 /// Maps an agent id to the id of the policy that controls it.
@@ -396,6 +405,16 @@ impl BatchedEnv for SlotBatch {
 
     fn num_rows(&self) -> Option<usize> {
         Some(self.envs.len() * self.n)
+    }
+
+    fn render_rgb(&mut self, copy: usize) -> Result<Option<crate::video::Frame>, EnvError> {
+        match self.envs.get_mut(copy) {
+            Some(env) => env.render_rgb(),
+            None => Err(EnvError::BadArgument {
+                env: self.envs[0].name().into(),
+                message: format!("no copy {copy} to draw: {} copies", self.envs.len()),
+            }),
+        }
     }
 
     fn save_state(&self) -> Option<EnvState> {

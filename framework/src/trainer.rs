@@ -167,6 +167,12 @@ impl Trainer {
         self.evaluation.as_ref()
     }
 
+    /// The evaluation, mutably (e.g. to say where its videos go:
+    /// [`Evaluation::record_videos_into`]).
+    pub fn evaluation_mut(&mut self) -> Option<&mut Evaluation> {
+        self.evaluation.as_mut()
+    }
+
     /// The last iteration's result (all zeros before the first).
     pub fn last_result(&self) -> &TrainResult {
         &self.last

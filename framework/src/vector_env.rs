@@ -192,6 +192,26 @@ impl VectorEnv {
         Self { copies, name, obs_space, act_space, num_envs: n, obs_dim, now: Current::new(n, obs_dim) }
     }
 
+    /// Copy `copy`'s current frame (see [`Env::render_rgb`]): copies that
+    /// step in this thread or in the env's own vectorized form draw;
+    /// copies in env shard actors do not (`Ok(None)`).
+    ///
+    /// # Errors
+    /// A renderer that fails, or a copy out of range.
+    pub fn render_rgb(&mut self, copy: usize) -> Result<Option<crate::video::Frame>, EnvError> {
+        match &mut self.copies {
+            Copies::Here { envs, .. } => match envs.get_mut(copy) {
+                Some(env) => env.render_rgb(),
+                None => Err(EnvError::BadArgument {
+                    env: self.name.clone(),
+                    message: format!("no copy {copy} to draw: {} copies", self.num_envs),
+                }),
+            },
+            Copies::Batched(batched) => batched.render_rgb(copy),
+            Copies::Sharded(_) => Ok(None),
+        }
+    }
+
     /// Resets every copy; copy `i` is seeded with `seed + i`. If the env
     /// reports action masks, from here on [`action_masks`](Self::action_masks)
     /// holds them.

@@ -100,6 +100,14 @@ pub trait Wrapper<E: Env>: Send {
         env.render()
     }
 
+    /// See [`Env::render_rgb`].
+    ///
+    /// # Errors
+    /// The wrapped env's, by default.
+    fn render_rgb(&mut self, env: &mut E) -> Result<Option<crate::video::Frame>, EnvError> {
+        env.render_rgb()
+    }
+
     /// See [`Env::action_mask`].
     fn action_mask<'a>(&'a self, env: &'a E) -> Option<&'a [bool]> {
         env.action_mask()
@@ -153,6 +161,9 @@ impl<E: Env, W: Wrapper<E>> Env for Wrapped<E, W> {
     }
     fn render(&self) -> Option<String> {
         self.wrapper.render(&self.env)
+    }
+    fn render_rgb(&mut self) -> Result<Option<crate::video::Frame>, EnvError> {
+        self.wrapper.render_rgb(&mut self.env)
     }
     fn action_mask(&self) -> Option<&[bool]> {
         self.wrapper.action_mask(&self.env)

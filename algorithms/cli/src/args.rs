@@ -163,16 +163,9 @@ pub struct NodeArgs {
     /// they are accepted.
     #[arg(long, default_value_t = rlx_cluster::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-    /// Serve TLS with this certificate chain (PEM); needs --tls-key.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// The private key (PEM) of --tls-cert.
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// Mutual TLS: require drivers to present a certificate this CA (PEM)
-    /// signed.
-    #[arg(long, requires = "tls_cert")]
-    pub tls_client_ca: Option<PathBuf>,
+    /// TLS for the drivers' connections.
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
     /// CPUs offered to drivers' evaluators (default: the machine's
     /// available parallelism).
     #[arg(long)]
@@ -229,6 +222,13 @@ pub struct RolloutArgs {
     /// Print each frame as text (envs with a text rendering).
     #[arg(long)]
     pub render: bool,
+    /// Record the first episode as a video: `out.gif` (always) or
+    /// `out.mp4` (through ffmpeg), one frame per step.
+    #[arg(long, value_name = "FILE")]
+    pub video: Option<PathBuf>,
+    /// The video's frames per second.
+    #[arg(long, default_value_t = 30, requires = "video")]
+    pub fps: u32,
     /// Sample actions from the policy instead of taking the most likely one.
     #[arg(long)]
     pub explore: bool,
@@ -307,6 +307,38 @@ pub struct ServeArgs {
     /// Seed of the policy's sampling for `"explore": true`.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// HTTPS: the same files as `rlx node`'s TLS.
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
+}
+
+/// The TLS flags of a server (`rlx node`, `rlx serve`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ServerTlsArgs {
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: accept only peers (a node's drivers, the server's
+    /// clients) presenting a certificate this CA (PEM) signed.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+impl ServerTlsArgs {
+    /// The TLS settings, if --tls-cert and --tls-key are given.
+    pub fn settings(&self) -> Option<rlx_cluster::NodeTls> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(rlx_cluster::NodeTls {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Formats `rlx export` writes.

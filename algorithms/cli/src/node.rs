@@ -39,10 +39,7 @@ pub(crate) async fn node(args: NodeArgs) -> Result<(), CliError> {
         name: args.name,
         max_frame_bytes: args.max_frame_mib << 20,
         max_connections: args.max_connections,
-        tls: match (args.tls_cert, args.tls_key) {
-            (Some(cert), Some(key)) => Some(rlx_cluster::NodeTls { cert, key, client_ca: args.tls_client_ca }),
-            _ => None,
-        },
+        tls: args.tls.settings(),
         ..rlx_cluster::NodeConfig::new(args.listen, cookie)
     };
     let node = rlx_cluster::Node::start(config, crate::deploy::node_resolver())

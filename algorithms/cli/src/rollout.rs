@@ -3,6 +3,7 @@
 use crate::args::Pick;
 use crate::{CliError, RolloutArgs};
 use rlx::checkpoint::Checkpoint;
+use rlx::video::VideoWriter;
 use rlx::{fields, Action, Column, SampleBatch, Space};
 use rlx_algorithms::{make_policy_for_env, BuildError};
 use serde_json::Value;
@@ -123,10 +124,15 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     if args.episodes == 0 {
         return Err(CliError::Usage("--episodes must be at least 1".into()));
     }
+    // Checked before playing: a bad file name or a missing ffmpeg.
+    let mut video = match &args.video {
+        Some(path) => Some(VideoWriter::create(path, args.fps).map_err(|e| CliError::Usage(e.to_string()))?),
+        None => None,
+    };
     let mut restored = restore(&args.checkpoint, args.pick, args.seed)?;
     if let Some(agents) = restored.env.agent_ids().map(<[String]>::to_vec) {
         let Restored { ckpt, kwargs, policy, .. } = restored;
-        return rollout_agents(args, &ckpt, &kwargs, policy, agents);
+        return rollout_agents(args, &ckpt, &kwargs, policy, agents, video);
     }
     let filter = restored.filter();
     if let Err(e) = restored.load_policy_state() {
@@ -137,6 +143,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     if args.render && env.render().is_none() {
         return Err(CliError::Usage(format!("{} has no text rendering; drop --render", meta.env)));
     }
+    let no_frames = |env: &str| CliError::Usage(format!("{env} draws no frames (Env::render_rgb); drop --video"));
     let animate = args.render && std::io::stdout().is_terminal();
     outln!(
         "{} on {} from {} (iteration {}), {} actions",
@@ -169,6 +176,10 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
                     std::thread::sleep(Duration::from_millis(30));
                 }
             }
+            if let Some(v) = video.as_mut().filter(|_| episode == 0) {
+                let frame = env.render_rgb().map_err(|e| fail(&e))?.ok_or_else(|| no_frames(&meta.env))?;
+                v.push(&frame).map_err(|e| fail(&e))?;
+            }
             let mut input = obs.clone();
             if let Some(f) = &filter {
                 f.normalize(&mut input);
@@ -185,6 +196,9 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
             }
         }
         outln!("episode {:>3}: return {ret:>8.1}  length {len}", episode + 1);
+        if let Some(v) = video.take() {
+            finish_video(v)?;
+        }
         summary.returns.push(ret);
         summary.lengths.push(len);
     }
@@ -200,15 +214,25 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     Ok(summary)
 }
 
+/// Finishes `--video` and says where it is.
+fn finish_video(video: VideoWriter) -> Result<(), CliError> {
+    let path = video.path().to_path_buf();
+    let frames = video.finish().map_err(|e| CliError::Rollout(e.to_string()))?;
+    outln!("video: {} ({frames} frames)", path.display());
+    Ok(())
+}
+
 /// `rlx rollout` of a multi-agent checkpoint: every agent acts with its
 /// policy, as in training (one env copy, its agents as rows); one line per
-/// episode with the total return and each agent's.
+/// episode with the total return and each agent's. `video` records the
+/// first episode, one frame per env step.
 fn rollout_agents(
     args: &RolloutArgs,
     ckpt: &Checkpoint,
     kwargs: &Value,
     mut policy: Box<dyn rlx::PolicyGraph>,
     agents: Vec<String>,
+    mut video: Option<VideoWriter>,
 ) -> Result<RolloutSummary, CliError> {
     let meta = &ckpt.metadata;
     if args.render {
@@ -239,10 +263,18 @@ fn rollout_agents(
         if let Some(f) = &filter {
             f.normalize(&mut obs);
         }
+        if let Some(v) = video.as_mut() {
+            let no_frames = || CliError::Usage(format!("{} draws no frames (Env::render_rgb); drop --video", meta.env));
+            let frame = env.render_rgb(0).map_err(|e| fail(&e))?.ok_or_else(no_frames)?;
+            v.push(&frame).map_err(|e| fail(&e))?;
+        }
         let input = rlx::PolicyInput { obs: &obs, action_mask: env.action_masks(), state: None, explore: args.explore };
         policy.compute_actions_from_input(&input, &mut out).map_err(|e| fail(&e))?;
         let actions = out.get(fields::ACTIONS).ok_or_else(|| fail(&"the policy wrote no actions"))?.clone();
         env.step(&actions, &mut step).map_err(|e| fail(&e))?;
+        if video.is_some() && (step.terminated[0] || step.truncated[0]) {
+            finish_video(video.take().expect("checked"))?;
+        }
         for episode in env.drain_finished() {
             match episode.agent {
                 Some(a) => agent_returns[a as usize] = episode.episode_return,

@@ -179,6 +179,9 @@ async fn train_experiment(
         None => ScoreAttr::newest(),
     };
     let mut writer = ResultsWriter::create(&dir, &params)?;
+    if let Some(evaluation) = trainer.evaluation_mut() {
+        evaluation.record_videos_into(dir.join("videos"));
+    }
     if evaluates {
         writer = writer.with_evaluation_columns();
     }

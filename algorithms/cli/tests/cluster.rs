@@ -556,44 +556,13 @@ node:
     assert!(node.proc.log().contains("large reply"), "{}", node.proc.log());
 }
 
-/// Writes a test CA, a node certificate for 127.0.0.1 and a driver
-/// certificate, all signed by the CA, as PEM files in `dir`; returns the
-/// paths of `ca.pem`, `node.pem`, `node.key`, `driver.pem`, `driver.key`.
-fn test_pki(dir: &Path) -> [String; 5] {
-    use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca.self_signed(&ca_key).unwrap();
-    let leaf = |name: &str, purpose: ExtendedKeyUsagePurpose| {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
-        params.extended_key_usages = vec![purpose];
-        (params.signed_by(&key, &ca, &ca_key).unwrap(), key)
-    };
-    let (node, node_key) = leaf("127.0.0.1", ExtendedKeyUsagePurpose::ServerAuth);
-    let (driver, driver_key) = leaf("rlx-driver", ExtendedKeyUsagePurpose::ClientAuth);
-    let files = [
-        ("ca.pem", ca.pem()),
-        ("node.pem", node.pem()),
-        ("node.key", node_key.serialize_pem()),
-        ("driver.pem", driver.pem()),
-        ("driver.key", driver_key.serialize_pem()),
-    ];
-    files.map(|(name, pem)| {
-        let path = dir.join(name);
-        std::fs::write(&path, pem).unwrap();
-        path.to_str().unwrap().to_string()
-    })
-}
-
 /// Two nodes serve mutual TLS with a test CA; a driver with the CA and its
 /// certificate trains PPO on them. A plaintext client with the right
 /// cookie is refused, and so is a driver without a certificate.
 #[test]
 fn over_tls_a_driver_trains_and_plaintext_is_refused() {
     let dir = tmp("tls");
-    let [ca, node_cert, node_key, driver_cert, driver_key] = test_pki(&dir);
+    let [ca, node_cert, node_key, driver_cert, driver_key] = common::test_pki(&dir);
     let node_flags = ["--tls-cert", &node_cert, "--tls-key", &node_key, "--tls-client-ca", &ca];
     let (a, b) = (Node::start_with(&dir, "a", COOKIE, &node_flags), Node::start_with(&dir, "b", COOKIE, &node_flags));
     let driver_flags = ["--tls-ca", &ca, "--tls-cert", &driver_cert, "--tls-key", &driver_key];
@@ -1097,7 +1066,7 @@ fn a_node_that_joins_mid_run_gets_the_evaluators_and_comes_back_to_a_restored_dr
 #[test]
 fn nodes_join_over_tls_and_a_plaintext_joiner_is_refused() {
     let dir = tmp("join-tls");
-    let [ca, cert, key, ..] = test_pki(&dir);
+    let [ca, cert, key, ..] = common::test_pki(&dir);
     let listen = format!("127.0.0.1:{}", free_port());
     let config = json!({"num_workers": 2, "cluster": {"heartbeat_s": 0.2, "node_timeout_s": 2.0}});
     let mut command = Command::new(RLX);

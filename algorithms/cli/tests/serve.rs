@@ -31,6 +31,8 @@ fn train(name: &str, config: &str, iterations: u64, freq: u64) -> PathBuf {
 struct Server {
     child: Child,
     addr: String,
+    /// `http` or `https`, as the server printed it.
+    scheme: String,
 }
 
 impl Server {
@@ -44,15 +46,16 @@ impl Server {
             .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let said = common::read_until(&mut out, "/v1/actions", Duration::from_secs(30));
-        let Some(at) = said.find("http://") else {
+        let Some(at) = said.find("://") else {
             let _ = child.kill();
             let _ = child.wait();
             panic!("rlx serve did not start: {said}");
         };
-        let addr = said[at + 7..].split('/').next().unwrap().to_string();
+        let scheme = said[..at].rsplit(' ').next().unwrap().to_string();
+        let addr = said[at + 3..].split('/').next().unwrap().to_string();
         // Keep reading stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        Self { child, addr }
+        Self { child, addr, scheme }
     }
 }
 
@@ -77,6 +80,11 @@ fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[
     s.write_all(body).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
+    answer(&raw)
+}
+
+/// The status and the body of a raw HTTP/1.1 answer.
+fn answer(raw: &[u8]) -> (u16, Vec<u8>) {
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
     let status_line = String::from_utf8_lossy(&raw[..split]).to_string();
     let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
@@ -372,4 +380,86 @@ fn recurrent_state_round_trips_and_a_bad_request_fails_alone() {
             }
         }
     }
+}
+
+/// One JSON request over HTTPS through rustls with `tls` (the CA to trust,
+/// and a client certificate for mutual TLS): the status and the body, or
+/// why there was no answer.
+fn https(addr: &str, tls: &rlx_cluster::DriverTls, body: &Value) -> Result<(u16, Value), String> {
+    use rlx_cluster::tokio_rustls::rustls::pki_types::ServerName;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let connector = tls.connector()?;
+        let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let name = ServerName::try_from("127.0.0.1").unwrap().to_owned();
+        let handshake = tokio::time::timeout(Duration::from_secs(20), connector.connect(name, tcp));
+        let mut s = handshake.await.map_err(|_| "handshake timed out".to_string())?.map_err(|e| e.to_string())?;
+        let body = body.to_string();
+        let head = format!(
+            "POST /v1/actions HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        s.write_all(format!("{head}{body}").as_bytes()).await.map_err(|e| e.to_string())?;
+        let mut raw = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut raw));
+        // TLS 1.3 clients learn that their certificate was refused here.
+        read.await.map_err(|_| "no answer within 20 s".to_string())?.map_err(|e| e.to_string())?;
+        if raw.is_empty() {
+            return Err("the server closed the connection without an answer".into());
+        }
+        let (status, body) = answer(&raw);
+        Ok((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
+    })
+}
+
+/// HTTPS with `rlx node`'s certificate flags: a client that trusts the CA
+/// gets rlx's own actions; a plaintext client and one that trusts another
+/// CA get none, and the server goes on answering; with --tls-client-ca
+/// only a client with a certificate that CA signed is answered; a
+/// certificate file that is not there is named.
+#[test]
+fn serves_https_with_the_nodes_certificates() {
+    let dir = train("tls", r#"{"seed": 1}"#, 1, 1);
+    let [ca, cert, key, client_cert, client_key] = common::test_pki(&common::tmp("serve", "tls-pki"));
+    let obs = observations(8, 3);
+    let request = json!({ "observations": obs });
+    let trusting = rlx_cluster::DriverTls { ca: ca.clone().into(), server_name: None, identity: None };
+
+    let server = Server::start(&dir, &["--tls-cert", &cert, "--tls-key", &key]);
+    assert_eq!(server.scheme, "https");
+    let (status, reply) = https(&server.addr, &trusting, &request).unwrap();
+    assert_eq!((status, actions_of(&reply)), (200, rlx_actions(&dir, &obs)), "{reply}");
+    // Plaintext HTTP gets no HTTP answer.
+    let mut plain = TcpStream::connect(&server.addr).unwrap();
+    plain.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    plain.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    let _ = plain.read_to_end(&mut raw);
+    assert!(!raw.starts_with(b"HTTP/"), "plaintext answered: {}", String::from_utf8_lossy(&raw));
+    // A client that trusts another CA refuses the server's certificate.
+    let [other_ca, ..] = common::test_pki(&common::tmp("serve", "tls-other-pki"));
+    let wary = rlx_cluster::DriverTls { ca: other_ca.into(), ..trusting.clone() };
+    let refused = https(&server.addr, &wary, &request).unwrap_err();
+    assert!(refused.contains("certificate") || refused.contains("Issuer"), "{refused}");
+    assert_eq!(https(&server.addr, &trusting, &request).unwrap().0, 200);
+    drop(server);
+
+    // Mutual TLS.
+    let server = Server::start(&dir, &["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca]);
+    let anonymous = https(&server.addr, &trusting, &request);
+    assert!(anonymous.is_err(), "a client without a certificate was answered: {anonymous:?}");
+    let identified = rlx_cluster::DriverTls { identity: Some((client_cert.into(), client_key.into())), ..trusting };
+    let (status, reply) = https(&server.addr, &identified, &request).unwrap();
+    assert_eq!((status, actions_of(&reply)), (200, rlx_actions(&dir, &obs)), "{reply}");
+    drop(server);
+
+    let missing = dir.join("missing.pem");
+    let out = Command::new(RLX)
+        .args(["serve", dir.to_str().unwrap(), "--listen", "127.0.0.1:0", "--tls-key", &key])
+        .args(["--tls-cert", missing.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.pem"), "{}", String::from_utf8_lossy(&out.stderr));
 }

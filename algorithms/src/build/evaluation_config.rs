@@ -13,7 +13,7 @@ use crate::error::BuildError;
 use documented::DocumentedFields;
 use rlx::config::{check_count, deep_merge, merge_json, ConfigError, Validate};
 use rlx::env::EnvMaker;
-use rlx::evaluation::{Evaluation, EvaluationSettings};
+use rlx::evaluation::{Evaluation, EvaluationSettings, Videos};
 use rlx::experience::{ExperienceReader, InputSpec};
 use rlx::filter::ObservationFilter;
 use rlx::off_policy_estimation::{Estimator, OffPolicyEstimation};
@@ -55,7 +55,42 @@ pub struct EvaluationConfig {
     /// Episodes of `input` per off-policy estimate (read in turn, over and
     /// over).
     pub off_policy_estimation_episodes: usize,
+    /// Record a video of the first evaluation episode after every N
+    /// training iterations (0: never; a multiple of
+    /// `evaluation_interval`). `rlx train` writes
+    /// `videos/iteration_<N>.<format>` into the run directory, 30 frames a
+    /// second, one frame per step. The env must draw frames
+    /// (`Env::render_rgb`: the bundled envs, MinAtar, the board games, and
+    /// Gymnasium envs with `rgb_array` rendering).
+    pub record_video_interval: u64,
+    /// The videos' format: `gif` (pure Rust, always available) or `mp4`
+    /// (H.264 through `ffmpeg`, which must be installed).
+    pub record_video_format: VideoFormat,
 }
+
+/// The format of evaluation videos (`record_video_format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VideoFormat {
+    /// Animated GIF.
+    #[default]
+    Gif,
+    /// H.264 in MP4, through ffmpeg.
+    Mp4,
+}
+
+impl VideoFormat {
+    /// The file extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            VideoFormat::Gif => "gif",
+            VideoFormat::Mp4 => "mp4",
+        }
+    }
+}
+
+/// Frames per second of evaluation videos.
+pub const VIDEO_FPS: u32 = 30;
 
 impl Default for EvaluationConfig {
     fn default() -> Self {
@@ -66,6 +101,8 @@ impl Default for EvaluationConfig {
             evaluation_config: Value::Object(Map::new()),
             off_policy_estimation_methods: Vec::new(),
             off_policy_estimation_episodes: 100,
+            record_video_interval: 0,
+            record_video_format: VideoFormat::Gif,
         }
     }
 }
@@ -84,6 +121,16 @@ impl Validate for EvaluationConfig {
             return Err(ConfigError::Invalid {
                 key: "off_policy_estimation_methods".into(),
                 message: "estimates are made with each evaluation: set `evaluation_interval` too".into(),
+            });
+        }
+        let every = self.evaluation_interval;
+        if self.record_video_interval > 0 && (every == 0 || !self.record_video_interval.is_multiple_of(every)) {
+            return Err(ConfigError::Invalid {
+                key: "record_video_interval".into(),
+                message: format!(
+                    "videos record evaluation episodes: it must be a multiple of evaluation_interval ({every}), got {}",
+                    self.record_video_interval
+                ),
             });
         }
         if !self.evaluation_config.is_object() {
@@ -204,13 +251,46 @@ pub async fn attach(
         input: None,
     };
     let here = BuildContext { placement: None, ..ctx.clone() };
+    if cfg.record_video_interval > 0 {
+        check_draws(&make_env, cfg.record_video_format)?;
+    }
     let evaluators = spawn_evaluators(&here, make_env, make_policy, settings).await?;
     let settings =
         EvaluationSettings { interval: cfg.evaluation_interval, duration: cfg.evaluation_duration, explore, seed };
-    let trainer = trainer.with_evaluation(Evaluation::new(evaluators, settings));
+    let mut evaluation = Evaluation::new(evaluators, settings);
+    if cfg.record_video_interval > 0 {
+        evaluation = evaluation.with_videos(Videos {
+            interval: cfg.record_video_interval,
+            format: cfg.record_video_format.extension().into(),
+            fps: VIDEO_FPS,
+            dir: None,
+        });
+    }
+    let trainer = trainer.with_evaluation(evaluation);
     match cfg.off_policy_estimation_methods.is_empty() {
         true => Ok(trainer),
         false => Ok(trainer.with_off_policy_estimation(off_policy_estimation(cfg, merged)?)),
+    }
+}
+
+/// Checks, before training, that the videos `record_video_interval` asks
+/// for can be made: a copy of the env draws a frame after its reset, and
+/// ffmpeg is there for MP4.
+///
+/// # Errors
+/// An env without frames, or MP4 without ffmpeg, naming the key.
+fn check_draws(make_env: &EnvMaker, format: VideoFormat) -> Result<(), BuildError> {
+    let invalid = |key: &str, message: String| BuildError::Config(ConfigError::Invalid { key: key.into(), message });
+    let target = std::path::PathBuf::from(format!("video.{}", format.extension()));
+    rlx::video::check_target(&target).map_err(|e| invalid("record_video_format", e.to_string()))?;
+    let mut env = rlx::VectorEnv::build(make_env.clone(), 1, &EnvShards::default(), false)?;
+    env.reset(0)?;
+    match env.render_rgb(0)? {
+        Some(_) => Ok(()),
+        None => Err(invalid(
+            "record_video_interval",
+            format!("{} draws no frames (Env::render_rgb), so its evaluations cannot be recorded", env.name()),
+        )),
     }
 }
 

@@ -438,6 +438,12 @@ impl Env for GymEnv {
         (self.spaces.mask_width > 0).then_some(&self.mask[..])
     }
 
+    /// Gymnasium's `render()` in `rgb_array` mode.
+    fn render_rgb(&mut self) -> Result<Option<rlx::video::Frame>, EnvError> {
+        let reply = self.request(b'F', |w| w.send_render(0))?;
+        worker::decode_frame(&reply).map(Some).map_err(|e| self.malformed(e))
+    }
+
     fn batched(&self, num_envs: usize, settings: &BatchSettings) -> Option<Result<Box<dyn BatchedEnv>, EnvError>> {
         Some(GymBatch::spawn(self, num_envs, settings).map(|b| Box::new(b) as Box<dyn BatchedEnv>))
     }
@@ -708,5 +714,19 @@ impl BatchedEnv for GymBatch {
 
     fn restarts(&self) -> u64 {
         self.restarts
+    }
+
+    /// Gymnasium's `render()` of copy `copy`, in `rgb_array` mode.
+    fn render_rgb(&mut self, copy: usize) -> Result<Option<rlx::video::Frame>, EnvError> {
+        let other = |message: String| EnvError::Other { env: self.name.clone(), message };
+        let Some(i) = self.ranges.iter().position(|r| r.contains(&copy)) else {
+            return Err(other(format!("no copy {copy} to draw")));
+        };
+        let local = copy - self.ranges[i].start;
+        let reply = self.workers[i]
+            .send_render(local)
+            .and_then(|()| self.workers[i].receive_reply(b'F'))
+            .map_err(|e| other(e.0))?;
+        worker::decode_frame(&reply).map(Some).map_err(other)
     }
 }

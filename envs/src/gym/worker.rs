@@ -59,6 +59,21 @@ pub(crate) struct Worker {
 }
 
 /// The interpreter: `$RLX_PYTHON` if set, else `python3` on the `PATH`.
+/// The frame in an `F` reply (height and width as little-endian `u32`s,
+/// then the RGB bytes), or the reason the env gave for drawing none
+/// (height and width 0, then the reason as text).
+pub(crate) fn decode_frame(reply: &[u8]) -> Result<rlx::video::Frame, String> {
+    if reply.len() < 8 {
+        return Err(format!("a frame reply of {} bytes has no header", reply.len()));
+    }
+    let height = u32::from_le_bytes(reply[0..4].try_into().expect("4 bytes"));
+    let width = u32::from_le_bytes(reply[4..8].try_into().expect("4 bytes"));
+    if height == 0 || width == 0 {
+        return Err(String::from_utf8_lossy(&reply[8..]).into_owned());
+    }
+    rlx::video::Frame::new(width, height, reply[8..].to_vec()).map_err(|e| e.to_string())
+}
+
 pub(crate) fn interpreter() -> PathBuf {
     rlx::experience::python_interpreter()
 }
@@ -163,6 +178,13 @@ impl Worker {
     /// Sends a step of every copy with rows `rows` of `actions`.
     pub fn send_step(&mut self, actions: &Column, rows: std::ops::Range<usize>) -> Result<(), WorkerError> {
         self.send(b'S', &actions.le_bytes(rows))
+    }
+
+    /// Asks for copy `copy`'s current frame; the reply is an `F`, read
+    /// with [`decode_frame`].
+    pub fn send_render(&mut self, copy: usize) -> Result<(), WorkerError> {
+        let copy = u32::try_from(copy).map_err(|_| WorkerError(format!("no copy {copy}")))?;
+        self.send(b'V', &copy.to_le_bytes())
     }
 
     /// The reply to a reset (`O`) or a step (`T`), without its tag.

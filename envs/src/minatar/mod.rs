@@ -40,6 +40,7 @@ pub use seaquest::SeaquestGame;
 pub use space_invaders::SpaceInvadersGame;
 
 use rlx::env::{decode_state, encode_state, invalid_action, EnvState};
+use rlx::video::{Canvas, Frame};
 use rlx::{Action, Env, EnvError, EnvSignature, Space, Step};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -303,7 +304,46 @@ impl<G: Game> Env for MinAtar<G> {
         let rows: Vec<String> = (0..GRID).map(|r| (0..GRID).map(|c| glyph(r, c)).collect()).collect();
         Some(rows.join("\n"))
     }
+
+    /// The grid as the MinAtar package shows it: each cell in the colour of
+    /// its highest-numbered channel that is set (see [`CHANNEL_COLORS`]),
+    /// black where none is; 20 pixels a cell.
+    fn render_rgb(&mut self) -> Result<Option<Frame>, EnvError> {
+        let mut obs = vec![0.0; GRID * GRID * G::CHANNELS];
+        self.game.write_state(&mut obs);
+        let side = (GRID * CELL_PIXELS) as u32;
+        let mut canvas = Canvas::new(side, side, [0, 0, 0]);
+        for r in 0..GRID {
+            for c in 0..GRID {
+                let Some(channel) = (0..G::CHANNELS).rev().find(|&k| obs[cell(r, c, k, G::CHANNELS)] != 0.0) else {
+                    continue;
+                };
+                let (x, y) = ((c * CELL_PIXELS) as f64, (r * CELL_PIXELS) as f64);
+                let size = CELL_PIXELS as f64;
+                canvas.fill_rect((x, y), (x + size, y + size), CHANNEL_COLORS[channel % CHANNEL_COLORS.len()]);
+            }
+        }
+        Ok(Some(canvas.into_frame()))
+    }
 }
+
+/// Pixels per grid cell in [`MinAtar`]'s frames.
+const CELL_PIXELS: usize = 20;
+
+/// The colour of each channel in [`MinAtar`]'s frames, by channel number
+/// (no game has more than ten).
+pub const CHANNEL_COLORS: [[u8; 3]; 10] = [
+    [86, 180, 233],
+    [230, 159, 0],
+    [0, 158, 115],
+    [240, 228, 66],
+    [213, 94, 0],
+    [204, 121, 167],
+    [255, 255, 255],
+    [0, 114, 178],
+    [150, 150, 150],
+    [255, 80, 80],
+];
 
 /// `MinAtar/Asterix-v1`.
 pub type Asterix = MinAtar<AsterixGame>;

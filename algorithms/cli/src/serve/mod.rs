@@ -10,6 +10,7 @@
 pub mod api;
 pub mod batcher;
 pub mod metrics;
+pub mod tls;
 
 use crate::args::ServeArgs;
 use crate::rollout::{restore, Restored};
@@ -63,6 +64,13 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
             args.checkpoint.display()
         )));
     }
+    // TLS files are read before the policy loads: a bad file is named at once.
+    let acceptor = match args.tls.settings() {
+        Some(tls) => {
+            Some(tls.acceptor().map_err(|e| CliError::Usage(format!("--tls-cert/--tls-key/--tls-client-ca: {e}")))?)
+        }
+        None => None,
+    };
     let (model, ckpt, obs_space, act_space) = load(&args.checkpoint, args)?;
     let meta = &ckpt.metadata;
     let served = (obs_space.clone(), act_space.clone(), model.policy.recurrent_state_size());
@@ -108,11 +116,12 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Usage(format!("--listen {}: {e}", args.listen)))?;
         let addr = listener.local_addr()?;
         outln!(
-            "serving {} on {} from {} (iteration {}) at http://{addr}/v1/actions{}",
+            "serving {} on {} from {} (iteration {}) at {}://{addr}/v1/actions{}",
             meta.algorithm,
             meta.env,
             ckpt.dir.display(),
             meta.training_iteration,
+            if acceptor.is_some() { "https" } else { "http" },
             if args.follow { "; following newer checkpoints" } else { "" }
         );
         if args.follow {
@@ -121,7 +130,13 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
-        axum::serve(listener, router).with_graceful_shutdown(shutdown).await?;
+        match acceptor {
+            None => axum::serve(listener, router).with_graceful_shutdown(shutdown).await?,
+            Some(acceptor) => {
+                let listener = tls::TlsListener::new(listener, acceptor)?;
+                axum::serve(listener, router).with_graceful_shutdown(shutdown).await?;
+            }
+        }
         Ok(())
     }
 }

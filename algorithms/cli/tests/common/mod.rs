@@ -138,3 +138,35 @@ pub fn wait_with_timeout(child: &mut std::process::Child, timeout: std::time::Du
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Writes a test CA, a node certificate for 127.0.0.1 and a driver
+/// certificate, all signed by the CA, as PEM files in `dir`; returns the
+/// paths of `ca.pem`, `node.pem`, `node.key`, `driver.pem`, `driver.key`.
+#[cfg(test)] // rcgen is a dev-dependency; the test-node binary includes this file too
+pub fn test_pki(dir: &std::path::Path) -> [String; 5] {
+    use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let leaf = |name: &str, purpose: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
+        params.extended_key_usages = vec![purpose];
+        (params.signed_by(&key, &ca, &ca_key).unwrap(), key)
+    };
+    let (node, node_key) = leaf("127.0.0.1", ExtendedKeyUsagePurpose::ServerAuth);
+    let (driver, driver_key) = leaf("rlx-driver", ExtendedKeyUsagePurpose::ClientAuth);
+    let files = [
+        ("ca.pem", ca.pem()),
+        ("node.pem", node.pem()),
+        ("node.key", node_key.serialize_pem()),
+        ("driver.pem", driver.pem()),
+        ("driver.key", driver_key.serialize_pem()),
+    ];
+    files.map(|(name, pem)| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.to_str().unwrap().to_string()
+    })
+}
