@@ -272,13 +272,14 @@ fn rollout_agents(
         policy.compute_actions_from_input(&input, &mut out).map_err(|e| fail(&e))?;
         let actions = out.get(fields::ACTIONS).ok_or_else(|| fail(&"the policy wrote no actions"))?.clone();
         env.step(&actions, &mut step).map_err(|e| fail(&e))?;
-        if video.is_some() && (step.terminated[0] || step.truncated[0]) {
-            finish_video(video.take().expect("checked"))?;
-        }
         for episode in env.drain_finished() {
             match episode.agent {
                 Some(a) => agent_returns[a as usize] = episode.episode_return,
                 None => {
+                    // The whole game is over, not only one agent's part of it.
+                    if let Some(v) = video.take() {
+                        finish_video(v)?;
+                    }
                     let per_agent: Vec<String> =
                         agents.iter().zip(&agent_returns).map(|(id, r)| format!("{id} {r:.1}")).collect();
                     outln!(

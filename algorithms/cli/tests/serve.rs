@@ -428,14 +428,22 @@ fn serves_https_with_the_nodes_certificates() {
 
     let server = Server::start(&dir, &["--tls-cert", &cert, "--tls-key", &key]);
     assert_eq!(server.scheme, "https");
+    // A client that connects and says nothing holds up no one: the others
+    // are answered long before its handshake times out (10 s).
+    let _silent = TcpStream::connect(&server.addr).unwrap();
+    let asked = Instant::now();
     let (status, reply) = https(&server.addr, &trusting, &request).unwrap();
     assert_eq!((status, actions_of(&reply)), (200, rlx_actions(&dir, &obs)), "{reply}");
-    // Plaintext HTTP gets no HTTP answer.
+    assert!(asked.elapsed() < Duration::from_secs(5), "answered after {:?}", asked.elapsed());
+    // Plaintext HTTP gets no HTTP answer: the server closes the connection.
     let mut plain = TcpStream::connect(&server.addr).unwrap();
     plain.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     plain.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
     let mut raw = Vec::new();
-    let _ = plain.read_to_end(&mut raw);
+    let read = plain.read_to_end(&mut raw);
+    let timed_out =
+        read.as_ref().is_err_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
+    assert!(!timed_out, "the server held a plaintext connection open");
     assert!(!raw.starts_with(b"HTTP/"), "plaintext answered: {}", String::from_utf8_lossy(&raw));
     // A client that trusts another CA refuses the server's certificate.
     let [other_ca, ..] = common::test_pki(&common::tmp("serve", "tls-other-pki"));

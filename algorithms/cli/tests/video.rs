@@ -196,9 +196,12 @@ fn a_gymnasium_env_draws_through_rgb_array() {
 fn bad_video_requests_are_named() {
     let results = common::tmp("video", "bad");
     let r = results.to_str().unwrap();
+    // One iteration at most, should a bad config ever be let through.
+    let stop = r#"{"training_iteration": 1}"#;
     let fails = |config: &str, env: &str| {
-        let out = rlx(&["train", "--run", "PPO", "--env", env, "--config", config, "--results-dir", r], &[]);
-        assert!(!out.status.success());
+        let out =
+            rlx(&["train", "--run", "PPO", "--env", env, "--config", config, "--stop", stop, "--results-dir", r], &[]);
+        assert!(!out.status.success(), "{config} on {env} was accepted");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let e = fails(r#"{"evaluation_interval": 2, "record_video_interval": 3}"#, "CartPole-v1");
@@ -207,6 +210,13 @@ fn bad_video_requests_are_named() {
     assert!(e.contains("record_video_interval") && e.contains("draws no frames"), "{e}");
     let e = fails(r#"{"evaluation_interval": 1, "record_video_format": "avi"}"#, "CartPole-v1");
     assert!(e.contains("record_video_format") && e.contains("gif"), "{e}");
+    // Copies in env shard actors draw nothing; the error's advice works.
+    let sharded = r#"{"evaluation_interval": 1, "record_video_interval": 1, "env_shards": {"num_shards": 2}"#;
+    let e = fails(&format!("{sharded}}}"), "CartPole-v1");
+    assert!(e.contains("record_video_interval") && e.contains("env shard actors"), "{e}");
+    let advised = format!(r#"{sharded}, "evaluation_config": {{"env_shards": {{"num_shards": 0}}}}}}"#);
+    let dir = train("sharded_training", "PPO", "CartPole-v1", &advised, 1, &[]);
+    assert!(dir.join("videos/iteration_000001.gif").is_file());
     let dir = train("bad_rollout", "PPO", "MaskedMaze-v0", "{}", 1, &[]);
     let d = dir.to_str().unwrap();
     let out = rlx(&["rollout", d, "--video", dir.join("x.webm").to_str().unwrap()], &[]);

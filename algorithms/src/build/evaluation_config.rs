@@ -252,7 +252,7 @@ pub async fn attach(
     };
     let here = BuildContext { placement: None, ..ctx.clone() };
     if cfg.record_video_interval > 0 {
-        check_draws(&make_env, cfg.record_video_format)?;
+        check_draws(&make_env, cfg.record_video_format, &env_shards)?;
     }
     let evaluators = spawn_evaluators(&here, make_env, make_policy, settings).await?;
     let settings =
@@ -274,19 +274,29 @@ pub async fn attach(
 }
 
 /// Checks, before training, that the videos `record_video_interval` asks
-/// for can be made: a copy of the env draws a frame after its reset, and
-/// ffmpeg is there for MP4.
+/// for can be made: a copy of the env, built as the evaluators build
+/// theirs (`shards`), draws a frame after its reset, and ffmpeg (with
+/// H.264) is there for MP4.
 ///
 /// # Errors
-/// An env without frames, or MP4 without ffmpeg, naming the key.
-fn check_draws(make_env: &EnvMaker, format: VideoFormat) -> Result<(), BuildError> {
+/// An env without frames, copies in env shard actors (which draw none),
+/// or MP4 without ffmpeg, naming the key.
+fn check_draws(make_env: &EnvMaker, format: VideoFormat, shards: &EnvShards) -> Result<(), BuildError> {
     let invalid = |key: &str, message: String| BuildError::Config(ConfigError::Invalid { key: key.into(), message });
     let target = std::path::PathBuf::from(format!("video.{}", format.extension()));
     rlx::video::check_target(&target).map_err(|e| invalid("record_video_format", e.to_string()))?;
-    let mut env = rlx::VectorEnv::build(make_env.clone(), 1, &EnvShards::default(), false)?;
+    // One copy, so at most one shard.
+    let one = EnvShards { num_shards: shards.num_shards.min(1), ..*shards };
+    let mut env = rlx::VectorEnv::build(make_env.clone(), 1, &one, true)?;
     env.reset(0)?;
     match env.render_rgb(0)? {
         Some(_) => Ok(()),
+        None if env.shards().is_some() => Err(invalid(
+            "record_video_interval",
+            "the evaluation's env copies step in env shard actors (env_shards.num_shards > 0), which draw no \
+             frames: add \"env_shards\": {\"num_shards\": 0} to evaluation_config"
+                .into(),
+        )),
         None => Err(invalid(
             "record_video_interval",
             format!("{} draws no frames (Env::render_rgb), so its evaluations cannot be recorded", env.name()),

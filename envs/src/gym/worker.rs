@@ -58,7 +58,6 @@ pub(crate) struct Worker {
     pub spaces: Spaces,
 }
 
-/// The interpreter: `$RLX_PYTHON` if set, else `python3` on the `PATH`.
 /// The frame in an `F` reply (height and width as little-endian `u32`s,
 /// then the RGB bytes), or the reason the env gave for drawing none
 /// (height and width 0, then the reason as text).
@@ -74,6 +73,7 @@ pub(crate) fn decode_frame(reply: &[u8]) -> Result<rlx::video::Frame, String> {
     rlx::video::Frame::new(width, height, reply[8..].to_vec()).map_err(|e| e.to_string())
 }
 
+/// The interpreter: `$RLX_PYTHON` if set, else `python3` on the `PATH`.
 pub(crate) fn interpreter() -> PathBuf {
     rlx::experience::python_interpreter()
 }

@@ -38,7 +38,7 @@ pub use canvas::Canvas;
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
@@ -126,8 +126,15 @@ pub enum VideoError {
         /// The file asked for.
         path: PathBuf,
     },
-    /// A frame rate outside 1..=240.
-    #[error("a video's frame rate must be 1 to 240 frames per second, got {0}")]
+    /// An `ffmpeg` without the H.264 encoder rlx asks it for.
+    #[error("{path}: the ffmpeg on the PATH has no libx264 (H.264) encoder; install a full ffmpeg or write a .gif")]
+    NoH264 {
+        /// The file asked for.
+        path: PathBuf,
+    },
+    /// A frame rate outside 1..=240 (1..=50 for GIF, whose delays are
+    /// whole hundredths of a second, at least 2).
+    #[error("a video's frame rate must be 1 to 240 frames per second (GIF: 1 to 50), got {0}")]
     Fps(u32),
     /// A frame of another size than the video's first.
     #[error("frame {index} is {got:?} pixels and the video's first was {want:?}: an env's frames keep one size")]
@@ -143,8 +150,13 @@ pub enum VideoError {
     #[error("{0}: no frame was recorded, so no video was written")]
     Empty(PathBuf),
     /// Frames too large for a GIF (65,535 pixels a side).
-    #[error("{0}: GIF frames are at most 65535 pixels a side")]
-    TooLarge(PathBuf),
+    #[error("{path}: GIF frames are at most 65535 pixels a side; this one is {size:?}")]
+    TooLarge {
+        /// The file asked for.
+        path: PathBuf,
+        /// The frame's width and height.
+        size: (u32, u32),
+    },
     /// ffmpeg failed.
     #[error("{path}: ffmpeg failed: {message}")]
     Ffmpeg {
@@ -173,6 +185,15 @@ pub fn ffmpeg_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Whether the `ffmpeg` on the `PATH` has the libx264 encoder MP4s use.
+fn ffmpeg_has_h264() -> bool {
+    Command::new("ffmpeg")
+        .args(["-hide_banner", "-h", "encoder=libx264"])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("libx264"))
+}
+
 /// The video formats, by file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
@@ -198,6 +219,7 @@ impl Format {
 pub fn check_target(path: &Path) -> Result<(), VideoError> {
     match Format::of(path)? {
         Format::Mp4 if !ffmpeg_available() => Err(VideoError::NoFfmpeg { path: path.to_path_buf() }),
+        Format::Mp4 if !ffmpeg_has_h264() => Err(VideoError::NoH264 { path: path.to_path_buf() }),
         _ => Ok(()),
     }
 }
@@ -205,7 +227,13 @@ pub fn check_target(path: &Path) -> Result<(), VideoError> {
 /// Where the frames go once the first one gave the size.
 enum Sink {
     Gif(gif::Encoder<BufWriter<File>>),
-    Ffmpeg { child: Child, stdin: ChildStdin },
+    /// ffmpeg's messages go to `log` (a file: a pipe nobody reads while
+    /// frames are written could fill up and stall it).
+    Ffmpeg {
+        child: Child,
+        stdin: ChildStdin,
+        log: PathBuf,
+    },
 }
 
 /// Frames into a video file, one by one (see the [module](self) docs).
@@ -225,10 +253,11 @@ impl VideoWriter {
     /// size.
     ///
     /// # Errors
-    /// Another extension, MP4 without ffmpeg, or a frame rate outside
-    /// 1..=240.
+    /// Another extension, MP4 without ffmpeg (or its H.264 encoder), or a
+    /// frame rate outside 1..=240 (1..=50 for GIF).
     pub fn create(path: &Path, fps: u32) -> Result<Self, VideoError> {
-        if !(1..=240).contains(&fps) {
+        let most = if Format::of(path)? == Format::Gif { 50 } else { 240 };
+        if !(1..=most).contains(&fps) {
             return Err(VideoError::Fps(fps));
         }
         check_target(path)?;
@@ -258,10 +287,13 @@ impl VideoWriter {
     /// Appends `frame`.
     ///
     /// # Errors
-    /// A frame of another size than the first, or the file or ffmpeg
-    /// failing.
+    /// An empty frame, a frame of another size than the first, or the file
+    /// or ffmpeg failing.
     pub fn push(&mut self, frame: &Frame) -> Result<(), VideoError> {
         let size = (frame.width, frame.height);
+        if frame.width == 0 || frame.height == 0 {
+            return Err(VideoError::BadFrame(format!("frame {} is {}×{} pixels", self.frames, size.0, size.1)));
+        }
         if self.sink.is_none() {
             self.sink = Some(self.open(size)?);
             self.size = size;
@@ -271,7 +303,10 @@ impl VideoWriter {
         let io = |source| VideoError::Io { path: self.part.clone(), source };
         match self.sink.as_mut().expect("opened above") {
             Sink::Gif(encoder) => {
-                let delay = (100.0 / f64::from(self.fps)).round().max(2.0) as u16;
+                // Delays are whole hundredths: frame k ends at round(100·(k+1)/fps),
+                // so the rounding does not add up (30 fps: 3, 4, 3, 3, 4, 3, ...).
+                let end = |k: u64| (100 * k + u64::from(self.fps) / 2) / u64::from(self.fps);
+                let delay = (end(self.frames + 1) - end(self.frames)) as u16;
                 let gif_frame = gif_frame(frame, delay);
                 encoder.write_frame(&gif_frame).map_err(|e| match e {
                     gif::EncodingError::Io(source) => io(source),
@@ -299,6 +334,15 @@ impl VideoWriter {
     /// No frame, or the file or ffmpeg failing (the partial file is then
     /// removed).
     pub fn finish(mut self) -> Result<u64, VideoError> {
+        let written = self.close();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&self.part);
+        }
+        written
+    }
+
+    /// [`finish`](Self::finish) but for removing the partial file.
+    fn close(&mut self) -> Result<u64, VideoError> {
         let io = |path: &Path, source| VideoError::Io { path: path.to_path_buf(), source };
         match self.sink.take() {
             None => return Err(VideoError::Empty(self.path.clone())),
@@ -310,14 +354,13 @@ impl VideoWriter {
                     .sync_all()
                     .map_err(|e| io(&self.part, e))?;
             }
-            Some(Sink::Ffmpeg { mut child, stdin }) => {
+            Some(Sink::Ffmpeg { mut child, stdin, log }) => {
                 drop(stdin);
-                let status = child.wait().map_err(|e| io(&self.part, e))?;
+                let status = child.wait().map_err(|e| io(&self.part, e));
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                let _ = std::fs::remove_file(&log);
+                let status = status?;
                 if !status.success() {
-                    let mut said = String::new();
-                    if let Some(mut err) = child.stderr.take() {
-                        let _ = err.read_to_string(&mut said);
-                    }
                     let message = format!("{status}: {}", said.trim());
                     return Err(VideoError::Ffmpeg { path: self.path.clone(), message });
                 }
@@ -332,7 +375,7 @@ impl VideoWriter {
         match self.format {
             Format::Gif => {
                 let (Ok(w), Ok(h)) = (u16::try_from(width), u16::try_from(height)) else {
-                    return Err(VideoError::TooLarge(self.path.clone()));
+                    return Err(VideoError::TooLarge { path: self.path.clone(), size: (width, height) });
                 };
                 let file = File::create(&self.part).map_err(io)?;
                 let mut encoder = gif::Encoder::new(BufWriter::new(file), w, h, &[]).map_err(|e| match e {
@@ -343,6 +386,10 @@ impl VideoWriter {
                 Ok(Sink::Gif(encoder))
             }
             Format::Mp4 => {
+                let mut log = self.part.as_os_str().to_owned();
+                log.push(".log");
+                let log = PathBuf::from(log);
+                let messages = File::create(&log).map_err(io)?;
                 let mut child = Command::new("ffmpeg")
                     .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24"])
                     .args(["-s", &format!("{width}x{height}"), "-r", &self.fps.to_string(), "-i", "-"])
@@ -352,24 +399,26 @@ impl VideoWriter {
                     .arg(&self.part)
                     .stdin(Stdio::piped())
                     .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
+                    .stderr(messages)
                     .spawn()
-                    .map_err(|_| VideoError::NoFfmpeg { path: self.path.clone() })?;
+                    .map_err(|e| {
+                        let _ = std::fs::remove_file(&log);
+                        match e.kind() {
+                            std::io::ErrorKind::NotFound => VideoError::NoFfmpeg { path: self.path.clone() },
+                            _ => VideoError::Ffmpeg { path: self.path.clone(), message: format!("cannot start: {e}") },
+                        }
+                    })?;
                 let stdin = child.stdin.take().expect("stdin is piped");
-                Ok(Sink::Ffmpeg { child, stdin })
+                Ok(Sink::Ffmpeg { child, stdin, log })
             }
         }
     }
 
     /// What ffmpeg said before it stopped reading frames.
     fn ffmpeg_said(&mut self) -> String {
-        let Some(Sink::Ffmpeg { child, .. }) = self.sink.as_mut() else { return String::new() };
+        let Some(Sink::Ffmpeg { child, log, .. }) = self.sink.as_mut() else { return String::new() };
         let _ = child.wait();
-        let mut said = String::new();
-        if let Some(mut err) = child.stderr.take() {
-            let _ = err.read_to_string(&mut said);
-        }
-        said.trim().to_string()
+        std::fs::read_to_string(log).unwrap_or_default().trim().to_string()
     }
 }
 
@@ -377,10 +426,15 @@ impl Drop for VideoWriter {
     /// An unfinished video leaves no file behind.
     fn drop(&mut self) {
         if let Some(sink) = self.sink.take() {
-            if let Sink::Ffmpeg { mut child, stdin } = sink {
-                drop(stdin);
-                let _ = child.kill();
-                let _ = child.wait();
+            match sink {
+                Sink::Ffmpeg { mut child, stdin, log } => {
+                    drop(stdin);
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let _ = std::fs::remove_file(log);
+                }
+                // The encoder writes its trailer when dropped: before the removal.
+                gif => drop(gif),
             }
             let _ = std::fs::remove_file(&self.part);
         }
@@ -506,5 +560,72 @@ mod tests {
         );
         let err = VideoWriter::create(&d.join("none.gif"), 30).unwrap().finish().unwrap_err().to_string();
         assert!(err.contains("no frame"), "{err}");
+        let err = VideoWriter::create(&d.join("fast.gif"), 60).err().unwrap().to_string();
+        assert!(err.contains("GIF: 1 to 50") && err.contains("got 60"), "{err}");
+        let mut video = VideoWriter::create(&d.join("empty.gif"), 30).unwrap();
+        let err = video.push(&Frame::filled(0, 4, [0, 0, 0])).unwrap_err().to_string();
+        assert!(err.contains("0×4"), "{err}");
+        let err = video.push(&Frame::filled(70_000, 1, [0, 0, 0])).unwrap_err().to_string();
+        assert!(err.contains("65535") && err.contains("(70000, 1)"), "{err}");
+    }
+
+    /// Whole hundredths of a second per frame, without drift: 30 frames at
+    /// 30 fps last one second.
+    #[test]
+    fn gif_delays_add_up_to_the_frame_rate() {
+        let path = dir("delays").join("second.gif");
+        let mut video = VideoWriter::create(&path, 30).unwrap();
+        for k in 0..30 {
+            video.push(&square(k % 12)).unwrap();
+        }
+        video.finish().unwrap();
+        let mut decoder = gif::DecodeOptions::new().read_info(File::open(&path).unwrap()).unwrap();
+        let mut delays = Vec::new();
+        while let Some(frame) = decoder.read_next_frame().unwrap() {
+            delays.push(frame.delay);
+        }
+        assert_eq!(delays.len(), 30);
+        assert_eq!(delays.iter().map(|&d| u32::from(d)).sum::<u32>(), 100, "{delays:?}");
+        assert!(delays.iter().all(|&d| d == 3 || d == 4), "{delays:?}");
+    }
+
+    /// A video that cannot be finished (here its name is taken by a
+    /// folder) leaves neither the video nor its partial file.
+    #[test]
+    fn a_failed_finish_leaves_no_partial_file() {
+        let d = dir("failed-finish");
+        let path = d.join("taken.gif");
+        let mut video = VideoWriter::create(&path, 30).unwrap();
+        video.push(&square(0)).unwrap();
+        std::fs::create_dir_all(path.join("inside")).unwrap();
+        let err = video.finish().unwrap_err().to_string();
+        assert!(err.contains("taken.gif"), "{err}");
+        assert!(!d.join("taken.gif.part").exists(), "the partial file was left behind");
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+
+    /// Odd sides are padded to even ones for H.264 (with ffmpeg; skipped
+    /// without it unless RLX_REQUIRE_FFMPEG=1).
+    #[test]
+    fn an_odd_sized_mp4_is_padded_to_even_sides() {
+        if !ffmpeg_available() {
+            assert!(std::env::var("RLX_REQUIRE_FFMPEG").as_deref() != Ok("1"), "RLX_REQUIRE_FFMPEG=1 but no ffmpeg");
+            println!("skipped: no ffmpeg on the PATH");
+            return;
+        }
+        let path = dir("odd").join("odd.mp4");
+        let mut video = VideoWriter::create(&path, 10).unwrap();
+        for k in 0..3u8 {
+            video.push(&Frame::filled(7, 5, [40 * k, 100, 200])).unwrap();
+        }
+        assert_eq!(video.finish().unwrap(), 3);
+        let out = Command::new("ffprobe")
+            .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
+            .args(["-show_entries", "stream=width,height,nb_read_frames", "-of", "csv=p=0"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "8,6,3");
+        assert!(!dir("odd").join("odd.mp4.part.log").exists(), "ffmpeg's log was left behind");
     }
 }

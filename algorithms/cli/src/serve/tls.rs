@@ -1,10 +1,11 @@
 //! HTTPS for `rlx serve`: TLS in front of axum, with the certificate
 //! files and rustls settings of `rlx node` ([`rlx_cluster::NodeTls`]).
 //!
-//! Handshakes run on their own tasks, so a client that opens a connection
-//! and sends nothing holds up no one else, and is dropped after
-//! [`HANDSHAKE`]. A failed handshake (a plaintext client, a certificate
-//! the CA did not sign) closes that connection only.
+//! Handshakes run on their own tasks (at most [`MAX_HANDSHAKES`] at once),
+//! so a client that opens a connection and sends nothing holds up no one
+//! else, and is dropped after [`HANDSHAKE`]. A failed handshake (a
+//! plaintext client, a certificate the CA did not sign) closes that
+//! connection only.
 
 use rlx_cluster::tokio_rustls::{server::TlsStream, TlsAcceptor};
 use std::net::SocketAddr;
@@ -17,6 +18,10 @@ pub const HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// Connections whose handshake is done, waiting for axum to take them.
 const READY: usize = 128;
+
+/// Handshakes at once; a connection past them waits to be accepted, in
+/// the kernel's backlog.
+pub const MAX_HANDSHAKES: usize = 1024;
 
 /// A listener that hands axum connections after their TLS handshake.
 pub struct TlsListener {
@@ -32,9 +37,16 @@ impl TlsListener {
     pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
         let addr = tcp.local_addr()?;
         let (done, ready) = mpsc::channel(READY);
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
         tokio::spawn(async move {
-            while !done.is_closed() {
-                let (stream, peer) = match tcp.accept().await {
+            loop {
+                let Ok(slot) = slots.clone().acquire_owned().await else { return };
+                // Stops, and frees the port, once axum has dropped the listener.
+                let accepted = tokio::select! {
+                    () = done.closed() => return,
+                    accepted = tcp.accept() => accepted,
+                };
+                let (stream, peer) = match accepted {
                     Ok(accepted) => accepted,
                     Err(e) => {
                         // Out of file descriptors, say: wait, as axum's own listener does.
@@ -46,6 +58,7 @@ impl TlsListener {
                 let _ = stream.set_nodelay(true);
                 let (acceptor, done) = (acceptor.clone(), done.clone());
                 tokio::spawn(async move {
+                    let _slot = slot;
                     match tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
                             let _ = done.send((tls, peer)).await;
