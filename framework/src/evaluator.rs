@@ -666,13 +666,8 @@ impl PolicyEvaluator {
             }
             let masks = self.env.action_masks().map(<[f32]>::to_vec);
             if let Some(video) = video.as_deref_mut() {
-                let Some(frame) = self.env.render_rgb(0)? else {
-                    return Err(EvaluatorError::Video(format!(
-                        "{} draws no frames (Env::render_rgb), so its episodes cannot be recorded",
-                        self.env.name()
-                    )));
-                };
-                video.push(&frame)?;
+                let drawn = self.env.render_rgb(0)?;
+                video.push_drawn(self.env.name(), drawn)?;
             }
             self.acting.act(self.policy.as_mut(), &obs, masks.as_deref(), explore, &mut self.step_out)?;
             self.step_env()?;

@@ -143,7 +143,6 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
     if args.render && env.render().is_none() {
         return Err(CliError::Usage(format!("{} has no text rendering; drop --render", meta.env)));
     }
-    let no_frames = |env: &str| CliError::Usage(format!("{env} draws no frames (Env::render_rgb); drop --video"));
     let animate = args.render && std::io::stdout().is_terminal();
     outln!(
         "{} on {} from {} (iteration {}), {} actions",
@@ -177,8 +176,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
                 }
             }
             if let Some(v) = video.as_mut().filter(|_| episode == 0) {
-                let frame = env.render_rgb().map_err(|e| fail(&e))?.ok_or_else(|| no_frames(&meta.env))?;
-                v.push(&frame).map_err(|e| fail(&e))?;
+                record(v, &meta.env, env.render_rgb().map_err(|e| fail(&e))?)?;
             }
             let mut input = obs.clone();
             if let Some(f) = &filter {
@@ -212,6 +210,15 @@ pub fn rollout(args: &RolloutArgs) -> Result<RolloutSummary, CliError> {
         summary.lengths.iter().sum::<u64>() as f64 / args.episodes as f64
     );
     Ok(summary)
+}
+
+/// Adds the frame `env` drew to `--video`; an env without frames is a
+/// usage error.
+fn record(video: &mut VideoWriter, env: &str, drawn: Option<rlx::video::Frame>) -> Result<(), CliError> {
+    video.push_drawn(env, drawn).map_err(|e| match e {
+        rlx::video::VideoError::NoFrames { .. } => CliError::Usage(format!("{e}; drop --video")),
+        other => CliError::Rollout(other.to_string()),
+    })
 }
 
 /// Finishes `--video` and says where it is.
@@ -264,9 +271,7 @@ fn rollout_agents(
             f.normalize(&mut obs);
         }
         if let Some(v) = video.as_mut() {
-            let no_frames = || CliError::Usage(format!("{} draws no frames (Env::render_rgb); drop --video", meta.env));
-            let frame = env.render_rgb(0).map_err(|e| fail(&e))?.ok_or_else(no_frames)?;
-            v.push(&frame).map_err(|e| fail(&e))?;
+            record(v, &meta.env, env.render_rgb(0).map_err(|e| fail(&e))?)?;
         }
         let input = rlx::PolicyInput { obs: &obs, action_mask: env.action_masks(), state: None, explore: args.explore };
         policy.compute_actions_from_input(&input, &mut out).map_err(|e| fail(&e))?;

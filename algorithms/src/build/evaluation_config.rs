@@ -299,7 +299,7 @@ fn check_draws(make_env: &EnvMaker, format: VideoFormat, shards: &EnvShards) -> 
         )),
         None => Err(invalid(
             "record_video_interval",
-            format!("{} draws no frames (Env::render_rgb), so its evaluations cannot be recorded", env.name()),
+            rlx::video::VideoError::NoFrames { env: env.name().into() }.to_string(),
         )),
     }
 }

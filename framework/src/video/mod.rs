@@ -149,6 +149,12 @@ pub enum VideoError {
     /// A video without a frame.
     #[error("{0}: no frame was recorded, so no video was written")]
     Empty(PathBuf),
+    /// An env that draws no frames ([`Env::render_rgb`](crate::Env::render_rgb) gave `None`).
+    #[error("{env} draws no frames (Env::render_rgb), so its episodes cannot be recorded")]
+    NoFrames {
+        /// The env's name.
+        env: String,
+    },
     /// Frames too large for a GIF (65,535 pixels a side).
     #[error("{path}: GIF frames are at most 65535 pixels a side; this one is {size:?}")]
     TooLarge {
@@ -325,6 +331,17 @@ impl VideoWriter {
         }
         self.frames += 1;
         Ok(())
+    }
+
+    /// Appends the frame `env` drew (what its
+    /// [`Env::render_rgb`](crate::Env::render_rgb) returned).
+    ///
+    /// # Errors
+    /// `None`, naming the env that draws no frames; else as
+    /// [`push`](Self::push).
+    pub fn push_drawn(&mut self, env: &str, drawn: Option<Frame>) -> Result<(), VideoError> {
+        let frame = drawn.ok_or_else(|| VideoError::NoFrames { env: env.into() })?;
+        self.push(&frame)
     }
 
     /// Finishes the file and gives it its name; returns the number of
