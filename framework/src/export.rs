@@ -19,9 +19,9 @@ use crate::filter::MeanStdFilter;
 /// The data flow is fixed:
 ///
 /// ```text
-/// observation ─ [normalization] ─ encoding ─ body ─ [lstm] ─ head ─ action
-///                  │          └───────────── value (on_features)
-///                  └──────────────────────── value (own layers)
+/// observation ─ [normalization] ─ encoding ─ body ─ [recurrent] ─ head ─ action
+///                  │          └──────────────────── value (on_features)
+///                  └─────────────────────────────── value (own layers)
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicyExport {
@@ -32,9 +32,9 @@ pub struct PolicyExport {
     pub encoding: Encoding,
     /// Layers from the encoding to the features.
     pub body: Vec<Layer>,
-    /// A recurrent cell after the body, whose state travels with each row.
-    pub lstm: Option<LstmCell>,
-    /// Layers from the features (the LSTM's output with one) to the
+    /// A recurrent step after the body, whose state travels with each row.
+    pub recurrent: Option<Recurrent>,
+    /// Layers from the features (the recurrent step's, with one) to the
     /// action head's input.
     pub head: Vec<Layer>,
     /// The state value `V(s)`, where the policy has one.
@@ -141,6 +141,67 @@ pub enum Layer {
     Tanh,
     /// `max(x, 0)`.
     Relu,
+    /// `x · σ(x)` (SiLU).
+    Silu,
+    /// `(x − mean) / sqrt(var + eps)` over each row's values, with no
+    /// scale or offset of its own (DreamerV3's layers).
+    LayerNorm {
+        /// Added to the variance.
+        eps: f32,
+    },
+    /// `sign(x) · ln(1 + |x|)` of each value (DreamerV3's observations).
+    Symlog,
+}
+
+/// The recurrent step between the body and the head.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Recurrent {
+    /// An LSTM cell; the features are its `h'`.
+    Lstm(LstmCell),
+    /// DreamerV3's world model filtering one observation; the features
+    /// are `[h', z']`.
+    Latent(LatentStep),
+}
+
+/// One step of a recurrent state-space model (DreamerV3's world model)
+/// as greedy acting runs it, the body's output being the observation's
+/// embedding `e`:
+///
+/// ```text
+/// x  = gru_input([z, a])
+/// [r c u] = gates([x, h])            (3 · units values)
+/// h' = σ(u − 1) ⊙ tanh(σ(r) ⊙ c) + (1 − σ(u − 1)) ⊙ h
+/// z' = the most likely class of each categorical of posterior([h', e]), one-hot
+/// ```
+///
+/// A row's state is `[h, z, a, started]`: `a` the previous action as the
+/// model reads it (one-hot, or the action in `[−1, 1]`), `started` 1
+/// after the first step. Zeros start an episode. The step's state out
+/// holds the action the head chose.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatentStep {
+    /// Layers from `[z, a]` to the GRU's input.
+    pub gru_input: Vec<Layer>,
+    /// Layers from `[x, h]` to the GRU's `3 · units` gate values.
+    pub gates: Vec<Layer>,
+    /// Units of `h`.
+    pub units: usize,
+    /// Layers from `[h', e]` to the posterior's logits, `categoricals ·
+    /// classes` of them.
+    pub posterior: Vec<Layer>,
+    /// Categoricals of `z`.
+    pub categoricals: usize,
+    /// Classes of each.
+    pub classes: usize,
+    /// Values of `a` in the state.
+    pub action_inputs: usize,
+}
+
+impl LatentStep {
+    /// Values of a row's state: `[h, z, a, started]`.
+    pub fn state_width(&self) -> usize {
+        self.units + self.categoricals * self.classes + self.action_inputs + 1
+    }
 }
 
 /// An LSTM cell, PyTorch's gate order `i, f, g, o`:
@@ -214,6 +275,18 @@ pub enum ActionHead {
         /// Upper bounds.
         high: Vec<f32>,
     },
+    /// Means then raw spreads of a Gaussian on `[−1, 1]` whose mean is
+    /// `tanh` of the first half (DreamerV3's actor): greedy is
+    /// `low + (tanh(mean) + 1)/2 · (high − low)`, and the standard
+    /// deviation (on `[−1, 1]`) `min_std + (1 − min_std) · σ(raw + 2)`.
+    TanhMeanGaussian {
+        /// Lower bounds of the actions.
+        low: Vec<f32>,
+        /// Upper bounds.
+        high: Vec<f32>,
+        /// The smallest standard deviation.
+        min_std: f32,
+    },
     /// A deterministic action `low + (tanh(head) + 1)/2 · (high − low)`
     /// (DDPG, TD3).
     Tanh {
@@ -231,7 +304,7 @@ impl ActionHead {
             ActionHead::Categorical { nvec } => nvec.iter().sum(),
             ActionHead::QValues { actions, support } => actions * support.as_ref().map_or(1, Vec::len),
             ActionHead::Gaussian { log_std } => log_std.len(),
-            ActionHead::SquashedGaussian { low, .. } => 2 * low.len(),
+            ActionHead::SquashedGaussian { low, .. } | ActionHead::TanhMeanGaussian { low, .. } => 2 * low.len(),
             ActionHead::Tanh { low, .. } | ActionHead::Clipped { low, .. } => low.len(),
         }
     }

@@ -56,6 +56,9 @@ fn restore(dir: &Path) -> (Box<dyn PolicyGraph>, Option<MeanStdFilter>, Box<dyn 
     (restored.policy, filter, restored.env)
 }
 
+/// A DreamerV3 run small enough for a test.
+const DREAMER: &str = r#"{"model_size": "nano", "learning_starts": 100, "timesteps_per_iteration": 200}"#;
+
 /// Exports each case and compares the file with the checkpoint's policy
 /// on observations recorded with other seeds than `rlx export`'s own check.
 #[test]
@@ -71,6 +74,8 @@ fn exported_models_compute_what_rlx_computes() {
         ("td3", "TD3", "Pendulum-v1", r#"{"learning_starts": 200, "timesteps_per_iteration": 400}"#),
         ("es", "ES", "CartPole-v1", "{}"),
         ("ars_continuous", "ARS", "Pendulum-v1", "{}"),
+        ("dreamer_v3", "DreamerV3", "CartPole-v1", DREAMER),
+        ("dreamer_v3_continuous", "DreamerV3", "Pendulum-v1", DREAMER),
     ];
     for (name, algorithm, env, config) in cases {
         let (dir, model) = train_and_export(name, algorithm, env, config, &[]);
@@ -82,6 +87,35 @@ fn exported_models_compute_what_rlx_computes() {
         assert!(p.holds(), "{name}: {p:?}");
         assert!(p.ties <= 50, "{name}: {} near-ties leave too few actions compared", p.ties);
     }
+}
+
+/// IQL's actor, learned from episodes PPO wrote, exports too (an offline
+/// algorithm's policy acts like any other).
+#[test]
+fn an_offline_actor_exports() {
+    let data = common::tmp("export", "iql_data");
+    let results = common::tmp("export", "iql_ppo");
+    let output = format!(r#"{{"output": "{}"}}"#, data.display());
+    let out = rlx(&[
+        "train",
+        "--run",
+        "PPO",
+        "--env",
+        "Pendulum-v1",
+        "--config",
+        &output,
+        "--stop",
+        r#"{"training_iteration": 1}"#,
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let input = format!(r#"{{"input": "{}", "learning_starts": 100, "timesteps_per_iteration": 200}}"#, data.display());
+    let (dir, model) = train_and_export("iql", "IQL", "Pendulum-v1", &input, &[]);
+    let (mut policy, filter, mut env) = restore(&dir);
+    let obs = parity::record(env.as_mut(), policy.as_mut(), filter.as_ref(), 1000, 78).unwrap();
+    let p = parity::compare(&std::fs::read(&model).unwrap(), policy.as_mut(), filter.as_ref(), &obs).unwrap();
+    assert!(p.holds(), "{p:?}");
 }
 
 /// One policy of a multi-agent run (`--policy`), and AlphaZero's network
@@ -144,23 +178,17 @@ fn the_action_mask_input_keeps_actions_legal() {
 fn export_errors_name_the_problem() {
     let results = common::tmp("export", "errors");
     let r = results.to_str().unwrap();
-    let tiny = r#"{"model_size": "nano", "learning_starts": 100, "timesteps_per_iteration": 200}"#;
-    let out = rlx(&[
-        "train",
-        "--run",
-        "DreamerV3",
-        "--env",
-        "CartPole-v1",
-        "--config",
-        tiny,
-        "--stop",
-        r#"{"training_iteration": 1}"#,
-        "--checkpoint-at-end",
-        "--results-dir",
-        r,
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let dreamer = std::fs::read_dir(&results).unwrap().next().unwrap().unwrap().path();
+    let train = |algorithm: &str, env: &str, config: &str| {
+        let before: Vec<_> = std::fs::read_dir(&results).unwrap().map(|e| e.unwrap().path()).collect();
+        let stop = r#"{"training_iteration": 1}"#;
+        let args = ["train", "--run", algorithm, "--env", env, "--config", config, "--stop", stop];
+        let out = rlx(&[&args[..], &["--checkpoint-at-end", "--results-dir", r]].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let dirs = std::fs::read_dir(&results).unwrap().map(|e| e.unwrap().path());
+        dirs.filter(|d| !before.contains(d)).next().unwrap()
+    };
+    let dreamer = train("DreamerV3", "CartPole-v1", DREAMER);
+    let dict = train("PPO", "DictCue-v0", "{}");
     let target = results.join("x.onnx");
     let t = target.to_str().unwrap();
     let err = |args: &[&str]| {
@@ -168,9 +196,12 @@ fn export_errors_name_the_problem() {
         assert!(!out.status.success(), "{args:?} succeeded");
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    // DreamerV3's actor (with its world model's state) has no description yet.
-    let e = err(&["export", dreamer.to_str().unwrap(), "-o", t]);
-    assert!(e.contains("DreamerV3 on CartPole-v1") && e.contains("export"), "{e}");
+    // A policy on Dict observations has no description yet.
+    let e = err(&["export", dict.to_str().unwrap(), "-o", t]);
+    assert!(e.contains("PPO on DictCue-v0") && e.contains("Dict observations"), "{e}");
+    // DreamerV3's actor reads no action mask.
+    let e = err(&["export", dreamer.to_str().unwrap(), "-o", t, "--action-mask"]);
+    assert!(e.contains("--action-mask") && e.contains("no action mask"), "{e}");
     let e = err(&["export", "/nonexistent/run", "-o", t]);
     assert!(e.contains("/nonexistent/run"), "{e}");
     let e = err(&["export", dreamer.to_str().unwrap(), "-o", t, "--check-rows", "0"]);
@@ -200,6 +231,8 @@ fn onnxruntime_agrees_with_rlx() {
         ("ort_cnn", "PPO", "MinAtar/Breakout-v1", r#"{"train_batch_size": 512, "sgd_minibatch_size": 128}"#),
         ("ort_dqn", "DQN", "CartPole-v1", r#"{"learning_starts": 200}"#),
         ("ort_sac", "SAC", "Pendulum-v1", r#"{"learning_starts": 200, "timesteps_per_iteration": 400}"#),
+        ("ort_dreamer", "DreamerV3", "CartPole-v1", DREAMER),
+        ("ort_dreamer_continuous", "DreamerV3", "Pendulum-v1", DREAMER),
     ];
     for (name, algorithm, env_name, config) in cases {
         let (dir, model) = train_and_export(name, algorithm, env_name, config, &[]);

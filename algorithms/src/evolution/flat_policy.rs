@@ -340,7 +340,7 @@ impl PolicyGraph for FlatPolicy {
             clip: OBS_CLIP,
         });
         let encoding = Encoding::Flat { width: self.sizes[0] };
-        Ok(PolicyExport { normalization, encoding, body: layers, lstm: None, head, value: None, action })
+        Ok(PolicyExport { normalization, encoding, body: layers, recurrent: None, head, value: None, action })
     }
 
     /// The observation statistics: part of what the policy computes.

@@ -48,7 +48,7 @@
 //! `behaviour_s` (the actor's and critic's losses).
 
 use super::episode_replay::{EpisodeReplay, IS_FIRST, PREV_ACTIONS};
-use super::math::{lambda_returns, sample_one_hot, symlog, unimix, ReturnScale, TwoHot};
+use super::math::{lambda_returns, mode_one_hot, sample_one_hot, symlog, unimix, ReturnScale, TwoHot};
 use super::networks::DenseStack;
 use super::world_model::{Sequences, Sizes, Starts, WorldModel, UNIMIX};
 use crate::common::build_context::{BuildContext, PolicyMaker};
@@ -64,6 +64,7 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::env::EnvMaker;
+use rlx::export::{ActionHead, Layer, PolicyExport, Recurrent};
 use rlx::optimizer::SyncReplayConfig;
 use rlx::{fields, Column, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space};
 use rlx::{SyncReplayOptimizer, Trainer};
@@ -362,15 +363,7 @@ impl Dreamer {
         match &self.actions {
             Actions::Discrete(k) => {
                 let probs: Vec<f32> = head.chunks_exact(width).flat_map(mixed_softmax).collect();
-                let one_hot = if explore {
-                    sample_one_hot(&probs, *k, rng)
-                } else {
-                    let mut out = vec![0.0; n * k];
-                    for (p, o) in probs.chunks_exact(*k).zip(out.chunks_exact_mut(*k)) {
-                        o[(0..*k).max_by(|&a, &b| p[a].total_cmp(&p[b])).unwrap_or(0)] = 1.0;
-                    }
-                    out
-                };
+                let one_hot = if explore { sample_one_hot(&probs, *k, rng) } else { mode_one_hot(&probs, *k) };
                 let index: Vec<f32> =
                     one_hot.chunks_exact(*k).map(|o| o.iter().position(|&x| x == 1.0).unwrap_or(0) as f32).collect();
                 (index.clone(), one_hot, index)
@@ -619,7 +612,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
         let z = dev.tensor_from_vec(column(g, latent), (n, latent));
         let prev = dev.tensor_from_vec(column(g + latent, a), (n, a));
         let obs = dev.tensor_from_vec(x, (n, self.input.features()));
-        let (h, z) = self.world.observe_step(p, (h, z, prev), obs, rng);
+        let (h, z) = self.world.observe_step(p, (h, z, prev), obs, (input.explore, rng));
         let feat = (h.clone(), dev.tensor_from_vec(z.clone(), (n, latent))).concat_along(Axis::<1>);
         let head = self.actor.forward(p, feat).as_vec();
         let (env_actions, inputs, _) = self.choose(&head, n, input.explore, rng);
@@ -706,6 +699,30 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
 
     fn recurrent_state_size(&self) -> usize {
         self.state_width()
+    }
+
+    /// Greedy acting as it runs here: the world model's filtering step
+    /// (the posterior's most likely `z`), then the actor's most likely
+    /// action; the state in and out is [`act`](Self::act)'s.
+    fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
+        let p = &core.params;
+        let symlog = self.symlog_obs.then_some(Layer::Symlog);
+        let action = match &self.actions {
+            Actions::Discrete(n) => ActionHead::Categorical { nvec: vec![*n] },
+            Actions::Continuous(b) => {
+                let (low, high) = b.low_high();
+                ActionHead::TanhMeanGaussian { low, high, min_std: STD_MIN }
+            }
+        };
+        Ok(PolicyExport {
+            normalization: None,
+            encoding: self.input.exported()?,
+            body: symlog.into_iter().chain(self.world.exported_encoder(p)).collect(),
+            recurrent: Some(Recurrent::Latent(self.world.exported_step(p, self.actions.inputs()))),
+            head: self.actor.exported(p),
+            value: None,
+            action,
+        })
     }
 
     fn state(&self) -> ReturnScale {

@@ -146,6 +146,17 @@ pub fn sample_one_hot(probs: &[f32], classes: usize, rng: &mut impl Rng) -> Vec<
     out
 }
 
+/// The most likely class of each categorical of `probs` (rows of
+/// `classes`), one-hot; the first of equals.
+pub fn mode_one_hot(probs: &[f32], classes: usize) -> Vec<f32> {
+    let mut out = vec![0.0; probs.len()];
+    for (p, o) in probs.chunks_exact(classes).zip(out.chunks_exact_mut(classes)) {
+        let best = (1..classes).fold(0, |best, k| if p[k] > p[best] { k } else { best });
+        o[best] = 1.0;
+    }
+    out
+}
+
 /// The straight-through sample `one_hot + probs − sg(probs)`: its value
 /// is the one-hot draw, its gradient the probabilities' (Bengio et al.
 /// 2013), so the loss of whatever reads the sample trains the logits.
@@ -314,6 +325,12 @@ mod tests {
         for (a, b) in through.iter().zip(&direct) {
             assert!((a - b).abs() < 1e-6, "{through:?} vs {direct:?}");
         }
+    }
+
+    #[test]
+    fn the_mode_is_each_categoricals_most_likely_class_the_first_of_equals() {
+        let probs = [0.1, 0.7, 0.2, 0.4, 0.2, 0.4, 0.0, 0.0, 1.0];
+        assert_eq!(mode_one_hot(&probs, 3), vec![0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use crate::model::device::NetDevice;
 use crate::model::{Linear, Matrix, Params};
 use dfdx::prelude::*;
+use rlx::export::Layer;
 
 /// Layer normalization's ε (DreamerV3's).
 const NORM_EPS: f32 = 1e-3;
@@ -44,6 +45,11 @@ impl NormDense {
     /// The layer on every row of `x`.
     pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
         silu(layer_norm(self.linear.forward(p, x)))
+    }
+
+    /// The layer for export.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
+        vec![self.linear.exported(p), Layer::LayerNorm { eps: NORM_EPS }, Layer::Silu]
     }
 }
 
@@ -91,6 +97,12 @@ impl DenseStack {
         let h = self.hidden.iter().fold(x, |h, layer| layer.forward(p, h));
         self.out.forward(p, h)
     }
+
+    /// The stack for export.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
+        let hidden = self.hidden.iter().flat_map(|layer| layer.exported(p));
+        hidden.chain(std::iter::once(self.out.exported(p))).collect()
+    }
 }
 
 /// A GRU whose gates are normalized (DreamerV3's sequence model, after
@@ -117,6 +129,11 @@ impl NormGru {
     /// Units of the state.
     pub fn units(&self) -> usize {
         self.units
+    }
+
+    /// The layers from `[x, h]` to the normalized gate values, for export.
+    pub fn exported_gates<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
+        vec![self.gates.exported(p), Layer::LayerNorm { eps: NORM_EPS }]
     }
 
     /// One step of every row.

@@ -25,13 +25,14 @@
 //! mixes in 1 % uniform ([`unimix`]); `z` is sampled with straight-through
 //! gradients ([`straight_through`]).
 
-use super::math::{free_bits, sample_one_hot, straight_through, unimix, TwoHot};
+use super::math::{free_bits, mode_one_hot, sample_one_hot, straight_through, unimix, TwoHot};
 use super::networks::{DenseStack, NormDense, NormGru};
 use crate::common::deep_policy::Loss;
 use crate::model::device::NetDevice;
 use crate::model::{Matrix, Params, Taped};
 use dfdx::prelude::*;
 use rand::Rng;
+use rlx::export::{LatentStep, Layer};
 use rlx::{LearnerStats, PolicyError};
 
 /// The share of uniform mixed into every categorical.
@@ -155,20 +156,47 @@ impl WorldModel {
         unimix(logits.reshape_like(&(rows * self.sizes.categoricals, self.sizes.classes)), UNIMIX)
     }
 
-    /// One step of filtering while acting: the next `h`, and a draw of `z`
-    /// from the posterior given the observation features `x`.
+    /// One step of filtering while acting: the next `h`, and `z` from the
+    /// posterior given the observation features `x`: a draw when
+    /// `explore`, else each categorical's most likely class, so that
+    /// greedy acting is deterministic (and what an exported model
+    /// computes).
     pub fn observe_step<D: NetDevice>(
         &self,
         p: &Params<D>,
         (h, z, a): (Matrix<D>, Matrix<D>, Matrix<D>),
         x: Matrix<D>,
-        rng: &mut impl Rng,
+        (explore, rng): (bool, &mut impl Rng),
     ) -> (Matrix<D>, Vec<f32>) {
         let h = self.sequence(p, h, z, a);
         let e = self.encoder.forward(p, x);
         let logits = self.posterior.forward(p, (h.clone(), e).concat_along(Axis::<1>));
-        let z = sample_one_hot(&self.latent_probs(logits).as_vec(), self.sizes.classes, rng);
+        let probs = self.latent_probs(logits).as_vec();
+        let z = if explore {
+            sample_one_hot(&probs, self.sizes.classes, rng)
+        } else {
+            mode_one_hot(&probs, self.sizes.classes)
+        };
         (h, z)
+    }
+
+    /// The encoder's layers, for export.
+    pub fn exported_encoder<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
+        self.encoder.exported(p)
+    }
+
+    /// [`observe_step`](Self::observe_step) without exploring, for export,
+    /// with actions of `action_inputs` model inputs.
+    pub fn exported_step<D: NetDevice>(&self, p: &Params<D>, action_inputs: usize) -> LatentStep {
+        LatentStep {
+            gru_input: self.input.exported(p),
+            gates: self.gru.exported_gates(p),
+            units: self.sizes.gru_units,
+            posterior: self.posterior.exported(p),
+            categoricals: self.sizes.categoricals,
+            classes: self.sizes.classes,
+            action_inputs,
+        }
     }
 
     /// One step of imagination: the next `h`, and a draw of `z` from the

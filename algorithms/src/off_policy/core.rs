@@ -17,6 +17,7 @@ use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, Params, Taped};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError};
 use rlx::env::EnvMaker;
+use rlx::export::{ActionHead, PolicyExport};
 use rlx::postprocessing::N_STEP_DISCOUNTS;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, SyncReplayOptimizer, Trainer};
 use serde::{Deserialize, Serialize};
@@ -323,6 +324,28 @@ impl ActionBounds {
     }
 }
 
+/// The export of an actor whose greedy action is `tanh(head(mlp(s)))`
+/// scaled to `bounds` (DDPG's, TD3's and IQL's).
+///
+/// # Errors
+/// An input that has no description (`Dict` observations).
+pub(crate) fn tanh_actor_export<D: NetDevice>(
+    p: &Params<D>,
+    (input, bounds): (&Input, &ActionBounds),
+    (mlp, head): (&Mlp, &Linear),
+) -> Result<PolicyExport, PolicyError> {
+    let (low, high) = bounds.low_high();
+    Ok(PolicyExport {
+        normalization: None,
+        encoding: input.exported()?,
+        body: mlp.exported(p),
+        recurrent: None,
+        head: vec![head.exported(p)],
+        value: None,
+        action: ActionHead::Tanh { low, high },
+    })
+}
+
 /// The observation encoding and action bounds of an env for `algorithm`,
 /// or why it cannot run on it: continuous (`Box`) actions with finite
 /// bounds, observations of any space (images flattened).
@@ -449,30 +472,6 @@ pub(crate) fn bellman_targets(batch: &SampleBatch, next_value: &[f32]) -> Result
     Ok((0..batch.len()).map(|i| rewards[i] + discounts[i] * (1.0 - terminated[i]) * next_value[i]).collect())
 }
 
-/// The summed MSE loss `Σ_j mean (Q_j(s, a) − y)²` of `critics` on
-/// `core`'s weights over the replayed `(s, a)` of `batch` (observations
-/// encoded by `input`, actions normalized by `bounds`), with `mean_q`,
-/// `mean_td_error` (of the first critic), `critic_loss` and
-/// `mean_target_q` in the returned stats, and its gradient for `range`
-/// (the critics' span of the weights, one critic after the other).
-///
-/// Each critic's gradient depends only on its own loss, so each is
-/// differentiated on its own (the floats are those of differentiating the
-/// sum), and with `twins_side_by_side` twin critics run side by side on
-/// the CPU ([`join_on_cpu`]). That is for an update whose other core is
-/// free: TD3's updates without the actor's half; beside the actor's half,
-/// a third thread on two cores only waits for one.
-pub(crate) fn critic_gradient<D: NetDevice>(
-    core: &PolicyCore<D>,
-    critics: &[Critic],
-    (input, bounds): (&Input, &ActionBounds),
-    batch: &SampleBatch,
-    targets: &[f32],
-    (range, twins_side_by_side): (std::ops::Range<usize>, bool),
-) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
-    conservative_critic_gradient(core, critics, (input, bounds), batch, targets, (range, twins_side_by_side), None)
-}
-
 /// CQL(H)'s conservative penalty on a critic (Kumar et al., NeurIPS 2020,
 /// for continuous actions as in their code and RLlib's):
 ///
@@ -495,10 +494,24 @@ pub(crate) struct Conservative {
     pub log_density: Vec<f32>,
 }
 
-/// [`critic_gradient`], with CQL's penalty added to each critic's loss
-/// when `conservative` is given (reported as `cql_penalty`, the first
-/// critic's, before its weight).
-pub(crate) fn conservative_critic_gradient<D: NetDevice>(
+/// The summed MSE loss `Σ_j mean (Q_j(s, a) − y)²` of `critics` on
+/// `core`'s weights over the replayed `(s, a)` of `batch` (observations
+/// encoded by `input`, actions normalized by `bounds`), with `mean_q`,
+/// `mean_td_error` (of the first critic), `critic_loss` and
+/// `mean_target_q` in the returned stats, and its gradient for `range`
+/// (the critics' span of the weights, one critic after the other).
+///
+/// Each critic's gradient depends only on its own loss, so each is
+/// differentiated on its own (the floats are those of differentiating the
+/// sum), and with `twins_side_by_side` twin critics run side by side on
+/// the CPU ([`join_on_cpu`]). That is for an update whose other core is
+/// free: TD3's updates without the actor's half; beside the actor's half,
+/// a third thread on two cores only waits for one.
+///
+/// With `conservative`, CQL's penalty ([`Conservative`]) is added to each
+/// critic's loss (reported as `cql_penalty`, the first critic's, before its
+/// weight); `None` is plain TD.
+pub(crate) fn critic_gradient<D: NetDevice>(
     core: &PolicyCore<D>,
     critics: &[Critic],
     (input, bounds): (&Input, &ActionBounds),
@@ -714,7 +727,7 @@ mod tests {
         let range = 0..core.num_params();
         let run = |side_by_side| {
             let spaces = (&input, &bounds);
-            critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), side_by_side)).unwrap()
+            critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), side_by_side), None).unwrap()
         };
         let ((side_by_side, stats), (one_by_one, _)) = (run(true), run(false));
         let u = bounds.to_normalized(batch.f32(fields::ACTIONS).unwrap());
@@ -730,7 +743,7 @@ mod tests {
         assert!(summed.iter().filter(|g| g.abs() > 1e-3).count() > 100, "the check compared vanishing gradients");
         // A span that does not match the critics is an error, not a panic.
         let short = (0..range.end - 1, true);
-        let err = critic_gradient(&core, &critics, (&input, &bounds), &batch, &targets, short).unwrap_err();
+        let err = critic_gradient(&core, &critics, (&input, &bounds), &batch, &targets, short, None).unwrap_err();
         assert!(err.to_string().contains("span of the weights"), "{err}");
     }
 
@@ -746,8 +759,7 @@ mod tests {
         let range = 0..core.num_params();
         let spaces = (&input, &bounds);
         let (grad, stats) =
-            conservative_critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), false), Some(&c))
-                .unwrap();
+            critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), false), Some(&c)).unwrap();
         // By hand, with each critic's Q-values on the host.
         let obs = batch.f32(fields::OBS).unwrap();
         let u = bounds.to_normalized(batch.f32(fields::ACTIONS).unwrap());
@@ -773,19 +785,12 @@ mod tests {
         }
         assert!((stats.get("critic_loss").unwrap() - total as f64).abs() < 1e-4, "{stats:?} {total}");
         // The penalty changes the gradient: without it, it is plain TD's.
-        let (plain, _) = critic_gradient(&core, &critics, spaces, &batch, &targets, (range, false)).unwrap();
+        let (plain, _) = critic_gradient(&core, &critics, spaces, &batch, &targets, (range, false), None).unwrap();
         assert!(grad.iter().zip(&plain).any(|(g, p)| (g - p).abs() > 1e-3));
         // Drawn actions that do not fit the rows are named.
         let short = Conservative { actions: drawn[..11].to_vec(), ..c };
-        let err = conservative_critic_gradient(
-            &core,
-            &critics,
-            spaces,
-            &batch,
-            &targets,
-            (0..core.num_params(), false),
-            Some(&short),
-        );
+        let err =
+            critic_gradient(&core, &critics, spaces, &batch, &targets, (0..core.num_params(), false), Some(&short));
         assert!(err.unwrap_err().to_string().contains("CQL: 11 drawn action values"));
     }
 

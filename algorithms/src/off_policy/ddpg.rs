@@ -56,15 +56,15 @@ use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
-    soft_update_target, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
-    Networks, Sections,
+    soft_update_target, step_group, tanh_actor_export, ActionBounds, ContinuousBuild, ContinuousLearning,
+    ContinuousPolicy, Critic, Networks, Sections,
 };
 use dfdx::prelude::*;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
-use rlx::export::{ActionHead, PolicyExport};
+use rlx::export::PolicyExport;
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer, Values};
 use serde::{Deserialize, Serialize};
@@ -233,7 +233,7 @@ impl Ddpg {
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let targets = self.td_targets(core, batch, eps, alone)?;
         let critics = (&self.input, &self.bounds);
-        critic_gradient(core, &self.critics, critics, batch, &targets, (core.range(CRITICS), alone))
+        critic_gradient(core, &self.critics, critics, batch, &targets, (core.range(CRITICS), alone), None)
     }
 
     /// The actor loss `−mean Q_1(s, μ(s))` and its gradient (actor's span).
@@ -279,16 +279,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
     type State = DdpgState;
 
     fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
-        let (low, high) = self.bounds.low_high();
-        Ok(PolicyExport {
-            normalization: None,
-            encoding: self.input.exported()?,
-            body: self.actor.mlp.exported(&core.params),
-            lstm: None,
-            head: vec![self.actor.head.exported(&core.params)],
-            value: None,
-            action: ActionHead::Tanh { low, high },
-        })
+        tanh_actor_export(&core.params, (&self.input, &self.bounds), (&self.actor.mlp, &self.actor.head))
     }
 
     /// `μ(s)` in env units; when exploring, uniformly random actions for

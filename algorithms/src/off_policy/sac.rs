@@ -46,9 +46,9 @@ use crate::error::BuildError;
 use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
 use crate::off_policy::core::{
-    self as core, bellman_targets, conservative_critic_gradient, continuous_algorithm, critic_input_taped, min_q,
-    replay_trainer, soft_update_target, squash_log_std, squashed_log_std, step_group, ActionBounds, Conservative,
-    ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic, Networks, Sections,
+    self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
+    soft_update_target, squash_log_std, squashed_log_std, step_group, ActionBounds, Conservative, ContinuousBuild,
+    ContinuousLearning, ContinuousPolicy, Critic, Networks, Sections,
 };
 use dfdx::prelude::*;
 use rand::Rng;
@@ -271,7 +271,7 @@ impl Sac {
         let critics = (&self.input, &self.bounds);
         let conservative = self.conservative(core, batch, cql)?;
         let range = (core.range(CRITICS), false);
-        conservative_critic_gradient(core, &self.critics, critics, batch, &targets, range, conservative.as_ref())
+        critic_gradient(core, &self.critics, critics, batch, &targets, range, conservative.as_ref())
     }
 
     /// CQL's drawn actions for `batch` (none without `min_q_weight`): per
@@ -361,7 +361,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
             normalization: None,
             encoding: self.input.exported()?,
             body: self.actor.mlp.exported(p),
-            lstm: None,
+            recurrent: None,
             head: vec![head],
             value: None,
             action: ActionHead::SquashedGaussian { low, high, log_std_range: (LOG_STD_MIN, LOG_STD_MAX) },

@@ -48,8 +48,8 @@ use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, continuous_algorithm, critic_gradient, min_q, replay_trainer, soft_update_target,
-    squashed_log_std, step_group, ActionBounds, ContinuousBuild, ContinuousLearning, ContinuousPolicy, Critic,
-    Networks, Sections,
+    squashed_log_std, step_group, tanh_actor_export, ActionBounds, ContinuousBuild, ContinuousLearning,
+    ContinuousPolicy, Critic, Networks, Sections,
 };
 use crate::offline::marwil::require_input;
 use dfdx::prelude::*;
@@ -57,6 +57,7 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
+use rlx::export::PolicyExport;
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
@@ -256,6 +257,11 @@ impl Iql {
 impl<D: NetDevice> PolicyAlgorithm<D> for Iql {
     type State = ();
 
+    /// The Gaussian's mean, as greedy acting takes it.
+    fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
+        tanh_actor_export(&core.params, (&self.input, &self.bounds), (&self.actor.mlp, &self.actor.mean))
+    }
+
     /// The Gaussian's mean; when exploring, a draw clipped to the box. In
     /// env units.
     fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
@@ -294,7 +300,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Iql {
         let spaces = (&self.input, &self.bounds);
         let (critics, value_and_actor) = join_on_cpu!(
             &*core,
-            |c| critic_gradient(c, &self.critics, spaces, batch, &targets, (c.range(CRITICS), false)),
+            |c| critic_gradient(c, &self.critics, spaces, batch, &targets, (c.range(CRITICS), false), None),
             self.value_and_actor_gradients(c, batch, &q_target)
         );
         let ((critic_grad, mut stats), (mut grad, value_grad, value_stats)) = (critics?, value_and_actor?);

@@ -23,7 +23,7 @@ use crate::model::{Body, HostNet, Linear, ModelConfig, ParamId, Params, Taped, T
 use dfdx::prelude::*;
 use rand::Rng;
 use rlx::env::EnvMaker;
-use rlx::export::{ActionHead, PolicyExport, ValueNet};
+use rlx::export::{ActionHead, PolicyExport, Recurrent, ValueNet};
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, SyncSamplesConfig, SyncSamplesOptimizer};
 use rlx::policy::bootstrap_needed;
 use rlx::postprocessing::value_fit_stats;
@@ -321,7 +321,8 @@ impl<D: NetDevice> ActorCriticNet<D> {
             }
         };
         let head = vec![self.pi_head.exported(p)];
-        Ok(PolicyExport { normalization: None, encoding, body, lstm, head, value: Some(value), action })
+        let recurrent = lstm.map(Recurrent::Lstm);
+        Ok(PolicyExport { normalization: None, encoding, body, recurrent, head, value: Some(value), action })
     }
 
     /// `V(s)` of observation rows without gradient, from `state` for an

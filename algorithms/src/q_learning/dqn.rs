@@ -375,7 +375,7 @@ impl<D: NetDevice> QNetwork<D> {
             normalization: None,
             encoding,
             body,
-            lstm: None,
+            recurrent: None,
             head: vec![Layer::Dense { inputs, outputs, weight, bias }],
             value: None,
             action: ActionHead::QValues { actions, support },

@@ -7,18 +7,20 @@
 //! |---|---|---|
 //! | `obs` | `float32` (or `uint8` for a byte image) `[N, *shape]` | always |
 //! | `state_in` | `float32 [N, 2·cell]` (`[h, c]`; zeros start an episode) | LSTM |
+//! | `state_in` | `float32 [N, units + C·K + A + 1]` (`[h, z, a, started]`; zeros start an episode) | DreamerV3 |
 //! | `action_mask` | `float32 [N, choices]`, 0 = illegal | `--action-mask` |
 //! | `actions` | `int64 [N]` (one choice), `[N, k]` (`k > 1` choices) or `float32 [N, dim]` | always |
 //! | `logits` | `float32 [N, choices]` | categorical |
 //! | `q_values` | `float32 [N, actions]` | Q-learning |
 //! | `mean`, `log_std` | `float32 [N, dim]` | Gaussian, SAC |
+//! | `mean`, `std` | `float32 [N, dim]` (`std` on `[−1, 1]`) | DreamerV3, continuous |
 //! | `value` | `float32 [N]` | actor-critic |
-//! | `state_out` | `float32 [N, 2·cell]` | LSTM |
+//! | `state_out` | `float32 [N, 2·cell]` or `[N, units + C·K + A + 1]` | LSTM, DreamerV3 |
 //!
 //! The graph applies the run's observation filter first, so it takes the
 //! env's raw observations.
 
-use rlx::export::{ActionHead, Encoding, Layer, LstmCell, Normalization, PolicyExport};
+use rlx::export::{ActionHead, Encoding, LatentStep, Layer, LstmCell, Normalization, PolicyExport, Recurrent};
 use rlx::filter::MeanStdFilter;
 use rlx::space::Dtype;
 use rlx::Space;
@@ -74,11 +76,25 @@ pub fn model(
     }
     let encoded = g.encode(&x, &export.encoding);
     let mut features = g.layers(&encoded, &export.body);
-    if let Some(cell) = &export.lstm {
-        g.input("state_in", DataType::Float, &[2 * cell.cell]);
-        let (h, state_out) = g.lstm(&features, "state_in", cell);
-        g.output(&state_out, "state_out", DataType::Float, &[Some(2 * cell.cell)]);
-        features = h;
+    // DreamerV3's state out holds the chosen action: written after it.
+    let mut latent = None;
+    match &export.recurrent {
+        Some(Recurrent::Lstm(cell)) => {
+            g.input("state_in", DataType::Float, &[2 * cell.cell]);
+            let (h, state_out) = g.lstm(&features, "state_in", cell);
+            g.output(&state_out, "state_out", DataType::Float, &[Some(2 * cell.cell)]);
+            features = h;
+        }
+        Some(Recurrent::Latent(step)) => {
+            if action_mask {
+                return Err("--action-mask: this policy (a world model's actor) reads no action mask".into());
+            }
+            g.input("state_in", DataType::Float, &[step.state_width()]);
+            let (h, z) = g.latent(&features, "state_in", step);
+            features = g.op("Concat", &[&h, &z], vec![int("axis", 1)]);
+            latent = Some((h, z, step));
+        }
+        None => {}
     }
     let head = g.layers(&features, &export.head);
     if let Some(value) = &export.value {
@@ -103,6 +119,16 @@ pub fn model(
         None
     };
     g.action(&head, &export.action, mask.as_deref());
+    if let Some((h, z, step)) = latent {
+        let a = g.action_inputs(&head, &export.action)?;
+        let first = g.columns(&h, 0, 1);
+        let zero = g.floats("zero", &[], vec![0.0]);
+        let one = g.floats("one", &[], vec![1.0]);
+        let nothing = g.op("Mul", &[&first, &zero], vec![]);
+        let started = g.op("Add", &[&nothing, &one], vec![]);
+        let state_out = g.op("Concat", &[&h, &z, &a, &started], vec![int("axis", 1)]);
+        g.output(&state_out, "state_out", DataType::Float, &[Some(step.state_width())]);
+    }
     let graph = pb::GraphProto {
         name: "rlx_policy".into(),
         node: g.nodes,
@@ -250,9 +276,35 @@ impl Graph {
                 }
                 Layer::Tanh => self.op("Tanh", &[&x], vec![]),
                 Layer::Relu => self.op("Relu", &[&x], vec![]),
+                Layer::Silu => {
+                    let s = self.op("Sigmoid", &[&x], vec![]);
+                    self.op("Mul", &[&x, &s], vec![])
+                }
+                Layer::LayerNorm { eps } => self.layer_norm(&x, *eps),
+                Layer::Symlog => {
+                    let sign = self.op("Sign", &[&x], vec![]);
+                    let abs = self.op("Abs", &[&x], vec![]);
+                    let one = self.floats("one", &[], vec![1.0]);
+                    let shifted = self.op("Add", &[&abs, &one], vec![]);
+                    let log = self.op("Log", &[&shifted], vec![]);
+                    self.op("Mul", &[&sign, &log], vec![])
+                }
             };
         }
         x
+    }
+
+    /// `(x − mean) / sqrt(var + eps)` of each row.
+    fn layer_norm(&mut self, x: &str, eps: f32) -> String {
+        let mean = |g: &mut Self, v: &str| g.op("ReduceMean", &[v], vec![ints("axes", &[1]), int("keepdims", 1)]);
+        let m = mean(self, x);
+        let centered = self.op("Sub", &[x, &m], vec![]);
+        let squared = self.op("Mul", &[&centered, &centered], vec![]);
+        let var = mean(self, &squared);
+        let eps = self.floats("eps", &[], vec![eps]);
+        let shifted = self.op("Add", &[&var, &eps], vec![]);
+        let std = self.op("Sqrt", &[&shifted], vec![]);
+        self.op("Div", &[&centered, &std], vec![])
     }
 
     /// A convolution on channels-last rows: to NCHW, ONNX's `Conv`, and
@@ -313,6 +365,64 @@ impl Graph {
         let h_next = self.op("Mul", &[&o, &tc], vec![]);
         let state_out = self.op("Concat", &[&h_next, &c_next], vec![int("axis", 1)]);
         (h_next, state_out)
+    }
+
+    /// One filtering step of a world model ([`LatentStep`]) on the
+    /// embedding `e`: `h'` and the one-hot `z'`.
+    fn latent(&mut self, e: &str, state: &str, step: &LatentStep) -> (String, String) {
+        let (k, latent) = (step.units, step.categoricals * step.classes);
+        let h = self.columns(state, 0, k);
+        let z = self.columns(state, k, k + latent);
+        let a = self.columns(state, k + latent, k + latent + step.action_inputs);
+        let za = self.op("Concat", &[&z, &a], vec![int("axis", 1)]);
+        let x = self.layers(&za, &step.gru_input);
+        let xh = self.op("Concat", &[&x, &h], vec![int("axis", 1)]);
+        let parts = self.layers(&xh, &step.gates);
+        let (r, c, u) =
+            (self.columns(&parts, 0, k), self.columns(&parts, k, 2 * k), self.columns(&parts, 2 * k, 3 * k));
+        let reset = self.op("Sigmoid", &[&r], vec![]);
+        let gated = self.op("Mul", &[&reset, &c], vec![]);
+        let candidate = self.op("Tanh", &[&gated], vec![]);
+        let one = self.floats("one", &[], vec![1.0]);
+        let shifted = self.op("Sub", &[&u, &one], vec![]);
+        let update = self.op("Sigmoid", &[&shifted], vec![]);
+        let keep = self.op("Sub", &[&one, &update], vec![]);
+        let (new, old) = (self.op("Mul", &[&update, &candidate], vec![]), self.op("Mul", &[&keep, &h], vec![]));
+        let h_next = self.op("Add", &[&new, &old], vec![]);
+        let he = self.op("Concat", &[&h_next, e], vec![int("axis", 1)]);
+        let logits = self.layers(&he, &step.posterior);
+        let groups = self.ints("groups", &[3], vec![-1, step.categoricals as i64, step.classes as i64]);
+        let grouped = self.op("Reshape", &[&logits, &groups], vec![]);
+        // The mixed probabilities rise with the logits: the same arg max.
+        let best = self.op("ArgMax", &[&grouped], vec![int("axis", 2), int("keepdims", 0)]);
+        let hot = self.one_hot(&best, step.classes);
+        let rows = self.ints("rows", &[2], vec![-1, latent as i64]);
+        let z_next = self.op("Reshape", &[&hot, &rows], vec![]);
+        (h_next, z_next)
+    }
+
+    /// `float32` one-hot rows (a new last axis of `classes`) of `int64`
+    /// indices.
+    fn one_hot(&mut self, indices: &str, classes: usize) -> String {
+        let depth = self.ints("depth", &[], vec![classes as i64]);
+        let values = self.floats("off_on", &[2], vec![0.0, 1.0]);
+        self.op("OneHot", &[indices, &depth, &values], vec![int("axis", -1)])
+    }
+
+    /// The chosen action as a world model reads it: one-hot of a
+    /// categorical's, or the mean's `tanh` on `[−1, 1]`.
+    fn action_inputs(&mut self, head: &str, action: &ActionHead) -> Result<String, String> {
+        match action {
+            ActionHead::Categorical { nvec } if nvec.len() == 1 => {
+                let best = self.op("ArgMax", &[head], vec![int("axis", 1), int("keepdims", 0)]);
+                Ok(self.one_hot(&best, nvec[0]))
+            }
+            ActionHead::TanhMeanGaussian { low, .. } => {
+                let mean = self.columns(head, 0, low.len());
+                Ok(self.op("Tanh", &[&mean], vec![]))
+            }
+            other => Err(format!("a world model's state cannot hold the actions of {other:?}")),
+        }
     }
 
     /// `scores` with the illegal entries (mask 0) at the lowest float.
@@ -403,6 +513,22 @@ impl Graph {
                 let (lo, hi) = (vec![*min; dim], vec![*max; dim]);
                 let ls = self.scaled_tanh(&raw, &lo, &hi);
                 self.output(&ls, "log_std", DataType::Float, &[Some(dim)]);
+                let a = self.scaled_tanh(&mean, low, high);
+                self.output(&a, "actions", DataType::Float, &[Some(dim)]);
+            }
+            ActionHead::TanhMeanGaussian { low, high, min_std } => {
+                let dim = low.len();
+                let mean = self.columns(head, 0, dim);
+                let raw = self.columns(head, dim, 2 * dim);
+                self.output(&mean, "mean", DataType::Float, &[Some(dim)]);
+                let two = self.floats("two", &[], vec![2.0]);
+                let shifted = self.op("Add", &[&raw, &two], vec![]);
+                let s = self.op("Sigmoid", &[&shifted], vec![]);
+                let (spread, floor) =
+                    (self.floats("spread", &[], vec![1.0 - min_std]), self.floats("min_std", &[], vec![*min_std]));
+                let scaled = self.op("Mul", &[&s, &spread], vec![]);
+                let std = self.op("Add", &[&scaled, &floor], vec![]);
+                self.output(&std, "std", DataType::Float, &[Some(dim)]);
                 let a = self.scaled_tanh(&mean, low, high);
                 self.output(&a, "actions", DataType::Float, &[Some(dim)]);
             }
