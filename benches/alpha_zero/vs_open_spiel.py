@@ -9,7 +9,12 @@ defaults (UCT c = 2, solving) with random rollouts.
 
     python benches/alpha_zero/vs_open_spiel.py <checkpoint or run dir> \
         [--rlx target/release/rlx] [--games-per-seat 50] \
-        [--rlx-simulations 200] [--mcts-simulations 1000] [--out results.json]
+        [--rlx-simulations 200] [--mcts-simulations 1000] [--seat 0|1] \
+        [--out results.json]
+
+`--seat` plays only the games with rlx in that seat (seeds as in a run of
+both), so that the two seats run side by side on two cores;
+`--merge a.json b.json --out all.json` joins such halves.
 
 Prints one line per game and the win, draw and loss shares for rlx; with
 --out, writes them and every game's moves as JSON.
@@ -114,22 +119,34 @@ def main():
     p.add_argument("--games-per-seat", type=int, default=50)
     p.add_argument("--rlx-simulations", type=int, default=200)
     p.add_argument("--mcts-simulations", type=int, default=1000)
+    p.add_argument("--seat", type=int, choices=(0, 1))
+    p.add_argument("--merge", nargs="+", help="result files of single seats to join (no games played)")
     p.add_argument("--out")
     args = p.parse_args()
+    if args.merge:
+        halves = [json.load(open(f)) for f in args.merge]
+        report(args, [g for h in halves for g in h["games"]], {"merged": args.merge, **halves[0]["args"]})
+        return
     game = pyspiel.load_game("connect_four")
     games = []
     t0 = time.time()
-    for seat in (0, 1):
+    for seat in (0, 1) if args.seat is None else (args.seat,):
         for g in range(args.games_per_seat):
             score, moves = play_game(args, game, seat, seed=1000 * seat + g)
             games.append({"rlx_seat": seat, "score": score, "moves": moves})
             print(f"seat {seat} game {g}: rlx {score:+.0f} in {len(moves)} moves ({time.time() - t0:.0f} s)", flush=True)
+    report(args, games, vars(args))
+
+
+def report(args, games, settings):
+    """Prints the shares of `games` and writes them with the games to --out."""
     scores = [g["score"] for g in games]
     shares = {k: sum(f(s) for s in scores) / len(scores) for k, f in
               (("win", lambda s: s > 0), ("draw", lambda s: s == 0), ("loss", lambda s: s < 0))}
-    print(f"rlx ({args.rlx_simulations} simulations) vs MCTSBot ({args.mcts_simulations}): {shares} over {len(scores)} games")
+    rlx, bot = settings["rlx_simulations"], settings["mcts_simulations"]
+    print(f"rlx ({rlx} simulations) vs MCTSBot ({bot}): {shares} over {len(scores)} games")
     if args.out:
-        json.dump({"args": vars(args), "shares": shares, "games": games}, open(args.out, "w"), indent=1)
+        json.dump({"args": settings, "shares": shares, "games": games}, open(args.out, "w"), indent=1)
 
 
 if __name__ == "__main__":

@@ -251,10 +251,24 @@ fn onnxruntime_agrees_with_rlx() {
             explore: false,
         };
         policy.compute_actions_from_input(&given, &mut out).unwrap();
-        let actions: Vec<f64> = match out.get(fields::ACTIONS).unwrap() {
-            Column::I64 { data, .. } => data.iter().map(|&a| a as f64).collect(),
-            Column::F32 { data, .. } => data.iter().map(|&a| a as f64).collect(),
-            Column::U8 { .. } => unreachable!(),
+        let actions_of = |out: &SampleBatch| -> Vec<f64> {
+            match out.get(fields::ACTIONS).unwrap() {
+                Column::I64 { data, .. } => data.iter().map(|&a| a as f64).collect(),
+                Column::F32 { data, .. } => data.iter().map(|&a| a as f64).collect(),
+                Column::U8 { .. } => unreachable!(),
+            }
+        };
+        let actions = actions_of(&out);
+        // A recurrent policy's state out, and its second step from it.
+        let (state_out, next) = if state.is_empty() {
+            (None, None)
+        } else {
+            let state_out = out.f32(fields::STATE_OUT).unwrap().to_vec();
+            let mut second = SampleBatch::new();
+            let given = PolicyInput { state: Some(&state_out), ..given };
+            policy.compute_actions_from_input(&given, &mut second).unwrap();
+            let next = (actions_of(&second), second.f32(fields::STATE_OUT).unwrap().to_vec());
+            (Some(state_out), Some(next))
         };
         let values = out.f32(fields::VF_PREDS).ok().map(<[f32]>::to_vec);
         // A categorical policy's probabilities (DQN's are its greedy choice).
@@ -268,6 +282,8 @@ fn onnxruntime_agrees_with_rlx() {
             "actions": actions,
             "values": values,
             "probs": probs,
+            "state_out": state_out,
+            "next": next.map(|(actions, state_out)| serde_json::json!({"actions": actions, "state_out": state_out})),
         });
         let file = dir.join("reference.json");
         std::fs::write(&file, reference.to_string()).unwrap();

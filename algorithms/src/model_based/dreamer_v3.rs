@@ -362,8 +362,13 @@ impl Dreamer {
         let width = self.actions.head();
         match &self.actions {
             Actions::Discrete(k) => {
-                let probs: Vec<f32> = head.chunks_exact(width).flat_map(mixed_softmax).collect();
-                let one_hot = if explore { sample_one_hot(&probs, *k, rng) } else { mode_one_hot(&probs, *k) };
+                let one_hot = if explore {
+                    let probs: Vec<f32> = head.chunks_exact(width).flat_map(mixed_softmax).collect();
+                    sample_one_hot(&probs, *k, rng)
+                } else {
+                    // The most probable action is the largest logit's.
+                    mode_one_hot(head, *k)
+                };
                 let index: Vec<f32> =
                     one_hot.chunks_exact(*k).map(|o| o.iter().position(|&x| x == 1.0).unwrap_or(0) as f32).collect();
                 (index.clone(), one_hot, index)

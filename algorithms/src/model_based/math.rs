@@ -146,8 +146,8 @@ pub fn sample_one_hot(probs: &[f32], classes: usize, rng: &mut impl Rng) -> Vec<
     out
 }
 
-/// The most likely class of each categorical of `probs` (rows of
-/// `classes`), one-hot; the first of equals.
+/// The arg max of each row of `classes` scores (probabilities or logits),
+/// one-hot; the first of equals, as ONNX's `ArgMax`.
 pub fn mode_one_hot(probs: &[f32], classes: usize) -> Vec<f32> {
     let mut out = vec![0.0; probs.len()];
     for (p, o) in probs.chunks_exact(classes).zip(out.chunks_exact_mut(classes)) {

@@ -171,11 +171,13 @@ impl WorldModel {
         let h = self.sequence(p, h, z, a);
         let e = self.encoder.forward(p, x);
         let logits = self.posterior.forward(p, (h.clone(), e).concat_along(Axis::<1>));
-        let probs = self.latent_probs(logits).as_vec();
+        // The mixed probabilities rise with the logits: the mode is the
+        // logits' arg max, taken on the logits so that no two of them
+        // round to one probability.
         let z = if explore {
-            sample_one_hot(&probs, self.sizes.classes, rng)
+            sample_one_hot(&self.latent_probs(logits).as_vec(), self.sizes.classes, rng)
         } else {
-            mode_one_hot(&probs, self.sizes.classes)
+            mode_one_hot(&logits.as_vec(), self.sizes.classes)
         };
         (h, z)
     }

@@ -13,7 +13,7 @@
 //! | `logits` | `float32 [N, choices]` | categorical |
 //! | `q_values` | `float32 [N, actions]` | Q-learning |
 //! | `mean`, `log_std` | `float32 [N, dim]` | Gaussian, SAC |
-//! | `mean`, `std` | `float32 [N, dim]` (`std` on `[−1, 1]`) | DreamerV3, continuous |
+//! | `mean`, `std` | `float32 [N, dim]`, on the normalized `[−1, 1]` | DreamerV3, continuous |
 //! | `value` | `float32 [N]` | actor-critic |
 //! | `state_out` | `float32 [N, 2·cell]` or `[N, units + C·K + A + 1]` | LSTM, DreamerV3 |
 //!
@@ -86,6 +86,17 @@ pub fn model(
             features = h;
         }
         Some(Recurrent::Latent(step)) => {
+            let actions = match &export.action {
+                ActionHead::Categorical { nvec } if nvec.len() == 1 => nvec[0],
+                ActionHead::TanhMeanGaussian { low, .. } => low.len(),
+                other => return Err(format!("a world model's state cannot hold the actions of {other:?}")),
+            };
+            if actions != step.action_inputs {
+                return Err(format!(
+                    "the world model's state holds {} action values; the action head gives {actions}",
+                    step.action_inputs
+                ));
+            }
             if action_mask {
                 return Err("--action-mask: this policy (a world model's actor) reads no action mask".into());
             }
@@ -120,12 +131,11 @@ pub fn model(
     };
     g.action(&head, &export.action, mask.as_deref());
     if let Some((h, z, step)) = latent {
-        let a = g.action_inputs(&head, &export.action)?;
+        let a = g.action_inputs(&head, &export.action);
         let first = g.columns(&h, 0, 1);
-        let zero = g.floats("zero", &[], vec![0.0]);
-        let one = g.floats("one", &[], vec![1.0]);
-        let nothing = g.op("Mul", &[&first, &zero], vec![]);
-        let started = g.op("Add", &[&nothing, &one], vec![]);
+        let rows = g.op("Shape", &[&first], vec![]);
+        let one = g.floats("one", &[1, 1], vec![1.0]);
+        let started = g.op("Expand", &[&one, &rows], vec![]);
         let state_out = g.op("Concat", &[&h, &z, &a, &started], vec![int("axis", 1)]);
         g.output(&state_out, "state_out", DataType::Float, &[Some(step.state_width())]);
     }
@@ -410,18 +420,19 @@ impl Graph {
     }
 
     /// The chosen action as a world model reads it: one-hot of a
-    /// categorical's, or the mean's `tanh` on `[−1, 1]`.
-    fn action_inputs(&mut self, head: &str, action: &ActionHead) -> Result<String, String> {
+    /// categorical's, or the mean's `tanh` on `[−1, 1]` (the heads
+    /// [`model`] lets through).
+    fn action_inputs(&mut self, head: &str, action: &ActionHead) -> String {
         match action {
             ActionHead::Categorical { nvec } if nvec.len() == 1 => {
                 let best = self.op("ArgMax", &[head], vec![int("axis", 1), int("keepdims", 0)]);
-                Ok(self.one_hot(&best, nvec[0]))
+                self.one_hot(&best, nvec[0])
             }
             ActionHead::TanhMeanGaussian { low, .. } => {
                 let mean = self.columns(head, 0, low.len());
-                Ok(self.op("Tanh", &[&mean], vec![]))
+                self.op("Tanh", &[&mean], vec![])
             }
-            other => Err(format!("a world model's state cannot hold the actions of {other:?}")),
+            other => unreachable!("checked in `model`: {other:?}"),
         }
     }
 
@@ -518,8 +529,9 @@ impl Graph {
             }
             ActionHead::TanhMeanGaussian { low, high, min_std } => {
                 let dim = low.len();
-                let mean = self.columns(head, 0, dim);
+                let raw_mean = self.columns(head, 0, dim);
                 let raw = self.columns(head, dim, 2 * dim);
+                let mean = self.op("Tanh", &[&raw_mean], vec![]);
                 self.output(&mean, "mean", DataType::Float, &[Some(dim)]);
                 let two = self.floats("two", &[], vec![2.0]);
                 let shifted = self.op("Add", &[&raw, &two], vec![]);
@@ -529,7 +541,7 @@ impl Graph {
                 let scaled = self.op("Mul", &[&s, &spread], vec![]);
                 let std = self.op("Add", &[&scaled, &floor], vec![]);
                 self.output(&std, "std", DataType::Float, &[Some(dim)]);
-                let a = self.scaled_tanh(&mean, low, high);
+                let a = self.scaled_tanh(&raw_mean, low, high);
                 self.output(&a, "actions", DataType::Float, &[Some(dim)]);
             }
             ActionHead::Clipped { low, high } => {

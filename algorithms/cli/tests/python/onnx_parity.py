@@ -33,6 +33,11 @@ def main(model_path, reference_path):
         feeds["state_in"] = np.zeros((rows, ref["state_size"]), dtype=np.float32)
     names = [o.name for o in session.get_outputs()]
     out = dict(zip(names, session.run(names, feeds)))
+    # A recurrent model's second step, from rlx's own state out.
+    second = None
+    if ref.get("next") is not None:
+        feeds["state_in"] = np.asarray(ref["state_out"], dtype=np.float32).reshape(rows, ref["state_size"])
+        second = dict(zip(names, session.run(names, feeds)))
 
     def error(ours, theirs):
         ours, theirs = np.asarray(ours, dtype=np.float64).ravel(), np.asarray(theirs, dtype=np.float64).ravel()
@@ -40,22 +45,30 @@ def main(model_path, reference_path):
             return float("inf")
         return float(np.max(np.abs(ours - theirs) / np.maximum(1.0, np.abs(ours))))
 
-    ties = 0
-    if out["actions"].dtype == np.int64:
-        scores = out.get("logits", out.get("q_values"))
-        top2 = np.sort(scores, axis=1)[:, -2:]
-        tied = (top2[:, 1] - top2[:, 0]) <= TIE * np.maximum(1.0, np.abs(top2[:, 1]))
-        ties = int(tied.sum())
-        ours = np.asarray(ref["actions"]).reshape(rows)
-        wrong = int(((ours != out["actions"]) & ~tied).sum())
-        if wrong:
-            problems.append(f"{wrong} greedy actions differ")
-        if ties > 50:
-            problems.append(f"{ties} near-ties")
-    else:
-        e = error(ref["actions"], out["actions"])
+    def compare_actions(ours, out, step):
+        """Problems with the greedy actions of `out` against rlx's; the near-ties."""
+        if out["actions"].dtype == np.int64:
+            scores = out.get("logits", out.get("q_values"))
+            top2 = np.sort(scores, axis=1)[:, -2:]
+            tied = (top2[:, 1] - top2[:, 0]) <= TIE * np.maximum(1.0, np.abs(top2[:, 1]))
+            wrong = int(((np.asarray(ours).reshape(rows) != out["actions"]) & ~tied).sum())
+            if wrong:
+                problems.append(f"{wrong} greedy actions differ ({step})")
+            return int(tied.sum())
+        e = error(ours, out["actions"])
         if e > 1e-4:
-            problems.append(f"actions differ by {e:.2e}")
+            problems.append(f"actions differ by {e:.2e} ({step})")
+        return 0
+
+    ties = compare_actions(ref["actions"], out, "first step")
+    if second is not None:
+        ties += compare_actions(ref["next"]["actions"], second, "second step")
+        for step, ours, theirs in (("first", ref["state_out"], out), ("second", ref["next"]["state_out"], second)):
+            e = error(ours, theirs["state_out"])
+            if e > 1e-4:
+                problems.append(f"states out differ by {e:.2e} ({step} step)")
+    if ties > 50:
+        problems.append(f"{ties} near-ties")
     if ref["values"] is not None:
         e = error(ref["values"], out["value"])
         if e > 1e-4:
