@@ -94,10 +94,13 @@ async fn self_play_learns_tic_tac_toe_against_its_league() {
         if iteration % 5 != 0 {
             continue;
         }
-        // The league's record: `main`'s win rate against each snapshot,
-        // `main_v0` being its initial self.
-        assert_eq!(r.win_rate.len(), 8, "{:?}", r.win_rate);
-        vs_initial.push(r.win_rate["main_v0"].expect("games against main_v0 ended"));
+        // The league's record: `main`'s against each snapshot, `main_v0`
+        // being its initial self.
+        assert_eq!(r.self_play.len(), 8, "{:?}", r.self_play);
+        let record = &r.self_play["main_v0"];
+        assert!(record.games > 0, "games against main_v0 ended: {record:?}");
+        assert!((record.win + record.draw + record.loss - 1.0).abs() < 1e-9, "{record:?}");
+        vs_initial.push(record.win);
         let mut main = policy(&trainer.policy_weights("main").unwrap());
         let vs_random = play(&mut Player::Policy(main.as_mut()), &mut Player::Random(iteration), 1000);
         best_vs_random = best_vs_random.max(vs_random);

@@ -142,11 +142,12 @@ pub struct TrainResult {
     /// episodes.
     #[serde(default)]
     pub agent_reward_mean: BTreeMap<String, Option<f64>>,
-    /// Self-play: the learning policy's win rate against each opponent
-    /// policy over that opponent's last 100 games (the share of them the
-    /// opponent lost).
+    /// Self-play: the learning policy's record against each opponent
+    /// policy over that opponent's last 100 games, in the arena's shape
+    /// (`win`: the share the opponent lost, `draw`: ended at 0, `loss`:
+    /// the share it won; `games`: how many, 0 before any ended).
     #[serde(default)]
-    pub win_rate: BTreeMap<String, Option<f64>>,
+    pub self_play: BTreeMap<String, ArenaRecord>,
     /// Runs with nodes: where the workers are now, and what membership
     /// did so far. Left out for runs in one process.
     #[serde(default)]
@@ -216,6 +217,27 @@ pub struct ArenaRecord {
     pub without_search: Option<Outcomes>,
 }
 
+impl ArenaRecord {
+    /// The learner's record from its opponent's returns (self-play): a
+    /// negative return is a game the learner won, zero a draw, a positive
+    /// one a game it lost.
+    pub fn from_opponent_returns(returns: impl Iterator<Item = f64>) -> Self {
+        let scores: Vec<f32> = returns
+            .map(|r| {
+                if r < 0.0 {
+                    1.0
+                } else if r > 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let Outcomes { win, draw, loss } = if scores.is_empty() { Outcomes::default() } else { Outcomes::of(&scores) };
+        Self { win, draw, loss, games: scores.len() as u64, without_search: None }
+    }
+}
+
 impl EvaluationResult {
     /// The statistics of `episodes` (all zeros for none).
     pub fn of(episodes: &[EpisodeSummary]) -> Self {
@@ -240,10 +262,8 @@ impl Serialize for TrainResult {
         let optional = usize::from(self.evaluation.is_some())
             + usize::from(self.cluster.is_some())
             + usize::from(!self.off_policy_estimation.is_empty())
-            + [&self.policy_reward_mean, &self.agent_reward_mean, &self.win_rate]
-                .iter()
-                .filter(|m| !m.is_empty())
-                .count();
+            + [&self.policy_reward_mean, &self.agent_reward_mean].iter().filter(|m| !m.is_empty()).count()
+            + usize::from(!self.self_play.is_empty());
         let mut map = serializer.serialize_map(Some(16 + optional))?;
         map.serialize_entry("training_iteration", &self.training_iteration)?;
         map.serialize_entry("timesteps_total", &self.timesteps_total)?;
@@ -264,14 +284,15 @@ impl Serialize for TrainResult {
         if let Some(evaluation) = &self.evaluation {
             map.serialize_entry("evaluation", evaluation)?;
         }
-        for (key, value) in [
-            ("policy_reward_mean", &self.policy_reward_mean),
-            ("agent_reward_mean", &self.agent_reward_mean),
-            ("win_rate", &self.win_rate),
-        ] {
+        for (key, value) in
+            [("policy_reward_mean", &self.policy_reward_mean), ("agent_reward_mean", &self.agent_reward_mean)]
+        {
             if !value.is_empty() {
                 map.serialize_entry(key, value)?;
             }
+        }
+        if !self.self_play.is_empty() {
+            map.serialize_entry("self_play", &self.self_play)?;
         }
         if let Some(cluster) = &self.cluster {
             map.serialize_entry("cluster", cluster)?;
@@ -295,7 +316,11 @@ mod tests {
             evaluation: Some(Default::default()),
             policy_reward_mean: [("p".to_string(), Some(1.0))].into(),
             agent_reward_mean: [("a".to_string(), None)].into(),
-            win_rate: [("q".to_string(), Some(0.5))].into(),
+            self_play: [(
+                "q".to_string(),
+                ArenaRecord { win: 0.5, draw: 0.25, loss: 0.25, games: 4, without_search: None },
+            )]
+            .into(),
             cluster: Some(crate::placement::ClusterStatus { nodes_alive: 2, ..Default::default() }),
             off_policy_estimation: [("is".to_string(), Default::default())].into(),
             ..Default::default()
@@ -367,7 +392,10 @@ mod tests {
                     evaluator_failures: failures,
                     evaluation,
                     agent_reward_mean: policy_reward_mean.clone(),
-                    win_rate: policy_reward_mean.clone(),
+                    self_play: policy_reward_mean
+                        .keys()
+                        .map(|k| (k.clone(), ArenaRecord { win: 1.0, games: 3, ..Default::default() }))
+                        .collect(),
                     policy_reward_mean,
                     ..Default::default()
                 },

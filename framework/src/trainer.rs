@@ -1,7 +1,7 @@
 //! [`Trainer`]: runs an optimizer iteration by iteration and turns what each
 //! step did into a [`TrainResult`]; [`StopCriteria`] says when to stop.
 
-use crate::evaluation::Evaluation;
+use crate::evaluation::{ArenaRecord, Evaluation};
 use crate::evaluator::{EvaluatorError, EvaluatorState};
 use crate::evaluator_set::Evaluators;
 use crate::metrics::{EpisodeWindow, TrainResult};
@@ -361,7 +361,7 @@ impl Trainer {
             step.learner.set("env_shard_restarts", env_shard_restarts as f64);
         }
         self.window.extend(step.episodes.iter().filter(|e| e.agent.is_none()).copied());
-        let [policy_reward_mean, agent_reward_mean, win_rate] = self.agent_returns(&step.episodes);
+        let ([policy_reward_mean, agent_reward_mean], self_play) = self.agent_returns(&step.episodes);
         let whole_episodes = step.episodes.iter().filter(|e| e.agent.is_none()).count() as u64;
         let prev = &self.last;
         let result = TrainResult {
@@ -386,7 +386,7 @@ impl Trainer {
             evaluation,
             policy_reward_mean,
             agent_reward_mean,
-            win_rate,
+            self_play,
             off_policy_estimation,
         };
         self.last = result.clone();
@@ -396,8 +396,11 @@ impl Trainer {
 
     /// Adds the agents' episodes to their agents' and policies' windows;
     /// returns the mean return per policy and per agent, and the learner's
-    /// win rates.
-    fn agent_returns(&mut self, episodes: &[crate::vector_env::EpisodeSummary]) -> [BTreeMap<String, Option<f64>>; 3] {
+    /// record against each opponent.
+    fn agent_returns(
+        &mut self,
+        episodes: &[crate::vector_env::EpisodeSummary],
+    ) -> ([BTreeMap<String, Option<f64>>; 2], BTreeMap<String, ArenaRecord>) {
         let Some(a) = &mut self.agents else { return Default::default() };
         for e in episodes {
             let Some(row) = e.agent.map(|r| r as usize) else { continue };
@@ -408,16 +411,16 @@ impl Trainer {
         }
         let per_agent = a.ids.iter().cloned().zip(a.windows.iter().map(EpisodeWindow::mean_return)).collect();
         let per_policy = a.policy_windows.iter().map(|(p, w)| (p.clone(), w.mean_return())).collect();
-        let win_rates = match &a.learner {
+        let records = match &a.learner {
             None => BTreeMap::new(),
             Some(learner) => a
                 .policy_windows
                 .iter()
                 .filter(|(p, _)| *p != learner)
-                .map(|(p, w)| (p.clone(), crate::metrics::mean(w.returns().map(|r| f64::from(u8::from(r < 0.0))))))
+                .map(|(p, w)| (p.clone(), ArenaRecord::from_opponent_returns(w.returns())))
                 .collect(),
         };
-        [per_policy, per_agent, win_rates]
+        ([per_policy, per_agent], records)
     }
 
     /// The learner's weights and observation-filter statistics, for an

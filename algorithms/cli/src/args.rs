@@ -25,6 +25,9 @@ pub(crate) enum Command {
     Rollout(RolloutArgs),
     /// Play a board game against an AlphaZero checkpoint in the terminal.
     Play(PlayArgs),
+    /// Rate AlphaZero checkpoints against each other and fixed opponents:
+    /// a round robin on their board game, and an Elo table.
+    Arena(ArenaArgs),
     /// Serve a checkpoint's policy over HTTP (`POST /v1/actions`, JSON or
     /// MessagePack), batching concurrent requests; `/healthz`, `/metrics`.
     Serve(ServeArgs),
@@ -368,6 +371,40 @@ pub struct PlayArgs {
     /// Seed of the search's choices among equals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+}
+
+/// Arguments of `rlx arena`.
+#[derive(Args, Debug, Clone)]
+pub struct ArenaArgs {
+    /// AlphaZero checkpoint directories, or run directories (their newest
+    /// checkpoint), all of one game.
+    pub checkpoints: Vec<PathBuf>,
+    /// A fixed opponent to add: `random`, `mcts_<simulations>` (pure MCTS
+    /// with random rollouts) or `minimax` (small games only); repeatable.
+    #[arg(long = "opponent")]
+    pub opponents: Vec<String>,
+    /// Games between every two players, half with each moving first.
+    #[arg(long, default_value_t = 20)]
+    pub games: usize,
+    /// Plies of uniformly random moves that open each two games (one with
+    /// each player first): without them two checkpoints, which choose
+    /// alike every time, would play the same two games over and over.
+    #[arg(long, default_value_t = 2)]
+    pub opening_plies: usize,
+    /// Simulations per move of every checkpoint's search (default: each
+    /// run's `num_simulations`).
+    #[arg(long)]
+    pub simulations: Option<usize>,
+    /// The checkpoints move with their networks alone (the most probable
+    /// legal move), without search.
+    #[arg(long)]
+    pub no_search: bool,
+    /// Seed of the games' random choices.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Also write the table and every pairing's games as JSON to this file.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// Which checkpoint of a run directory `rlx rollout` plays.

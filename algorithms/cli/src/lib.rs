@@ -30,6 +30,7 @@
 // First: its macros (`out!`, `outln!`) serve the modules below.
 #[macro_use]
 mod output;
+pub mod arena;
 pub mod args;
 pub mod cookie;
 pub mod dataset;
@@ -49,7 +50,7 @@ pub mod train;
 pub mod tune;
 
 pub use args::{
-    Cli, ExportArgs, ExportFormat, NodeArgs, PlayArgs, PlotArgs, RolloutArgs, ServeArgs, TrainArgs, TuneArgs,
+    ArenaArgs, Cli, ExportArgs, ExportFormat, NodeArgs, PlayArgs, PlotArgs, RolloutArgs, ServeArgs, TrainArgs, TuneArgs,
 };
 pub use deploy::build_deployed_trainer;
 
@@ -283,6 +284,7 @@ pub async fn main() -> ExitCode {
         Command::Rollout(_)
             | Command::Export(_)
             | Command::Play(_)
+            | Command::Arena(_)
             | Command::List
             | Command::Config { .. }
             | Command::Plot(_)
@@ -304,6 +306,13 @@ pub async fn main() -> ExitCode {
             Ok(s) => {
                 let (path, p) = (s.path.display(), &s.parity);
                 outln!("wrote {path} ({} bytes); checked on {} observations ({}): {p}", s.bytes, p.rows, s.source);
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        Command::Arena(args) => match arena::arena(&args) {
+            Ok(table) => {
+                out!("{}", arena::render(&table));
                 ExitCode::SUCCESS
             }
             Err(e) => fail(e),

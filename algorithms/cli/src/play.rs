@@ -9,10 +9,11 @@ use rand_chacha::ChaCha8Rng;
 use rlx::checkpoint::Checkpoint;
 use rlx::config::merge_json;
 use rlx_algorithms::alpha_zero::{self, AlphaZeroConfig};
-use rlx_algorithms::search::mcts::{search, NetworkPrior, Tree};
+use rlx_algorithms::search::mcts::{search, NetworkPrior, SearchSettings, Tree};
 use rlx_algorithms::{make_policy_for_env, BuildError};
 use serde_json::Value;
 use std::io::BufRead;
+use std::path::Path;
 
 /// How a game of `rlx play` ended, for the person's seat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,38 +28,59 @@ pub enum PlayOutcome {
     Abandoned,
 }
 
+/// An AlphaZero checkpoint ready to move: its network, its game from the
+/// start, and its search settings without root noise.
+pub(crate) struct BoardPlayer {
+    pub checkpoint: Checkpoint,
+    pub policy: Box<dyn rlx::PolicyGraph>,
+    pub game: Box<dyn rlx::game::Game>,
+    pub settings: SearchSettings,
+}
+
+impl BoardPlayer {
+    /// Loads the checkpoint at `path` (or a run directory's newest), with
+    /// `simulations` a move instead of the run's `num_simulations`.
+    /// `command` begins the error for a checkpoint of another algorithm.
+    pub(crate) fn load(path: &Path, simulations: Option<usize>, command: &str) -> Result<Self, CliError> {
+        let checkpoint = Checkpoint::load(path)?;
+        checkpoint.warnings.iter().for_each(|w| errln!("warning: {w}"));
+        let meta = &checkpoint.metadata;
+        if meta.algorithm != AlphaZeroConfig::NAME {
+            return Err(CliError::Usage(format!(
+                "{} holds a {} checkpoint; {command} AlphaZero's on board games",
+                checkpoint.dir.display(),
+                meta.algorithm
+            )));
+        }
+        let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
+        let env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;
+        let mut policy = make_policy_for_env(&meta.algorithm, &meta.config, env.as_ref(), 0)?;
+        checkpoint.load_weights(policy.as_mut())?;
+        let make_env: rlx::EnvMaker = {
+            let (name, kwargs) = (meta.env.clone(), kwargs.clone());
+            std::sync::Arc::new(move || rlx_envs::make_with(&name, &kwargs))
+        };
+        let game = alpha_zero::game_of(&make_env)?;
+        let cfg: AlphaZeroConfig = merge_json(&AlphaZeroConfig::default(), &meta.config).map_err(BuildError::from)?;
+        let mut settings = cfg.search().without_noise();
+        if let Some(n) = simulations {
+            if n == 0 || n > alpha_zero::MAX_SIMULATIONS {
+                return Err(CliError::Usage(format!("--simulations must be in [1, {}]", alpha_zero::MAX_SIMULATIONS)));
+            }
+            settings.num_simulations = n;
+        }
+        Ok(Self { checkpoint, policy, game, settings })
+    }
+}
+
 /// Runs `rlx play`, reading the person's moves from `input`.
 ///
 /// # Errors
 /// A checkpoint that is not a board-game player's, or the network's error.
 pub fn play(args: &PlayArgs, input: &mut dyn BufRead) -> Result<PlayOutcome, CliError> {
-    let ckpt = Checkpoint::load(&args.checkpoint)?;
-    ckpt.warnings.iter().for_each(|w| errln!("warning: {w}"));
+    let BoardPlayer { checkpoint: ckpt, mut policy, mut game, settings } =
+        BoardPlayer::load(&args.checkpoint, args.simulations, "rlx play plays")?;
     let meta = &ckpt.metadata;
-    if meta.algorithm != AlphaZeroConfig::NAME {
-        return Err(CliError::Usage(format!(
-            "{} holds a {} checkpoint; rlx play plays AlphaZero's on board games",
-            ckpt.dir.display(),
-            meta.algorithm
-        )));
-    }
-    let kwargs = meta.config.get("env_config").cloned().unwrap_or(Value::Null);
-    let env = rlx_envs::make_with(&meta.env, &kwargs).map_err(BuildError::from)?;
-    let mut policy = make_policy_for_env(&meta.algorithm, &meta.config, env.as_ref(), 0)?;
-    ckpt.load_weights(policy.as_mut())?;
-    let make_env: rlx::EnvMaker = {
-        let (name, kwargs) = (meta.env.clone(), kwargs.clone());
-        std::sync::Arc::new(move || rlx_envs::make_with(&name, &kwargs))
-    };
-    let mut game = alpha_zero::game_of(&make_env)?;
-    let cfg: AlphaZeroConfig = merge_json(&AlphaZeroConfig::default(), &meta.config).map_err(BuildError::from)?;
-    let mut settings = cfg.search().without_noise();
-    if let Some(n) = args.simulations {
-        if n == 0 || n > alpha_zero::MAX_SIMULATIONS {
-            return Err(CliError::Usage(format!("--simulations must be in [1, {}]", alpha_zero::MAX_SIMULATIONS)));
-        }
-        settings.num_simulations = n;
-    }
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let person = args.seat;
     if person >= game.num_players() {

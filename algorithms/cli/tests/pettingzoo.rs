@@ -23,7 +23,7 @@ async fn train_until(
         let r = trainer.train().await.unwrap();
         eprintln!(
             "iter {} steps {} policies {:?} win rates {:?} t {:.1}s",
-            r.training_iteration, r.timesteps_total, r.policy_reward_mean, r.win_rate, r.time_total_s
+            r.training_iteration, r.timesteps_total, r.policy_reward_mean, r.self_play, r.time_total_s
         );
         if passed(&r) {
             return r;
@@ -83,7 +83,7 @@ async fn self_play_on_pettingzoo_tic_tac_toe_beats_its_initial_self() {
     let Some(mut trainer) = pettingzoo_ppo("pettingzoo:classic/tictactoe-v3", config).await else { return };
     let mut first = None;
     train_until(&mut trainer, 150, "a win rate of 0.8 against the initial snapshot", |r| {
-        let Some(rate) = r.win_rate.get("main_v0").copied().flatten() else { return false };
+        let Some(rate) = r.self_play.get("main_v0").filter(|m| m.games > 0).map(|m| m.win) else { return false };
         let first = *first.get_or_insert(rate);
         assert!(first < 0.7, "the first games are close to even: {first}");
         rate >= 0.8

@@ -94,6 +94,7 @@ fn alpha_zero_trains_resumes_and_plays_a_person() {
         dir.to_str().unwrap(),
         "--stop",
         r#"{"training_iteration": 6}"#,
+        "--checkpoint-at-end",
         "--results-dir",
         resumed.to_str().unwrap(),
     ]);
@@ -114,6 +115,61 @@ fn alpha_zero_trains_resumes_and_plays_a_person() {
     // The second seat, the network alone, and input that ends early.
     let stdout = play(&[dir.to_str().unwrap(), "--seat", "1", "--no-search"], "");
     assert!(stdout.contains("its network alone") && stdout.contains("input ended"), "{stdout}");
+
+    // The checkpoint, the one before it (iteration 4 of 6), minimax and
+    // random play in a round robin without random openings (from which
+    // minimax could lose): nobody beats minimax, the trained checkpoints
+    // rate far above random play, and every pairing played all its games.
+    let table_file = results.join("arena.json");
+    let resumed_dir = run_dir(&resumed);
+    let out = rlx(&[
+        "arena",
+        resumed_dir.to_str().unwrap(),
+        dir.to_str().unwrap(),
+        "--opponent",
+        "random",
+        "--opponent",
+        "minimax",
+        "--games",
+        "20",
+        "--opening-plies",
+        "0",
+        "--out",
+        table_file.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout
+            .contains("TicTacToe: 4 players, 20 games a pairing (half with each first, each two after 0 random plies)")
+            && stdout.contains("Elo with random at 0"),
+        "{stdout}"
+    );
+    let table: serde_json::Value = serde_json::from_slice(&std::fs::read(&table_file).unwrap()).unwrap();
+    let pairings = table["pairings"].as_array().unwrap();
+    assert_eq!(pairings.len(), 6, "{table}");
+    for p in pairings {
+        let played: u64 = ["a_wins", "draws", "b_wins"].iter().map(|k| p[k].as_u64().unwrap()).sum();
+        assert_eq!(played, 20, "{p}");
+        if p["b"] == "minimax" {
+            assert_eq!(p["a_wins"], 0, "nobody beats minimax: {p}");
+        }
+    }
+    let elo = |name: &str| {
+        let s = table["standings"].as_array().unwrap().iter().find(|s| s["name"] == name).expect(name);
+        s["elo"].as_f64().unwrap()
+    };
+    assert_eq!(elo("random"), 0.0);
+    assert!(elo("minimax") > 300.0, "{table}");
+    for checkpoint in ["checkpoint_000004", "checkpoint_000006"] {
+        assert!(elo(checkpoint) > 200.0, "{checkpoint}: {table}");
+    }
+    let e = fails(&["arena", dir.to_str().unwrap(), "--games", "3", "--opponent", "random"]);
+    assert!(e.contains("--games must be even"), "{e}");
+    let e = fails(&["arena", dir.to_str().unwrap(), "--opponent", "alphabeta"]);
+    assert!(e.contains("--opponent") && e.contains("`alphabeta` is not an opponent"), "{e}");
+    let e = fails(&["arena", dir.to_str().unwrap()]);
+    assert!(e.contains("two players or more"), "{e}");
 
     let e = fails(&["play", dir.to_str().unwrap(), "--simulations", "0"]);
     assert!(e.contains("--simulations"), "{e}");

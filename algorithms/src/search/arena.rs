@@ -1,6 +1,8 @@
 //! The arena: the learner's network with its search, and the network
 //! alone, against fixed opponents, half the games in each seat. Its
-//! results go to `result.json` as `evaluation.arena.<opponent>`.
+//! results go to `result.json` as `evaluation.arena.<opponent>`. A
+//! [`round_robin`] plays checkpoints and fixed opponents against each
+//! other for an Elo table (`rlx arena`, [`super::elo`]).
 //!
 //! Opponents, by name:
 //! - `random`: a uniformly random legal move;
@@ -12,6 +14,7 @@
 //!   at random. Only small games can be solved: past
 //!   [`MINIMAX_POSITIONS`] positions it stops with an error.
 
+use super::elo::Pairing;
 use super::mcts::{search, value_for, LeafEvaluator, NetworkPrior, RandomRollouts, SearchSettings, Tree};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -209,26 +212,60 @@ impl Mover for Minimax {
     }
 }
 
+/// A fixed opponent with what it keeps between moves (minimax's table).
+struct Fixed {
+    opponent: Opponent,
+    minimax: Minimax,
+}
+
+impl Fixed {
+    fn new(opponent: Opponent) -> Self {
+        Self { opponent, minimax: Minimax::default() }
+    }
+}
+
+impl Mover for Fixed {
+    fn moves(&mut self, positions: &[&dyn Game], rng: &mut ChaCha8Rng) -> Result<Vec<usize>, PolicyError> {
+        match self.opponent {
+            Opponent::Random => RandomMover.moves(positions, rng),
+            Opponent::Mcts(simulations) => PureMcts { simulations }.moves(positions, rng),
+            Opponent::Minimax => self.minimax.moves(positions, rng),
+        }
+    }
+}
+
 /// `games` games of `learner` against `opponent` (the learner moves first
 /// in the even ones), all at once: each side's moves across the games are
-/// chosen together. Returns the learner's score of each game (+1, 0, −1)
-/// and the games' lengths.
+/// chosen together. Each two games, one in each seat, begin with the same
+/// `opening`: that many plies of uniformly random legal moves, so that
+/// two players who choose alike do not play one game over and over.
+/// Returns the learner's score of each game (+1, 0, −1) and the games'
+/// lengths (the opening's plies included).
 fn play_match(
     game: &dyn Game,
-    learner: &mut dyn Mover,
-    opponent: &mut dyn Mover,
+    (learner, opponent): (&mut dyn Mover, &mut dyn Mover),
     games: usize,
+    opening: usize,
     rng: &mut ChaCha8Rng,
 ) -> Result<(Vec<f32>, Vec<u64>), PolicyError> {
-    let mut states: Vec<Box<dyn Game>> = (0..games)
-        .map(|_| {
-            let mut g = game.boxed_clone();
-            g.reset();
-            g
-        })
-        .collect();
-    let seat = |i: usize| i % 2;
     let mut lengths = vec![0u64; games];
+    let mut states: Vec<Box<dyn Game>> = Vec::with_capacity(games);
+    for i in 0..games {
+        if i % 2 == 1 {
+            states.push(states[i - 1].boxed_clone());
+            lengths[i] = lengths[i - 1];
+            continue;
+        }
+        let mut g = game.boxed_clone();
+        g.reset();
+        while (lengths[i] as usize) < opening && !g.is_terminal() {
+            let legal = g.legal_actions();
+            g.play(legal[rng.gen_range(0..legal.len())]).map_err(|e| PolicyError::Other(e.to_string()))?;
+            lengths[i] += 1;
+        }
+        states.push(g);
+    }
+    let seat = |i: usize| i % 2;
     loop {
         let live: Vec<usize> = (0..games).filter(|&i| !states[i].is_terminal()).collect();
         if live.is_empty() {
@@ -269,22 +306,12 @@ pub fn evaluate(
 ) -> Result<EvaluationResult, PolicyError> {
     let mut arena = BTreeMap::new();
     let (mut all_scores, mut all_lengths) = (Vec::new(), Vec::new());
-    let mut minimax = Minimax::default();
     for &opponent in opponents {
         let mut outcomes = [Outcomes::default(); 2];
+        let mut fixed = Fixed::new(opponent);
         for (k, search) in [Some(settings.without_noise()), None].into_iter().enumerate() {
             let mut learner = Learner { policy: &mut *policy, search };
-            let mut random = RandomMover;
-            let mut mcts = PureMcts { simulations: 0 };
-            let opponent_mover: &mut dyn Mover = match opponent {
-                Opponent::Random => &mut random,
-                Opponent::Mcts(n) => {
-                    mcts.simulations = n;
-                    &mut mcts
-                }
-                Opponent::Minimax => &mut minimax,
-            };
-            let (scores, lengths) = play_match(game, &mut learner, opponent_mover, games, rng)?;
+            let (scores, lengths) = play_match(game, (&mut learner, &mut fixed), games, 0, rng)?;
             outcomes[k] = Outcomes::of(&scores);
             if k == 0 {
                 all_scores.extend(scores);
@@ -314,6 +341,70 @@ pub fn evaluate(
     Ok(EvaluationResult { arena, ..EvaluationResult::of(&episodes) })
 }
 
+/// A player in a [`round_robin`]: a checkpoint's network, with its
+/// search or alone, or a fixed opponent.
+pub struct Entrant {
+    /// Its name in the table.
+    pub name: String,
+    player: Box<dyn Mover>,
+}
+
+struct OwnLearner {
+    policy: Box<dyn PolicyGraph>,
+    search: Option<SearchSettings>,
+}
+
+impl Mover for OwnLearner {
+    fn moves(&mut self, positions: &[&dyn Game], rng: &mut ChaCha8Rng) -> Result<Vec<usize>, PolicyError> {
+        Learner { policy: self.policy.as_mut(), search: self.search }.moves(positions, rng)
+    }
+}
+
+impl Entrant {
+    /// A network that moves with `search` (without root noise), or with
+    /// `None` its most probable legal move.
+    pub fn network(name: String, policy: Box<dyn PolicyGraph>, search: Option<SearchSettings>) -> Self {
+        let search = search.map(SearchSettings::without_noise);
+        Self { name, player: Box::new(OwnLearner { policy, search }) }
+    }
+
+    /// A fixed opponent, under its name.
+    pub fn fixed(opponent: Opponent) -> Self {
+        Self { name: opponent.name(), player: Box::new(Fixed::new(opponent)) }
+    }
+}
+
+/// `games` games (half with each side first, each two from the same
+/// `opening` of random plies) between every two of `entrants`; the
+/// pairings in order `(0, 1)`, `(0, 2)`, …, `(1, 2)`, …; `progress` hears
+/// of each pairing when it is done.
+///
+/// # Errors
+/// A network's error, or an opponent that cannot play this game.
+pub fn round_robin(
+    game: &dyn Game,
+    entrants: &mut [Entrant],
+    (games, opening): (usize, usize),
+    rng: &mut ChaCha8Rng,
+    progress: &mut dyn FnMut(&Pairing),
+) -> Result<Vec<Pairing>, PolicyError> {
+    let mut pairings = Vec::new();
+    for b in 1..entrants.len() {
+        for a in 0..b {
+            let (left, right) = entrants.split_at_mut(b);
+            let (first, second): (&mut dyn Mover, &mut dyn Mover) = (left[a].player.as_mut(), right[0].player.as_mut());
+            let (scores, _) = play_match(game, (first, second), games, opening, rng)?;
+            let count = |keep: fn(f32) -> bool| scores.iter().filter(|&&s| keep(s)).count() as u32;
+            let pairing =
+                Pairing { a, b, a_wins: count(|s| s > 0.0), draws: count(|s| s == 0.0), b_wins: count(|s| s < 0.0) };
+            progress(&pairing);
+            pairings.push(pairing);
+        }
+    }
+    pairings.sort_by_key(|p| (p.a, p.b));
+    Ok(pairings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,22 +426,66 @@ mod tests {
         // TicTacToe has 5,478 legal positions; those with a move to make are solved.
         assert!(minimax.solved.len() < 5_478, "{}", minimax.solved.len());
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let (scores, _) = play_match(&TicTacToe::new(), &mut minimax, &mut RandomMover, 200, &mut rng).unwrap();
+        let (scores, _) = play_match(&TicTacToe::new(), (&mut minimax, &mut RandomMover), 200, 0, &mut rng).unwrap();
         let o = Outcomes::of(&scores);
         assert_eq!(o.loss, 0.0);
         assert!(o.win > 0.8, "{o:?}");
     }
 
     #[test]
+    fn a_round_robin_of_fixed_opponents_ranks_them_by_strength() {
+        let mut entrants: Vec<Entrant> =
+            ["random", "mcts_50", "minimax"].iter().map(|n| Entrant::fixed(Opponent::parse(n).unwrap())).collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut heard = 0;
+        let pairings = round_robin(&TicTacToe::new(), &mut entrants, (20, 0), &mut rng, &mut |_| heard += 1).unwrap();
+        assert_eq!(heard, 3);
+        let ab: Vec<(usize, usize)> = pairings.iter().map(|p| (p.a, p.b)).collect();
+        assert_eq!(ab, [(0, 1), (0, 2), (1, 2)]);
+        for p in &pairings {
+            assert_eq!(p.a_wins + p.draws + p.b_wins, 20, "{p:?}");
+        }
+        // Nobody beats minimax, and it beats random play in most games.
+        assert_eq!((pairings[1].a_wins, pairings[2].a_wins), (0, 0), "{pairings:?}");
+        assert!(pairings[1].b_wins >= 14, "{pairings:?}");
+        let elo = super::super::elo::ratings(3, &pairings, 0);
+        assert!(elo[2] > elo[1] && elo[1] > elo[0] + 100.0, "{elo:?}");
+    }
+
+    #[test]
+    fn each_two_games_share_a_random_opening_with_the_seats_swapped() {
+        // With 3 random plies no game ends before its fifth.
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let (scores, lengths) =
+            play_match(&TicTacToe::new(), (&mut RandomMover, &mut RandomMover), 40, 3, &mut rng).unwrap();
+        assert!(lengths.iter().all(|&l| (5..=9).contains(&l)), "{lengths:?}");
+        assert_eq!(scores.len(), 40);
+        let (mut a, mut b) = (Minimax::default(), Minimax::default());
+        let (scores, _) = play_match(&TicTacToe::new(), (&mut a, &mut b), 40, 3, &mut rng).unwrap();
+        // Perfect play from a random opening: some openings are lost for
+        // one side, and the pair's other game gives it the other seat.
+        assert!(scores.iter().any(|&s| s != 0.0), "{scores:?}");
+        for pair in scores.chunks(2) {
+            assert_eq!(pair[0], -pair[1], "the same opening, seats swapped, perfect play: {scores:?}");
+        }
+    }
+
+    #[test]
     fn pure_mcts_beats_random_play_and_never_beats_minimax() {
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         let (scores, _) =
-            play_match(&TicTacToe::new(), &mut PureMcts { simulations: 200 }, &mut RandomMover, 40, &mut rng).unwrap();
+            play_match(&TicTacToe::new(), (&mut PureMcts { simulations: 200 }, &mut RandomMover), 40, 0, &mut rng)
+                .unwrap();
         let o = Outcomes::of(&scores);
         assert!(o.win > 0.7 && o.loss < 0.1, "{o:?}");
-        let (scores, _) =
-            play_match(&TicTacToe::new(), &mut PureMcts { simulations: 200 }, &mut Minimax::default(), 20, &mut rng)
-                .unwrap();
+        let (scores, _) = play_match(
+            &TicTacToe::new(),
+            (&mut PureMcts { simulations: 200 }, &mut Minimax::default()),
+            20,
+            0,
+            &mut rng,
+        )
+        .unwrap();
         assert_eq!(Outcomes::of(&scores).win, 0.0);
     }
 }
