@@ -171,13 +171,7 @@ impl ActionDist {
         let ActionDist::Categorical { n } = self else {
             return Err(PolicyError::Other(format!("action probabilities are for one discrete choice, not {self:?}")));
         };
-        let mut out = Vec::with_capacity(head.len());
-        for row in head.chunks_exact(*n) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let sum: f32 = row.iter().map(|&x| (x - max).exp()).sum();
-            out.extend(row.iter().map(|&x| (x - max).exp() / sum));
-        }
-        Ok(out)
+        Ok(softmax_rows(head, *n))
     }
 
     /// `log π(a|s)` of the taken `actions` and the entropy of `π(·|s)`, one
@@ -275,6 +269,20 @@ impl ActionDist {
         }
         Ok(total.expect("at least one element"))
     }
+}
+
+/// The softmax of each row of `atoms` logits, on the host (a categorical
+/// policy's probabilities, C51's atoms, DreamerV3's latents).
+pub fn softmax_rows(logits: &[f32], atoms: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(logits.len());
+    for row in logits.chunks_exact(atoms) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let start = out.len();
+        out.extend(row.iter().map(|x| (x - max).exp()));
+        let sum: f32 = out[start..].iter().sum();
+        out[start..].iter_mut().for_each(|p| *p /= sum);
+    }
+    out
 }
 
 /// Samples (inverse CDF, one uniform draw) or picks the most likely of the

@@ -53,6 +53,7 @@ use super::networks::DenseStack;
 use super::world_model::{Sequences, Sizes, Starts, WorldModel, UNIMIX};
 use crate::common::build_context::{BuildContext, PolicyMaker};
 use crate::common::deep_policy::{join_on_cpu, DeepPolicy, PolicyAlgorithm, PolicyCore};
+use crate::common::distributions::softmax_rows;
 use crate::common::sampling::spawn_evaluators;
 use crate::common::sections::{limits, Sampling};
 use crate::error::BuildError;
@@ -363,7 +364,7 @@ impl Dreamer {
         match &self.actions {
             Actions::Discrete(k) => {
                 let one_hot = if explore {
-                    let probs: Vec<f32> = head.chunks_exact(width).flat_map(mixed_softmax).collect();
+                    let probs = mixed_softmax(head, width);
                     sample_one_hot(&probs, *k, rng)
                 } else {
                     // The most probable action is the largest logit's.
@@ -446,12 +447,9 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// The softmax of `logits` mixed with [`UNIMIX`] uniform.
-fn mixed_softmax(logits: &[f32]) -> Vec<f32> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let total: f32 = logits.iter().map(|x| (x - max).exp()).sum();
-    let k = logits.len() as f32;
-    logits.iter().map(|x| (1.0 - UNIMIX) * (x - max).exp() / total + UNIMIX / k).collect()
+/// The softmax of each row of `width` logits mixed with [`UNIMIX`] uniform.
+fn mixed_softmax(logits: &[f32], width: usize) -> Vec<f32> {
+    softmax_rows(logits, width).into_iter().map(|p| (1.0 - UNIMIX) * p + UNIMIX / width as f32).collect()
 }
 
 // ---------------------------------------------------------------- imagination and losses

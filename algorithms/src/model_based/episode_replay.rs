@@ -19,7 +19,8 @@
 //! the end of its episode goes on from the start of another, drawn at
 //! random. [`IS_FIRST`] marks where the world model starts from its
 //! initial state: every episode's first row and every window's first.
-//! The oldest episodes leave when the rows exceed the capacity.
+//! The oldest episodes leave when the rows exceed the capacity; one
+//! episode longer than the capacity loses its oldest rows.
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -55,6 +56,18 @@ impl Episode {
 
     fn heap_bytes(&self) -> usize {
         4 * (self.obs.capacity() + self.prev_actions.capacity() + self.rewards.capacity() + self.terminals.capacity())
+    }
+
+    /// Drops the first `k` rows: the episode goes on from row `k`, which
+    /// becomes its first (no action, no reward, as a start is stored).
+    fn drop_front(&mut self, k: usize) {
+        let (o, a) = (self.obs.len() / self.len(), self.prev_actions.len() / self.len());
+        self.obs.drain(..k * o);
+        self.prev_actions.drain(..k * a);
+        self.rewards.drain(..k);
+        self.terminals.drain(..k);
+        self.prev_actions[..a].fill(0.0);
+        self.rewards[0] = 0.0;
     }
 }
 
@@ -128,6 +141,9 @@ impl EpisodeReplay {
         }
     }
 
+    /// Whole episodes leave, oldest first, until the rows fit; an episode
+    /// that alone is longer than the capacity (an env that never ends)
+    /// loses its oldest rows instead, keeping at least one window.
     fn drop_oldest(&mut self) {
         while self.rows > self.capacity && self.episodes.len() > 1 {
             let gone = self.episodes.pop_front().expect("more than one episode");
@@ -135,6 +151,11 @@ impl EpisodeReplay {
             self.first_id += 1;
             let first = self.first_id;
             self.open.retain(|_, id| *id >= first);
+        }
+        if let Some(only) = self.episodes.front_mut().filter(|_| self.rows > self.capacity) {
+            let k = self.rows - self.capacity;
+            only.drop_front(k);
+            self.rows -= k;
         }
     }
 }
@@ -337,5 +358,20 @@ mod tests {
         assert_eq!((small.num_episodes(), small.len()), (2, 8));
         assert_eq!(small.episode_obs(0).unwrap()[0], 200.0);
         assert!(EpisodeReplay::new(3, 4).is_err());
+        // One episode longer than the capacity, still going: its oldest
+        // rows leave, the rest keep their order, and the new first row is
+        // a start (no action, no reward).
+        let mut endless = EpisodeReplay::new(8, 4).unwrap();
+        endless.add(&fragment(5.0, 0..6, true, None), None).unwrap();
+        endless.add(&fragment(5.0, 6..10, false, None), None).unwrap();
+        assert_eq!((endless.num_episodes(), endless.len()), (1, 8));
+        assert_eq!(endless.episode_obs(0).unwrap(), &[503.0, 504.0, 505.0, 506.0, 507.0, 508.0, 509.0, 510.0]);
+        let e = &endless.episodes[0];
+        assert_eq!((e.prev_actions[0], e.rewards[0]), (0.0, 0.0));
+        assert_eq!(e.rewards[1..], [1.0; 7]);
+        // It still grows at its end and is still drawn from.
+        endless.add(&fragment(5.0, 10..11, false, None), None).unwrap();
+        assert_eq!(endless.episode_obs(0).unwrap()[7], 511.0);
+        assert!(endless.sample(8, 0, &mut rng).is_ok());
     }
 }

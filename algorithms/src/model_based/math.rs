@@ -94,14 +94,15 @@ impl TwoHot {
     }
 
     /// `symexp(Σ_i p_i b_i)`: the value a softmax `probs` over the bins
-    /// predicts, in raw units.
+    /// predicts, in raw units. The learner takes it from the logits
+    /// ([`predict`](Self::predict)); the tests check both against this.
+    #[cfg(test)]
     pub fn expectation(&self, probs: &[f32]) -> f32 {
         symexp(probs.iter().zip(&self.bins).map(|(p, b)| p * b).sum())
     }
 
-    /// [`expectation`](Self::expectation) of the softmax of `logits`, in
-    /// one pass over them (a head's prediction, without a probability
-    /// tensor).
+    /// `symexp(Σ_i p_i b_i)` of the softmax `p` of `logits`, in one pass
+    /// over them (a head's prediction, without a probability tensor).
     pub fn predict(&self, logits: &[f32]) -> f32 {
         let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let (mut total, mut weighted) = (0.0f32, 0.0f32);

@@ -72,19 +72,6 @@ impl Support {
     }
 }
 
-/// The softmax of each row of `atoms` logits, on the host.
-pub fn softmax_rows(logits: &[f32], atoms: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(logits.len());
-    for row in logits.chunks_exact(atoms) {
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let start = out.len();
-        out.extend(row.iter().map(|x| (x - max).exp()));
-        let sum: f32 = out[start..].iter().sum();
-        out[start..].iter_mut().for_each(|p| *p /= sum);
-    }
-    out
-}
-
 /// The cross-entropy `−Σ_i m_i log p_i` of each row's target `m` against
 /// its predicted `p` (rows of `atoms`), floored at `p = 1e-8`.
 pub fn cross_entropy(targets: &[f32], probs: &[f32], atoms: usize) -> Vec<f32> {
@@ -98,6 +85,7 @@ pub fn cross_entropy(targets: &[f32], probs: &[f32], atoms: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::distributions::softmax_rows;
 
     fn close(a: &[f32], b: &[f32]) -> bool {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6)

@@ -46,11 +46,12 @@
 use crate::common::build_context::BuildContext;
 use crate::common::deep_policy::{DeepPolicy, PolicyAlgorithm, PolicyCore};
 use crate::common::distributions::best_legal;
+use crate::common::distributions::softmax_rows;
 use crate::common::sections::{Learning, PrioritizedReplay, Replay, Sampling};
 use crate::error::BuildError;
 use crate::model::device::{on_device, NetDevice, OnDevice};
 use crate::model::{to_vec, Matrix, ModelConfig, ModelSupport, Noise, NoisyLinear, Params, Torso};
-use crate::q_learning::distributional::{cross_entropy, softmax_rows, Support};
+use crate::q_learning::distributional::{cross_entropy, Support};
 use dfdx::prelude::*;
 use rand::Rng;
 use rlx::config::{check, ConfigError, Validate};
