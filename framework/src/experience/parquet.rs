@@ -5,11 +5,17 @@
 //! `new_obs`, `actions`, `rewards`, `terminateds`, `truncateds`,
 //! `action_logp`, ...): a column of width one as its plain type (`float`,
 //! `int64`, `uint8`), a wider one as a fixed-size list of that many values.
+//! Observations and actions of a `Box` space are lists whatever their
+//! width: a `Box` of shape `[1]` is an array of one value per row, as
+//! Gymnasium gives it and RLlib's readers take it (a discrete action, a
+//! reward or a flag is a plain value). Files of plain width-one columns
+//! read as before.
 //! An episode's rows are consecutive, so pandas, polars or Ray Data read a
 //! file as one table and group it by `eps_id`.
 
 use super::{ColumnInfo, ColumnType, DatasetInfo, MAX_EPISODE_BYTES};
-use crate::sample_batch::{Column, SampleBatch};
+use crate::sample_batch::{fields, Column, SampleBatch};
+use crate::space::Space;
 use arrow_array::types::{Float32Type, Int64Type, UInt8Type};
 use arrow_array::{
     Array, ArrayRef, FixedSizeListArray, Float32Array, Int64Array, PrimitiveArray, RecordBatch, UInt8Array,
@@ -18,23 +24,34 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// The Parquet schema of a dataset's rows.
-pub(crate) fn schema(columns: &std::collections::BTreeMap<String, ColumnInfo>) -> SchemaRef {
+/// The Parquet schema of a dataset's rows, whose observation and action
+/// spaces are `spaces`.
+pub(crate) fn schema(columns: &std::collections::BTreeMap<String, ColumnInfo>, spaces: (&Space, &Space)) -> SchemaRef {
     let mut fields = vec![Field::new("eps_id", DataType::Int64, false), Field::new("t", DataType::Int64, false)];
-    fields.extend(columns.iter().map(|(name, info)| Field::new(name, data_type(*info), false)));
+    fields.extend(columns.iter().map(|(name, info)| Field::new(name, data_type(*info, listed(name, spaces)), false)));
     Arc::new(Schema::new(fields))
 }
 
+/// Whether a column is a list even at width one: observations and actions
+/// of a `Box` space (see the module docs).
+fn listed(name: &str, (observations, actions): (&Space, &Space)) -> bool {
+    match name {
+        fields::OBS | fields::NEW_OBS => matches!(observations, Space::Box { .. }),
+        fields::ACTIONS => matches!(actions, Space::Box { .. }),
+        _ => false,
+    }
+}
+
 /// A column's Arrow type: its element type, in a fixed-size list if wider
-/// than one.
-fn data_type(info: ColumnInfo) -> DataType {
+/// than one or `listed`.
+fn data_type(info: ColumnInfo, listed: bool) -> DataType {
     let element = match info.dtype {
         ColumnType::F32 => DataType::Float32,
         ColumnType::I64 => DataType::Int64,
         ColumnType::U8 => DataType::UInt8,
     };
     match info.width {
-        1 => element,
+        1 if !listed => element,
         w => DataType::FixedSizeList(Arc::new(Field::new("item", element, false)), w as i32),
     }
 }
@@ -69,9 +86,11 @@ pub(crate) fn encode(schema: &SchemaRef, eps_id: u64, t0: u64, batch: &SampleBat
             }
             _ => values,
         };
-        if array.data_type() != field.data_type()
-            || (width > 1) != matches!(array.data_type(), DataType::FixedSizeList(..))
-        {
+        let field_width = match field.data_type() {
+            DataType::FixedSizeList(_, w) => *w as usize,
+            _ => 1,
+        };
+        if array.data_type() != field.data_type() || width != field_width {
             return Err(format!(
                 "column {} is {}, the dataset's is {}",
                 field.name(),
@@ -84,13 +103,14 @@ pub(crate) fn encode(schema: &SchemaRef, eps_id: u64, t0: u64, batch: &SampleBat
     RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())
 }
 
-/// A type with a list's item name and nullability left out, which other
-/// writers choose differently (pyarrow's nullable `item`, Spark's
-/// `element`).
-fn plain(t: &DataType) -> (DataType, Option<i32>) {
+/// A type's element type and width, with a list's item name and
+/// nullability left out, which other writers choose differently
+/// (pyarrow's nullable `item`, Spark's `element`); a list of one value
+/// and a plain value are alike.
+fn plain(t: &DataType) -> (DataType, i32) {
     match t {
-        DataType::FixedSizeList(item, w) => (item.data_type().clone(), Some(*w)),
-        other => (other.clone(), None),
+        DataType::FixedSizeList(item, w) => (item.data_type().clone(), *w),
+        other => (other.clone(), 1),
     }
 }
 
@@ -101,7 +121,7 @@ fn plain(t: &DataType) -> (DataType, Option<i32>) {
 /// A missing column, a column of another type or width, or one
 /// `_dataset.json` does not name.
 pub(crate) fn check_schema(theirs: &Schema, info: &DatasetInfo) -> Result<(), String> {
-    let ours = schema(&info.columns);
+    let ours = schema(&info.columns, (&info.observation_space, &info.action_space));
     for field in ours.fields() {
         match theirs.field_with_name(field.name()) {
             Err(_) => return Err(format!("no {} column", field.name())),
@@ -257,7 +277,6 @@ fn read_column(array: &dyn Array, info: ColumnInfo, row0: usize) -> Result<Colum
 mod tests {
     use super::*;
     use crate::experience::DatasetInfo;
-    use crate::space::Space;
 
     fn rows(n: usize, first: f32) -> SampleBatch {
         let mut b = SampleBatch::new();
@@ -271,13 +290,43 @@ mod tests {
         DatasetInfo::new(Space::uniform_box(-9.0, 9.0, vec![2]).unwrap(), Space::discrete(3), columns)
     }
 
+    /// A `Box` of shape `[1]` is a list of one value per row, as RLlib's
+    /// readers take it; a discrete action and a reward are plain values.
+    /// Both read back, and so does a file that wrote the box plainly (as
+    /// rlx did until 2026-12-05).
+    #[test]
+    fn box_columns_of_width_one_are_lists_and_plain_ones_still_read() {
+        let mut b = SampleBatch::new();
+        b.insert_f32("obs", vec![0.5, 1.5, 2.5], 1).unwrap();
+        b.insert_f32("actions", vec![-1.0, 0.0, 1.0], 1).unwrap();
+        b.insert_f32("rewards", vec![1.0, 2.0, 3.0], 1).unwrap();
+        let columns: std::collections::BTreeMap<String, ColumnInfo> =
+            b.columns().map(|(k, c)| (k.to_string(), ColumnInfo::of(c))).collect();
+        let one = Space::uniform_box(-1.0, 1.0, vec![1]).unwrap();
+        let info = DatasetInfo::new(one.clone(), one.clone(), columns.clone());
+        let listed = schema(&columns, (&one, &one));
+        let list_of_one =
+            |name: &str| matches!(listed.field_with_name(name).unwrap().data_type(), DataType::FixedSizeList(_, 1));
+        assert!(list_of_one("obs") && list_of_one("actions") && !list_of_one("rewards"), "{listed:?}");
+        let discrete = schema(&columns, (&one, &Space::discrete(3)));
+        assert_eq!(discrete.field_with_name("actions").unwrap().data_type(), &DataType::Float32);
+        for written in [listed, discrete] {
+            let batch = encode(&written, 4, 0, &b).unwrap();
+            check_schema(batch.schema().as_ref(), &info).unwrap();
+            for (name, column) in &columns {
+                let array = batch.column_by_name(name).unwrap();
+                assert_eq!(&read_column(array.as_ref(), *column, 0).unwrap(), b.get(name).unwrap(), "{name}");
+            }
+        }
+    }
+
     /// An episode whose rows span two read batches comes back whole; one
     /// written in pieces with another episode between them comes back as
     /// its pieces, each going on from the last.
     #[test]
     fn episodes_are_gathered_across_batches_and_pieces_keep_their_steps() {
         let info = info();
-        let schema = schema(&info.columns);
+        let schema = schema(&info.columns, (&info.observation_space, &info.action_space));
         let mut gather = Gather::default();
         let (a, b) = (rows(5, 0.0), rows(3, 100.0));
         // Episode 7's rows 0..3 end one batch, 3..5 start the next; then

@@ -180,7 +180,7 @@ impl Sink {
         file: File,
         format: OutputFormat,
         compression: Compression,
-        columns: &BTreeMap<String, ColumnInfo>,
+        (columns, spaces): (&BTreeMap<String, ColumnInfo>, (&Space, &Space)),
     ) -> std::io::Result<Self> {
         let counting = Counting { file: BufWriter::with_capacity(1 << 16, file), bytes: 0 };
         Ok(match (format, compression) {
@@ -192,7 +192,7 @@ impl Sink {
                 Sink::Text(Text::Gzip(flate2::write::GzEncoder::new(counting, flate2::Compression::default())))
             }
             (OutputFormat::Parquet, compression) => {
-                let schema = parquet::schema(columns);
+                let schema = parquet::schema(columns, spaces);
                 let properties = WriterProperties::builder().set_compression(compression.parquet()).build();
                 let writer =
                     ArrowWriter::try_new(counting, schema.clone(), Some(properties)).map_err(std::io::Error::other)?;
@@ -411,7 +411,8 @@ impl ExperienceWriter {
             .open(&partial)
             .map_err(|e| ExperienceError::io(&partial, e))?;
         let columns = self.columns.as_ref().expect("the dataset is described before its first file");
-        let sink = Sink::new(file, self.settings.format, self.settings.compression, columns)
+        let spaces = (&self.spaces.0, &self.spaces.1);
+        let sink = Sink::new(file, self.settings.format, self.settings.compression, (columns, spaces))
             .map_err(|e| ExperienceError::io(&partial, e))?;
         self.file = Some(OpenFile { partial, sink });
         Ok(())
