@@ -32,7 +32,9 @@ use crate::common::sections::{ActorCriticLearner, Learning, Sampling, SyncBatch}
 use crate::error::BuildError;
 use crate::model::device::NetDevice;
 use crate::model::ModelSupport;
-use crate::policy_gradient::actor_critic::{self, column, weighted_sum, ActorCriticLoss, Forward, LossOutput};
+use crate::policy_gradient::actor_critic::{
+    self, column, weighted_sum, ActorCriticLoss, Forward, LearnerSettings, LossOutput,
+};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
@@ -68,6 +70,13 @@ pub struct MarwilConfig {
     pub moving_average_sqd_adv_norm_start: f64,
     /// How far each batch moves that average.
     pub moving_average_sqd_adv_norm_update_rate: f64,
+    /// Rows a forward and backward pass takes at a time (0: the whole
+    /// `train_batch_size` at once). A batch larger than this is learned in
+    /// chunks whose gradients are summed before its one step: the same
+    /// step up to rounding, with the memory of one chunk (the Nature
+    /// CNN's pass holds about 1.7 MB a row). With `beta` > 0 the moving
+    /// average of the squared advantage moves once a chunk.
+    pub learner_chunk_rows: usize,
 }
 
 impl Default for MarwilConfig {
@@ -80,6 +89,7 @@ impl Default for MarwilConfig {
             beta: 1.0,
             moving_average_sqd_adv_norm_start: 100.0,
             moving_average_sqd_adv_norm_update_rate: 1e-8,
+            learner_chunk_rows: 0,
         }
     }
 }
@@ -137,6 +147,16 @@ impl ActorCriticLoss for Marwil {
 
     fn sections(&self) -> (&ActorCriticLearner, &Learning, &Sampling) {
         (&self.cfg.actor_critic, &self.cfg.learning, &self.cfg.sampling)
+    }
+
+    /// One gradient step per batch, `learner_chunk_rows` rows at a time.
+    fn learner(&self) -> LearnerSettings {
+        let (actor_critic, learning, sampling) = self.sections();
+        let chunk = self.cfg.learner_chunk_rows;
+        LearnerSettings {
+            chunk_rows: (chunk > 0).then_some(chunk),
+            ..LearnerSettings::new(actor_critic, learning, sampling.seed)
+        }
     }
 
     /// Discounted returns `G_t`, as `value_targets`.
@@ -228,4 +248,41 @@ pub(crate) async fn learn_from_input(
     require_input(name, &cfg.sampling)?;
     let batch = cfg.batch.clone();
     actor_critic::sync_trainer(&ctx, name, make_env, Marwil::new(cfg), &batch, 1).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ten rows of CartPole-like observations, actions and returns.
+    fn batch() -> SampleBatch {
+        let mut b = SampleBatch::new();
+        b.insert_f32(fields::OBS, (0..40).map(|i| ((i as f32) * 0.37).sin()).collect(), 4).unwrap();
+        b.insert_i64(fields::ACTIONS, (0..10).map(|i| i % 2).collect(), 1).unwrap();
+        b.insert_f32(fields::VALUE_TARGETS, (0..10).map(|i| i as f32 * 0.5).collect(), 1).unwrap();
+        b
+    }
+
+    /// Learning a batch in chunks of 3, 3, 3 and 1 rows takes the
+    /// gradient of the whole batch, up to rounding, for BC and MARWIL.
+    #[test]
+    fn chunks_give_the_whole_batchs_gradient() {
+        let (obs, act) = (Space::uniform_box(-1.0, 1.0, vec![4]).unwrap(), Space::discrete(2));
+        for beta in [0.0, 1.0] {
+            let gradient = |chunk: usize| {
+                let cfg = MarwilConfig { beta, learner_chunk_rows: chunk, ..MarwilConfig::default() };
+                let mut policy = make_policy(&cfg, &obs, &act, 7).unwrap();
+                policy.compute_gradients(&batch()).unwrap()
+            };
+            let ((whole, whole_stats), (chunked, chunked_stats)) = (gradient(0), gradient(3));
+            assert_eq!(whole.len(), chunked.len());
+            let scale = whole.iter().fold(0.0f32, |m, g| m.max(g.abs()));
+            assert!(scale > 1e-3, "a gradient to compare: {scale}");
+            for (a, b) in whole.iter().zip(&chunked) {
+                assert!((a - b).abs() <= 1e-5 * scale, "beta {beta}: {a} vs {b}");
+            }
+            let loss = |s: &LearnerStats| s.get("policy_loss").unwrap();
+            assert!((loss(&whole_stats) - loss(&chunked_stats)).abs() < 1e-5, "{whole_stats:?} {chunked_stats:?}");
+        }
+    }
 }

@@ -99,6 +99,13 @@ pub struct LearnerSettings {
     pub sgd_minibatch_size: Option<usize>,
     /// Maximum global gradient norm.
     pub grad_clip: Option<f64>,
+    /// Rows a forward and backward pass takes at a time, for a loss that
+    /// is a mean over independent rows (BC, MARWIL): a larger minibatch
+    /// is taken in chunks whose gradients are summed, each weighted by its
+    /// share of the rows, before its one step (the same step up to
+    /// rounding, with one chunk's activations alive at a time). `None`:
+    /// the whole minibatch at once.
+    pub chunk_rows: Option<usize>,
     /// Seeds the initial weights (identical on every evaluator).
     pub seed: u64,
     /// Where the policy's tensors live.
@@ -115,6 +122,7 @@ impl LearnerSettings {
             num_sgd_iter: 1,
             sgd_minibatch_size: None,
             grad_clip: learning.grad_clip,
+            chunk_rows: None,
             seed,
             device: learning.device,
         }
@@ -453,7 +461,10 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         seqs: Option<Vec<std::ops::Range<usize>>>,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         match seqs {
-            None => self.backward(core, batch, None),
+            None => match self.loss_fn.learner().chunk_rows.filter(|&c| c < batch.len()) {
+                None => self.backward(core, batch, None),
+                Some(chunk) => self.backward_in_chunks(core, batch, chunk),
+            },
             Some(seqs) => {
                 let padded = sequences::pad(batch, &seqs, TRAJ_ENDS)?;
                 let layout = crate::model::SeqLayout {
@@ -464,6 +475,30 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
                 self.backward(core, &padded.batch, Some(&layout))
             }
         }
+    }
+
+    /// The gradient of `batch` taken `chunk` rows at a time (see
+    /// [`LearnerSettings::chunk_rows`]); its statistics are the chunks'
+    /// weighted by their rows.
+    fn backward_in_chunks(
+        &self,
+        core: &PolicyCore<D>,
+        batch: &SampleBatch,
+        chunk: usize,
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let n = batch.len();
+        let (mut total, mut stats) = (Vec::new(), LearnerStats::default());
+        for start in (0..n).step_by(chunk.max(1)) {
+            let part = batch.slice(start..(start + chunk).min(n));
+            let share = part.len() as f64 / n as f64;
+            let (grad, part_stats) = self.backward(core, &part, None)?;
+            total.resize(grad.len(), 0.0);
+            total.iter_mut().zip(&grad).for_each(|(t, g)| *t += g * share as f32);
+            for (key, value) in part_stats.0 {
+                stats.set(&key, stats.get(&key).unwrap_or(0.0) + value * share);
+            }
+        }
+        Ok((total, stats))
     }
 
     /// The batch's sequences for an LSTM (`None` without one).
@@ -593,7 +628,7 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
                 (Some(size), None) => {
                     let shuffle_seed = core.rng.gen();
                     for mb in batch.minibatches(size, shuffle_seed) {
-                        let step = self.backward(core, &mb, None)?;
+                        let step = self.backward_on(core, &mb, None)?;
                         sgd_step(core, step)?;
                     }
                 }
