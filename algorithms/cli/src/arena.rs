@@ -85,7 +85,7 @@ pub fn arena(args: &ArenaArgs) -> Result<ArenaTable, CliError> {
     let mut game: Option<Box<dyn rlx::game::Game>> = None;
     for path in &args.checkpoints {
         let BoardPlayer { checkpoint, policy, game: own, settings } =
-            BoardPlayer::load(path, args.simulations, "rlx arena rates")?;
+            BoardPlayer::load(path, args.moves.simulations, "rlx arena rates")?;
         let name = checkpoint.dir.file_name().map_or(path.display().to_string(), |n| n.to_string_lossy().into());
         match &game {
             None => game = Some(own),
@@ -99,7 +99,7 @@ pub fn arena(args: &ArenaArgs) -> Result<ArenaTable, CliError> {
             }
             Some(_) => {}
         }
-        entrants.push(Entrant::network(name, policy, (!args.no_search).then_some(settings)));
+        entrants.push(Entrant::network(name, policy, (!args.moves.no_search).then_some(settings)));
     }
     for name in &args.opponents {
         let opponent = Opponent::parse(name).map_err(|e| CliError::Usage(format!("--opponent: {e}")))?;
@@ -107,7 +107,7 @@ pub fn arena(args: &ArenaArgs) -> Result<ArenaTable, CliError> {
     }
     let names: Vec<String> = unique_names(entrants.iter().map(|e| e.name.clone()).collect());
     let game = game.expect("one checkpoint or more");
-    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(args.moves.seed);
     let mut progress = |p: &Pairing| {
         errln!("{} – {}: {} won, {} drawn, {} lost", names[p.a], names[p.b], p.a_wins, p.draws, p.b_wins);
     };

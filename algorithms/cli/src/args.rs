@@ -360,7 +360,15 @@ pub struct PlayArgs {
     /// Your seat: 0 moves first, 1 second.
     #[arg(long, default_value_t = 0)]
     pub seat: usize,
-    /// Simulations per move of the checkpoint's search (default: the run's
+    /// How the checkpoint moves.
+    #[command(flatten)]
+    pub moves: CheckpointMoves,
+}
+
+/// How a board-game checkpoint moves in `rlx play` and `rlx arena`.
+#[derive(Args, Debug, Clone)]
+pub struct CheckpointMoves {
+    /// Simulations per move of the checkpoint's search (default: its run's
     /// `num_simulations`).
     #[arg(long)]
     pub simulations: Option<usize>,
@@ -368,7 +376,8 @@ pub struct PlayArgs {
     /// legal move), without search.
     #[arg(long)]
     pub no_search: bool,
-    /// Seed of the search's choices among equals.
+    /// Seed of the random choices: the search's among equals, the arena's
+    /// openings.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
@@ -391,17 +400,9 @@ pub struct ArenaArgs {
     /// alike every time, would play the same two games over and over.
     #[arg(long, default_value_t = 2)]
     pub opening_plies: usize,
-    /// Simulations per move of every checkpoint's search (default: each
-    /// run's `num_simulations`).
-    #[arg(long)]
-    pub simulations: Option<usize>,
-    /// The checkpoints move with their networks alone (the most probable
-    /// legal move), without search.
-    #[arg(long)]
-    pub no_search: bool,
-    /// Seed of the games' random choices.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// How every checkpoint moves.
+    #[command(flatten)]
+    pub moves: CheckpointMoves,
     /// Also write the table and every pairing's games as JSON to this file.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,

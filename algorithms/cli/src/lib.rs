@@ -50,7 +50,8 @@ pub mod train;
 pub mod tune;
 
 pub use args::{
-    ArenaArgs, Cli, ExportArgs, ExportFormat, NodeArgs, PlayArgs, PlotArgs, RolloutArgs, ServeArgs, TrainArgs, TuneArgs,
+    ArenaArgs, CheckpointMoves, Cli, ExportArgs, ExportFormat, NodeArgs, PlayArgs, PlotArgs, RolloutArgs, ServeArgs,
+    TrainArgs, TuneArgs,
 };
 pub use deploy::build_deployed_trainer;
 

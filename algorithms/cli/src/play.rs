@@ -79,14 +79,14 @@ impl BoardPlayer {
 /// A checkpoint that is not a board-game player's, or the network's error.
 pub fn play(args: &PlayArgs, input: &mut dyn BufRead) -> Result<PlayOutcome, CliError> {
     let BoardPlayer { checkpoint: ckpt, mut policy, mut game, settings } =
-        BoardPlayer::load(&args.checkpoint, args.simulations, "rlx play plays")?;
+        BoardPlayer::load(&args.checkpoint, args.moves.simulations, "rlx play plays")?;
     let meta = &ckpt.metadata;
-    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(args.moves.seed);
     let person = args.seat;
     if person >= game.num_players() {
         return Err(CliError::Usage(format!("--seat must be 0 (move first) or 1, not {person}")));
     }
-    let how = if args.no_search {
+    let how = if args.moves.no_search {
         "its network alone".to_string()
     } else {
         format!("{} simulations a move", settings.num_simulations)
@@ -134,7 +134,7 @@ pub fn play(args: &PlayArgs, input: &mut dyn BufRead) -> Result<PlayOutcome, Cli
             }
             continue;
         }
-        let action = if args.no_search {
+        let action = if args.moves.no_search {
             let values = rlx_algorithms::search::mcts::LeafEvaluator::evaluate(
                 &mut NetworkPrior::new(policy.as_mut()),
                 &[game.as_ref()],
