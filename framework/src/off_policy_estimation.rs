@@ -16,10 +16,13 @@
 //!   variance.
 //! - **`dm`**, the direct method with fitted Q evaluation (Le et al. 2019):
 //!   `Σ_a π(a|s_0) Q̂(s_0, a)`, where `Q̂` is fitted to the episodes by
-//!   `Q̂(s,a) = r + γ Σ_a' π(a'|s') Q̂(s',a')`. Here `Q̂` is linear in the
-//!   features `onehot(a) ⊗ (1, s)`, solved exactly (the fixed point of
-//!   that regression, as LSTD-Q), which needs no training loop and no
-//!   learning rate; it is only as good as a linear fit of `Q^π`.
+//!   `Q̂(s,a) = r + γ Σ_a' π(a'|s') Q̂(s',a')` (a [`FittedQ`]). The
+//!   default, [`LinearFqe`], is linear in the features `onehot(a) ⊗ (1,
+//!   s)`, solved exactly (the fixed point of that regression, as LSTD-Q),
+//!   which needs no training loop and no learning rate; it is only as good
+//!   as a linear fit of `Q^π`. `rlx-algorithms` fits a network instead
+//!   (`off_policy_estimation_q_model: {"type": "neural"}`), as RLlib's
+//!   FQE does.
 //! - **`dr`**, doubly robust (Jiang & Li 2016): `V̂(s_t) + ρ_t (r_t + γ
 //!   v_{t+1} − Q̂(s_t, a_t))`, backwards from `v_T = 0`, with the same `Q̂`.
 //!
@@ -40,7 +43,7 @@ pub enum Estimator {
     Is,
     /// Weighted per-decision importance sampling.
     Wis,
-    /// The direct method, with linear fitted Q evaluation.
+    /// The direct method, with fitted Q evaluation.
     Dm,
     /// Doubly robust, with the same fitted Q.
     Dr,
@@ -95,7 +98,8 @@ pub struct LoggedEpisode {
 }
 
 impl LoggedEpisode {
-    fn len(&self) -> usize {
+    /// Steps logged.
+    pub fn len(&self) -> usize {
         self.rewards.len()
     }
 
@@ -112,14 +116,18 @@ impl LoggedEpisode {
 }
 
 /// The estimates of each of `methods` from `episodes`, for a space of `k`
-/// discrete actions and observations of `width` values.
+/// discrete actions and observations of `width` values; `dm` and `dr` fit
+/// `q` to the episodes first.
+///
+/// # Errors
+/// What `q` reports.
 pub fn estimate(
     methods: &[Estimator],
     episodes: &[LoggedEpisode],
-    k: usize,
-    width: usize,
+    (k, width): (usize, usize),
     gamma: f64,
-) -> BTreeMap<String, Estimate> {
+    q: &mut dyn FittedQ,
+) -> Result<BTreeMap<String, Estimate>, String> {
     let episodes: Vec<&LoggedEpisode> = episodes.iter().filter(|e| e.len() > 0).collect();
     let behavior: Vec<f64> = episodes.iter().map(|e| e.discounted_return(gamma)).collect();
     let ratios: Vec<Vec<f64>> = episodes.iter().map(|e| e.ratios(k)).collect();
@@ -135,8 +143,17 @@ pub fn estimate(
                 .collect()
         })
         .collect();
-    let needs_q = methods.iter().any(|m| matches!(m, Estimator::Dm | Estimator::Dr));
-    let q = needs_q.then(|| LinearQ::fit(&episodes, k, width, gamma));
+    if methods.iter().any(|m| matches!(m, Estimator::Dm | Estimator::Dr)) {
+        q.fit(&episodes, (k, width), gamma)?;
+    }
+    // `V̂(s) = Σ_a π(a|s) Q̂(s, a)` of each row of `q_values`.
+    let values = |q_values: &[f64], probs: &[f32]| -> Vec<f64> {
+        q_values
+            .chunks_exact(k)
+            .zip(probs.chunks_exact(k))
+            .map(|(q, p)| q.iter().zip(p).map(|(q, &p)| q * f64::from(p)).sum())
+            .collect()
+    };
     let mut out = BTreeMap::new();
     for &method in methods {
         let per_episode: Vec<f64> = match method {
@@ -165,29 +182,26 @@ pub fn estimate(
                     })
                     .collect()
             }
-            Estimator::Dm => {
-                let q = q.as_ref().expect("fitted for dm");
-                episodes.iter().map(|e| q.value(&e.obs[..width], &e.target[..k])).collect()
-            }
-            Estimator::Dr => {
-                let q = q.as_ref().expect("fitted for dr");
-                episodes
-                    .iter()
-                    .zip(&ratios)
-                    .map(|(e, rho)| {
-                        (0..e.len()).rev().fold(0.0, |v, t| {
-                            let s = &e.obs[t * width..(t + 1) * width];
-                            let probs = &e.target[t * k..(t + 1) * k];
-                            let q_taken = q.q(s, e.actions[t]);
-                            q.value(s, probs) + rho[t] * (f64::from(e.rewards[t]) + gamma * v - q_taken)
-                        })
-                    })
-                    .collect()
-            }
+            Estimator::Dm => episodes
+                .iter()
+                .map(|e| Ok(values(&q.q_values(&e.obs[..width])?, &e.target[..k])[0]))
+                .collect::<Result<_, String>>()?,
+            Estimator::Dr => episodes
+                .iter()
+                .zip(&ratios)
+                .map(|(e, rho)| {
+                    let q_values = q.q_values(&e.obs)?;
+                    let v_hat = values(&q_values, &e.target);
+                    Ok((0..e.len()).rev().fold(0.0, |v, t| {
+                        let q_taken = q_values[t * k + e.actions[t]];
+                        v_hat[t] + rho[t] * (f64::from(e.rewards[t]) + gamma * v - q_taken)
+                    }))
+                })
+                .collect::<Result<_, String>>()?,
         };
         out.insert(method.name().to_string(), summary(&behavior, &per_episode));
     }
-    out
+    Ok(out)
 }
 
 /// `Σ_t γ^t x_t`.
@@ -210,19 +224,60 @@ fn summary(behavior: &[f64], per_episode: &[f64]) -> Estimate {
     }
 }
 
-/// `Q̂(s, a) = w · (onehot(a) ⊗ (1, s))`, fitted by linear fitted Q
-/// evaluation.
-struct LinearQ {
+/// A `Q̂` of the target policy for `dm` and `dr`, fitted to logged
+/// episodes by fitted Q evaluation (Le et al. 2019): [`LinearFqe`] here,
+/// a network in `rlx-algorithms`. It keeps what it fitted between calls,
+/// so a model that trains may start from its last fit.
+pub trait FittedQ: Send {
+    /// Refuses, saying why, a dataset of `k` actions and observations of
+    /// `width` values that this model cannot fit.
+    ///
+    /// # Errors
+    /// As said.
+    fn check(&self, k: usize, width: usize) -> Result<(), String>;
+
+    /// Fits `Q̂(s,a) = r + γ Σ_a' π(a'|s') Q̂(s',a')` over every step of
+    /// `episodes` (`π(·|s')` is each step's `next_target`), with no
+    /// bootstrap past an episode's last step.
+    ///
+    /// # Errors
+    /// A fit that failed (a loss that is not finite, say).
+    fn fit(&mut self, episodes: &[&LoggedEpisode], shape: (usize, usize), gamma: f64) -> Result<(), String>;
+
+    /// `Q̂(s, ·)` of each row of `obs`: one value per action, row after row.
+    ///
+    /// # Errors
+    /// No fit yet, or the model's error.
+    fn q_values(&self, obs: &[f32]) -> Result<Vec<f64>, String>;
+}
+
+/// `Q̂(s, a) = w · (onehot(a) ⊗ (1, s))`, fitted exactly: the default
+/// [`FittedQ`].
+#[derive(Debug, Default)]
+pub struct LinearFqe {
     w: Vec<f64>,
-    k: usize,
     width: usize,
 }
 
-impl LinearQ {
-    /// The fixed point of `Q̂(s,a) ← r + γ Σ_a' π(a'|s') Q̂(s',a')` (no
-    /// bootstrap past an episode's last step) over every logged step, with
-    /// a small ridge so that features the data never varies stay at 0.
-    fn fit(episodes: &[&LoggedEpisode], k: usize, width: usize, gamma: f64) -> Self {
+impl FittedQ for LinearFqe {
+    /// Refuses more than [`MAX_FEATURES`] features: the normal equations
+    /// are a dense square of that side.
+    fn check(&self, k: usize, width: usize) -> Result<(), String> {
+        let features = k * (width + 1);
+        match features > MAX_FEATURES {
+            true => Err(format!(
+                "the linear fitted Q of dm and dr has {features} features ({k} actions × ({width} observation values \
+                 + 1)), more than the {MAX_FEATURES} it solves for: use is or wis, or \
+                 \"off_policy_estimation_q_model\": {{\"type\": \"neural\"}}"
+            )),
+            false => Ok(()),
+        }
+    }
+
+    /// The fixed point of `Q̂(s,a) ← r + γ Σ_a' π(a'|s') Q̂(s',a')` over
+    /// every logged step, with a small ridge so that features the data
+    /// never varies stay at 0.
+    fn fit(&mut self, episodes: &[&LoggedEpisode], (k, width): (usize, usize), gamma: f64) -> Result<(), String> {
         let d = k * (width + 1);
         let (mut a, mut b) = (vec![0.0f64; d * d], vec![0.0f64; d]);
         let mut phi = vec![0.0f64; d];
@@ -252,17 +307,23 @@ impl LinearQ {
         for i in 0..d {
             a[i * d + i] += ridge;
         }
-        Self { w: solve(a, b, d), k, width }
+        *self = Self { w: solve(a, b, d), width };
+        Ok(())
     }
 
-    fn q(&self, s: &[f32], action: usize) -> f64 {
-        let block = &self.w[action * (self.width + 1)..(action + 1) * (self.width + 1)];
-        block[0] + s.iter().zip(&block[1..]).map(|(&x, w)| f64::from(x) * w).sum::<f64>()
-    }
-
-    /// `V̂(s) = Σ_a π(a|s) Q̂(s, a)`.
-    fn value(&self, s: &[f32], probs: &[f32]) -> f64 {
-        (0..self.k).map(|a| f64::from(probs[a]) * self.q(s, a)).sum()
+    fn q_values(&self, obs: &[f32]) -> Result<Vec<f64>, String> {
+        if self.w.is_empty() {
+            return Err("the linear fitted Q has not been fitted".into());
+        }
+        let block = self.width + 1;
+        Ok(obs
+            .chunks_exact(self.width.max(1))
+            .flat_map(|s| {
+                self.w
+                    .chunks_exact(block)
+                    .map(move |w| w[0] + s.iter().zip(&w[1..]).map(|(&x, w)| f64::from(x) * w).sum::<f64>())
+            })
+            .collect())
     }
 }
 
@@ -311,9 +372,9 @@ fn solve(mut a: Vec<f64>, mut b: Vec<f64>, d: usize) -> Vec<f64> {
     x
 }
 
-/// The most features (`actions × (observation values + 1)`) the linear
-/// fitted Q of `dm` and `dr` solves for: its normal equations are a dense
-/// square of that side.
+/// The most features (`actions × (observation values + 1)`) the
+/// [`LinearFqe`] solves for: its normal equations are a dense square of
+/// that side.
 pub const MAX_FEATURES: usize = 2048;
 
 /// What a run from `input` estimates at each evaluation: `episodes`
@@ -329,18 +390,27 @@ pub struct OffPolicyEstimation {
     gamma: f64,
     num_actions: usize,
     width: usize,
+    /// The `Q̂` of `dm` and `dr`, refitted at each estimate.
+    q: Box<dyn FittedQ>,
     reader: ExperienceReader,
     stream: Episodes,
 }
 
 impl OffPolicyEstimation {
     /// Estimates with `methods` from `episodes` episodes of `reader`'s at a
-    /// time, discounting by `gamma`.
+    /// time, discounting by `gamma`; `dm` and `dr` fit `q`.
     ///
     /// # Errors
     /// A dataset without the behaviour policy's `action_logp` (as Minari's
-    /// and DQN's output), or whose actions are not one discrete choice.
-    pub fn new(methods: Vec<Estimator>, episodes: usize, gamma: f64, reader: ExperienceReader) -> Result<Self, String> {
+    /// and DQN's output), whose actions are not one discrete choice, or
+    /// that `q` cannot fit.
+    pub fn new(
+        methods: Vec<Estimator>,
+        episodes: usize,
+        gamma: f64,
+        reader: ExperienceReader,
+        q: Box<dyn FittedQ>,
+    ) -> Result<Self, String> {
         let info = reader.info();
         let names = methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ");
         if !info.columns.contains_key(fields::ACTION_LOGP) {
@@ -358,11 +428,8 @@ impl OffPolicyEstimation {
             ));
         };
         let width = info.columns.get(fields::OBS).map_or(0, |c| c.width);
-        let features = n as usize * (width + 1);
-        if methods.iter().any(|m| matches!(m, Estimator::Dm | Estimator::Dr)) && features > MAX_FEATURES {
-            return Err(format!(
-                "dm and dr fit a Q linear in {features} features ({n} actions × ({width} observation values + 1)),                  more than the {MAX_FEATURES} they solve for: use is or wis for this dataset"
-            ));
+        if methods.iter().any(|m| matches!(m, Estimator::Dm | Estimator::Dr)) {
+            q.check(n as usize, width)?;
         }
         let stream = reader.episodes();
         Ok(Self {
@@ -373,6 +440,7 @@ impl OffPolicyEstimation {
             gamma,
             num_actions: n as usize,
             width,
+            q,
             reader,
             stream,
         })
@@ -405,7 +473,7 @@ impl OffPolicyEstimation {
             self.read_in_pass += 1;
             logged.push(self.logged(&batch, &mut probabilities)?);
         }
-        Ok(estimate(&self.methods, &logged, self.num_actions, self.width, self.gamma))
+        estimate(&self.methods, &logged, (self.num_actions, self.width), self.gamma, self.q.as_mut())
     }
 
     fn logged(
@@ -492,7 +560,8 @@ mod tests {
             let error = |n: usize| {
                 (0..30u64)
                     .map(|seed| {
-                        (estimate(&[method], &bandit(n, seed), 3, 1, 0.99)[method.name()].v_target - TRUE_VALUE).abs()
+                        let e = estimate(&[method], &bandit(n, seed), (3, 1), 0.99, &mut LinearFqe::default()).unwrap();
+                        (e[method.name()].v_target - TRUE_VALUE).abs()
                     })
                     .sum::<f64>()
                     / 30.0
@@ -502,7 +571,7 @@ mod tests {
             assert!(large < 0.06, "{method:?}: mean error {large} on 3,000 episodes");
         }
         // The behaviour's own value: 0.5·1 + 0.3·0 + 0.2·2 = 0.9.
-        let e = &estimate(&[Estimator::Is], &bandit(20_000, 1), 3, 1, 0.99)["is"];
+        let e = &estimate(&[Estimator::Is], &bandit(20_000, 1), (3, 1), 0.99, &mut LinearFqe::default()).unwrap()["is"];
         assert!((e.v_behavior - 0.9).abs() < 0.03, "{e:?}");
         assert!((e.v_delta - (e.v_target - e.v_behavior)).abs() < 1e-12 && e.episodes == 20_000);
     }
@@ -528,7 +597,7 @@ mod tests {
                 }
             })
             .collect();
-        let estimates = estimate(&ALL, &episodes, 2, 1, 0.9);
+        let estimates = estimate(&ALL, &episodes, (2, 1), 0.9, &mut LinearFqe::default()).unwrap();
         let logged = estimates["is"].v_behavior;
         // Every ratio is 1 (to f32 rounding): importance sampling gives the
         // logged mean.

@@ -133,14 +133,22 @@ fn train(dir: &Path, nodes: &[&Node], cookie: &str, config: Value, stop: Value) 
 
 /// A driver with more flags (TLS files), logging to `driver.log`.
 fn train_with(dir: &Path, nodes: &[&Node], cookie: &str, config: Value, stop: Value, flags: &[&str]) -> Proc {
-    train_on("CartPole-v1", dir, nodes, cookie, config, stop, flags)
+    train_on(("PPO", "CartPole-v1"), dir, nodes, cookie, config, stop, flags)
 }
 
-/// PPO on `env`, otherwise as [`train_with`].
-fn train_on(env: &str, dir: &Path, nodes: &[&Node], cookie: &str, config: Value, stop: Value, flags: &[&str]) -> Proc {
+/// `(algorithm, env)`, otherwise as [`train_with`].
+fn train_on(
+    (run, env): (&str, &str),
+    dir: &Path,
+    nodes: &[&Node],
+    cookie: &str,
+    config: Value,
+    stop: Value,
+    flags: &[&str],
+) -> Proc {
     let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
     let mut command = Command::new(RLX);
-    command.args(["train", "--run", "PPO", "--env", env, "--seed", "1", "--cookie", cookie]);
+    command.args(["train", "--run", run, "--env", env, "--seed", "1", "--cookie", cookie]);
     command.args(["--nodes", &addrs.join(","), "--config", &config.to_string(), "--stop", &stop.to_string()]);
     command.arg("--results-dir").arg(dir.join("results")).args(flags);
     Proc::spawn(&mut command, dir.join("driver.log"))
@@ -187,6 +195,42 @@ fn ppo_learns_with_evaluators_on_two_nodes() {
     }
 }
 
+/// DreamerV3's evaluators carry the world model's recurrent state from
+/// step to step; on nodes they do so in the node's process, and the
+/// driver's replay stitches their episodes. A tiny model on CartPole: the
+/// env steps all arrive, the updates follow them, and the world model's
+/// prediction loss falls.
+#[test]
+fn dreamer_v3_learns_its_world_model_from_evaluators_on_two_nodes() {
+    let dir = tmp("dreamer-nodes");
+    let (a, b) = (Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE));
+    let config = json!({"num_workers": 2, "model_size": "nano", "batch_size_B": 4, "batch_length_T": 16,
+        "horizon_H": 5, "training_ratio": 16, "learning_starts": 200, "timesteps_per_iteration": 200,
+        "world_model_lr": 0.003});
+    let stop = json!({"timesteps_total": 1800});
+    let mut driver = train_on(("DreamerV3", "CartPole-v1"), &dir, &[&a, &b], COOKIE, config, stop, &[]);
+    let status = driver.wait(Duration::from_secs(300));
+    assert!(status.success(), "driver failed:\n{}", driver.log());
+    let lines = results(&dir);
+    let last = lines.last().expect("results");
+    assert!(last["timesteps_total"].as_u64().is_some_and(|t| t >= 1800), "{last}");
+    assert_eq!(last["num_evaluator_restarts"], 0);
+    // 16 replayed rows per env step after the first 200: about 100 updates
+    // of 64 rows per 400 steps.
+    let updates: f64 = lines.iter().map(|l| l["learner"]["num_updates"].as_f64().unwrap_or(0.0)).sum();
+    assert!(updates >= 350.0, "{updates} updates");
+    let loss = |l: &Value| {
+        let l = &l["learner"];
+        Some(l["decoder_loss"].as_f64()? + l["reward_loss"].as_f64()? + l["continue_loss"].as_f64()?)
+    };
+    let losses: Vec<f64> = lines.iter().filter_map(loss).collect();
+    let (first, final_loss) = (losses[0], *losses.last().unwrap());
+    assert!(final_loss < 0.5 * first, "prediction loss {first} -> {final_loss}: {losses:?}");
+    for node in [&a, &b] {
+        assert_eq!(node.proc.log().matches("started evaluator").count(), 1, "{}", node.proc.log());
+    }
+}
+
 #[test]
 fn killing_a_node_mid_run_loses_no_finished_iteration() {
     let dir = tmp("kill-node");
@@ -220,7 +264,7 @@ fn killing_a_node_mid_multi_agent_run_loses_no_finished_iteration() {
     // below 400 for long).
     let stop = json!({"episode_reward_mean": 900.0, "timesteps_total": 800_000});
     let addrs = nodes.iter().collect::<Vec<_>>();
-    let mut driver = train_on("MultiAgentCartPole", &dir, &addrs, COOKIE, config, stop, &[]);
+    let mut driver = train_on(("PPO", "MultiAgentCartPole"), &dir, &addrs, COOKIE, config, stop, &[]);
     let [_a, _b, c] = nodes;
     let results = kill_mid_run(&dir, &mut driver, c.proc);
     assert!(results.iter().all(|r| r["policy_reward_mean"].as_object().is_some_and(|p| p.len() == 2)));

@@ -120,10 +120,13 @@ fn marwil_beats_bc_on_the_episodes_of_a_learning_ppo() {
     assert!(mean < 250.0, "a mix of poor and good episodes: {info}");
     let mut last = Vec::new();
     // PPO's episodes carry its action_logp: MARWIL's run also estimates
-    // its own return from them, off-policy, with each evaluation.
+    // its own return from them, off-policy, with each evaluation (`dm` and
+    // `dr` with a network's fitted Q; the linear one is the framework's
+    // unit tests').
     let estimated = input(&data).replacen(
         "{",
-        r#"{"off_policy_estimation_methods": ["is", "wis", "dm", "dr"], "off_policy_estimation_episodes": 50, "#,
+        r#"{"off_policy_estimation_methods": ["is", "wis", "dm", "dr"], "off_policy_estimation_episodes": 50,
+            "off_policy_estimation_q_model": {"type": "neural", "iterations": 30}, "#,
         1,
     );
     for (algorithm, config) in [("BC", input(&data)), ("MARWIL", estimated)] {
@@ -368,6 +371,9 @@ fn bad_inputs_are_named_before_training() {
     fails("BC", "CartPole-v1", &config, "has no `action_logp` column (Minari datasets and DQN's output hold none)");
     let config = input.replace("}", r#", "off_policy_estimation_methods": ["is"]}"#);
     fails("BC", "CartPole-v1", &config, "set `evaluation_interval` too");
+    let q_model = |model: &str| input.replace("}", &format!(r#", "off_policy_estimation_q_model": {model}}}"#));
+    fails("BC", "CartPole-v1", &q_model(r#"{"type": "neural", "lr": 0}"#), "`lr` must be > 0");
+    fails("BC", "CartPole-v1", &q_model(r#"{"type": "tabular"}"#), "unknown variant `tabular`");
     // Neither --stop nor evaluation: nothing would ever stop it.
     fails("DQN", "CartPole-v1", &input, "DQN learns from `input` and plays no episodes of its own");
     std::fs::remove_dir_all(&root).unwrap();

@@ -8,6 +8,7 @@
 //! `evaluation_config` applied, for the evaluation evaluators.
 
 use crate::common::build_context::BuildContext;
+use crate::common::fitted_q::QModelConfig;
 use crate::common::sampling::{spawn_evaluators, PolicyMaker, SamplingSettings};
 use crate::error::BuildError;
 use documented::DocumentedFields;
@@ -49,12 +50,19 @@ pub struct EvaluationConfig {
     /// return from the dataset's episodes, reported with each evaluation
     /// under `off_policy_estimation` in result.json: any of `is`
     /// (importance sampling), `wis` (weighted), `dm` (the direct method,
-    /// linear fitted Q) and `dr` (doubly robust). Discrete actions, and a
+    /// fitted Q evaluation) and `dr` (doubly robust). Discrete actions, and a
     /// dataset with the behaviour policy's `action_logp`.
     pub off_policy_estimation_methods: Vec<Estimator>,
     /// Episodes of `input` per off-policy estimate (read in turn, over and
     /// over).
     pub off_policy_estimation_episodes: usize,
+    /// The `Q̂` that `dm` and `dr` fit: `{"type": "linear"}` (linear in
+    /// the one-hot action times `(1, s)`, solved exactly) or `{"type":
+    /// "neural"}` (a network trained by fitted Q evaluation, with
+    /// `hiddens` [64, 64], at most `iterations` 100 passes, `tolerance`
+    /// 0.001, `lr` 0.001, `minibatch_size` 256, `seed` 0), as RLlib's
+    /// `q_model_config`.
+    pub off_policy_estimation_q_model: QModelConfig,
     /// Record a video of the first evaluation episode after every N
     /// training iterations (0: never; a multiple of
     /// `evaluation_interval`). `rlx train` writes
@@ -101,6 +109,7 @@ impl Default for EvaluationConfig {
             evaluation_config: Value::Object(Map::new()),
             off_policy_estimation_methods: Vec::new(),
             off_policy_estimation_episodes: 100,
+            off_policy_estimation_q_model: QModelConfig::default(),
             record_video_interval: 0,
             record_video_format: VideoFormat::Gif,
         }
@@ -117,6 +126,7 @@ impl Validate for EvaluationConfig {
             crate::common::sections::limits::MAX_WORKERS,
         )?;
         check_count("off_policy_estimation_episodes", self.off_policy_estimation_episodes, 1, 1 << 20)?;
+        self.off_policy_estimation_q_model.validate()?;
         if !self.off_policy_estimation_methods.is_empty() && self.evaluation_interval == 0 {
             return Err(ConfigError::Invalid {
                 key: "off_policy_estimation_methods".into(),
@@ -325,6 +335,7 @@ fn off_policy_estimation(cfg: &EvaluationConfig, merged: &Value) -> Result<OffPo
         cfg.off_policy_estimation_episodes,
         gamma,
         reader,
+        cfg.off_policy_estimation_q_model.build(),
     )
     .map_err(invalid)
 }
