@@ -103,6 +103,11 @@ impl LoggedEpisode {
         self.rewards.len()
     }
 
+    /// Whether no step is logged.
+    pub fn is_empty(&self) -> bool {
+        self.rewards.is_empty()
+    }
+
     /// `ρ_t = π(a_t|s_t) / μ(a_t|s_t)` of each step.
     fn ratios(&self, k: usize) -> Vec<f64> {
         (0..self.len())
@@ -128,7 +133,7 @@ pub fn estimate(
     gamma: f64,
     q: &mut dyn FittedQ,
 ) -> Result<BTreeMap<String, Estimate>, String> {
-    let episodes: Vec<&LoggedEpisode> = episodes.iter().filter(|e| e.len() > 0).collect();
+    let episodes: Vec<&LoggedEpisode> = episodes.iter().filter(|e| !e.is_empty()).collect();
     let behavior: Vec<f64> = episodes.iter().map(|e| e.discounted_return(gamma)).collect();
     let ratios: Vec<Vec<f64>> = episodes.iter().map(|e| e.ratios(k)).collect();
     // ρ_{0:t} of every episode at every step.
