@@ -372,7 +372,12 @@ fn bad_inputs_are_named_before_training() {
     let config = input.replace("}", r#", "off_policy_estimation_methods": ["is"]}"#);
     fails("BC", "CartPole-v1", &config, "set `evaluation_interval` too");
     let q_model = |model: &str| input.replace("}", &format!(r#", "off_policy_estimation_q_model": {model}}}"#));
-    fails("BC", "CartPole-v1", &q_model(r#"{"type": "neural", "lr": 0}"#), "`lr` must be > 0");
+    fails(
+        "BC",
+        "CartPole-v1",
+        &q_model(r#"{"type": "neural", "lr": 0}"#),
+        "`off_policy_estimation_q_model.lr` = 0 is out of range: must be > 0",
+    );
     fails("BC", "CartPole-v1", &q_model(r#"{"type": "tabular"}"#), "unknown variant `tabular`");
     // Neither --stop nor evaluation: nothing would ever stop it.
     fails("DQN", "CartPole-v1", &input, "DQN learns from `input` and plays no episodes of its own");

@@ -23,7 +23,8 @@ use dfdx::prelude::*;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rlx::config::ConfigError;
+use rlx::config::{check, check_count, ConfigError};
+use rlx::filter::RunningStat;
 use rlx::off_policy_estimation::{FittedQ, LinearFqe, LoggedEpisode};
 use serde::{Deserialize, Serialize};
 
@@ -75,23 +76,14 @@ impl QModelConfig {
     /// A setting out of range, named.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let QModelConfig::Neural(c) = self else { return Ok(()) };
-        let invalid = |what: &str| Err(ConfigError::Invalid { key: Self::KEY.into(), message: what.into() });
-        if c.hiddens.iter().any(|&h| h == 0 || h > 4096) {
-            return invalid("`hiddens` are layer widths from 1 to 4096");
+        let key = |setting: &str| format!("{}.{setting}", Self::KEY);
+        for &h in &c.hiddens {
+            check_count(&key("hiddens"), h, 1, 4096)?;
         }
-        if c.iterations == 0 || c.iterations > 100_000 {
-            return invalid("`iterations` must be from 1 to 100000");
-        }
-        if !(c.tolerance >= 0.0 && c.tolerance.is_finite()) {
-            return invalid("`tolerance` must be >= 0");
-        }
-        if !(c.lr > 0.0 && c.lr.is_finite()) {
-            return invalid("`lr` must be > 0");
-        }
-        if c.minibatch_size == 0 || c.minibatch_size > 1 << 20 {
-            return invalid("`minibatch_size` must be from 1 to 1048576");
-        }
-        Ok(())
+        check_count(&key("iterations"), c.iterations, 1, 100_000)?;
+        check(&key("tolerance"), c.tolerance, c.tolerance >= 0.0 && c.tolerance.is_finite(), "must be >= 0")?;
+        check(&key("lr"), c.lr, c.lr > 0.0 && c.lr.is_finite(), "must be > 0")?;
+        check_count(&key("minibatch_size"), c.minibatch_size, 1, 1 << 20)
     }
 
     /// A fresh model of this kind.
@@ -156,21 +148,11 @@ impl Net {
         let mut params = Params::new(Cpu::seed_from_u64(cfg.seed));
         let body = Mlp::new(&mut params, "fqe", width, &cfg.hiddens, Activation::Relu);
         let head = Linear::new(&mut params, "fqe.q", body.features(), k);
-        let rows = (obs.len() / width.max(1)).max(1) as f32;
-        let mut shift = vec![0.0f32; width];
-        let mut square = vec![0.0f32; width];
-        for row in obs.chunks_exact(width.max(1)) {
-            for (i, &x) in row.iter().enumerate() {
-                shift[i] += x / rows;
-                square[i] += x * x / rows;
-            }
-        }
-        let scale = shift.iter().zip(&square).map(|(m, s)| (s - m * m).max(0.0).sqrt()).map(|sd| match sd > 1e-6 {
-            true => sd.recip(),
-            false => 1.0,
-        });
+        let mut stats = RunningStat::new(width);
+        obs.chunks_exact(width.max(1)).for_each(|row| stats.push(row));
+        let shift = stats.mean().iter().map(|&m| m as f32).collect();
+        let scale = stats.std().iter().map(|&sd| if sd > 1e-6 { sd.recip() as f32 } else { 1.0 }).collect();
         let adam = Adam::new(params.len(), cfg.lr as f32, 1e-8);
-        let scale = scale.collect();
         Self { params, body, head, adam, shift, scale, k, width, rng: ChaCha8Rng::seed_from_u64(cfg.seed) }
     }
 
