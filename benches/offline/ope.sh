@@ -25,17 +25,5 @@ for model in linear neural; do
   /usr/bin/time -f "%e s wall" "$RLX" train --run MARWIL --env CartPole-v1 --seed 1 \
     --stop '{"training_iteration": 200}' --config "$config" --results-dir "$WORK/$model" > "$WORK/$model.log" 2>&1
   echo "q_model $model ($(tail -1 "$WORK/$model.log")):"
-  python3 - "$WORK/$model" <<'EOF'
-import glob, json, sys
-lines = [json.loads(l) for l in open(glob.glob(sys.argv[1] + "/*/result.json")[0])]
-print("| iteration | v_behavior | is | wis | dm | dr | on-policy (mean length) |")
-for r in lines:
-    if "evaluation" not in r:
-        continue
-    o, e = r["off_policy_estimation"], r["evaluation"]
-    worth = lambda n: (1 - 0.99 ** n) / 0.01
-    row = [r["training_iteration"], o["is"]["v_behavior"]] + [o[m]["v_target"] for m in ("is", "wis", "dm", "dr")]
-    print("| " + " | ".join(f"{x:.1f}" if isinstance(x, float) else str(x) for x in row)
-          + f" | {worth(e['episode_len_mean']):.1f} ({e['episode_len_mean']:.0f}, min {e['episode_reward_min']:.0f}) |")
-EOF
+  python3 "$(dirname "$0")/ope_table.py" "$WORK/$model" cartpole
 done

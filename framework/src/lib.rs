@@ -40,6 +40,7 @@ pub mod filter;
 pub mod fuzz;
 pub mod game;
 pub mod game_env;
+pub mod gaussian_actions;
 pub mod handle;
 pub mod interrupt;
 pub mod metrics;

@@ -12,6 +12,7 @@
 //! [`compute_gradients`]: PolicyGraph::compute_gradients
 //! [`apply_gradients`]: PolicyGraph::apply_gradients
 
+use crate::gaussian_actions::GaussianActions;
 use crate::sample_batch::{fields, BatchError, SampleBatch};
 use crate::space::Space;
 use serde::{Deserialize, Serialize};
@@ -255,6 +256,22 @@ pub trait PolicyGraph: Send + 'static {
     fn action_probabilities(&mut self, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
         let _ = obs;
         Err(PolicyError::Other("this policy gives no action probabilities for off-policy estimates".into()))
+    }
+
+    /// The policy's distribution of a `Box` action at each row of
+    /// observations `obs`: what off-policy estimates weigh and average
+    /// logged continuous actions by ([`crate::off_policy_estimation`]).
+    /// A Gaussian policy gives its means and standard deviations (and its
+    /// bounds, where it squashes by `tanh`), a deterministic one its
+    /// actions with standard deviations of 0. The default says the policy
+    /// has none.
+    ///
+    /// # Errors
+    /// Observations of the wrong width, an action space that is not a
+    /// `Box`, or a policy without a distribution (the default).
+    fn action_distribution(&mut self, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
+        let _ = obs;
+        Err(PolicyError::Other("this policy gives no action distribution for off-policy estimates".into()))
     }
 
     /// What a tree search asks of a network at each row of observations

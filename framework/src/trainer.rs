@@ -349,7 +349,7 @@ impl Trainer {
             (Some(ope), Some(_)) => {
                 let mut local = self.evaluators.local_mut();
                 let policy = local.policy_mut();
-                ope.run(|obs| policy.action_probabilities(obs).map_err(|e| e.to_string())).map_err(|e| {
+                ope.run(policy).map_err(|e| {
                     OptimizerError::Learner(EvaluatorError::Experience(format!("off-policy estimates: {e}")))
                 })?
             }

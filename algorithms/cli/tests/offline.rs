@@ -220,6 +220,68 @@ fn cql_and_iql_on_a_half_trained_sacs_pendulum_episodes_beat_bc() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// Pendulum's rewards lie in [−16.3, 0]: at γ = 0.99 a logged episode
+/// (at most 200 steps) is worth between this and 0.
+const PENDULUM_WORST: f64 = -16.3 * 86.61;
+
+/// Off-policy estimates of continuous policies (Pendulum-v1), from the
+/// episodes of PPO (a Gaussian) and of SAC (uniform for its first 1,000
+/// steps), each with the log-density of every action drawn: BC's run
+/// (a Gaussian target) and CQL's (SAC's squashed Gaussian) estimate with
+/// all four estimators, TD3's (deterministic) with `dm` alone; asking
+/// TD3's for `is` is refused by name before training.
+#[test]
+fn continuous_policies_are_estimated_from_pendulum_episodes() {
+    let root = common::tmp("offline", "ope_pendulum");
+    let (ppo_data, sac_data, runs) = (root.join("ppo"), root.join("sac"), root.join("runs"));
+    let output = |dir: &Path| format!(r#"{{"output": "{}"}}"#, dir.display());
+    train("PPO", "Pendulum-v1", r#"{"timesteps_total": 4000}"#, &output(&ppo_data), &runs, &["--seed", "1"]);
+    train("SAC", "Pendulum-v1", r#"{"timesteps_total": 1000}"#, &output(&sac_data), &runs, &["--seed", "1"]);
+    let estimated = |data: &Path, methods: &str, extra: &str| {
+        format!(
+            r#"{{"input": "{}", "evaluation_interval": 2, "evaluation_duration": 2, {extra}
+                "off_policy_estimation_methods": {methods}, "off_policy_estimation_episodes": 5}}"#,
+            data.display()
+        )
+    };
+    let all = r#"["is", "wis", "dm", "dr"]"#;
+    let cql = r#""min_q_weight": 5.0, "num_actions": 4, "train_batch_size": 128, "random_timesteps": 0,"#;
+    let stop = r#"{"training_iteration": 4}"#;
+    for (algorithm, data, methods, extra) in [
+        ("BC", &ppo_data, all, ""),
+        ("SAC", &sac_data, all, cql),
+        ("TD3", &sac_data, r#"["dm"]"#, r#""random_timesteps": 0,"#),
+    ] {
+        let run = train(algorithm, "Pendulum-v1", stop, &estimated(data, methods, extra), &runs, &[]);
+        let estimates: Vec<Value> = results(&run).into_iter().filter(|r| r.get("evaluation").is_some()).collect();
+        assert_eq!(estimates.len(), 2, "{algorithm}");
+        for r in &estimates {
+            let ope = &r["off_policy_estimation"];
+            let behavior = ope["dm"]["v_behavior"].as_f64().unwrap();
+            assert!((PENDULUM_WORST..0.0).contains(&behavior), "{algorithm}: {ope}");
+            let names: Vec<String> = serde_json::from_str(methods).unwrap();
+            assert_eq!(ope.as_object().unwrap().len(), names.len(), "{algorithm}: {ope}");
+            for method in &names {
+                let e = &ope[method];
+                assert_eq!((e["episodes"].as_u64(), e["v_behavior"].as_f64()), (Some(5), Some(behavior)), "{e}");
+                assert!(e["v_target"].as_f64().is_some_and(f64::is_finite), "{algorithm} {method}: {e}");
+            }
+            // Per-decision WIS averages each step's rewards with weights
+            // that sum to 1: whatever the weights, a return Pendulum pays.
+            if let Some(wis) = ope["wis"]["v_target"].as_f64() {
+                assert!((PENDULUM_WORST..=0.0).contains(&wis), "{algorithm}: {ope}");
+            }
+        }
+    }
+    let config = estimated(&sac_data, r#"["is"]"#, r#""random_timesteps": 0,"#);
+    let args = ["train", "--run", "TD3", "--env", "Pendulum-v1", "--stop", stop, "--config", &config, "--results-dir"];
+    let out = Command::new(RLX).args(args).arg(&runs).stdin(Stdio::null()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the target policy is deterministic") && err.contains("dm needs none"), "{err}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// Multi-agent episodes (RLlib has none offline): a PPO run on
 /// MultiAgentCartPole with one shared policy writes each agent's episodes
 /// with its `agent_index`; MARWIL then trains two policies from them under
@@ -368,7 +430,12 @@ fn bad_inputs_are_named_before_training() {
     // DQN's episodes hold no action_logp to weigh them by.
     let estimated = r#""off_policy_estimation_methods": ["wis"], "evaluation_interval": 1"#;
     let config = input.replace("}", &format!(", {estimated}}}"));
-    fails("BC", "CartPole-v1", &config, "has no `action_logp` column (Minari datasets and DQN's output hold none)");
+    fails(
+        "BC",
+        "CartPole-v1",
+        &config,
+        "has no `action_logp` column (Minari's, DQN's, DDPG's and TD3's data hold none)",
+    );
     let config = input.replace("}", r#", "off_policy_estimation_methods": ["is"]}"#);
     fails("BC", "CartPole-v1", &config, "set `evaluation_interval` too");
     let q_model = |model: &str| input.replace("}", &format!(r#", "off_policy_estimation_q_model": {model}}}"#));

@@ -276,11 +276,15 @@ pub async fn attach(
             dir: None,
         });
     }
-    let trainer = trainer.with_evaluation(evaluation);
-    match cfg.off_policy_estimation_methods.is_empty() {
-        true => Ok(trainer),
-        false => Ok(trainer.with_off_policy_estimation(off_policy_estimation(cfg, merged)?)),
+    let mut trainer = trainer.with_evaluation(evaluation);
+    if cfg.off_policy_estimation_methods.is_empty() {
+        return Ok(trainer);
     }
+    let estimation = off_policy_estimation(cfg, merged)?;
+    estimation
+        .check_target(trainer.evaluators_mut().local_mut().policy_mut())
+        .map_err(|message| ConfigError::Invalid { key: "off_policy_estimation_methods".into(), message })?;
+    Ok(trainer.with_off_policy_estimation(estimation))
 }
 
 /// Checks, before training, that the videos `record_video_interval` asks
@@ -318,7 +322,7 @@ fn check_draws(make_env: &EnvMaker, format: VideoFormat, shards: &EnvShards) -> 
 ///
 /// # Errors
 /// No `input`, no `gamma`, or a dataset the estimators cannot use (no
-/// `action_logp`, actions that are not one discrete choice).
+/// `action_logp` for is, wis or dr, actions neither discrete nor a Box).
 fn off_policy_estimation(cfg: &EvaluationConfig, merged: &Value) -> Result<OffPolicyEstimation, ConfigError> {
     let invalid = |message: String| ConfigError::Invalid { key: "off_policy_estimation_methods".into(), message };
     let input: InputSpec = match merged.get("input").filter(|v| !v.is_null()) {

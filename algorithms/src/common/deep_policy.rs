@@ -16,6 +16,7 @@ use dfdx::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rlx::export::PolicyExport;
+use rlx::gaussian_actions::GaussianActions;
 use rlx::{FlatGradients, FlatWeights, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -330,6 +331,15 @@ pub trait PolicyAlgorithm<D: NetDevice>: Send + 'static {
         Err(PolicyError::Other("this policy gives no action probabilities for off-policy estimates".into()))
     }
 
+    /// See [`PolicyGraph::action_distribution`].
+    ///
+    /// # Errors
+    /// By default: the algorithm has none.
+    fn action_distribution(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
+        let _ = (core, obs);
+        Err(PolicyError::Other("this policy gives no action distribution for off-policy estimates".into()))
+    }
+
     /// See [`PolicyGraph::policy_and_value`].
     ///
     /// # Errors
@@ -451,6 +461,10 @@ impl<A: PolicyAlgorithm<D>, D: NetDevice> PolicyGraph for DeepPolicy<A, D> {
 
     fn action_probabilities(&mut self, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
         self.algo.action_probabilities(&mut self.core, obs)
+    }
+
+    fn action_distribution(&mut self, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
+        self.algo.action_distribution(&mut self.core, obs)
     }
 
     fn policy_and_value(&mut self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>), PolicyError> {

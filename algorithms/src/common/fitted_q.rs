@@ -3,10 +3,17 @@
 //! framework's exact linear fit, or a network trained by fitted Q
 //! evaluation (Le et al. 2019), as RLlib's `FQETorchModel` is.
 //!
-//! The network's fit is a sequence of regressions. Each iteration freezes
-//! the network's own values of the next states into targets `y = r + γ
-//! Σ_a' π(a'|s') Q̂(s',a')` (no bootstrap past an episode's last logged
-//! step), then takes one pass of Adam over the steps in shuffled
+//! The network maps a state to one output per action feature, `φ(s)`,
+//! and `Q̂(s, a) = b(a) · φ(s)` (the framework's features: the one-hot of
+//! a discrete action, so one output per action as in DQN; `(1, a, a²)` of
+//! a continuous one, a quadratic in each action value whose coefficients
+//! bend with the state). Its fit is a sequence of regressions. Each
+//! iteration freezes the network's own values of the next states into
+//! targets `y = r + γ E_{a'~π}[Q̂(s',a')]` (no bootstrap past an episode's
+//! last logged step; each target kept within the least and the most that
+//! the logged rewards add up to over the longest episode, since no
+//! policy's value lies outside and an off-policy fit can otherwise run
+//! away), then takes one pass of Adam over the steps in shuffled
 //! minibatches on `(Q̂(s,a) − y)²`. It stops after `iterations`, or
 //! sooner once an iteration moves the logged steps' `Q̂(s,a)` by less
 //! than `tolerance` of their size. The network is kept between estimates:
@@ -32,7 +39,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum QModelConfig {
-    /// `{"type": "linear"}`: linear in `onehot(a) ⊗ (1, s)`, solved
+    /// `{"type": "linear"}`: linear in `b(a) ⊗ (1, s)`, solved
     /// exactly ([`LinearFqe`]).
     #[default]
     Linear,
@@ -44,7 +51,7 @@ pub enum QModelConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NeuralFqeConfig {
-    /// Hidden layers (ReLU), then one output per action.
+    /// Hidden layers (ReLU), then one output per action feature.
     pub hiddens: Vec<usize>,
     /// Fitted Q iterations per estimate at the most: one pass over the
     /// logged steps each.
@@ -112,7 +119,8 @@ struct Net {
     /// steps.
     shift: Vec<f32>,
     scale: Vec<f32>,
-    k: usize,
+    /// Action features.
+    m: usize,
     width: usize,
     rng: ChaCha8Rng,
 }
@@ -121,39 +129,40 @@ struct Net {
 struct Steps {
     obs: Vec<f32>,
     new_obs: Vec<f32>,
-    actions: Vec<usize>,
+    /// `b(a)` of each step's action.
+    actions: Vec<f32>,
     rewards: Vec<f32>,
-    /// `π(·|s')` of each step, zeros after an episode's last step.
+    /// `E_π[b(a')|s']` of each step, zeros after an episode's last step.
     next_target: Vec<f32>,
 }
 
 impl Steps {
-    fn of(episodes: &[&LoggedEpisode], k: usize) -> Self {
+    fn of(episodes: &[&LoggedEpisode], m: usize) -> Self {
         let mut s = Steps { obs: vec![], new_obs: vec![], actions: vec![], rewards: vec![], next_target: vec![] };
         for e in episodes {
             s.obs.extend_from_slice(&e.obs);
             s.new_obs.extend_from_slice(&e.new_obs);
-            s.actions.extend_from_slice(&e.actions);
+            s.actions.extend_from_slice(&e.action_features);
             s.rewards.extend_from_slice(&e.rewards);
-            let bootstrapped = e.len().saturating_sub(1) * k;
+            let bootstrapped = e.len().saturating_sub(1) * m;
             s.next_target.extend_from_slice(&e.next_target[..bootstrapped]);
-            s.next_target.extend(std::iter::repeat_n(0.0, e.len() * k - bootstrapped));
+            s.next_target.extend(std::iter::repeat_n(0.0, e.len() * m - bootstrapped));
         }
         s
     }
 }
 
 impl Net {
-    fn new(cfg: &NeuralFqeConfig, k: usize, width: usize, obs: &[f32]) -> Self {
+    fn new(cfg: &NeuralFqeConfig, m: usize, width: usize, obs: &[f32]) -> Self {
         let mut params = Params::new(Cpu::seed_from_u64(cfg.seed));
         let body = Mlp::new(&mut params, "fqe", width, &cfg.hiddens, Activation::Relu);
-        let head = Linear::new(&mut params, "fqe.q", body.features(), k);
+        let head = Linear::new(&mut params, "fqe.q", body.features(), m);
         let mut stats = RunningStat::new(width);
         obs.chunks_exact(width.max(1)).for_each(|row| stats.push(row));
         let shift = stats.mean().iter().map(|&m| m as f32).collect();
         let scale = stats.std().iter().map(|&sd| if sd > 1e-6 { sd.recip() as f32 } else { 1.0 }).collect();
         let adam = Adam::new(params.len(), cfg.lr as f32, 1e-8);
-        Self { params, body, head, adam, shift, scale, k, width, rng: ChaCha8Rng::seed_from_u64(cfg.seed) }
+        Self { params, body, head, adam, shift, scale, m, width, rng: ChaCha8Rng::seed_from_u64(cfg.seed) }
     }
 
     /// The standardized rows of `obs` at `rows`, as a matrix.
@@ -167,10 +176,10 @@ impl Net {
         self.params.device().tensor_from_vec(x, (n, w))
     }
 
-    /// `Q̂(s, ·)` of every row of `obs`.
+    /// `φ(s)` of every row of `obs`.
     fn q(&self, obs: &[f32]) -> Vec<f32> {
         let rows = obs.len() / self.width.max(1);
-        let mut out = Vec::with_capacity(rows * self.k);
+        let mut out = Vec::with_capacity(rows * self.m);
         for start in (0..rows).step_by(4096) {
             let x = self.input(obs, start..(start + 4096).min(rows));
             out.extend(self.head.forward(&self.params, self.body.forward(&self.params, x)).as_vec());
@@ -179,19 +188,19 @@ impl Net {
     }
 
     /// One pass of Adam over `steps` in shuffled minibatches, regressing
-    /// `Q̂(s, a)` on `targets`.
+    /// `Q̂(s, a) = b(a) · φ(s)` on `targets`.
     fn regress(&mut self, steps: &Steps, targets: &[f32], minibatch: usize) -> Result<(), String> {
         let mut order: Vec<usize> = (0..targets.len()).collect();
         order.shuffle(&mut self.rng);
         for rows in order.chunks(minibatch) {
             let dev = self.params.device().clone();
             let n = rows.len();
-            let mut taken = vec![0.0f32; n * self.k];
-            rows.iter().enumerate().for_each(|(i, &r)| taken[i * self.k + steps.actions[r]] = 1.0);
+            let m = self.m;
+            let taken: Vec<f32> = rows.iter().flat_map(|&r| &steps.actions[r * m..(r + 1) * m]).copied().collect();
             let y = dev.tensor_from_vec(rows.iter().map(|&r| targets[r]).collect(), (n,));
             let x = self.input(&steps.obs, rows.iter().copied()).leaky_traced();
             let q = self.head.forward(&self.params, self.body.forward(&self.params, x));
-            let q_taken = (q * dev.tensor_from_vec(taken, (n, self.k))).sum::<(usize,), Axis<1>>();
+            let q_taken = (q * dev.tensor_from_vec(taken, (n, m))).sum::<(usize,), Axis<1>>();
             let loss = (q_taken - y).square().mean();
             if !loss.as_vec()[0].is_finite() {
                 return Err("the neural fitted Q's loss is not finite".into());
@@ -205,31 +214,48 @@ impl Net {
     }
 }
 
+/// The least and the most that the logged rewards can add up to over the
+/// longest logged episode, discounted: no policy's `Q` lies outside, and
+/// the fit keeps its bootstrap targets inside. Off-policy fitted Q
+/// iteration with a network can otherwise run away from the data (on
+/// Pendulum it reached +5·10⁶ where every reward is negative).
+fn return_bounds(episodes: &[&LoggedEpisode], gamma: f64) -> (f32, f32) {
+    let longest = episodes.iter().map(|e| e.len()).max().unwrap_or(0);
+    let horizon: f64 = (0..longest).map(|t| gamma.powi(t as i32)).sum();
+    let rewards = episodes.iter().flat_map(|e| &e.rewards).map(|&r| f64::from(r));
+    let (least, most) = rewards.fold((0.0f64, 0.0f64), |(lo, hi), r| (lo.min(r), hi.max(r)));
+    ((least * horizon) as f32, (most * horizon) as f32)
+}
+
 impl FittedQ for NeuralFqe {
     /// Any spaces: the network takes the observation's values as they are.
-    fn check(&self, _k: usize, _width: usize) -> Result<(), String> {
+    fn check(&self, _m: usize, _width: usize) -> Result<(), String> {
         Ok(())
     }
 
-    fn fit(&mut self, episodes: &[&LoggedEpisode], (k, width): (usize, usize), gamma: f64) -> Result<(), String> {
-        let steps = Steps::of(episodes, k);
-        let net = self.net.get_or_insert_with(|| Net::new(&self.cfg, k, width, &steps.obs));
-        if (net.k, net.width) != (k, width) {
+    fn fit(&mut self, episodes: &[&LoggedEpisode], (m, width): (usize, usize), gamma: f64) -> Result<(), String> {
+        let steps = Steps::of(episodes, m);
+        let net = self.net.get_or_insert_with(|| Net::new(&self.cfg, m, width, &steps.obs));
+        if (net.m, net.width) != (m, width) {
             return Err(format!(
-                "the neural fitted Q was built for {} actions and {} values, not {k} and {width}",
-                net.k, net.width
+                "the neural fitted Q was built for {} action features and {} values, not {m} and {width}",
+                net.m, net.width
             ));
         }
-        let taken =
-            |q: Vec<f32>| -> Vec<f32> { steps.actions.iter().enumerate().map(|(i, &a)| q[i * k + a]).collect() };
+        // `b(a) · φ(s)` of each row.
+        let dot = |phi: &[f32], b: &[f32]| -> Vec<f32> {
+            phi.chunks_exact(m).zip(b.chunks_exact(m)).map(|(q, b)| q.iter().zip(b).map(|(q, b)| q * b).sum()).collect()
+        };
+        let taken = |q: Vec<f32>| dot(&q, &steps.actions);
+        let (low, high) = return_bounds(episodes, gamma);
         let mut last = taken(net.q(&steps.obs));
         for _ in 0..self.cfg.iterations {
             let next_q = net.q(&steps.new_obs);
-            let targets: Vec<f32> = (0..steps.rewards.len())
-                .map(|i| {
-                    let (q, p) = (&next_q[i * k..(i + 1) * k], &steps.next_target[i * k..(i + 1) * k]);
-                    steps.rewards[i] + gamma as f32 * q.iter().zip(p).map(|(q, p)| q * p).sum::<f32>()
-                })
+            let targets: Vec<f32> = steps
+                .rewards
+                .iter()
+                .zip(dot(&next_q, &steps.next_target))
+                .map(|(r, v)| (r + gamma as f32 * v).clamp(low, high))
                 .collect();
             net.regress(&steps, &targets, self.cfg.minibatch_size)?;
             let now = taken(net.q(&steps.obs));
@@ -266,13 +292,14 @@ mod tests {
             .map(|_| {
                 let s: f32 = rng.gen_range(-1.0..1.0);
                 let a = rng.gen_range(0..2usize);
-                let target = if s.abs() > 0.5 { vec![0.0, 1.0] } else { vec![1.0, 0.0] };
+                let target: Vec<f32> = if s.abs() > 0.5 { vec![0.0, 1.0] } else { vec![1.0, 0.0] };
                 LoggedEpisode {
                     obs: vec![s],
                     new_obs: vec![s],
-                    actions: vec![a],
+                    action_features: if a == 1 { vec![0.0, 1.0] } else { vec![1.0, 0.0] },
                     rewards: vec![if a == 1 { s * s } else { 0.0 }],
                     behaviour_logp: vec![0.5f32.ln()],
+                    target_logp: vec![target[a].ln()],
                     next_target: target.clone(),
                     target,
                 }
@@ -296,6 +323,38 @@ mod tests {
         assert!((network - truth).abs() < 0.02, "neural dm {network}, true value {truth}");
     }
 
+    /// One-step episodes with a continuous action: `s` uniform in [−1, 1],
+    /// the behaviour draws `a ~ N(0, 1)`, the reward is `1 − a² + 2as²`.
+    /// The target draws `a ~ N(s², ½²)`, worth `¾ + s⁴` at `s`, `0.95` on
+    /// average. A `Q̂` linear in `s` fits the coefficient of `a`, `2s²`, by
+    /// its mean `⅔` and values the target at `0.55 + 2/9 ≈ 0.772`.
+    #[test]
+    fn a_network_fits_a_continuous_action_s_value_where_the_linear_fit_cannot() {
+        use rlx::gaussian_actions::{action_features, GaussianActions};
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let data: Vec<LoggedEpisode> = (0..4000)
+            .map(|_| {
+                let s: f32 = rng.gen_range(-1.0..1.0);
+                let a: f32 = rng.sample(rand_distr::StandardNormal);
+                let target = GaussianActions { dim: 1, mean: vec![s * s], std: vec![0.5], squash: None };
+                LoggedEpisode {
+                    obs: vec![s],
+                    new_obs: vec![s],
+                    action_features: action_features(&[a], 1),
+                    rewards: vec![1.0 - a * a + 2.0 * a * s * s],
+                    behaviour_logp: vec![],
+                    target_logp: target.log_density(&[a]).unwrap(),
+                    target: target.expected_features(),
+                    next_target: target.expected_features(),
+                }
+            })
+            .collect();
+        let dm = |q: &mut dyn FittedQ| estimate(&[Estimator::Dm], &data, (3, 1), 0.9, q).unwrap()["dm"].v_target;
+        let (linear, network) = (dm(QModelConfig::Linear.build().as_mut()), dm(neural(30).as_mut()));
+        assert!((linear - (0.55 + 2.0 / 9.0)).abs() < 0.03, "linear dm {linear}");
+        assert!((network - 0.95).abs() < 0.04, "neural dm {network}, true value 0.95");
+    }
+
     /// Ten steps of `s_t = t/10`; the last pays 1 whatever the action. The
     /// start's value is `γ⁹`: the fit must carry the reward back nine
     /// steps through its own targets.
@@ -305,9 +364,10 @@ mod tests {
             .map(|_| LoggedEpisode {
                 obs: (0..10).map(|t| t as f32 / 10.0).collect(),
                 new_obs: (1..11).map(|t| t as f32 / 10.0).collect(),
-                actions: (0..10).map(|t| t % 2).collect(),
+                action_features: (0..10).flat_map(|t| if t % 2 == 1 { [0.0, 1.0] } else { [1.0, 0.0] }).collect(),
                 rewards: (0..10).map(|t| if t == 9 { 1.0 } else { 0.0 }).collect(),
                 behaviour_logp: vec![0.5f32.ln(); 10],
+                target_logp: vec![0.5f32.ln(); 10],
                 target: vec![0.5; 20],
                 next_target: vec![0.5; 20],
             })

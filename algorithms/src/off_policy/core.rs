@@ -18,6 +18,7 @@ use dfdx::prelude::*;
 use rlx::config::{check, ConfigError};
 use rlx::env::EnvMaker;
 use rlx::export::{ActionHead, PolicyExport};
+use rlx::gaussian_actions::GaussianActions;
 use rlx::postprocessing::N_STEP_DISCOUNTS;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, SyncReplayOptimizer, Trainer};
 use serde::{Deserialize, Serialize};
@@ -296,6 +297,14 @@ impl ActionBounds {
             .enumerate()
             .map(|(i, &u)| self.low[i % w] + (u + 1.0) * 0.5 * (self.high[i % w] - self.low[i % w]))
             .collect()
+    }
+
+    /// The distribution in env units of a Gaussian `N(mean, std²)` over
+    /// normalized actions, taken unsquashed (`std` 0: deterministic).
+    pub(crate) fn gaussian(&self, mean: &[f32], std: &[f32]) -> GaussianActions {
+        let w = self.low.len();
+        let std = std.iter().enumerate().map(|(i, s)| s * 0.5 * (self.high[i % w] - self.low[i % w])).collect();
+        GaussianActions { dim: w, mean: self.to_env(mean), std, squash: None }
     }
 
     /// The `actions` column, in env units, of rows of normalized actions.
@@ -760,6 +769,10 @@ mod tests {
         let spaces = (&input, &bounds);
         let (grad, stats) =
             critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), false), Some(&c)).unwrap();
+        // CQL runs the twins side by side: the same gradient, bit for bit.
+        let (beside, _) =
+            critic_gradient(&core, &critics, spaces, &batch, &targets, (range.clone(), true), Some(&c)).unwrap();
+        assert!(grad.iter().zip(&beside).all(|(a, b)| a.to_bits() == b.to_bits()));
         // By hand, with each critic's Q-values on the host.
         let obs = batch.f32(fields::OBS).unwrap();
         let u = bounds.to_normalized(batch.f32(fields::ACTIONS).unwrap());

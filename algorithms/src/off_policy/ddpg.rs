@@ -65,6 +65,7 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::export::PolicyExport;
+use rlx::gaussian_actions::GaussianActions;
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer, Values};
 use serde::{Deserialize, Serialize};
@@ -280,6 +281,13 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
 
     fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
         tanh_actor_export(&core.params, (&self.input, &self.bounds), (&self.actor.mlp, &self.actor.head))
+    }
+
+    /// `μ(s)` in env units, deterministic (standard deviations of 0): `dm`
+    /// can value it, the estimators that weigh by densities cannot.
+    fn action_distribution(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
+        let u = self.actions(&core.params, obs.into())?;
+        Ok(self.bounds.gaussian(&u, &vec![0.0; u.len()]))
     }
 
     /// `μ(s)` in env units; when exploring, uniformly random actions for

@@ -56,6 +56,7 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::export::{ActionHead, Layer, PolicyExport};
+use rlx::gaussian_actions::GaussianActions;
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
@@ -259,7 +260,10 @@ impl Sac {
 
     /// The critics' half of an update: the targets, then the critics'
     /// summed MSE gradient (critics' span), with CQL's penalty if
-    /// `min_q_weight` > 0 (`cql` holds its draws).
+    /// `min_q_weight` > 0 (`cql` holds its draws). With the penalty the
+    /// critics' passes over every row's drawn actions are nearly all of
+    /// an update, so the twins run side by side too, and the thread that
+    /// finishes the actor's half takes one of them.
     fn critic_half<D: NetDevice>(
         &self,
         core: &PolicyCore<D>,
@@ -270,7 +274,7 @@ impl Sac {
         let targets = self.td_targets(core, batch, eps)?;
         let critics = (&self.input, &self.bounds);
         let conservative = self.conservative(core, batch, cql)?;
-        let range = (core.range(CRITICS), false);
+        let range = (core.range(CRITICS), conservative.is_some());
         critic_gradient(core, &self.critics, critics, batch, &targets, range, conservative.as_ref())
     }
 
@@ -368,16 +372,33 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
         })
     }
 
+    /// The squashed Gaussian it samples once its random steps are over:
+    /// `tanh(u)`, `u ~ N(m(s), σ(s)²)`, scaled into the bounds.
+    fn action_distribution(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
+        let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), obs)?);
+        let std = to_vec(&raw).into_iter().map(|r| squash_log_std(r).exp()).collect();
+        Ok(GaussianActions { dim: self.bounds.dim(), mean: to_vec(&mean), std, squash: Some(self.bounds.low_high()) })
+    }
+
     /// When exploring, uniformly random actions for this evaluator's share
-    /// of `random_timesteps`, then samples of the squashed Gaussian;
-    /// otherwise `tanh(m(s))`. In env units.
+    /// of `random_timesteps`, then samples of the squashed Gaussian, each
+    /// with its log-density (`action_logp`, what off-policy estimates
+    /// weigh logged actions by); otherwise `tanh(m(s))`. In env units.
     fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let a = self.bounds.dim();
         let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), input.obs)?);
         let (mut u, raw) = (to_vec(&mean), to_vec(&raw));
+        let dist = GaussianActions {
+            dim: a,
+            mean: u.clone(),
+            std: raw.iter().map(|&r| squash_log_std(r).exp()).collect(),
+            squash: Some(self.bounds.low_high()),
+        };
+        let mut random_rows = Vec::new();
         if input.explore {
             for (row, raw) in u.chunks_exact_mut(a).zip(raw.chunks_exact(a)) {
                 let random = self.steps_explored < self.random_steps;
+                random_rows.push(random);
                 for (x, &r) in row.iter_mut().zip(raw) {
                     *x = if random {
                         // Uniform after the tanh below: draw the squashed
@@ -393,7 +414,16 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
             }
         }
         u.iter_mut().for_each(|x| *x = x.tanh());
-        self.bounds.actions_batch(&u)
+        let mut out = self.bounds.actions_batch(&u)?;
+        if input.explore {
+            let mut logp = dist.log_density(out.f32(fields::ACTIONS)?).expect("σ ≥ e⁻⁵ > 0");
+            // A uniform draw's density is that of the box.
+            let (low, high) = self.bounds.low_high();
+            let uniform = -low.iter().zip(&high).map(|(l, h)| (h - l).ln()).sum::<f32>();
+            logp.iter_mut().zip(random_rows).filter(|(_, random)| *random).for_each(|(lp, _)| *lp = uniform);
+            out.insert_f32(fields::ACTION_LOGP, logp, 1)?;
+        }
+        Ok(out)
     }
 
     /// n-step returns and each row's bootstrap discount.
@@ -614,6 +644,37 @@ mod tests {
         let (got, stats) = p.compute_gradients(&b).unwrap();
         assert_eq!(got, expected);
         assert!(stats.get("critic_loss").is_some() && stats.get("actor_loss").is_some(), "{stats:?}");
+    }
+
+    /// Off-policy estimates average a fitted Q over the distribution the
+    /// policy reports: its moments must be those of the actions it draws.
+    #[test]
+    fn the_reported_action_distribution_is_the_one_it_samples() {
+        let mut p = policy(SacConfig::default());
+        let s = [0.3f32, -0.6, 0.9];
+        let burn = p.algorithm().random_steps as usize;
+        assert!(burn > 0, "SAC's default plays uniformly random actions first");
+        let mut random = SampleBatch::new();
+        p.compute_actions(&s.repeat(burn), true, &mut random).unwrap();
+        // Uniform over [−2, 2]: a density of ¼.
+        let uniform = random.f32(fields::ACTION_LOGP).unwrap();
+        assert!(uniform.iter().all(|&l| (l + 4f32.ln()).abs() < 1e-6), "{uniform:?}");
+        let n = 40_000;
+        let mut out = SampleBatch::new();
+        p.compute_actions(&s.repeat(n), true, &mut out).unwrap();
+        let a = out.f32(fields::ACTIONS).unwrap();
+        let mean = a.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+        let square = a.iter().map(|&x| f64::from(x * x)).sum::<f64>() / n as f64;
+        let dist = p.action_distribution(&s).unwrap();
+        let b = dist.expected_features();
+        // Each drawn action comes with its density under that distribution.
+        let logp = out.f32(fields::ACTION_LOGP).unwrap();
+        let first = GaussianActions { mean: dist.mean.repeat(4), std: dist.std.repeat(4), ..dist.clone() };
+        let reported = first.log_density(&a[..4]).unwrap();
+        assert!(logp[..4].iter().zip(&reported).all(|(x, y)| (x - y).abs() < 1e-4), "{logp:?} {reported:?}");
+        assert!(dist.std[0] > 0.1, "a spread worth testing: {dist:?}");
+        assert!((mean - f64::from(b[1])).abs() < 0.02, "drawn mean {mean}, reported {b:?}");
+        assert!((square - f64::from(b[2])).abs() < 0.03, "drawn mean square {square}, reported {b:?}");
     }
 
     #[test]

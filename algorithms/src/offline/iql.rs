@@ -58,6 +58,7 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::export::PolicyExport;
+use rlx::gaussian_actions::GaussianActions;
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
@@ -260,6 +261,15 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Iql {
     /// The Gaussian's mean, as greedy acting takes it.
     fn export(&self, core: &PolicyCore<D>) -> Result<PolicyExport, PolicyError> {
         tanh_actor_export(&core.params, (&self.input, &self.bounds), (&self.actor.mlp, &self.actor.mean))
+    }
+
+    /// The Gaussian it draws from when exploring, in env units; the clip
+    /// of a draw to the box is left out, so a logged action on a bound
+    /// gets the Gaussian's density there.
+    fn action_distribution(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
+        let (mean, log_std) = self.actor.forward(&core.params, self.input.encode(core.params.device(), obs)?);
+        let std: Vec<f32> = to_vec(&log_std).into_iter().map(f32::exp).collect();
+        Ok(self.bounds.gaussian(&to_vec(&mean), &std))
     }
 
     /// The Gaussian's mean; when exploring, a draw clipped to the box. In

@@ -24,6 +24,7 @@ use dfdx::prelude::*;
 use rand::Rng;
 use rlx::env::EnvMaker;
 use rlx::export::{ActionHead, PolicyExport, Recurrent, ValueNet};
+use rlx::gaussian_actions::GaussianActions;
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, SyncSamplesConfig, SyncSamplesOptimizer};
 use rlx::policy::bootstrap_needed;
 use rlx::postprocessing::value_fit_stats;
@@ -573,6 +574,21 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
     fn action_probabilities(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<Vec<f32>, PolicyError> {
         let (logits, _, _) = self.heads(core, &PolicyInput::obs(obs, false))?;
         self.net.dist.probabilities(&logits)
+    }
+
+    /// The Gaussian it samples from (a `Box` of actions): the head's means
+    /// and `exp(log_std)`, unsquashed, in env units.
+    fn action_distribution(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
+        let (&ActionDist::DiagGaussian { dim }, Some(id)) = (&self.net.dist, self.net.log_std) else {
+            return Err(PolicyError::Other(format!(
+                "an action distribution is for a Box of actions, not {:?}",
+                self.net.dist
+            )));
+        };
+        let (mean, _, _) = self.heads(core, &PolicyInput::obs(obs, false))?;
+        let std: Vec<f32> = crate::model::to_vec(core.params.get(id)).iter().map(|l| l.exp()).collect();
+        let std = std.iter().copied().cycle().take(mean.len()).collect();
+        Ok(GaussianActions { dim, mean, std, squash: None })
     }
 
     /// The softmax of the policy head and the value head (one discrete

@@ -233,6 +233,26 @@ mod tests {
         mb
     }
 
+    /// Off-policy estimates weigh logged continuous actions by the
+    /// distribution the policy reports: it must be the one it samples.
+    #[test]
+    fn a_box_policy_s_distribution_gives_the_log_probabilities_it_acts_with() {
+        let obs_space = Space::uniform_box(-1.0, 1.0, vec![4]).unwrap();
+        let actions = Space::uniform_box(-2.0, 2.0, vec![2]).unwrap();
+        let mut p = make_policy(&PpoConfig::default(), &obs_space, &actions, 0).unwrap();
+        let obs: Vec<f32> = (0..32).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut mb = SampleBatch::new();
+        p.compute_actions(&obs, true, &mut mb).unwrap();
+        let logp = p.action_distribution(&obs).unwrap().log_density(mb.f32(fields::ACTIONS).unwrap()).unwrap();
+        let acted = mb.f32(fields::ACTION_LOGP).unwrap();
+        assert_eq!(logp.len(), 8);
+        for (ours, theirs) in logp.iter().zip(acted) {
+            assert!((ours - theirs).abs() < 1e-4, "{logp:?} against {acted:?}");
+        }
+        let err = policy().action_distribution(&obs).unwrap_err().to_string();
+        assert!(err.contains("Box"), "{err}");
+    }
+
     #[test]
     fn same_seed_same_initial_weights() {
         assert_eq!(policy().get_weights(), policy().get_weights());
