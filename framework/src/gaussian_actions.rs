@@ -3,11 +3,11 @@
 //! quadratic in the action.
 //!
 //! Every continuous policy in rlx draws each action value from a Gaussian
-//! `u ~ N(mean, std²)`, independently of the others, and then either
-//! takes `u` as it is (PPO, BC, MARWIL, IQL) or squashes it into the
-//! bounds, `a = low + (tanh(u) + 1)/2 · (high − low)` (SAC, CQL). A
-//! deterministic policy (DDPG, TD3) has `std = 0`: it has a mean but no
-//! density.
+//! `u ~ N(mean, std²)`, independently of the others, and then takes `u`
+//! as it is (PPO, BC, MARWIL: the env clips it), squashes it into the
+//! bounds, `a = low + (tanh(u) + 1)/2 · (high − low)` (SAC, CQL), or
+//! clips it to them (IQL). A deterministic policy (DDPG, TD3) has `std =
+//! 0`: it has a mean but no density.
 
 use crate::sample_batch::{fields, SampleBatch};
 
@@ -21,14 +21,46 @@ pub struct GaussianActions {
     pub mean: Vec<f32>,
     /// Its standard deviation; 0 for a deterministic policy.
     pub std: Vec<f32>,
-    /// `Some((low, high))` (`d` values each): the draw is squashed into
-    /// the bounds by `tanh`. `None`: the draw is the action.
-    pub squash: Option<(Vec<f32>, Vec<f32>)>,
+    /// What is done to the draw to make the action.
+    pub squash: Squash,
+}
+
+/// How a Gaussian draw `u` becomes the action (bounds of `d` values).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Squash {
+    /// The draw is the action.
+    None,
+    /// `a = low + (tanh(u) + 1)/2 · (high − low)`.
+    Tanh {
+        /// Lower bounds.
+        low: Vec<f32>,
+        /// Upper bounds.
+        high: Vec<f32>,
+    },
+    /// `a = clamp(u, low, high)`. The moments are the clipped draw's; the
+    /// density is the Gaussian's inside the box, and an action on a bound
+    /// gets the Gaussian's density there (not the mass beyond it).
+    Clip {
+        /// Lower bounds.
+        low: Vec<f32>,
+        /// Upper bounds.
+        high: Vec<f32>,
+    },
+}
+
+impl Squash {
+    /// The bounds, if any.
+    fn bounds(&self) -> Option<(&[f32], &[f32])> {
+        match self {
+            Squash::None => None,
+            Squash::Tanh { low, high } | Squash::Clip { low, high } => Some((low, high)),
+        }
+    }
 }
 
 /// Standard-normal quadrature: `z` on an even grid over ±6, weighted by
-/// the density and normalized. `E[f(μ + σz)]` of a smooth `f` to well
-/// under 1e-6.
+/// the density and normalized (the tests check the squashed moments
+/// against a direct integral of the density, to 1e-3).
 const GRID: usize = 121;
 
 impl GaussianActions {
@@ -37,7 +69,7 @@ impl GaussianActions {
     /// # Errors
     /// Vectors of other lengths, named.
     pub fn check(&self, rows: usize, d: usize) -> Result<(), String> {
-        let bounds = self.squash.as_ref().map_or(d, |(l, h)| l.len().min(h.len()));
+        let bounds = self.squash.bounds().map_or(d, |(l, h)| l.len().min(h.len()));
         if self.dim != d || self.mean.len() != rows * d || self.std.len() != rows * d || bounds != d {
             return Err(format!(
                 "the policy's action distribution has {} means and {} standard deviations of {} values a row, \
@@ -56,9 +88,9 @@ impl GaussianActions {
     }
 
     /// `log π(a|s)` of each row of `actions` (`d` values a row, env
-    /// units, as many rows as the distribution's), summed over the values. A squashed action on or beyond a
-    /// bound is taken a hair inside it. `None` where a standard deviation
-    /// is 0.
+    /// units, as many rows as the distribution's), summed over the
+    /// values. A squashed action on or beyond a bound is taken a hair
+    /// inside it. `None` where a standard deviation is 0.
     pub fn log_density(&self, actions: &[f32]) -> Option<Vec<f32>> {
         if !self.has_density() {
             return None;
@@ -74,8 +106,8 @@ impl GaussianActions {
                     .map(|(i, &a)| {
                         let (mu, sd) = (f64::from(self.mean[r * d + i]), f64::from(self.std[r * d + i]));
                         let (u, log_jacobian) = match &self.squash {
-                            None => (f64::from(a), 0.0),
-                            Some((low, high)) => {
+                            Squash::None | Squash::Clip { .. } => (f64::from(a), 0.0),
+                            Squash::Tanh { low, high } => {
                                 let half = 0.5 * f64::from(high[i] - low[i]);
                                 let t =
                                     ((f64::from(a) - f64::from(low[i])) / half - 1.0).clamp(-1.0 + 1e-6, 1.0 - 1e-6);
@@ -106,8 +138,8 @@ impl GaussianActions {
                 .map(|(i, (&mu, &sd))| {
                     let (mu, sd) = (f64::from(mu), f64::from(sd));
                     match &self.squash {
-                        None => (mu, mu * mu + sd * sd),
-                        Some((low, high)) => {
+                        Squash::None => (mu, mu * mu + sd * sd),
+                        Squash::Tanh { low, high } => {
                             let (c, h) = (0.5 * f64::from(high[i] + low[i]), 0.5 * f64::from(high[i] - low[i]));
                             let (t, t2) = normal_expectation(mu, sd, |u| {
                                 let t = u.tanh();
@@ -115,6 +147,7 @@ impl GaussianActions {
                             });
                             (c + h * t, c * c + 2.0 * c * h * t + h * h * t2)
                         }
+                        Squash::Clip { low, high } => clipped_moments(mu, sd, f64::from(low[i]), f64::from(high[i])),
                     }
                 })
                 .collect();
@@ -156,6 +189,37 @@ fn normal_expectation(mu: f64, sd: f64, f: impl Fn(f64) -> (f64, f64)) -> (f64, 
     (e1 / total, e2 / total)
 }
 
+/// `(E[a], E[a²])` of `a = clamp(u, low, high)`, `u ~ N(mu, sd²)`, in
+/// closed form: the mass beyond each bound sits on it, and inside the box
+/// `∫ u φ` and `∫ u² φ` are `μ ΔΦ + σ (φ(α) − φ(β))` and `(μ² + σ²) ΔΦ +
+/// σ ((μ + low) φ(α) − (μ + high) φ(β))`, with `α, β` the bounds in
+/// standard units.
+fn clipped_moments(mu: f64, sd: f64, low: f64, high: f64) -> (f64, f64) {
+    if sd == 0.0 {
+        let a = mu.clamp(low, high);
+        return (a, a * a);
+    }
+    let (alpha, beta) = ((low - mu) / sd, (high - mu) / sd);
+    let density = |z: f64| (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let (below, above) = (normal_cdf(alpha), 1.0 - normal_cdf(beta));
+    let inside = 1.0 - below - above;
+    let first = mu * inside + sd * (density(alpha) - density(beta));
+    let second = (mu * mu + sd * sd) * inside + sd * ((mu + low) * density(alpha) - (mu + high) * density(beta));
+    (low * below + high * above + first, low * low * below + high * high * above + second)
+}
+
+/// `Φ(z)`, the standard normal's distribution function, through the error
+/// function's rational approximation of Abramowitz and Stegun (7.1.26),
+/// good to 1.5e-7.
+fn normal_cdf(z: f64) -> f64 {
+    let x = z.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly =
+        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-x * x).exp();
+    0.5 * (1.0 + erf.copysign(z))
+}
+
 /// The logged actions of `batch` as `f32` rows of `d` values.
 ///
 /// # Errors
@@ -173,13 +237,16 @@ mod tests {
     use super::*;
 
     /// Densities integrate to 1 and their means match the quadrature's,
-    /// plain and squashed (Pendulum's bounds of ±2).
+    /// plain and squashed (Pendulum's bounds of ±2); a clipped draw's
+    /// moments match a direct integral over the Gaussian.
     #[test]
     fn densities_integrate_to_one_and_agree_with_the_expected_features() {
-        for squash in [None, Some((vec![-2.0f32], vec![2.0f32]))] {
+        let pendulum = (vec![-2.0f32], vec![2.0f32]);
+        let (low, high) = pendulum.clone();
+        for squash in [Squash::None, Squash::Tanh { low, high }] {
             let n = 200_000;
             let dist = GaussianActions { dim: 1, mean: vec![0.7; n], std: vec![0.8; n], squash: squash.clone() };
-            let (lo, hi) = squash.as_ref().map_or((-8.0, 8.0), |(l, h)| (f64::from(l[0]), f64::from(h[0])));
+            let (lo, hi) = squash.bounds().map_or((-8.0, 8.0), |(l, h)| (f64::from(l[0]), f64::from(h[0])));
             let step = (hi - lo) / n as f64;
             let grid: Vec<f32> = (0..n).map(|j| (lo + (j as f64 + 0.5) * step) as f32).collect();
             let density: Vec<f64> = dist.log_density(&grid).unwrap().iter().map(|&l| f64::from(l).exp()).collect();
@@ -191,7 +258,23 @@ mod tests {
             assert!((f64::from(features[1]) - mean).abs() < 1e-3, "{squash:?}: {features:?} against {mean}");
             assert!((f64::from(features[2]) - square).abs() < 1e-3, "{squash:?}: {features:?} against {square}");
         }
-        let deterministic = GaussianActions { dim: 1, mean: vec![0.5, -1.0], std: vec![0.0, 0.0], squash: None };
+        // Clipped: E[clamp(u)] and E[clamp(u)²] for u ~ N(1.5, 1²) in ±2,
+        // by a fine sum over u.
+        let (low, high) = pendulum;
+        let clipped = GaussianActions { dim: 1, mean: vec![1.5], std: vec![1.0], squash: Squash::Clip { low, high } };
+        let (step, mut mean, mut square) = (1e-4, 0.0, 0.0);
+        for j in 0..200_000 {
+            let u = 1.5 - 10.0 + (f64::from(j) + 0.5) * step;
+            let p = (-0.5 * (u - 1.5) * (u - 1.5)).exp() / (2.0 * std::f64::consts::PI).sqrt() * step;
+            let a = u.clamp(-2.0, 2.0);
+            (mean, square) = (mean + p * a, square + p * a * a);
+        }
+        let features = clipped.expected_features();
+        assert!((f64::from(features[1]) - mean).abs() < 1e-4, "{features:?} against {mean}");
+        assert!((f64::from(features[2]) - square).abs() < 1e-4, "{features:?} against {square}");
+        assert!(f64::from(features[1]) < 1.5 - 0.1, "the clip pulls the mean in: {features:?}");
+        let deterministic =
+            GaussianActions { dim: 1, mean: vec![0.5, -1.0], std: vec![0.0, 0.0], squash: Squash::None };
         assert_eq!(deterministic.log_density(&[0.5, -1.0]), None);
         assert_eq!(deterministic.expected_features(), vec![1.0, 0.5, 0.25, 1.0, -1.0, 1.0]);
         assert_eq!(action_features(&[2.0, -1.0], 2), vec![1.0, 2.0, -1.0, 4.0, 1.0]);

@@ -136,7 +136,12 @@ impl LoggedEpisode {
     /// side has no probabilities.
     fn ratios(&self) -> Vec<f64> {
         match self.behaviour_logp.len() == self.len() && self.target_logp.len() == self.len() {
-            true => self.target_logp.iter().zip(&self.behaviour_logp).map(|(&p, &m)| f64::from(p - m).exp()).collect(),
+            true => self
+                .target_logp
+                .iter()
+                .zip(&self.behaviour_logp)
+                .map(|(&p, &m)| (f64::from(p) - f64::from(m)).exp())
+                .collect(),
             false => Vec::new(),
         }
     }
@@ -593,9 +598,11 @@ impl OffPolicyEstimation {
                     }
                 };
                 let (target, next_target) = (probabilities(&obs, policy)?, probabilities(&new_obs, policy)?);
-                let actions: Vec<usize> = batch
-                    .i64(fields::ACTIONS)
-                    .map_err(e)?
+                let actions = batch.i64(fields::ACTIONS).map_err(e)?;
+                if actions.len() != rows {
+                    return Err(format!("{} logged actions for {rows} rows of one discrete choice", actions.len()));
+                }
+                let actions: Vec<usize> = actions
                     .iter()
                     .map(|&a| {
                         usize::try_from(a).ok().filter(|&a| a < k).ok_or_else(|| format!("a logged action of {a}"))
@@ -622,27 +629,23 @@ impl OffPolicyEstimation {
                 (action_features(&actions, d), target_logp, now.expected_features(), next.expected_features())
             }
         };
+        let rewards = batch.f32(fields::REWARDS).map_err(e)?.to_vec();
+        if rewards.len() != rows {
+            return Err(format!("{} logged rewards for {rows} rows", rewards.len()));
+        }
         let behaviour_logp = match batch.f32(fields::ACTION_LOGP) {
             Ok(logp) => logp.to_vec(),
             Err(_) if !self.weighs() => Vec::new(),
             Err(err) => return Err(err.to_string()),
         };
-        Ok(LoggedEpisode {
-            obs,
-            new_obs,
-            action_features,
-            rewards: batch.f32(fields::REWARDS).map_err(e)?.to_vec(),
-            behaviour_logp,
-            target_logp,
-            target,
-            next_target,
-        })
+        Ok(LoggedEpisode { obs, new_obs, action_features, rewards, behaviour_logp, target_logp, target, next_target })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gaussian_actions::Squash;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -722,8 +725,8 @@ mod tests {
                 let s: f32 = rng.gen_range(-1.0..1.0);
                 let a = normal(&mut rng);
                 let reward = 1.0 - a * a + 2.0 * a * s + 0.1 * normal(&mut rng);
-                let behaviour = GaussianActions { dim: 1, mean: vec![0.0], std: vec![1.0], squash: None };
-                let target = GaussianActions { dim: 1, mean: vec![s / 2.0], std: vec![0.5], squash: None };
+                let behaviour = GaussianActions { dim: 1, mean: vec![0.0], std: vec![1.0], squash: Squash::None };
+                let target = GaussianActions { dim: 1, mean: vec![s / 2.0], std: vec![0.5], squash: Squash::None };
                 LoggedEpisode {
                     obs: vec![s],
                     new_obs: vec![s],

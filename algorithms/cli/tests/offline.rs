@@ -227,9 +227,10 @@ const PENDULUM_WORST: f64 = -16.3 * 86.61;
 /// Off-policy estimates of continuous policies (Pendulum-v1), from the
 /// episodes of PPO (a Gaussian) and of SAC (uniform for its first 1,000
 /// steps), each with the log-density of every action drawn: BC's run
-/// (a Gaussian target) and CQL's (SAC's squashed Gaussian) estimate with
-/// all four estimators, TD3's (deterministic) with `dm` alone; asking
-/// TD3's for `is` is refused by name before training.
+/// (a Gaussian target), CQL's (SAC's squashed Gaussian) and IQL's (a
+/// clipped Gaussian) estimate with all four estimators, TD3's
+/// (deterministic) with `dm` alone; asking TD3's for `is` is refused by
+/// name before training.
 #[test]
 fn continuous_policies_are_estimated_from_pendulum_episodes() {
     let root = common::tmp("offline", "ope_pendulum");
@@ -250,6 +251,7 @@ fn continuous_policies_are_estimated_from_pendulum_episodes() {
     for (algorithm, data, methods, extra) in [
         ("BC", &ppo_data, all, ""),
         ("SAC", &sac_data, all, cql),
+        ("IQL", &sac_data, all, ""),
         ("TD3", &sac_data, r#"["dm"]"#, r#""random_timesteps": 0,"#),
     ] {
         let run = train(algorithm, "Pendulum-v1", stop, &estimated(data, methods, extra), &runs, &[]);

@@ -330,13 +330,13 @@ mod tests {
     /// its mean `⅔` and values the target at `0.55 + 2/9 ≈ 0.772`.
     #[test]
     fn a_network_fits_a_continuous_action_s_value_where_the_linear_fit_cannot() {
-        use rlx::gaussian_actions::{action_features, GaussianActions};
+        use rlx::gaussian_actions::{action_features, GaussianActions, Squash};
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         let data: Vec<LoggedEpisode> = (0..4000)
             .map(|_| {
                 let s: f32 = rng.gen_range(-1.0..1.0);
                 let a: f32 = rng.sample(rand_distr::StandardNormal);
-                let target = GaussianActions { dim: 1, mean: vec![s * s], std: vec![0.5], squash: None };
+                let target = GaussianActions { dim: 1, mean: vec![s * s], std: vec![0.5], squash: Squash::None };
                 LoggedEpisode {
                     obs: vec![s],
                     new_obs: vec![s],

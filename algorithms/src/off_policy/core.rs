@@ -18,7 +18,7 @@ use dfdx::prelude::*;
 use rlx::config::{check, ConfigError};
 use rlx::env::EnvMaker;
 use rlx::export::{ActionHead, PolicyExport};
-use rlx::gaussian_actions::GaussianActions;
+use rlx::gaussian_actions::{GaussianActions, Squash};
 use rlx::postprocessing::N_STEP_DISCOUNTS;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, SampleBatch, Space, SyncReplayOptimizer, Trainer};
 use serde::{Deserialize, Serialize};
@@ -300,11 +300,13 @@ impl ActionBounds {
     }
 
     /// The distribution in env units of a Gaussian `N(mean, std²)` over
-    /// normalized actions, taken unsquashed (`std` 0: deterministic).
+    /// normalized actions, its draws clipped to the box (`std` 0:
+    /// deterministic).
     pub(crate) fn gaussian(&self, mean: &[f32], std: &[f32]) -> GaussianActions {
         let w = self.low.len();
         let std = std.iter().enumerate().map(|(i, s)| s * 0.5 * (self.high[i % w] - self.low[i % w])).collect();
-        GaussianActions { dim: w, mean: self.to_env(mean), std, squash: None }
+        let squash = Squash::Clip { low: self.low.clone(), high: self.high.clone() };
+        GaussianActions { dim: w, mean: self.to_env(mean), std, squash }
     }
 
     /// The `actions` column, in env units, of rows of normalized actions.

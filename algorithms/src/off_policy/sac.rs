@@ -56,7 +56,7 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::export::{ActionHead, Layer, PolicyExport};
-use rlx::gaussian_actions::GaussianActions;
+use rlx::gaussian_actions::{GaussianActions, Squash};
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
@@ -377,7 +377,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     fn action_distribution(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
         let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), obs)?);
         let std = to_vec(&raw).into_iter().map(|r| squash_log_std(r).exp()).collect();
-        Ok(GaussianActions { dim: self.bounds.dim(), mean: to_vec(&mean), std, squash: Some(self.bounds.low_high()) })
+        let (low, high) = self.bounds.low_high();
+        Ok(GaussianActions { dim: self.bounds.dim(), mean: to_vec(&mean), std, squash: Squash::Tanh { low, high } })
     }
 
     /// When exploring, uniformly random actions for this evaluator's share
@@ -392,7 +393,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
             dim: a,
             mean: u.clone(),
             std: raw.iter().map(|&r| squash_log_std(r).exp()).collect(),
-            squash: Some(self.bounds.low_high()),
+            squash: Squash::Tanh { low: self.bounds.low_high().0, high: self.bounds.low_high().1 },
         };
         let mut random_rows = Vec::new();
         if input.explore {
@@ -416,7 +417,9 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
         u.iter_mut().for_each(|x| *x = x.tanh());
         let mut out = self.bounds.actions_batch(&u)?;
         if input.explore {
-            let mut logp = dist.log_density(out.f32(fields::ACTIONS)?).expect("σ ≥ e⁻⁵ > 0");
+            // σ ≥ e⁻⁵ > 0, unless the actor's output is not a number.
+            let rows = u.len() / a.max(1);
+            let mut logp = dist.log_density(out.f32(fields::ACTIONS)?).unwrap_or_else(|| vec![f32::NAN; rows]);
             // A uniform draw's density is that of the box.
             let (low, high) = self.bounds.low_high();
             let uniform = -low.iter().zip(&high).map(|(l, h)| (h - l).ln()).sum::<f32>();

@@ -263,9 +263,9 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Iql {
         tanh_actor_export(&core.params, (&self.input, &self.bounds), (&self.actor.mlp, &self.actor.mean))
     }
 
-    /// The Gaussian it draws from when exploring, in env units; the clip
-    /// of a draw to the box is left out, so a logged action on a bound
-    /// gets the Gaussian's density there.
+    /// The Gaussian it draws from when exploring, clipped to the box, in
+    /// env units (a logged action on a bound gets the Gaussian's density
+    /// there: see [`Squash::Clip`](rlx::gaussian_actions::Squash)).
     fn action_distribution(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
         let (mean, log_std) = self.actor.forward(&core.params, self.input.encode(core.params.device(), obs)?);
         let std: Vec<f32> = to_vec(&log_std).into_iter().map(f32::exp).collect();

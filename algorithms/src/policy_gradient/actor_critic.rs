@@ -24,7 +24,7 @@ use dfdx::prelude::*;
 use rand::Rng;
 use rlx::env::EnvMaker;
 use rlx::export::{ActionHead, PolicyExport, Recurrent, ValueNet};
-use rlx::gaussian_actions::GaussianActions;
+use rlx::gaussian_actions::{GaussianActions, Squash};
 use rlx::optimizer::{MultiDeviceConfig, MultiDeviceLearner, SyncSamplesConfig, SyncSamplesOptimizer};
 use rlx::policy::bootstrap_needed;
 use rlx::postprocessing::value_fit_stats;
@@ -588,7 +588,7 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
         let (mean, _, _) = self.heads(core, &PolicyInput::obs(obs, false))?;
         let std: Vec<f32> = crate::model::to_vec(core.params.get(id)).iter().map(|l| l.exp()).collect();
         let std = std.iter().copied().cycle().take(mean.len()).collect();
-        Ok(GaussianActions { dim, mean, std, squash: None })
+        Ok(GaussianActions { dim, mean, std, squash: Squash::None })
     }
 
     /// The softmax of the policy head and the value head (one discrete
