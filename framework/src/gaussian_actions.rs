@@ -9,8 +9,6 @@
 //! clips it to them (IQL). A deterministic policy (DDPG, TD3) has `std =
 //! 0`: it has a mean but no density.
 
-use crate::sample_batch::{fields, SampleBatch};
-
 /// The distribution of a `Box` action at each of some rows of
 /// observations: `d` values a row in each vector.
 #[derive(Clone, Debug, PartialEq)]
@@ -218,18 +216,6 @@ fn normal_cdf(z: f64) -> f64 {
         t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     let erf = 1.0 - poly * (-x * x).exp();
     0.5 * (1.0 + erf.copysign(z))
-}
-
-/// The logged actions of `batch` as `f32` rows of `d` values.
-///
-/// # Errors
-/// No `actions` column, or one of another width.
-pub fn logged_box_actions(batch: &SampleBatch, d: usize) -> Result<Vec<f32>, String> {
-    let actions = batch.f32(fields::ACTIONS).map_err(|e| e.to_string())?;
-    if actions.len() != batch.len() * d {
-        return Err(format!("{} logged action values for {} rows of {d}", actions.len(), batch.len()));
-    }
-    Ok(actions.to_vec())
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@
 //! that `v_behavior`, the logged discounted return, is its baseline.
 
 use crate::experience::{Episodes, ExperienceReader};
-use crate::gaussian_actions::{action_features, logged_box_actions, GaussianActions};
+use crate::gaussian_actions::{action_features, GaussianActions};
 use crate::policy::PolicyGraph;
 use crate::sample_batch::{fields, SampleBatch};
 use crate::space::Space;
@@ -169,7 +169,7 @@ pub fn estimate(
     let behavior: Vec<f64> = episodes.iter().map(|e| e.discounted_return(gamma)).collect();
     let ratios: Vec<Vec<f64>> = episodes.iter().map(|e| e.ratios()).collect();
     if let Some(method) = methods.iter().find(|m| m.weighs_actions()) {
-        if let Some(e) = episodes.iter().find(|e| e.ratios().is_empty()) {
+        if let Some(e) = episodes.iter().zip(&ratios).find(|(_, r)| r.is_empty()).map(|(e, _)| e) {
             let missing = if e.behaviour_logp.len() != e.len() { "the behaviour's" } else { "the target's" };
             return Err(format!(
                 "{} weighs each logged action by both policies' probabilities, and {missing} are missing",
@@ -423,6 +423,18 @@ fn solve(mut a: Vec<f64>, mut b: Vec<f64>, d: usize) -> Vec<f64> {
 /// [`LinearFqe`] solves for: its normal equations are a dense square of
 /// that side.
 pub const MAX_FEATURES: usize = 2048;
+
+/// The logged actions of `batch` as `f32` rows of `d` values.
+///
+/// # Errors
+/// No `actions` column, or one of another width.
+fn logged_box_actions(batch: &SampleBatch, d: usize) -> Result<Vec<f32>, String> {
+    let actions = batch.f32(fields::ACTIONS).map_err(|e| e.to_string())?;
+    if actions.len() != batch.len() * d {
+        return Err(format!("{} logged action values for {} rows of {d}", actions.len(), batch.len()));
+    }
+    Ok(actions.to_vec())
+}
 
 /// Why a deterministic target cannot be weighed.
 const DETERMINISTIC: &str = "the target policy is deterministic (a standard deviation of 0): it has no density for \

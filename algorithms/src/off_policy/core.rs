@@ -309,6 +309,18 @@ impl ActionBounds {
         GaussianActions { dim: w, mean: self.to_env(mean), std, squash }
     }
 
+    /// The distribution in env units of `tanh(u)`, `u ~ N(mean, std²)`,
+    /// scaled into the box: a squashed Gaussian policy's (SAC's).
+    pub(crate) fn squashed_gaussian(&self, mean: Vec<f32>, std: Vec<f32>) -> GaussianActions {
+        let squash = Squash::Tanh { low: self.low.clone(), high: self.high.clone() };
+        GaussianActions { dim: self.low.len(), mean, std, squash }
+    }
+
+    /// `log` of the uniform density over the box, in env units.
+    pub(crate) fn uniform_log_density(&self) -> f32 {
+        -self.low.iter().zip(&self.high).map(|(l, h)| (h - l).ln()).sum::<f32>()
+    }
+
     /// The `actions` column, in env units, of rows of normalized actions.
     pub(crate) fn actions_batch(&self, u: &[f32]) -> Result<SampleBatch, PolicyError> {
         let mut out = SampleBatch::new();

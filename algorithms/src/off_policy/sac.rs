@@ -56,7 +56,7 @@ use rand_distr::StandardNormal;
 use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::export::{ActionHead, Layer, PolicyExport};
-use rlx::gaussian_actions::{GaussianActions, Squash};
+use rlx::gaussian_actions::GaussianActions;
 use rlx::postprocessing::n_step_returns;
 use rlx::{fields, LearnerStats, PolicyError, PolicyGraph, PolicyInput, SampleBatch, Space, Trainer};
 use serde::{Deserialize, Serialize};
@@ -377,8 +377,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     fn action_distribution(&mut self, core: &mut PolicyCore<D>, obs: &[f32]) -> Result<GaussianActions, PolicyError> {
         let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), obs)?);
         let std = to_vec(&raw).into_iter().map(|r| squash_log_std(r).exp()).collect();
-        let (low, high) = self.bounds.low_high();
-        Ok(GaussianActions { dim: self.bounds.dim(), mean: to_vec(&mean), std, squash: Squash::Tanh { low, high } })
+        Ok(self.bounds.squashed_gaussian(to_vec(&mean), std))
     }
 
     /// When exploring, uniformly random actions for this evaluator's share
@@ -388,44 +387,38 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     fn act(&mut self, core: &mut PolicyCore<D>, input: &PolicyInput<'_>) -> Result<SampleBatch, PolicyError> {
         let a = self.bounds.dim();
         let (mean, raw) = self.actor.forward(&core.params, self.input.encode(core.params.device(), input.obs)?);
-        let (mut u, raw) = (to_vec(&mean), to_vec(&raw));
-        let dist = GaussianActions {
-            dim: a,
-            mean: u.clone(),
-            std: raw.iter().map(|&r| squash_log_std(r).exp()).collect(),
-            squash: Squash::Tanh { low: self.bounds.low_high().0, high: self.bounds.low_high().1 },
-        };
-        let mut random_rows = Vec::new();
-        if input.explore {
-            for (row, raw) in u.chunks_exact_mut(a).zip(raw.chunks_exact(a)) {
-                let random = self.steps_explored < self.random_steps;
-                random_rows.push(random);
-                for (x, &r) in row.iter_mut().zip(raw) {
-                    *x = if random {
-                        // Uniform after the tanh below: draw the squashed
-                        // value and take it back through atanh.
-                        let v: f32 = core.rng.gen_range(-0.999_999..0.999_999);
-                        v.atanh()
-                    } else {
-                        let eps: f32 = core.rng.sample(StandardNormal);
-                        *x + squash_log_std(r).exp() * eps
-                    };
-                }
-                self.steps_explored += 1;
+        let mut u = to_vec(&mean);
+        if !input.explore {
+            u.iter_mut().for_each(|x| *x = x.tanh());
+            return self.bounds.actions_batch(&u);
+        }
+        let std = to_vec(&raw).into_iter().map(|r| squash_log_std(r).exp()).collect();
+        let dist = self.bounds.squashed_gaussian(u.clone(), std);
+        let mut random_rows = Vec::with_capacity(u.len() / a.max(1));
+        for (row, std) in u.chunks_exact_mut(a).zip(dist.std.chunks_exact(a)) {
+            let random = self.steps_explored < self.random_steps;
+            random_rows.push(random);
+            for (x, &sd) in row.iter_mut().zip(std) {
+                *x = if random {
+                    // Uniform after the tanh below: draw the squashed
+                    // value and take it back through atanh.
+                    let v: f32 = core.rng.gen_range(-0.999_999..0.999_999);
+                    v.atanh()
+                } else {
+                    let eps: f32 = core.rng.sample(StandardNormal);
+                    *x + sd * eps
+                };
             }
+            self.steps_explored += 1;
         }
         u.iter_mut().for_each(|x| *x = x.tanh());
         let mut out = self.bounds.actions_batch(&u)?;
-        if input.explore {
-            // σ ≥ e⁻⁵ > 0, unless the actor's output is not a number.
-            let rows = u.len() / a.max(1);
-            let mut logp = dist.log_density(out.f32(fields::ACTIONS)?).unwrap_or_else(|| vec![f32::NAN; rows]);
-            // A uniform draw's density is that of the box.
-            let (low, high) = self.bounds.low_high();
-            let uniform = -low.iter().zip(&high).map(|(l, h)| (h - l).ln()).sum::<f32>();
-            logp.iter_mut().zip(random_rows).filter(|(_, random)| *random).for_each(|(lp, _)| *lp = uniform);
-            out.insert_f32(fields::ACTION_LOGP, logp, 1)?;
-        }
+        // σ ≥ e⁻⁵ > 0, unless the actor's output is not a number.
+        let mut logp = dist.log_density(out.f32(fields::ACTIONS)?).unwrap_or_else(|| vec![f32::NAN; random_rows.len()]);
+        // A uniform draw's density is that of the box.
+        let uniform = self.bounds.uniform_log_density();
+        logp.iter_mut().zip(&random_rows).filter(|(_, &random)| random).for_each(|(lp, _)| *lp = uniform);
+        out.insert_f32(fields::ACTION_LOGP, logp, 1)?;
         Ok(out)
     }
 

@@ -586,8 +586,8 @@ impl<L: ActorCriticLoss, D: NetDevice> PolicyAlgorithm<D> for ActorCritic<L, D> 
             )));
         };
         let (mean, _, _) = self.heads(core, &PolicyInput::obs(obs, false))?;
-        let std: Vec<f32> = crate::model::to_vec(core.params.get(id)).iter().map(|l| l.exp()).collect();
-        let std = std.iter().copied().cycle().take(mean.len()).collect();
+        let log_std = crate::model::to_vec(core.params.get(id));
+        let std = log_std.iter().map(|l| l.exp()).cycle().take(mean.len()).collect();
         Ok(GaussianActions { dim, mean, std, squash: Squash::None })
     }
 
