@@ -171,7 +171,7 @@ static A3C: Entry<a3c::A3cConfig> = entry!(a3c::A3cConfig {
 });
 
 static ALPHA_ZERO: Entry<alpha_zero::AlphaZeroConfig> = entry!(alpha_zero::AlphaZeroConfig {
-    capabilities: Capabilities { plays_games: true, ..Capabilities::ONE_POLICY },
+    capabilities: Capabilities { plays_games: true, runs_own_workers: false, ..Capabilities::ONE_POLICY },
     about:
         "AlphaZero (Silver et al. 2018): self-play with tree search guided by a policy-value network, for board games",
     make_policy: alpha_zero::make_policy,

@@ -79,16 +79,27 @@ class RlxPlayer:
         self.proc.wait(timeout=60)
 
 
-def play_game(args, game, seat, seed):
-    """One game, rlx in `seat`; returns rlx's score and the moves."""
-    bot = mcts.MCTSBot(
+def opponent(game, simulations, seed):
+    """The opponent: MCTSBot with OpenSpiel's defaults (UCT c = 2, solving)
+    and one random rollout per leaf, seeded by the game's seed."""
+    return mcts.MCTSBot(
         game,
         uct_c=2,
-        max_simulations=args.mcts_simulations,
+        max_simulations=simulations,
         evaluator=mcts.RandomRolloutEvaluator(n_rollouts=1, random_state=np.random.RandomState(seed)),
         random_state=np.random.RandomState(seed + 1),
         solve=True,
     )
+
+
+def game_seed(seat, g):
+    """The seed of game `g` with the player under test in `seat`."""
+    return 1000 * seat + g
+
+
+def play_game(args, game, seat, seed):
+    """One game, rlx in `seat`; returns rlx's score and the moves."""
+    bot = opponent(game, args.mcts_simulations, seed)
     state = game.new_initial_state()
     # rlx play's person is MCTSBot: its seat is the other one.
     rlx = RlxPlayer(args.rlx, args.checkpoint, 1 - seat, args.rlx_simulations, seed)
@@ -132,19 +143,20 @@ def main():
     t0 = time.time()
     for seat in (0, 1) if args.seat is None else (args.seat,):
         for g in range(args.games_per_seat):
-            score, moves = play_game(args, game, seat, seed=1000 * seat + g)
+            score, moves = play_game(args, game, seat, seed=game_seed(seat, g))
             games.append({"rlx_seat": seat, "score": score, "moves": moves})
             print(f"seat {seat} game {g}: rlx {score:+.0f} in {len(moves)} moves ({time.time() - t0:.0f} s)", flush=True)
     report(args, games, vars(args))
 
 
-def report(args, games, settings):
-    """Prints the shares of `games` and writes them with the games to --out."""
+def report(args, games, settings, who="rlx"):
+    """Prints the shares of `games` for the player under test and writes
+    them with the games to --out."""
     scores = [g["score"] for g in games]
     shares = {k: sum(f(s) for s in scores) / len(scores) for k, f in
               (("win", lambda s: s > 0), ("draw", lambda s: s == 0), ("loss", lambda s: s < 0))}
-    rlx, bot = settings["rlx_simulations"], settings["mcts_simulations"]
-    print(f"rlx ({rlx} simulations) vs MCTSBot ({bot}): {shares} over {len(scores)} games")
+    ours, bot = settings[f"{who}_simulations"], settings["mcts_simulations"]
+    print(f"{who} ({ours} simulations) vs MCTSBot ({bot}): {shares} over {len(scores)} games")
     if args.out:
         json.dump({"args": settings, "shares": shares, "games": games}, open(args.out, "w"), indent=1)
 

@@ -47,6 +47,27 @@ pub struct Rollout {
     pub env_shard_restarts: u64,
 }
 
+/// What [`PolicyEvaluator::sample`] runs instead of stepping the envs: an
+/// algorithm's own way of making rows with the evaluator's policy
+/// (AlphaZero's self-play, whose moves come from a tree search over a copy
+/// of the game rather than from the env). The evaluator stays an ordinary
+/// one: it is placed, supervised, sent weights and restored like any
+/// other, so the rows come from wherever the deployment put it (actors in
+/// this process, actix threads, worker nodes).
+pub trait Sampler: Send {
+    /// Rows made with `policy`, and the episodes (games) they finished.
+    ///
+    /// # Errors
+    /// The policy's or the routine's error.
+    fn sample(&mut self, policy: &mut dyn PolicyGraph) -> Result<Rollout, EvaluatorError>;
+
+    /// Called after [`PolicyEvaluator::load_state`] (a restore, or a move
+    /// to another home) with the restored count of rows sampled, so that a
+    /// sampler with its own random stream can move it on rather than
+    /// repeat the draws it made before the snapshot.
+    fn restored(&mut self, _steps_sampled: u64) {}
+}
+
 /// A gradient computed by an evaluator on its own fresh samples (A3C style).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GradientRollout {
@@ -194,6 +215,8 @@ pub struct PolicyEvaluator {
     /// What `sample` reads instead of stepping the envs, or beside them
     /// (`input`).
     input: Option<InputMix>,
+    /// What `sample` runs instead of stepping the envs.
+    sampler: Option<Box<dyn Sampler>>,
 }
 
 impl PolicyEvaluator {
@@ -244,6 +267,7 @@ impl PolicyEvaluator {
             reward_scaler: None,
             output: None,
             input: None,
+            sampler: None,
         })
     }
 
@@ -261,6 +285,13 @@ impl PolicyEvaluator {
     /// its own (see [`InputSource`]).
     pub fn with_input(mut self, input: InputSource) -> Self {
         self.input = Some(InputMix::only(input));
+        self
+    }
+
+    /// Runs `sampler` in each [`sample`](Self::sample) instead of stepping
+    /// its envs, handing it this evaluator's policy (see [`Sampler`]).
+    pub fn with_sampler(mut self, sampler: Box<dyn Sampler>) -> Self {
+        self.sampler = Some(sampler);
         self
     }
 
@@ -360,6 +391,11 @@ impl PolicyEvaluator {
     /// Env, policy or batch errors; the evaluator stays usable after an env
     /// error only if the env does.
     pub fn sample(&mut self) -> Result<Rollout, EvaluatorError> {
+        if let Some(sampler) = &mut self.sampler {
+            let rollout = sampler.sample(self.policy.as_mut())?;
+            self.steps_sampled += rollout.batch.len() as u64;
+            return Ok(rollout);
+        }
         // Beside the env's own rows, a dataset's keep only the transition
         // (what the policy recorded when acting, e.g. `vf_preds`, is the
         // logging policy's, and the env's rows would not have it).
@@ -806,6 +842,9 @@ impl PolicyEvaluator {
         }
         self.carry = carry;
         self.steps_sampled = state.steps_sampled;
+        if let Some(sampler) = &mut self.sampler {
+            sampler.restored(state.steps_sampled);
+        }
         Ok(())
     }
 }

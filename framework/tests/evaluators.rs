@@ -1,7 +1,8 @@
 //! Evaluators in both homes, with a tiny env and policy declared here:
 //! sampling sizes and episode accounting, weight broadcast, and supervision
 //! (restart with current weights, one-for-all over a set grown with `add`;
-//! a clear error past the budget).
+//! a clear error past the budget), and an algorithm's own sampling in
+//! place of the env's.
 
 mod common;
 
@@ -225,6 +226,50 @@ fn sample_returns_postprocessed_single_episode_trajectories() {
         }
     }
     assert_eq!(ev.steps_sampled(), 51);
+}
+
+/// An algorithm's own sampling: `rows` rows a call, each holding the
+/// policy's first weight and the call's number; after a restore it goes
+/// on from the restored row count.
+struct WeightRows {
+    rows: usize,
+    calls: u64,
+}
+
+impl rlx::evaluator::Sampler for WeightRows {
+    fn sample(&mut self, policy: &mut dyn PolicyGraph) -> Result<rlx::Rollout, rlx::EvaluatorError> {
+        self.calls += 1;
+        let mut batch = SampleBatch::new();
+        batch.insert_f32("w", vec![policy.get_weights()[0]; self.rows], 1)?;
+        batch.insert_f32("call", vec![self.calls as f32; self.rows], 1)?;
+        Ok(rlx::Rollout { batch, ..Default::default() })
+    }
+
+    fn restored(&mut self, steps_sampled: u64) {
+        self.calls = steps_sampled / self.rows as u64;
+    }
+}
+
+#[test]
+fn a_sampler_makes_the_rows_with_the_current_weights_instead_of_stepping_the_env() {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let make = factory(steps.clone(), usize::MAX, 2, 50);
+    let with_sampler = |ev: PolicyEvaluator| ev.with_sampler(Box::new(WeightRows { rows: 3, calls: 0 }));
+    let mut ev = with_sampler(make(1, 0).unwrap());
+    ev.set_weights(&[0.75]).unwrap();
+    let rollout = ev.sample().unwrap();
+    assert_eq!(rollout.batch.f32("w").unwrap(), &[0.75; 3]);
+    assert_eq!(rollout.batch.f32("call").unwrap(), &[1.0; 3]);
+    ev.set_weights(&[0.5]).unwrap();
+    assert_eq!(ev.sample().unwrap().batch.f32("w").unwrap(), &[0.5; 3]);
+    assert_eq!((ev.steps_sampled(), steps.load(Ordering::SeqCst)), (6, 0), "rows counted, the env never stepped");
+
+    // A new home restored from the snapshot goes on with the third call.
+    let state = ev.save_state(1);
+    let mut moved = with_sampler(make(1, 1).unwrap());
+    moved.load_state(&state).unwrap();
+    assert_eq!(moved.sample().unwrap().batch.f32("call").unwrap(), &[3.0; 3]);
+    assert_eq!(moved.steps_sampled(), 9);
 }
 
 #[test]

@@ -2,10 +2,12 @@
 //! evaluators of an `rlx train --nodes ...` driver.
 //!
 //! - PPO learns CartPole with evaluators on two nodes, to the threshold of
-//!   the single-process test (400).
+//!   the single-process test (400); DreamerV3's world model and AlphaZero's
+//!   network learn from evaluators on two nodes.
 //! - `kill -9` of one of three nodes mid-run: the run finishes, its
 //!   evaluators are re-placed, the results record it, and every finished
-//!   iteration is in `result.json`.
+//!   iteration is in `result.json`; for AlphaZero, every iteration has all
+//!   its self-play games.
 //! - A node with another cookie is refused and the driver carries on; a
 //!   peer sending malformed frames is dropped and the node carries on.
 //! - A node that hangs (SIGSTOP) is found by the driver's heartbeat and its
@@ -229,6 +231,72 @@ fn dreamer_v3_learns_its_world_model_from_evaluators_on_two_nodes() {
     for node in [&a, &b] {
         assert_eq!(node.proc.log().matches("started evaluator").count(), 1, "{}", node.proc.log());
     }
+}
+
+/// AlphaZero's self-play evaluators on two nodes, each splitting its games
+/// over two search threads: every iteration's 32 games arrive from the
+/// nodes, one position a move, and the network learns from them: alone,
+/// without search, it beats random play on TicTacToe.
+#[test]
+fn alpha_zero_learns_tic_tac_toe_from_self_play_on_two_nodes() {
+    let dir = tmp("alpha-zero-nodes");
+    let (a, b) = (Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE));
+    let config = json!({"num_workers": 2, "num_search_workers": 2, "games_per_iteration": 32, "games_in_flight": 8,
+        "num_simulations": 100, "temperature_moves": 9, "train_batch_size": 128, "num_sgd_steps": 20, "lr": 0.002,
+        "replay_capacity": 20000, "model": {"fcnet_hiddens": [64, 64]}, "arena_interval": 50, "arena_games": 200,
+        "arena_opponents": ["random"]});
+    let stop = json!({"training_iteration": 100});
+    let mut driver = train_on(("AlphaZero", "TicTacToe"), &dir, &[&a, &b], COOKIE, config, stop, &[]);
+    let status = driver.wait(Duration::from_secs(300));
+    assert!(status.success(), "driver failed:\n{}", driver.log());
+    let lines = results(&dir);
+    assert_eq!(lines.len(), 100);
+    for line in &lines {
+        assert_eq!(line["episodes_this_iter"], 32, "{line}");
+        let moves = line["timesteps_this_iter"].as_u64().unwrap();
+        assert!((32 * 5..=32 * 9).contains(&moves), "32 games of 5 to 9 moves: {line}");
+        assert_eq!(line["cluster"]["evaluators_on_nodes"], 2, "{line}");
+        assert_eq!(line["num_evaluator_restarts"], 0);
+    }
+    let alone = |line: &Value| line["evaluation"]["arena"]["random"]["without_search"]["win"].as_f64().unwrap();
+    let (first, last) = (alone(&lines[49]), alone(&lines[99]));
+    // Random play against random play wins about 44 % (both seats).
+    assert!(last >= 0.75, "the network alone against random play: {first} after 50 iterations, {last} after 100");
+    for node in [&a, &b] {
+        assert_eq!(node.proc.log().matches("started evaluator").count(), 1, "{}", node.proc.log());
+    }
+}
+
+/// `kill -9` of one of three nodes hosting AlphaZero's self-play: the lost
+/// evaluator is placed again and plays its share again, so every
+/// iteration, the one across the loss too, has all its 30 games.
+#[test]
+fn killing_a_node_mid_alpha_zero_run_loses_no_game() {
+    let dir = tmp("kill-node-alpha-zero");
+    let nodes = [Node::start(&dir, "a", COOKIE), Node::start(&dir, "b", COOKIE), Node::start(&dir, "c", COOKIE)];
+    let config = json!({"num_workers": 3, "games_per_iteration": 30, "games_in_flight": 10, "num_simulations": 100,
+        "num_sgd_steps": 5, "arena_interval": 0});
+    let addrs = nodes.iter().collect::<Vec<_>>();
+    let stop = json!({"training_iteration": 150});
+    let mut driver = train_on(("AlphaZero", "TicTacToe"), &dir, &addrs, COOKIE, config, stop, &[]);
+    let [a, b, c] = nodes;
+    let results = kill_mid_run(&dir, &mut driver, c.proc);
+    assert_eq!(results.len(), 150);
+    for line in &results {
+        assert_eq!(line["episodes_this_iter"], 30, "{line}");
+        let moves = line["timesteps_this_iter"].as_u64().unwrap();
+        assert!((30 * 5..=30 * 9).contains(&moves), "30 games of 5 to 9 moves: {line}");
+    }
+    let last = results.last().unwrap();
+    assert_eq!(last["num_evaluator_restarts"], 1, "{last}");
+    let failures = last["evaluator_failures"].to_string();
+    assert!(
+        failures.contains(&format!("node {} lost", c.addr)) && failures.contains("evaluator 3 re-placed"),
+        "{failures}"
+    );
+    assert_eq!(last["cluster"]["evaluators_on_nodes"], 3, "{last}");
+    let started = a.proc.log().matches("started evaluator").count() + b.proc.log().matches("started evaluator").count();
+    assert_eq!(started, 2 + 1);
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! `result.json`, checkpoints and resumes; `rlx play` lets a person play
 //! the checkpoint in the terminal, telling them what is wrong with a bad
 //! move and asking again; bad input (a game without cloning support, a
-//! bad `num_simulations`, an unknown arena opponent, `nodes`) is an error
-//! naming the problem.
+//! bad `num_simulations`, an unknown arena opponent, `nodes` without a
+//! cookie) is an error naming the problem.
 
 mod common;
 use std::io::{Read, Write};
@@ -183,7 +183,15 @@ fn alpha_zero_trains_resumes_and_plays_a_person() {
     assert!(e.contains("num_simulations") && e.contains("must be in [1, 1000000]"), "{e}");
     let e = rejected(r#"{"arena_opponents": ["mcts_zero"]}"#);
     assert!(e.contains("arena_opponents") && e.contains("mcts_zero"), "{e}");
-    let e = rejected(r#"{"nodes": ["127.0.0.1:9"]}"#);
-    assert!(e.contains("AlphaZero cannot place its workers on nodes yet"), "{e}");
+    // Self-play evaluators go on nodes like any evaluators: "nodes" needs
+    // the nodes' cookie.
+    let out = Command::new(RLX)
+        .args(["train", "--run", "AlphaZero", "--env", "TicTacToe", "--results-dir", results.to_str().unwrap()])
+        .args(["--config", r#"{"nodes": ["127.0.0.1:9"]}"#])
+        .env_remove("RLX_COOKIE")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(1) && e.contains("\"nodes\" needs the nodes' cookie"), "{e}");
     std::fs::remove_dir_all(results).unwrap();
 }

@@ -21,8 +21,8 @@ pub struct Capabilities {
     /// map to policies.
     pub plays_games: bool,
     /// It drives workers of its own (ES and ARS's perturbation workers,
-    /// AlphaZero's self-play workers, PBT's trainers) rather than a set of
-    /// evaluators, so `nodes` and the actix backend, which place
+    /// PBT's trainers) rather than a set of evaluators (AlphaZero's
+    /// self-play workers are evaluators), so `nodes` and the actix backend, which place
     /// evaluators, do not apply to it.
     pub runs_own_workers: bool,
 }

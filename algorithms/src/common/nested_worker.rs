@@ -1,9 +1,8 @@
 //! A worker actor that does its work itself or splits it over child
 //! workers it supervises: the nesting of ES's and ARS's perturbation
-//! workers and of AlphaZero's self-play evaluators (the book's Nesting
-//! page). What the work is, a [`Work`] says: how a leaf is built in its
-//! actor, how it answers a request, and how a request splits over
-//! children and their answers join.
+//! workers (the book's Nesting page). What the work is, a [`Work`] says:
+//! how a leaf is built in its actor, how it answers a request, and how a
+//! request splits over children and their answers join.
 //!
 //! A [`NestedWorker`] started with `num_children: 0` builds its `Work`
 //! and answers requests itself; otherwise it spawns a pool of children

@@ -163,7 +163,7 @@ mod tests {
 
 /// A pool of worker actors' failure as the handle error a worker evaluator's
 /// would be (workers count from 1, after the driver's evaluator): ES's and
-/// ARS's perturbation workers, AlphaZero's self-play evaluators.
+/// ARS's perturbation workers.
 pub fn worker_pool_error(e: rlx::PoolError) -> rlx::HandleError {
     use rlx::{HandleError, PoolError};
     match e {

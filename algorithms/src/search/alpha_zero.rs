@@ -17,12 +17,15 @@
 //! network's size.)
 //!
 //! **Execution.** Self-play evaluators ([`super::self_play`]) are
-//! supervised actors. Each iteration the driver sends each its share of
-//! `games_per_iteration` games with the current weights; an evaluator
-//! keeps `games_in_flight` games going, their search leaves evaluated
-//! together, and may split its games over `num_search_workers` child
-//! actors of its own (the search's parallelism nested inside the
-//! evaluator). The positions go to a replay of `replay_capacity` rows; the
+//! ordinary supervised evaluators whose sampling is self-play, so they
+//! run wherever a deployment puts evaluators: actors in this process,
+//! actix threads (`"backend": "actix"`) or worker nodes (`"nodes"`). Each
+//! iteration the driver sends them the current weights and each plays its
+//! share of `games_per_iteration` games; an evaluator keeps
+//! `games_in_flight` games going, their search leaves evaluated together,
+//! and may split its games over `num_search_workers` search threads of its
+//! own, each with a copy of the network (the search's parallelism nested
+//! inside the evaluator). The positions go to a replay of `replay_capacity` rows; the
 //! learner then takes `num_sgd_steps` gradient steps on minibatches drawn
 //! from it. Every `arena_interval` iterations the arena
 //! ([`super::arena`]) plays the learner against fixed opponents and the
@@ -38,10 +41,9 @@
 
 use super::arena::{self, Opponent};
 use super::mcts::SearchSettings;
-use super::self_play::{PlayRequest, Positions, SelfPlaySettings, SelfPlayWorker, SelfPlayer, SelfPlayerMaker};
+use super::self_play::{SelfPlaySampler, SelfPlaySettings, SelfPlayer};
 use crate::common::build_context::BuildContext;
-use crate::common::nested_worker::{run_on, NestedArgs};
-use crate::common::sampling::worker_pool_error;
+use crate::common::nested_worker::shares;
 use crate::common::sections::{limits, ActorCriticLearner, Learning, OptimizerChoice, Sampling};
 use crate::error::BuildError;
 use crate::model::device::{DeviceSpec, NetDevice};
@@ -53,27 +55,28 @@ use rand_chacha::ChaCha8Rng;
 use rlx::config::{check, check_count, ConfigError, Validate};
 use rlx::env::EnvMaker;
 use rlx::evaluation::EvaluationResult;
+use rlx::evaluator::{evaluator_seed, EvaluatorFactory};
 use rlx::game::Game;
+use rlx::operators::{broadcast_weights, concat_rollouts, parallel_rollouts};
 use rlx::optimizer::{OptimizerError, PolicyOptimizer, StepStats};
-use rlx::pool::{ActorPool, ChildArgs};
 use rlx::replay::ReplayBuffer;
-use rlx::{fields, Column, EnvShards, Evaluators, HandleError, LearnerStats, PolicyError, PolicyEvaluator};
+use rlx::{fields, EnvShards, EpisodeSummary, Evaluators, LearnerStats, PolicyError, PolicyEvaluator};
 use rlx::{PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer, VectorEnv};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The column of the search's policy `π` in training batches.
-pub const SEARCH_POLICY: &str = "search_policy";
+pub use super::self_play::SEARCH_POLICY;
 
 /// AlphaZero's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
 #[serde(default)]
 pub struct AlphaZeroConfig {
-    /// Self-play evaluator actors; 0 plays in the driver.
+    /// Self-play evaluators; 0 plays in the driver.
     pub num_workers: usize,
-    /// Child actors each evaluator splits its games over (the search's
-    /// nested parallelism); 0 plays them in the evaluator itself.
+    /// Search threads each evaluator splits its games over, each with a
+    /// copy of the network (the search's nested parallelism); 0 plays
+    /// them in the evaluator's own thread.
     pub num_search_workers: usize,
     /// Games each self-player keeps going at once: their leaves share one
     /// forward pass of the network.
@@ -125,7 +128,8 @@ pub struct AlphaZeroConfig {
     pub env_config: serde_json::Value,
     /// Seed of the network's initialization, self-play and the arena.
     pub seed: u64,
-    /// How evaluator (and child) actors are restarted after a failure.
+    /// How self-play evaluators are restarted after a failure (a search
+    /// thread's failure is its evaluator's).
     pub restart: RestartPolicy,
 }
 
@@ -328,8 +332,6 @@ pub fn game_of(make_env: &EnvMaker) -> Result<Box<dyn Game>, BuildError> {
 pub struct AlphaZeroOptimizer {
     cfg: AlphaZeroConfig,
     game: Box<dyn Game>,
-    workers: Option<ActorPool<SelfPlayWorker>>,
-    local: Option<SelfPlayer>,
     replay: ReplayBuffer,
     rng: ChaCha8Rng,
     iterations: u64,
@@ -337,23 +339,12 @@ pub struct AlphaZeroOptimizer {
 }
 
 impl AlphaZeroOptimizer {
-    /// The self-play workers (`None` when the driver plays), e.g. for a
-    /// fault test to kill one.
-    pub fn workers(&self) -> Option<&ActorPool<SelfPlayWorker>> {
-        self.workers.as_ref()
-    }
-
-    /// Self-play of this iteration's games with `weights`.
-    async fn self_play(&mut self, weights: Arc<Vec<f32>>) -> Result<Positions, OptimizerError> {
-        let request = PlayRequest { weights, games: self.cfg.games_per_iteration, seed: self.rng.gen() };
-        Ok(match (&self.workers, &mut self.local) {
-            (Some(pool), _) => {
-                let failed = |i: usize, source| HandleError::Failed { index: i + 1, source };
-                run_on(pool, &request, worker_pool_error, failed).await?
-            }
-            (None, Some(local)) => local.play(&request.weights, request.games, request.seed)?,
-            (None, None) => unreachable!("built with workers or a local player"),
-        })
+    /// Self-play of this iteration's games with the learner's weights, on
+    /// the self-play evaluators wherever they run (the driver's own when
+    /// there are none): their positions, and one summary per game.
+    async fn self_play(&self, evaluators: &Evaluators) -> Result<(SampleBatch, Vec<EpisodeSummary>), OptimizerError> {
+        broadcast_weights(evaluators).await?;
+        Ok(concat_rollouts(parallel_rollouts(evaluators).await?)?)
     }
 
     /// `num_sgd_steps` gradient steps of the driver's network on
@@ -379,29 +370,17 @@ impl AlphaZeroOptimizer {
         arena::evaluate(local.policy_mut(), self.game.as_ref(), &opponents, self.cfg.search(), games, &mut rng)
             .map_err(|e| rlx::EvaluatorError::Policy(e).into())
     }
-
-    /// The positions as rows for the replay.
-    fn rows(&self, positions: Positions) -> Result<SampleBatch, OptimizerError> {
-        let width = self.game.observation_space().flat_dim();
-        let mut batch = SampleBatch::new();
-        batch.insert_f32(fields::OBS, positions.obs, width)?;
-        batch.insert_f32(SEARCH_POLICY, positions.policy, self.game.num_actions())?;
-        batch.insert(fields::ACTIONS, Column::I64 { data: positions.actions, width: 1 })?;
-        batch.insert_f32(fields::VALUE_TARGETS, positions.outcomes, 1)?;
-        Ok(batch)
-    }
 }
 
 #[rlx::async_trait]
 impl PolicyOptimizer for AlphaZeroOptimizer {
     async fn step(&mut self, evaluators: &mut Evaluators) -> Result<StepStats, OptimizerError> {
         self.iterations += 1;
-        let weights = Arc::new(evaluators.local().policy().get_weights());
         let t0 = Instant::now();
-        let mut positions = self.self_play(weights).await?;
+        let (positions, games) = self.self_play(evaluators).await?;
         let self_play_s = t0.elapsed().as_secs_f64();
-        let (games, moves) = (std::mem::take(&mut positions.games), positions.len());
-        self.replay.add(&self.rows(positions)?)?;
+        let moves = positions.len();
+        self.replay.add(&positions)?;
         let t1 = Instant::now();
         let updates = self.learn(evaluators)?;
         let mut learner = LearnerStats::mean(&updates);
@@ -411,9 +390,6 @@ impl PolicyOptimizer for AlphaZeroOptimizer {
         learner.set("self_play_games_per_s", games.len() as f64 / self_play_s.max(1e-9));
         learner.set("learn_s", t1.elapsed().as_secs_f64());
         learner.set("mean_game_length", moves as f64 / games.len().max(1) as f64);
-        if let Some(pool) = &self.workers {
-            learner.set("worker_restarts", pool.restarts() as f64);
-        }
         if self.cfg.arena_interval > 0 && self.iterations.is_multiple_of(self.cfg.arena_interval as u64) {
             self.evaluation = Some(self.arena(evaluators)?);
         }
@@ -428,67 +404,67 @@ impl PolicyOptimizer for AlphaZeroOptimizer {
     fn checkpoint_gaps(&self) -> Vec<String> {
         vec![
             "the replay of self-play positions is not saved: a restored run refills it".into(),
-            "the self-play and arena random streams start again from the seed".into(),
+            "the self-play evaluators' random streams restart from their seeds and row counts".into(),
+            "the arena's and the minibatches' random stream starts again from the seed".into(),
         ]
     }
 }
 
 /// AlphaZero's trainer: the driver's evaluator holds the learner's network
 /// (for checkpoints, `rlx play` and the arena), and self-play runs on
-/// `num_workers` evaluator actors or in the driver.
+/// `num_workers` evaluators wherever the context places them (actors in
+/// this process, actix threads, worker nodes), or in the driver.
 ///
 /// # Errors
 /// An env that is not a two-player game, a model that does not fit it, or
 /// an evaluator that fails to start.
-pub async fn build(_ctx: BuildContext, make_env: EnvMaker, cfg: AlphaZeroConfig) -> Result<Trainer, BuildError> {
-    let (evaluators, optimizer) = optimizer(make_env, cfg).await?;
+pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: AlphaZeroConfig) -> Result<Trainer, BuildError> {
+    let (evaluators, optimizer) = optimizer(&ctx, make_env, cfg).await?;
     Ok(Trainer::new(evaluators, Box::new(optimizer)))
 }
 
-/// The driver's evaluator and the optimizer [`build`] wraps, for a caller
-/// that wants to reach the self-play workers.
+/// The evaluators and the optimizer [`build`] wraps.
 ///
 /// # Errors
 /// As [`build`].
 pub async fn optimizer(
+    ctx: &BuildContext,
     make_env: EnvMaker,
     cfg: AlphaZeroConfig,
 ) -> Result<(Evaluators, AlphaZeroOptimizer), BuildError> {
     let game = game_of(&make_env)?;
     let (obs, act) = (game.observation_space().clone(), Space::discrete(game.num_actions() as i64));
-    let policy = make_policy(&cfg, &obs, &act, cfg.seed)?;
-    let env = VectorEnv::build(make_env.clone(), 1, &EnvShards::default(), false)?;
-    let local =
-        PolicyEvaluator::new(policy, env, 1, cfg.seed).map_err(|source| HandleError::Failed { index: 0, source })?;
-    let evaluators = Evaluators::from_parts(local, Vec::new());
-
-    let player_cfg = cfg.clone();
-    let player_env = make_env.clone();
-    let make: SelfPlayerMaker = Arc::new(move || {
-        let game = game_of(&player_env).map_err(|e| rlx::EvaluatorError::Config(e.to_string()))?;
-        let (obs, act) = (game.observation_space().clone(), Space::discrete(game.num_actions() as i64));
-        let policy = make_policy(&player_cfg, &obs, &act, player_cfg.seed)
-            .map_err(|e| rlx::EvaluatorError::Config(e.to_string()))?;
-        Ok(SelfPlayer::new(policy, game, player_cfg.self_play()))
-    });
-    let (workers, local) = if cfg.num_workers == 0 {
-        (None, Some(make().map_err(|source| HandleError::Failed { index: 0, source })?))
-    } else {
-        let args = NestedArgs::<SelfPlayer> { spec: make, num_children: cfg.num_search_workers, restart: cfg.restart };
-        let args: ChildArgs<SelfPlayWorker> = Arc::new(move |_, _| args.clone());
-        let pool = ActorPool::spawn(
-            "AlphaZero self-play evaluator",
-            SelfPlayWorker::new(),
-            cfg.num_workers,
-            args,
-            cfg.restart,
-        )
-        .await
-        .map_err(|e| HandleError::Spawn { index: 1, reason: e.to_string() })?;
-        (Some(pool), None)
-    };
+    make_policy(&cfg, &obs, &act, cfg.seed)?;
+    let factory = self_play_evaluators(make_env, &cfg);
+    let evaluators = Evaluators::spawn_placed(factory, cfg.num_workers, cfg.restart, ctx.placement.clone()).await?;
     let replay = ReplayBuffer::new(cfg.replay_capacity).map_err(|e| BuildError::Unsupported(e.to_string()))?;
     let rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0xA1FA_2E80);
-    let optimizer = AlphaZeroOptimizer { cfg, game, workers, local, replay, rng, iterations: 0, evaluation: None };
+    let optimizer = AlphaZeroOptimizer { cfg, game, replay, rng, iterations: 0, evaluation: None };
     Ok((evaluators, optimizer))
+}
+
+/// Builds evaluator `index` of the run: the network on a one-copy env of
+/// the game, and, for the evaluators that sample (the workers, or the
+/// driver's when there are none), self-play of its share of
+/// `games_per_iteration` ([`SelfPlaySampler`]) over `num_search_workers`
+/// search threads, seeded by its index and start.
+fn self_play_evaluators(make_env: EnvMaker, cfg: &AlphaZeroConfig) -> EvaluatorFactory {
+    let cfg = cfg.clone();
+    let shares = shares(cfg.games_per_iteration, cfg.num_workers.max(1));
+    let build_error = |e: BuildError| rlx::EvaluatorError::Config(e.to_string());
+    Arc::new(move |index, generation| {
+        let game = game_of(&make_env).map_err(build_error)?;
+        let (obs, act) = (game.observation_space().clone(), Space::discrete(game.num_actions() as i64));
+        let network = || make_policy(&cfg, &obs, &act, cfg.seed).map_err(build_error);
+        let env = VectorEnv::build(make_env.clone(), 1, &EnvShards::default(), false)?;
+        let seed = evaluator_seed(cfg.seed, index, generation);
+        let evaluator = PolicyEvaluator::new(network()?, env, 1, seed)?;
+        if index == 0 && cfg.num_workers > 0 {
+            return Ok(evaluator);
+        }
+        let searchers = (0..cfg.num_search_workers).map(|_| network()).collect::<Result<_, _>>()?;
+        let games = shares[index.saturating_sub(1)].len();
+        let player = SelfPlayer::new(game, cfg.self_play());
+        Ok(evaluator.with_sampler(Box::new(SelfPlaySampler::new(player, searchers, games, seed ^ 0x5E1F_B1A7))))
+    })
 }

@@ -4,19 +4,26 @@
 //! records each position with the search's policy and, once the game is
 //! over, its outcome for the player who was to move.
 //!
-//! A [`SelfPlayWorker`] actor (a [`NestedWorker`]) runs one, or splits its
-//! games over child workers it supervises: the search's parallelism nested inside the
+//! A [`SelfPlaySampler`] makes self-play an evaluator's way of sampling
+//! ([`rlx::evaluator::Sampler`]), so self-play evaluators are placed,
+//! supervised, sent weights and restored like any other evaluator: in
+//! this process, as actix threads or on worker nodes. Each evaluator plays
+//! its games itself or splits them over search threads of its own, each
+//! with a copy of the network: the search's parallelism nested inside the
 //! self-play evaluator (the seed paper's example of a worker delegating
 //! to sub-workers).
 
 use super::mcts::{search, NetworkPrior, SearchSettings, Tree};
-use crate::common::nested_worker::{shares, NestedWorker, Work};
+use crate::common::nested_worker::shares;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlx::evaluator::EvaluatorError;
+use rlx::evaluator::{EvaluatorError, Sampler};
 use rlx::game::Game;
-use rlx::{EpisodeSummary, PolicyError, PolicyGraph};
-use std::sync::Arc;
+use rlx::sample_batch::BatchError;
+use rlx::{fields, Column, EpisodeSummary, PolicyError, PolicyGraph, Rollout, SampleBatch};
+
+/// The column of the search's policy `π` in training batches.
+pub const SEARCH_POLICY: &str = "search_policy";
 
 /// How self-play games are played.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -57,6 +64,21 @@ impl Positions {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.actions.is_empty()
+    }
+
+    /// The rows as a training batch: `obs`, the search's policy
+    /// ([`SEARCH_POLICY`]), `actions` and the outcomes (`value_targets`),
+    /// with the widths of `game`'s observations and moves.
+    ///
+    /// # Errors
+    /// Rows of other widths.
+    pub fn into_batch(self, game: &dyn Game) -> Result<SampleBatch, BatchError> {
+        let mut batch = SampleBatch::new();
+        batch.insert_f32(fields::OBS, self.obs, game.observation_space().flat_dim())?;
+        batch.insert_f32(SEARCH_POLICY, self.policy, game.num_actions())?;
+        batch.insert(fields::ACTIONS, Column::I64 { data: self.actions, width: 1 })?;
+        batch.insert_f32(fields::VALUE_TARGETS, self.outcomes, 1)?;
+        Ok(batch)
     }
 
     /// Appends `other`'s rows and games.
@@ -123,23 +145,22 @@ impl Playing {
 
 /// Plays self-play games with a network and a search (see the module docs).
 pub struct SelfPlayer {
-    policy: Box<dyn PolicyGraph>,
     game: Box<dyn Game>,
     settings: SelfPlaySettings,
 }
 
 impl SelfPlayer {
-    /// Plays `game` (from its opening) with `policy`'s network.
-    pub fn new(policy: Box<dyn PolicyGraph>, game: Box<dyn Game>, settings: SelfPlaySettings) -> Self {
-        Self { policy, game, settings }
+    /// Plays `game` from its opening.
+    pub fn new(game: Box<dyn Game>, settings: SelfPlaySettings) -> Self {
+        Self { game, settings }
     }
 
-    /// Plays `games` whole games with `weights`, drawing from `seed`.
+    /// Plays `games` whole games with `policy`'s network as the search's
+    /// leaf evaluator, drawing from `seed`.
     ///
     /// # Errors
-    /// Weights of the wrong length, or the network's error.
-    pub fn play(&mut self, weights: &[f32], games: usize, seed: u64) -> Result<Positions, EvaluatorError> {
-        self.policy.set_weights(weights)?;
+    /// The network's error.
+    pub fn play(&self, policy: &mut dyn PolicyGraph, games: usize, seed: u64) -> Result<Positions, EvaluatorError> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (game, search_settings) = (self.game.as_ref(), self.settings.search);
         let mut out = Positions::default();
@@ -148,7 +169,7 @@ impl SelfPlayer {
         let mut obs = vec![0.0; game.observation_space().flat_dim()];
         while !playing.is_empty() {
             let mut trees: Vec<&mut Tree> = playing.iter_mut().map(|p| &mut p.tree).collect();
-            search(&mut trees, &mut NetworkPrior::new(self.policy.as_mut()), &mut rng)?;
+            search(&mut trees, &mut NetworkPrior::new(policy), &mut rng)?;
             let mut i = 0;
             while i < playing.len() {
                 let p = &mut playing[i];
@@ -168,52 +189,81 @@ impl SelfPlayer {
     }
 }
 
-/// Builds a [`SelfPlayer`]'s network and game (in the actor that owns them).
-pub type SelfPlayerMaker = Arc<dyn Fn() -> Result<SelfPlayer, EvaluatorError> + Send + Sync>;
-
-/// A request to a self-play worker: games to play with these weights.
-#[derive(Clone, Debug)]
-pub struct PlayRequest {
-    /// The network's weights.
-    pub weights: Arc<Vec<f32>>,
-    /// Whole games to play.
-    pub games: usize,
-    /// Seeds the search's noise and the moves drawn.
-    pub seed: u64,
+/// Self-play as an evaluator's sampling ([`Sampler`]): each call plays the
+/// evaluator's share of an iteration's games with the evaluator's network,
+/// in the evaluator's own thread or split over search threads, each with
+/// its own copy of the network (the search's parallelism nested inside
+/// the evaluator).
+pub struct SelfPlaySampler {
+    player: SelfPlayer,
+    /// The search threads' copies of the network; none: the evaluator
+    /// searches alone.
+    searchers: Vec<Box<dyn PolicyGraph>>,
+    /// Whole games per call.
+    games: usize,
+    seed: u64,
+    rng: ChaCha8Rng,
 }
 
-impl Work for SelfPlayer {
-    type Spec = SelfPlayerMaker;
-    type Request = PlayRequest;
-    type Answer = Positions;
-    const CHILD: &'static str = "AlphaZero search worker";
-
-    fn build(make: &SelfPlayerMaker) -> Result<Self, EvaluatorError> {
-        make()
+impl SelfPlaySampler {
+    /// Plays `games` games a call with `player`, split over `searchers`
+    /// (copies of the network that get the evaluator's weights before each
+    /// call), drawing from `seed`.
+    pub fn new(player: SelfPlayer, searchers: Vec<Box<dyn PolicyGraph>>, games: usize, seed: u64) -> Self {
+        Self { player, searchers, games, seed, rng: ChaCha8Rng::seed_from_u64(seed) }
     }
 
-    fn run(&mut self, r: &PlayRequest) -> Result<Positions, EvaluatorError> {
-        self.play(&r.weights, r.games, r.seed)
-    }
-
-    /// Shares of the games that differ by at most one, each with a seed
-    /// drawn from the request's.
-    fn split(r: &PlayRequest, n: usize) -> Vec<PlayRequest> {
-        let mut rng = ChaCha8Rng::seed_from_u64(r.seed);
-        let shares = shares(r.games, n);
-        shares
-            .into_iter()
-            .map(|s| PlayRequest { weights: r.weights.clone(), games: s.len(), seed: rng.gen() })
-            .collect()
-    }
-
-    fn join(answers: Vec<Positions>) -> Positions {
+    /// The games split over the search threads in shares that differ by at
+    /// most one, each share with a seed drawn from `seed`, joined in
+    /// thread order (so the rows do not depend on which thread finishes
+    /// first). A thread that panics panics the evaluator, whose supervisor
+    /// restarts it.
+    fn play_split(&mut self, policy: &dyn PolicyGraph, seed: u64) -> Result<Positions, EvaluatorError> {
+        let weights = policy.get_weights();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let parts: Vec<(usize, u64)> =
+            shares(self.games, self.searchers.len()).into_iter().map(|s| (s.len(), rng.gen())).collect();
+        let (player, weights) = (&self.player, &weights);
+        let answers: Vec<Result<Positions, EvaluatorError>> = std::thread::scope(|scope| {
+            let running: Vec<_> = self
+                .searchers
+                .iter_mut()
+                .zip(parts)
+                .map(|(network, (games, seed))| {
+                    scope.spawn(move || {
+                        network.set_weights(weights)?;
+                        player.play(network.as_mut(), games, seed)
+                    })
+                })
+                .collect();
+            running.into_iter().map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        });
         let mut out = Positions::default();
-        answers.into_iter().for_each(|a| out.append(a));
-        out
+        for answer in answers {
+            out.append(answer?);
+        }
+        Ok(out)
     }
 }
 
-/// A self-play actor: plays itself, or splits its games over children
-/// (a [`NestedWorker`]).
-pub type SelfPlayWorker = NestedWorker<SelfPlayer>;
+impl Sampler for SelfPlaySampler {
+    /// This call's games, as rows (see [`Positions::into_batch`]) and one
+    /// episode per game.
+    fn sample(&mut self, policy: &mut dyn PolicyGraph) -> Result<Rollout, EvaluatorError> {
+        let seed = self.rng.gen();
+        let mut positions = if self.searchers.is_empty() {
+            self.player.play(policy, self.games, seed)?
+        } else {
+            self.play_split(policy, seed)?
+        };
+        let episodes = std::mem::take(&mut positions.games);
+        let batch = positions.into_batch(self.player.game.as_ref()).map_err(|e| EvaluatorError::Policy(e.into()))?;
+        Ok(Rollout { batch, episodes, filter_delta: None, env_shard_restarts: 0 })
+    }
+
+    /// A new stream for the draws after the snapshot, from the rows
+    /// sampled before it.
+    fn restored(&mut self, steps_sampled: u64) {
+        self.rng = ChaCha8Rng::seed_from_u64(self.seed ^ steps_sampled);
+    }
+}
