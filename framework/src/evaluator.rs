@@ -289,7 +289,9 @@ impl PolicyEvaluator {
     }
 
     /// Runs `sampler` in each [`sample`](Self::sample) instead of stepping
-    /// its envs, handing it this evaluator's policy (see [`Sampler`]).
+    /// its envs, handing it this evaluator's policy (see [`Sampler`]). The
+    /// sampler makes every row: `input`, `output` and the observation
+    /// filter do not apply to it.
     pub fn with_sampler(mut self, sampler: Box<dyn Sampler>) -> Self {
         self.sampler = Some(sampler);
         self
@@ -392,7 +394,8 @@ impl PolicyEvaluator {
     /// error only if the env does.
     pub fn sample(&mut self) -> Result<Rollout, EvaluatorError> {
         if let Some(sampler) = &mut self.sampler {
-            let rollout = sampler.sample(self.policy.as_mut())?;
+            let policy = self.policy.as_mut();
+            let rollout = off_the_runtime(|| sampler.sample(policy))?;
             self.steps_sampled += rollout.batch.len() as u64;
             return Ok(rollout);
         }
@@ -864,6 +867,18 @@ fn complete_row(batch: &mut SampleBatch, row: usize, waiting: &SampleBatch) -> R
         }
     }
     Ok(())
+}
+
+/// Runs `f`, a long synchronous call, on this thread; on a worker of a
+/// multi-threaded tokio runtime (an evaluator actor's), the worker's other
+/// tasks move to another thread first, so that nothing else in the process
+/// (a node's heartbeat, its other evaluators) waits for `f`.
+fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 /// Whether `space` is a `Box` with a finite bound somewhere.

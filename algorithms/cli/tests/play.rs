@@ -1,6 +1,7 @@
 //! AlphaZero through the `rlx` binary: `rlx train --run AlphaZero` on
 //! TicTacToe writes the arena's win, draw and loss shares to
-//! `result.json`, checkpoints and resumes; `rlx play` lets a person play
+//! `result.json`, checkpoints and resumes, and self-plays on the actix
+//! backend; `rlx play` lets a person play
 //! the checkpoint in the terminal, telling them what is wrong with a bad
 //! move and asking again; bad input (a game without cloning support, a
 //! bad `num_simulations`, an unknown arena opponent, `nodes` without a
@@ -28,6 +29,15 @@ fn result_lines(dir: &Path) -> Vec<serde_json::Value> {
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// `rlx train --run AlphaZero --env TicTacToe` with `config`, `stop` and
+/// `flags`, its results under `results`.
+fn train_tic_tac_toe(config: &str, stop: &str, results: &Path, flags: &[&str]) -> Output {
+    let mut args = vec!["train", "--run", "AlphaZero", "--env", "TicTacToe", "--config", config, "--stop", stop];
+    args.extend(flags);
+    args.extend(["--results-dir", results.to_str().unwrap()]);
+    rlx(&args)
+}
+
 /// `rlx play` with `input` typed in; returns its stdout.
 fn play(args: &[&str], input: &str) -> String {
     let mut child =
@@ -49,25 +59,31 @@ fn fails(args: &[&str]) -> String {
     stderr
 }
 
+/// Self-play evaluators on the actix backend, each with two search
+/// threads: every iteration's games arrive, one row a move.
+#[test]
+fn alpha_zero_self_plays_on_the_actix_backend() {
+    let results = common::tmp("play", "actix");
+    let config = r#"{"backend": "actix", "num_workers": 2, "num_search_workers": 2, "games_per_iteration": 16,
+        "num_simulations": 20, "arena_interval": 0}"#;
+    let out = train_tic_tac_toe(config, r#"{"training_iteration": 3}"#, &results, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = result_lines(&run_dir(&results));
+    assert_eq!(lines.len(), 3);
+    for line in &lines {
+        assert_eq!(line["episodes_this_iter"], 16, "{line}");
+        let moves = line["timesteps_this_iter"].as_u64().unwrap();
+        assert!((16 * 5..=16 * 9).contains(&moves), "{line}");
+    }
+    std::fs::remove_dir_all(results).unwrap();
+}
+
 #[test]
 fn alpha_zero_trains_resumes_and_plays_a_person() {
     let results = common::tmp("play", "alpha-zero");
     let config = r#"{"seed": 1, "num_workers": 1, "num_search_workers": 2, "games_per_iteration": 16,
         "num_simulations": 30, "arena_interval": 2, "arena_games": 10, "arena_opponents": ["random", "minimax", "mcts_20"]}"#;
-    let out = rlx(&[
-        "train",
-        "--run",
-        "AlphaZero",
-        "--env",
-        "TicTacToe",
-        "--config",
-        config,
-        "--stop",
-        r#"{"training_iteration": 4}"#,
-        "--checkpoint-at-end",
-        "--results-dir",
-        results.to_str().unwrap(),
-    ]);
+    let out = train_tic_tac_toe(config, r#"{"training_iteration": 4}"#, &results, &["--checkpoint-at-end"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dir = run_dir(&results);
     let lines = result_lines(&dir);

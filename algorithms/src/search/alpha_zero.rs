@@ -60,7 +60,8 @@ use rlx::game::Game;
 use rlx::operators::{broadcast_weights, concat_rollouts, parallel_rollouts};
 use rlx::optimizer::{OptimizerError, PolicyOptimizer, StepStats};
 use rlx::replay::ReplayBuffer;
-use rlx::{fields, EnvShards, EpisodeSummary, Evaluators, LearnerStats, PolicyError, PolicyEvaluator};
+use rlx::{fields, Column, EnvShards, EpisodeSummary, Evaluators, HandleError, LearnerStats, PolicyError};
+use rlx::{PolicyEvaluator, Rollout};
 use rlx::{PolicyGraph, RestartPolicy, SampleBatch, Space, Trainer, VectorEnv};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -74,9 +75,9 @@ pub use super::self_play::SEARCH_POLICY;
 pub struct AlphaZeroConfig {
     /// Self-play evaluators; 0 plays in the driver.
     pub num_workers: usize,
-    /// Search threads each evaluator splits its games over, each with a
-    /// copy of the network (the search's nested parallelism); 0 plays
-    /// them in the evaluator's own thread.
+    /// Threads each evaluator splits its games over, its own and more,
+    /// each with a copy of the network (the search's nested parallelism);
+    /// 0 or 1 plays them in the evaluator's own thread.
     pub num_search_workers: usize,
     /// Games each self-player keeps going at once: their leaves share one
     /// forward pass of the network.
@@ -344,7 +345,37 @@ impl AlphaZeroOptimizer {
     /// there are none): their positions, and one summary per game.
     async fn self_play(&self, evaluators: &Evaluators) -> Result<(SampleBatch, Vec<EpisodeSummary>), OptimizerError> {
         broadcast_weights(evaluators).await?;
-        Ok(concat_rollouts(parallel_rollouts(evaluators).await?)?)
+        let rollouts = parallel_rollouts(evaluators).await?;
+        let first = usize::from(evaluators.num_workers() > 0);
+        for (i, (rollout, share)) in
+            rollouts.iter().zip(shares(self.cfg.games_per_iteration, rollouts.len())).enumerate()
+        {
+            self.check(rollout, share.len()).map_err(|message| HandleError::Failed {
+                index: first + i,
+                source: rlx::EvaluatorError::Config(format!("its self-play: {message}")),
+            })?;
+        }
+        Ok(concat_rollouts(rollouts)?)
+    }
+
+    /// What a self-play evaluator sent (from a node: untrusted): its share
+    /// of the games, one row a move, and the search's policy and the
+    /// outcome in the game's widths (the driver's checks of any reply
+    /// cover the observations, the moves and finite numbers).
+    fn check(&self, rollout: &Rollout, games: usize) -> Result<(), String> {
+        if rollout.episodes.len() != games {
+            return Err(format!("{} games where its share is {games}", rollout.episodes.len()));
+        }
+        let moves: u64 = rollout.episodes.iter().map(|e| e.length).sum();
+        if moves != rollout.batch.len() as u64 {
+            return Err(format!("{} rows for games of {moves} moves", rollout.batch.len()));
+        }
+        for (field, width) in [(SEARCH_POLICY, self.game.num_actions()), (fields::VALUE_TARGETS, 1)] {
+            if !matches!(rollout.batch.get(field), Some(Column::F32 { width: w, .. }) if *w == width) {
+                return Err(format!("`{field}` is not a column of {width} numbers a row"));
+            }
+        }
+        Ok(())
     }
 
     /// `num_sgd_steps` gradient steps of the driver's network on
@@ -462,9 +493,53 @@ fn self_play_evaluators(make_env: EnvMaker, cfg: &AlphaZeroConfig) -> EvaluatorF
         if index == 0 && cfg.num_workers > 0 {
             return Ok(evaluator);
         }
-        let searchers = (0..cfg.num_search_workers).map(|_| network()).collect::<Result<_, _>>()?;
+        let searchers = (1..cfg.num_search_workers).map(|_| network()).collect::<Result<_, _>>()?;
         let games = shares[index.saturating_sub(1)].len();
         let player = SelfPlayer::new(game, cfg.self_play());
         Ok(evaluator.with_sampler(Box::new(SelfPlaySampler::new(player, searchers, games, seed ^ 0x5E1F_B1A7))))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::self_play::Positions;
+    use rlx_envs::TicTacToe;
+
+    /// One finished TicTacToe game of 5 moves as a self-play evaluator
+    /// would send it.
+    fn rollout() -> Rollout {
+        let positions = Positions {
+            obs: vec![0.0; 5 * 18],
+            policy: vec![1.0 / 9.0; 5 * 9],
+            actions: vec![0, 3, 1, 4, 2],
+            outcomes: vec![1.0, -1.0, 1.0, -1.0, 1.0],
+            games: Vec::new(),
+        };
+        let episodes = vec![EpisodeSummary { episode_return: 1.0, length: 5, truncated: false, agent: None }];
+        Rollout { batch: positions.into_batch(&TicTacToe::new()).unwrap(), episodes, ..Rollout::default() }
+    }
+
+    #[test]
+    fn a_self_play_reply_is_checked_against_its_share_and_the_games_widths() {
+        let cfg = AlphaZeroConfig::default();
+        let optimizer = AlphaZeroOptimizer {
+            game: Box::new(TicTacToe::new()),
+            replay: ReplayBuffer::new(10).unwrap(),
+            rng: ChaCha8Rng::seed_from_u64(0),
+            iterations: 0,
+            evaluation: None,
+            cfg,
+        };
+        assert_eq!(optimizer.check(&rollout(), 1), Ok(()));
+        let err = optimizer.check(&rollout(), 2).unwrap_err();
+        assert!(err.contains("1 games where its share is 2"), "{err}");
+        let mut short = rollout();
+        short.episodes[0].length = 7;
+        assert!(optimizer.check(&short, 1).unwrap_err().contains("5 rows for games of 7 moves"));
+        let mut wide = rollout();
+        wide.batch.insert_f32(SEARCH_POLICY, vec![0.1; 5 * 10], 10).unwrap();
+        let err = optimizer.check(&wide, 1).unwrap_err();
+        assert!(err.contains("`search_policy` is not a column of 9 numbers a row"), "{err}");
+    }
 }

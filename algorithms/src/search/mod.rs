@@ -4,7 +4,7 @@
 //! |---|---|
 //! | [`alpha_zero`] | the algorithm: config, loss, training step |
 //! | [`mcts`] | the search: PUCT, root noise, virtual loss, batched leaves, tree reuse |
-//! | [`self_play`] | self-play games on evaluator actors, with nested search workers |
+//! | [`self_play`] | self-play as an evaluator's sampling, with search threads |
 //! | [`arena`] | the learner against random play, pure MCTS and minimax; round robins |
 //! | [`elo`] | Elo ratings fitted to a round robin's games |
 //!

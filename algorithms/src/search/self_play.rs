@@ -191,13 +191,13 @@ impl SelfPlayer {
 
 /// Self-play as an evaluator's sampling ([`Sampler`]): each call plays the
 /// evaluator's share of an iteration's games with the evaluator's network,
-/// in the evaluator's own thread or split over search threads, each with
-/// its own copy of the network (the search's parallelism nested inside
-/// the evaluator).
+/// in the evaluator's own thread or split between it and more search
+/// threads, each with its own copy of the network (the search's
+/// parallelism nested inside the evaluator).
 pub struct SelfPlaySampler {
     player: SelfPlayer,
-    /// The search threads' copies of the network; none: the evaluator
-    /// searches alone.
+    /// The copies of the network of the search threads beside the
+    /// evaluator's own; none: the evaluator searches alone.
     searchers: Vec<Box<dyn PolicyGraph>>,
     /// Whole games per call.
     games: usize,
@@ -206,29 +206,30 @@ pub struct SelfPlaySampler {
 }
 
 impl SelfPlaySampler {
-    /// Plays `games` games a call with `player`, split over `searchers`
-    /// (copies of the network that get the evaluator's weights before each
-    /// call), drawing from `seed`.
+    /// Plays `games` games a call with `player`, split between the
+    /// evaluator's thread and one more thread per network in `searchers`
+    /// (copies that get the evaluator's weights before each call), drawing
+    /// from `seed`.
     pub fn new(player: SelfPlayer, searchers: Vec<Box<dyn PolicyGraph>>, games: usize, seed: u64) -> Self {
         Self { player, searchers, games, seed, rng: ChaCha8Rng::seed_from_u64(seed) }
     }
 
-    /// The games split over the search threads in shares that differ by at
-    /// most one, each share with a seed drawn from `seed`, joined in
-    /// thread order (so the rows do not depend on which thread finishes
-    /// first). A thread that panics panics the evaluator, whose supervisor
-    /// restarts it.
-    fn play_split(&mut self, policy: &dyn PolicyGraph, seed: u64) -> Result<Positions, EvaluatorError> {
+    /// The games split over the evaluator's thread (with its own network)
+    /// and the search threads in shares that differ by at most one, each
+    /// share with a seed drawn from `seed`, joined in that order (so the
+    /// rows do not depend on which thread finishes first). A thread that
+    /// panics panics the evaluator, whose supervisor restarts it.
+    fn play_split(&mut self, policy: &mut dyn PolicyGraph, seed: u64) -> Result<Positions, EvaluatorError> {
         let weights = policy.get_weights();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let parts: Vec<(usize, u64)> =
-            shares(self.games, self.searchers.len()).into_iter().map(|s| (s.len(), rng.gen())).collect();
+            shares(self.games, self.searchers.len() + 1).into_iter().map(|s| (s.len(), rng.gen())).collect();
         let (player, weights) = (&self.player, &weights);
-        let answers: Vec<Result<Positions, EvaluatorError>> = std::thread::scope(|scope| {
+        let (own, answers) = std::thread::scope(|scope| {
             let running: Vec<_> = self
                 .searchers
                 .iter_mut()
-                .zip(parts)
+                .zip(parts[1..].iter().copied())
                 .map(|(network, (games, seed))| {
                     scope.spawn(move || {
                         network.set_weights(weights)?;
@@ -236,9 +237,14 @@ impl SelfPlaySampler {
                     })
                 })
                 .collect();
-            running.into_iter().map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+            let own = player.play(policy, parts[0].0, parts[0].1);
+            let answers: Vec<Result<Positions, EvaluatorError>> = running
+                .into_iter()
+                .map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect();
+            (own, answers)
         });
-        let mut out = Positions::default();
+        let mut out = own?;
         for answer in answers {
             out.append(answer?);
         }
