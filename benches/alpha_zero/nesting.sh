@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Nested parallelism in AlphaZero's self-play: games per second on
 # ConnectFour with 1 and 2 self-play evaluators, each searching alone or
-# splitting its games over 2 or 4 child search workers. Each layout plays
+# splitting its games over 2 or 4 search threads (its own and 1 or 3 more). Each layout plays
 # 6 iterations of 64 games (100 simulations a move, the network of
 # tuned_examples/alphazero-connect-four.yaml, no learning, no arena); the
 # figure is the median of iterations 2-6 of the learner's
