@@ -8,11 +8,13 @@
 #
 #   bash benches/alpha_zero/open_spiel_reference.sh PYTHON OUT_DIR [MINUTES]
 #
+# GAMES (environment, default 50) sets the games in each seat.
+#
 # PYTHON is a venv's python with open_spiel, jax, flax, optax and chex.
 # Flags are OpenSpiel's example defaults except:
 # - the search as rlx's tuned example: 100 simulations a self-play move,
-#   the first 10 moves drawn at temperature 1 (the example's 2 is for
-#   TicTacToe's short games);
+#   c = 1.5 in the same PUCT rule, the first 12 moves drawn at
+#   temperature 1 (the example's 2 is for TicTacToe's short games);
 # - the network: the nnx API and an MLP of two 128-unit layers, its
 #   fastest (one inference on this machine: MLP 3.7 ms, conv2d 64x2 11 ms,
 #   resnet 64x2 16 ms, with the linen API 4x slower), since OpenSpiel
@@ -21,14 +23,14 @@
 #   a replay of 4,096 positions each learned from 8 times, so that the
 #   learner steps about every 500 new positions.
 set -euo pipefail
-py=$1 out=$2 minutes=${3:-60}
+py=$1 out=$2 minutes=${3:-60} games=${GAMES:-50}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 run="$out/run"
 rm -rf "$run"
 setsid "$py" -m open_spiel.python.examples.alpha_zero --game connect_four --path "$run" \
     --nn_api nnx --nn_model mlp --nn_width 128 --nn_depth 2 \
-    --max_simulations 100 --temperature_drop 10 \
+    --max_simulations 100 --uct_c 1.5 --temperature_drop 12 \
     --actors 2 --evaluators 0 --replay_buffer_size 4096 --replay_buffer_reuse 8 \
     --checkpoint_freq 5 --max_steps 0 > "$out/train.log" 2>&1 &
 pid=$!
@@ -37,9 +39,13 @@ kill -- -"$pid" 2> /dev/null || true
 wait "$pid" 2> /dev/null || true
 "$py" "$here/open_spiel_reference.py" "$run" --timeline > "$out/timeline.tsv"
 last=$(awk -F'\t' '$2 <= '"$minutes"' && $1 > 0 { s = $1 } END { print s }' "$out/timeline.tsv")
+if [ -z "$last" ]; then
+    echo "no checkpoint within $minutes minutes (the learner saves one every 5 steps of about 500 positions)" >&2
+    exit 1
+fi
 echo "last checkpoint within $minutes minutes: $last"
 for seat in 0 1; do
-    "$py" "$here/open_spiel_reference.py" "$run" --step "$last" --seat "$seat" \
+    "$py" "$here/open_spiel_reference.py" "$run" --step "$last" --seat "$seat" --games-per-seat "$games" \
         --out "$out/step_${last}_seat$seat.json" > "$out/step_${last}_seat$seat.log" 2>&1 &
 done
 wait
