@@ -13,7 +13,7 @@ use crate::common::deep_policy::{join_on_cpu, PolicyCore};
 use crate::common::sections::{Learning, Replay, Sampling};
 use crate::error::BuildError;
 use crate::model::device::{on_device, NetDevice, OnDevice};
-use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, Params, Taped};
+use crate::model::{Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, Params, Taped};
 use dfdx::prelude::*;
 use rlx::config::{check, ConfigError};
 use rlx::env::EnvMaker;
@@ -102,6 +102,20 @@ pub(crate) struct Sections<'a> {
     pub replay: &'a Replay,
     pub learning: &'a Learning,
     pub continuous: &'a ContinuousLearning,
+}
+
+impl Sections<'_> {
+    /// Range checks of the four sections for the algorithm `name`, whose
+    /// networks are MLPs.
+    ///
+    /// # Errors
+    /// The first out-of-range key.
+    pub fn validate(&self, name: &'static str) -> Result<(), ConfigError> {
+        self.learning.validate(ModelSupport::mlp(name))?;
+        self.sampling.validate()?;
+        self.replay.validate()?;
+        self.continuous.validate()
+    }
 }
 
 /// A continuous-control config whose policy can be built on any device.

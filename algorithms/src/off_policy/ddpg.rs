@@ -53,7 +53,7 @@ use crate::common::deep_policy::{join_on_cpu, DeepPolicy, PolicyAlgorithm, Polic
 use crate::common::sections::{Learning, Replay, Sampling};
 use crate::error::BuildError;
 use crate::model::device::NetDevice;
-use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, ModelSupport, Params};
+use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
     soft_update_target, step_group, tanh_actor_export, ActionBounds, ContinuousBuild, ContinuousLearning,
@@ -129,10 +129,7 @@ impl Default for DdpgConfig {
 
 impl Validate for DdpgConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::mlp(Self::NAME))?;
-        self.sampling.validate()?;
-        self.replay.validate()?;
-        self.continuous.validate()?;
+        self.sections().validate(Self::NAME)?;
         check("policy_delay", self.policy_delay, self.policy_delay >= 1, "must be >= 1")?;
         for (key, v) in [
             ("target_noise", self.target_noise),

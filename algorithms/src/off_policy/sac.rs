@@ -44,7 +44,7 @@ use crate::common::deep_policy::{join_on_cpu, DeepPolicy, PolicyAlgorithm, Polic
 use crate::common::sections::{Learning, Replay, Sampling};
 use crate::error::BuildError;
 use crate::model::device::NetDevice;
-use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, ParamId, Params};
+use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ParamId, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
     soft_update_target, squash_log_std, squashed_log_std, step_group, ActionBounds, Conservative, ContinuousBuild,
@@ -120,10 +120,7 @@ impl Default for SacConfig {
 
 impl Validate for SacConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::mlp(Self::NAME))?;
-        self.sampling.validate()?;
-        self.replay.validate()?;
-        self.continuous.validate()?;
+        self.sections().validate(Self::NAME)?;
         check("alpha_lr", self.alpha_lr, self.alpha_lr > 0.0 && self.alpha_lr.is_finite(), "must be > 0")?;
         let a = self.initial_alpha;
         check("initial_alpha", a, a > 0.0 && a.is_finite(), "must be > 0")?;

@@ -45,7 +45,7 @@ use crate::common::deep_policy::{join_on_cpu, DeepPolicy, PolicyAlgorithm, Polic
 use crate::common::sections::{Learning, Replay, Sampling};
 use crate::error::BuildError;
 use crate::model::device::NetDevice;
-use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ModelSupport, Params};
+use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, continuous_algorithm, critic_gradient, min_q, replay_trainer, soft_update_target,
     squashed_log_std, step_group, tanh_actor_export, ActionBounds, ContinuousBuild, ContinuousLearning,
@@ -112,10 +112,7 @@ impl Default for IqlConfig {
 
 impl Validate for IqlConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        self.learning.validate(ModelSupport::mlp(Self::NAME))?;
-        self.sampling.validate()?;
-        self.replay.validate()?;
-        self.continuous.validate()?;
+        self.sections().validate(Self::NAME)?;
         check("value_lr", self.value_lr, self.value_lr > 0.0 && self.value_lr.is_finite(), "must be > 0")?;
         let t = self.expectile;
         check("expectile", t, t > 0.0 && t < 1.0, "must be in (0, 1); 0.5 is plain regression")?;
