@@ -25,6 +25,7 @@
 set -euo pipefail
 py=$1 out=$2 minutes=${3:-60} games=${GAMES:-50}
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/seats.sh"
 mkdir -p "$out"
 run="$out/run"
 rm -rf "$run"
@@ -44,10 +45,4 @@ if [ -z "$last" ]; then
     exit 1
 fi
 echo "last checkpoint within $minutes minutes: $last"
-for seat in 0 1; do
-    "$py" "$here/open_spiel_reference.py" "$run" --step "$last" --seat "$seat" --games-per-seat "$games" \
-        --out "$out/step_${last}_seat$seat.json" > "$out/step_${last}_seat$seat.log" 2>&1 &
-done
-wait
-"$py" "$here/open_spiel_reference.py" x --merge "$out/step_${last}_seat0.json" "$out/step_${last}_seat1.json" \
-    --out "$out/step_$last.json"
+both_seats "$py" "$here/open_spiel_reference.py" "$out/step_$last" "$run" --step "$last" --games-per-seat "$games"

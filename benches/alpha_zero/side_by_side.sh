@@ -18,6 +18,7 @@
 set -euo pipefail
 rlx=$1 py=$2 out=$3 minutes=${4:-60} games=${GAMES:-50}
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/seats.sh"
 mkdir -p "$out/rlx"
 "$rlx" train -f "$here/../../tuned_examples/alphazero-connect-four.yaml" \
     --stop "{\"time_total_s\": $((minutes * 60))}" --checkpoint-at-end \
@@ -25,10 +26,5 @@ mkdir -p "$out/rlx"
 run=$(ls -d "$out"/rlx/AlphaZero_ConnectFour_*)
 last=$(ls -d "$run"/checkpoint_* | sort | tail -1)
 echo "rlx's last checkpoint: $last"
-for seat in 0 1; do
-    "$py" "$here/vs_open_spiel.py" "$last" --rlx "$rlx" --seat "$seat" --games-per-seat "$games" \
-        --out "$out/rlx/seat$seat.json" > "$out/rlx/seat$seat.log" 2>&1 &
-done
-wait
-"$py" "$here/vs_open_spiel.py" x --merge "$out/rlx/seat0.json" "$out/rlx/seat1.json" --out "$out/rlx/last.json"
+both_seats "$py" "$here/vs_open_spiel.py" "$out/rlx/last" "$last" --rlx "$rlx" --games-per-seat "$games"
 bash "$here/open_spiel_reference.sh" "$py" "$out/open_spiel" "$minutes"

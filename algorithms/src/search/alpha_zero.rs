@@ -23,13 +23,14 @@
 //! iteration the driver sends them the current weights and each plays its
 //! share of `games_per_iteration` games; an evaluator keeps
 //! `games_in_flight` games going, their search leaves evaluated together,
-//! and may split its games over `num_search_workers` search threads of its
-//! own, each with a copy of the network (the search's parallelism nested
-//! inside the evaluator). The positions go to a replay of `replay_capacity` rows; the
-//! learner then takes `num_sgd_steps` gradient steps on minibatches drawn
-//! from it. Every `arena_interval` iterations the arena
-//! ([`super::arena`]) plays the learner against fixed opponents and the
-//! results go to `evaluation.arena`.
+//! and may split its games between its own thread and more search threads
+//! (`num_search_workers` in all), each with a copy of the network (the
+//! search's parallelism nested inside the evaluator). The positions go to
+//! a replay of `replay_capacity` rows; the learner then takes
+//! `num_sgd_steps` gradient steps on minibatches drawn from it. Every
+//! `arena_interval` iterations the arena ([`super::arena`]) plays the
+//! learner against fixed opponents and the results go to
+//! `evaluation.arena`.
 //!
 //! The network is the actor-critic network of the policy-gradient family,
 //! built from the `model` section for the game's observations (an MLP for
