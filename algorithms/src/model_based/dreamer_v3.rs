@@ -20,15 +20,16 @@
 //!    bins; a second cross-entropy pulls it towards a slow copy of itself
 //!    (an average with decay `critic_ema_decay`):
 //!    `L_critic = −Σ_k w_k (ln p_ψ(R^λ_k | s_k) + ln p_ψ(v_slow(s_k) | s_k))`.
-//! 4. **Actor.** REINFORCE on the advantages, scaled by the return range
-//!    ([`ReturnScale`]), with an entropy bonus:
-//!    `L_actor = −Σ_k w_k (sg((R^λ_k − v(s_k)) / max(1, S)) ln π(a_k | s_k) + η H[π(· | s_k)])`.
+//! 4. **Actor.** Returns scaled by their range ([`ReturnScale`]), with an
+//!    entropy bonus. Discrete actions learn by REINFORCE on the advantages:
+//!    `L_actor = −Σ_k w_k (sg((R^λ_k − v(s_k)) / max(1, S)) ln π(a_k | s_k) + η H[π(· | s_k)])`;
+//!    continuous ones through the model (the paper's choice for them, and
+//!    RLlib's): their actions are reparameterized samples, imagination is
+//!    recorded on a tape, and the actor ascends the returns themselves,
+//!    `L_actor = −Σ_k w_k (R^λ_k / max(1, S) + η H[π(· | s_k)])`.
 //!
 //! `w_k = Π_{i ≤ k} ĉ_i` weighs each imagined step by the chance that the
-//! episode is still going (the first flag is the real one). The paper
-//! backpropagates the returns through the model for continuous actions;
-//! rlx uses REINFORCE for both kinds, as the paper does for discrete ones,
-//! so imagination needs no gradient at all.
+//! episode is still going (the first flag is the real one).
 //!
 //! Acting filters: the policy's recurrent state is `[h, z, a, 1]` (the
 //! model state, the last action, and a flag that is 0 only in the zero
@@ -48,7 +49,7 @@
 //! `behaviour_s` (the actor's and critic's losses).
 
 use super::episode_replay::{EpisodeReplay, IS_FIRST, PREV_ACTIONS};
-use super::math::{lambda_returns, mode_one_hot, sample_one_hot, symlog, unimix, ReturnScale, TwoHot};
+use super::math::{lambda_returns, mode_one_hot, sample_one_hot, symlog, unimix, PerTrajectory, ReturnScale, TwoHot};
 use super::networks::DenseStack;
 use super::world_model::{Sequences, Sizes, Starts, WorldModel, UNIMIX};
 use crate::common::build_context::{BuildContext, PolicyMaker};
@@ -390,35 +391,19 @@ impl Dreamer {
         }
     }
 
-    /// `ln π(a|s)` and the entropy of every row of actor outputs `head`,
-    /// for the actions `taken` (indices, or unclipped samples).
+    /// `ln π(a|s)` and the entropy of every row of a discrete actor's
+    /// outputs `head`, for the actions `taken` (indices).
     fn log_prob_and_entropy<D: NetDevice>(
         &self,
         head: Matrix<D, Taped<D>>,
         taken: &[f32],
-    ) -> (Tensor<(usize,), f32, D, Taped<D>>, Tensor<(usize,), f32, D, Taped<D>>) {
-        let (rows, dev) = (head.shape().0, head.device().clone());
-        match &self.actions {
-            Actions::Discrete(k) => {
-                let probs = unimix(head, UNIMIX);
-                let log = probs.with_empty_tape().ln();
-                let entropy = (log.with_empty_tape() * probs).sum::<(usize,), Axis<1>>().negate();
-                let one_hot = dev.tensor_from_vec(self.actions.to_inputs(taken), (rows, *k));
-                ((log * one_hot).sum::<(usize,), Axis<1>>(), entropy)
-            }
-            Actions::Continuous(b) => {
-                let a = b.dim();
-                let mean = head.with_empty_tape().slice((.., 0..a)).tanh();
-                let std = ((head.slice((.., a..2 * a)) + 2.0).sigmoid() * (1.0 - STD_MIN)) + STD_MIN;
-                let log_std = std.with_empty_tape().ln();
-                let z = (mean.negate() + dev.tensor_from_vec(taken.to_vec(), (rows, a))) / std;
-                let half_log_2pi = 0.5 * (2.0 * std::f32::consts::PI).ln();
-                let log_prob = (z.square() * -0.5 - log_std.with_empty_tape()).sum::<(usize,), Axis<1>>()
-                    - a as f32 * half_log_2pi;
-                let entropy = log_std.sum::<(usize,), Axis<1>>() + a as f32 * (half_log_2pi + 0.5);
-                (log_prob, entropy)
-            }
-        }
+    ) -> (PerTrajectory<D, Taped<D>>, PerTrajectory<D, Taped<D>>) {
+        let (shape, dev) = (*head.shape(), head.device().clone());
+        let probs = unimix(head, UNIMIX);
+        let log = probs.with_empty_tape().ln();
+        let entropy = (log.with_empty_tape() * probs).sum::<(usize,), Axis<1>>().negate();
+        let one_hot = dev.tensor_from_vec(self.actions.to_inputs(taken), shape);
+        ((log * one_hot).sum::<(usize,), Axis<1>>(), entropy)
     }
 
     /// The sequences of a replayed batch (`B · T` rows, time-major).
@@ -442,6 +427,25 @@ impl Dreamer {
     }
 }
 
+/// `½ ln 2π`.
+const HALF_LN_2PI: f32 = 0.918_938_5;
+
+/// The mean `tanh(x_μ)` and standard deviation `σ_min + (1 − σ_min) ·
+/// sigmoid(x_σ + 2)` of every row of a continuous actor's outputs `head`
+/// (`[x_μ, x_σ]`, `dims` each), as [`Dreamer::choose`] computes them on
+/// the host.
+fn gaussian<D: NetDevice, T: Tape<f32, D>>(head: Matrix<D, T>, dims: usize) -> (Matrix<D, T>, Matrix<D, T>) {
+    let mean = head.with_empty_tape().slice((.., 0..dims)).tanh();
+    let std = ((head.slice((.., dims..2 * dims)) + 2.0).sigmoid() * (1.0 - STD_MIN)) + STD_MIN;
+    (mean, std)
+}
+
+/// The entropy of every row's diagonal Gaussian, from `ln σ`.
+fn gaussian_entropy<D: NetDevice, T: Tape<f32, D>>(log_std: Matrix<D, T>) -> PerTrajectory<D, T> {
+    let dims = log_std.shape().1 as f32;
+    log_std.sum::<(usize,), Axis<1>>() + dims * (HALF_LN_2PI + 0.5)
+}
+
 /// `σ(x)`.
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
@@ -455,11 +459,12 @@ fn mixed_softmax(logits: &[f32], width: usize) -> Vec<f32> {
 // ---------------------------------------------------------------- imagination and losses
 
 /// Trajectories the world model imagined from every replayed state, step
-/// after step (entry `k · n + i`).
+/// after step (entry `k · n + i`), and their λ-returns.
 struct Dream {
     /// `[h, z]` of steps `0 … H`.
     feats: Vec<f32>,
-    /// The actions taken at steps `0 … H − 1` (as the loss reads them).
+    /// The actions taken at steps `0 … H − 1`: indices, which REINFORCE
+    /// reads, or continuous samples.
     actions: Vec<f32>,
     /// Predicted rewards and continue flags of steps `0 … H` (step 0's
     /// continue flag is the real one).
@@ -468,13 +473,16 @@ struct Dream {
     /// The critic's values of steps `0 … H`, the slow critic's of `0 … H − 1`.
     values: Vec<f32>,
     slow_values: Vec<f32>,
+    /// λ-returns `R_k` and weights `w_k` of steps `0 … H − 1`.
+    returns: Vec<f32>,
+    weights: Vec<f32>,
     /// Trajectories.
     n: usize,
 }
 
 impl Dream {
     /// `w_k = Π_{i ≤ k} ĉ_i` of steps `0 … H − 1`.
-    fn weights(&self, horizon: usize) -> Vec<f32> {
+    fn step_weights(&self, horizon: usize) -> Vec<f32> {
         let mut w = self.continues[..self.n].to_vec();
         for k in 1..horizon {
             let next: Vec<f32> =
@@ -485,49 +493,103 @@ impl Dream {
     }
 }
 
+/// What the actor of continuous actions learns through: the λ-returns and
+/// the actor's entropies of steps `0 … H − 1` on the imagination's tape
+/// `T`, and the rest of that tape (the steps the returns depend on).
+struct Trace<D: NetDevice, T: Tape<f32, D>> {
+    returns: Vec<PerTrajectory<D, T>>,
+    entropy: Vec<PerTrajectory<D, T>>,
+    rest: T,
+}
+
 impl Dreamer {
     /// Rolls the model `horizon_H` steps from `starts` with the actor's
-    /// sampled actions, then predicts every step's reward, continue flag
-    /// and values (no gradient anywhere).
-    fn imagine<D: NetDevice>(&self, core: &mut PolicyCore<D>, starts: &Starts) -> Dream {
+    /// sampled actions, predicting every step's reward, continue flag and
+    /// value, then the λ-returns. On the tape `T` (continuous actions) the
+    /// rollout is recorded for the actor to learn through; without one
+    /// (discrete actions, which learn by REINFORCE) it costs no gradient
+    /// bookkeeping.
+    fn imagine<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        core: &mut PolicyCore<D>,
+        starts: &Starts,
+    ) -> (Dream, Trace<D, T>) {
         let (p, rng) = (&core.params, &mut core.rng);
         let dev = p.device().clone();
         let sizes = self.world.sizes();
         let (n, horizon, f) = (starts.terminals.len(), self.cfg.horizon_H, sizes.features());
-        let mut h = dev.tensor_from_vec(starts.h.clone(), (n, sizes.gru_units));
-        let mut z = starts.z.clone();
-        let (mut feats, mut actions) = (Vec::with_capacity((horizon + 1) * n * f), Vec::new());
+        let mut h = dev.tensor_from_vec(starts.h.clone(), (n, sizes.gru_units)).retaped::<T>();
+        let mut z = dev.tensor_from_vec(starts.z.clone(), (n, sizes.latent())).retaped::<T>();
+        let mut dream = Dream {
+            feats: Vec::with_capacity((horizon + 1) * n * f),
+            actions: Vec::new(),
+            rewards: vec![0.0; n],
+            continues: starts.terminals.iter().map(|d| 1.0 - d).collect(),
+            values: Vec::new(),
+            slow_values: Vec::new(),
+            returns: Vec::new(),
+            weights: Vec::new(),
+            n,
+        };
+        let (mut steps, mut entropy, mut rest) = (Vec::with_capacity(horizon), Vec::with_capacity(horizon), None);
         for k in 0..=horizon {
-            let zt = dev.tensor_from_vec(z, (n, sizes.latent()));
-            let feat = (h.clone(), zt.clone()).concat_along(Axis::<1>);
-            feats.extend(feat.as_vec());
+            let feat = (h.with_empty_tape(), z.with_empty_tape()).concat_along(Axis::<1>);
+            dream.feats.extend(feat.as_vec());
+            let value = self.two_hot.predict(self.critic.forward(p, feat.with_empty_tape()));
+            dream.values.extend(value.as_vec());
+            if k > 0 {
+                // Step 0's reward is not used and its flag is the replayed one.
+                let (reward, cont) = self.world.reward_and_continue(p, feat.with_empty_tape());
+                dream.rewards.extend(reward.as_vec());
+                dream.continues.extend(cont.as_vec());
+                steps.push((reward, cont, value));
+            }
             if k == horizon {
+                rest = Some(h.split_tape().1.merge(z.split_tape().1).merge(feat.split_tape().1));
                 break;
             }
-            let head = self.actor.forward(p, feat).as_vec();
-            let (_, inputs, taken) = self.choose(&head, n, true, rng);
-            actions.extend(taken);
-            let a = dev.tensor_from_vec(inputs, (n, self.actions.inputs()));
-            (h, z) = self.world.imagine_step(p, (h, zt, a), rng);
+            let (a, taken, ent) = self.dream_action(self.actor.forward(p, feat), rng);
+            dream.actions.extend(taken);
+            entropy.push(ent);
+            (h, z) = self.world.imagine_step(p, (h, z, a), rng);
         }
-        // Rewards and continue flags of steps 1 … H (step 0's flag is the
-        // replayed one), values of every step, slow values of 0 … H − 1.
-        let rows = |from: usize, to: usize| {
-            dev.tensor_from_vec(feats[from * n * f..to * n * f].to_vec(), ((to - from) * n, f))
-        };
-        let (mut rewards, mut continues) = (vec![0.0; n], starts.terminals.iter().map(|d| 1.0 - d).collect::<Vec<_>>());
-        let (later_rewards, later_continues) = self.world.reward_and_continue(p, rows(1, horizon + 1));
-        rewards.extend(later_rewards);
-        continues.extend(later_continues);
-        let target = core.target.as_ref().expect("DreamerV3 keeps a slow critic");
-        let values = self.values(p, rows(0, horizon + 1));
-        let slow_values = self.values(target, rows(0, horizon));
-        Dream { feats, actions, rewards, continues, values, slow_values, n }
+        let returns = lambda_returns(steps, self.cfg.gamma as f32, self.cfg.gae_lambda as f32);
+        dream.returns = returns.iter().flat_map(|r| r.as_vec()).collect();
+        dream.weights = dream.step_weights(horizon);
+        let slow = core.target.as_ref().expect("DreamerV3 keeps a slow critic");
+        let first = dev.tensor_from_vec(dream.feats[..horizon * n * f].to_vec(), (horizon * n, f));
+        dream.slow_values = self.two_hot.predict(self.critic.forward(slow, first)).as_vec();
+        let rest = rest.expect("the rollout ends at step horizon_H");
+        (dream, Trace { returns, entropy, rest })
     }
 
-    /// The critic's values of every row of `feats` (with `p`'s weights).
-    fn values<D: NetDevice>(&self, p: &Params<D>, feats: Matrix<D>) -> Vec<f32> {
-        self.two_hot.predict_all(&self.critic.forward(p, feats).as_vec())
+    /// The actor's action from its outputs `head` in a dream: the model's
+    /// input, what the REINFORCE loss reads (an index, or the unclipped
+    /// sample) and the entropy of each row. A continuous action is the
+    /// reparameterized `tanh(x_μ) + σ ε` (clipped to `[−1, 1]`), so on a
+    /// tape its input to the model depends on the actor's weights.
+    fn dream_action<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        head: Matrix<D, T>,
+        rng: &mut impl Rng,
+    ) -> (Matrix<D, T>, Vec<f32>, PerTrajectory<D, T>) {
+        let (n, dev) = (head.shape().0, head.device().clone());
+        match &self.actions {
+            Actions::Discrete(k) => {
+                let (_, inputs, taken) = self.choose(&head.as_vec(), n, true, rng);
+                let probs = unimix(head, UNIMIX);
+                let entropy = (probs.with_empty_tape().ln() * probs).sum::<(usize,), Axis<1>>().negate();
+                (dev.tensor_from_vec(inputs, (n, *k)).retaped::<T>(), taken, entropy)
+            }
+            Actions::Continuous(b) => {
+                let (mean, std) = gaussian(head, b.dim());
+                let entropy = gaussian_entropy(std.with_empty_tape().ln());
+                let eps: Vec<f32> = (0..n * b.dim()).map(|_| rng.sample(StandardNormal)).collect();
+                let sample = mean + std * dev.tensor_from_vec(eps, (n, b.dim()));
+                let taken = sample.as_vec();
+                (sample.clamp(-1.0, 1.0), taken, entropy)
+            }
+        }
     }
 
     /// The first `H · n` rows of the dream's features, taped.
@@ -536,15 +598,17 @@ impl Dreamer {
         dev.tensor_from_vec(dream.feats[..rows * f].to_vec(), (rows, f)).retaped()
     }
 
-    /// The actor's loss and gradient (see the module docs).
-    fn actor_gradient<D: NetDevice>(
+    /// The actor's loss and gradient for discrete actions: REINFORCE (see
+    /// the module docs).
+    fn reinforce_gradient<D: NetDevice>(
         &self,
         core: &PolicyCore<D>,
         dream: &Dream,
-        (returns, weights, scale): (&[f32], &[f32], f32),
+        scale: f32,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let p = &core.params;
         let dev = p.device();
+        let (returns, weights) = (&dream.returns, &dream.weights);
         let rows = returns.len();
         let head = self.actor.forward(p, self.dreamed_states(dev, dream));
         let (log_prob, entropy) = self.log_prob_and_entropy(head, &dream.actions);
@@ -560,15 +624,51 @@ impl Dreamer {
         Ok((grad, stats))
     }
 
+    /// The actor's loss and gradient for continuous actions: the λ-returns
+    /// themselves, differentiated through the imagined steps of the model
+    /// (dynamics backpropagation, the paper's choice for continuous actions
+    /// and RLlib's): `L_actor = −Σ_k w_k (R^λ_k / max(1, S) + η H[π(· | s_k)])`.
+    /// The gradient reaches the actor's weights through every action it
+    /// took in the dream; only the actor's span of it is kept.
+    fn actor_gradient_through_model<D: NetDevice>(
+        &self,
+        core: &PolicyCore<D>,
+        dream: &Dream,
+        trace: Trace<D, Taped<D>>,
+        scale: f32,
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let dev = core.params.device().clone();
+        let (n, eta, rows) = (dream.n, self.cfg.entropy_scale as f32, dream.weights.len().max(1));
+        let mut entropy = 0.0f64;
+        let mut objective: Option<Tensor<Rank0, f32, D, Taped<D>>> = None;
+        for (k, (ret, ent)) in trace.returns.into_iter().zip(trace.entropy).enumerate() {
+            entropy += ent.as_vec().iter().map(|&e| f64::from(e)).sum::<f64>();
+            let w = dev.tensor_from_vec(dream.weights[k * n..(k + 1) * n].to_vec(), (n,));
+            let step = ((ret / scale + ent * eta) * w).sum::<Rank0, _>();
+            objective = Some(match objective {
+                None => step,
+                Some(sum) => sum + step,
+            });
+        }
+        let objective = objective.expect("horizon_H is at least 1");
+        let (loss, tape) = (objective / rows as f32).negate().split_tape();
+        let loss = loss.put_tape(tape.merge(trace.rest));
+        let (loss, grad) = core.backward(loss, "actor loss", core.range(ACTOR))?;
+        let mut stats = LearnerStats::default();
+        stats.set("entropy", entropy / rows as f64);
+        stats.set("actor_loss", f64::from(loss));
+        Ok((grad, stats))
+    }
+
     /// The critic's loss and gradient (see the module docs).
     fn critic_gradient<D: NetDevice>(
         &self,
         core: &PolicyCore<D>,
         dream: &Dream,
-        (returns, weights): (&[f32], &[f32]),
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let p = &core.params;
         let dev = p.device();
+        let (returns, weights) = (&dream.returns, &dream.weights);
         let rows = returns.len();
         let log_p = self.critic.forward(p, self.dreamed_states(dev, dream)).log_softmax::<Axis<1>>();
         let mut targets = self.two_hot.encode_all(returns);
@@ -645,8 +745,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
     }
 
     /// The world model's, the actor's and the critic's gradients, in the
-    /// weights' layout. The actor's and the critic's read the same dream
-    /// and run side by side on the CPU.
+    /// weights' layout. The actor's and the critic's read the same dream;
+    /// with discrete actions they run side by side on the CPU.
     fn gradient(
         &mut self,
         core: &mut PolicyCore<D>,
@@ -657,19 +757,23 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
         let (loss, starts, mut stats) = self.world.loss(&core.params, &seqs, &mut core.rng)?;
         let (_, mut grad) = core.backward(loss, "world model loss", core.range(WORLD))?;
         let t1 = Instant::now();
-        let dream = self.imagine(core, &starts);
+        let (dream, trace) = match self.actions {
+            Actions::Discrete(_) => (self.imagine::<D, NoneTape>(core, &starts).0, None),
+            Actions::Continuous(_) => {
+                let (dream, trace) = self.imagine::<D, Taped<D>>(core, &starts);
+                (dream, Some(trace))
+            }
+        };
         let t2 = Instant::now();
-        let (n, cfg) = (dream.n, &self.cfg);
-        let returns =
-            lambda_returns(&dream.rewards, &dream.continues, &dream.values, n, cfg.gamma as f32, cfg.gae_lambda as f32);
-        let weights = dream.weights(cfg.horizon_H);
-        let scale = self.scale.update(&returns, cfg.return_normalization_decay as f32);
+        let n = dream.n;
+        let scale = self.scale.update(&dream.returns, self.cfg.return_normalization_decay as f32);
         let this = &*self;
-        let (actor, critic) = join_on_cpu!(
-            core,
-            |c| this.actor_gradient(c, &dream, (&returns, &weights, scale)),
-            this.critic_gradient(c, &dream, (&returns, &weights))
-        );
+        let (actor, critic) = match trace {
+            None => join_on_cpu!(core, |c| this.reinforce_gradient(c, &dream, scale), this.critic_gradient(c, &dream)),
+            Some(trace) => {
+                (this.actor_gradient_through_model(core, &dream, trace, scale), this.critic_gradient(core, &dream))
+            }
+        };
         let ((actor_grad, actor_stats), (critic_grad, critic_stats)) = (actor?, critic?);
         grad.extend(actor_grad);
         grad.extend(critic_grad);
@@ -680,7 +784,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
         stats.set("imagination_s", (t2 - t1).as_secs_f64());
         stats.set("behaviour_s", t2.elapsed().as_secs_f64());
         stats.set("return_scale", f64::from(scale));
-        stats.set("imagined_return", mean(&returns));
+        stats.set("imagined_return", mean(&dream.returns));
         stats.set("imagined_reward", mean(&dream.rewards[n..]));
         Ok((grad, stats))
     }
@@ -747,11 +851,10 @@ struct Build<'a> {
     rng_seed: u64,
 }
 
-impl OnDevice for Build<'_> {
-    type Output = Box<dyn PolicyGraph>;
-
-    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
-        let sizes = self.cfg.model_size.sizes();
+impl Build<'_> {
+    /// The shared core (weights, optimizers, slow critic) and DreamerV3's
+    /// part of the policy, with networks of `sizes`.
+    fn parts<D: NetDevice>(self, dev: D, sizes: Sizes) -> (PolicyCore<D>, Dreamer) {
         let mut p = Params::new(dev);
         let world_start = p.next_id();
         let world = WorldModel::new(&mut p, sizes, self.input.features(), self.actions.inputs());
@@ -784,6 +887,16 @@ impl OnDevice for Build<'_> {
             two_hot: TwoHot::new(),
             scale: ReturnScale::default(),
         };
+        (core, dreamer)
+    }
+}
+
+impl OnDevice for Build<'_> {
+    type Output = Box<dyn PolicyGraph>;
+
+    fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
+        let sizes = self.cfg.model_size.sizes();
+        let (core, dreamer) = self.parts(dev, sizes);
         Ok(Box::new(DeepPolicy::new(core, dreamer)))
     }
 }
@@ -874,8 +987,8 @@ mod tests {
     }
 
     /// Episodes of a 1-d walk: the observation is the step count, each
-    /// step pays its action (0 or 1), and episodes end after 6 steps.
-    fn walk(policy: &mut dyn PolicyGraph, replay: &mut EpisodeReplay, episodes: usize) {
+    /// step pays `pay` of the action taken, and episodes end after 6 steps.
+    fn walk(policy: &mut dyn PolicyGraph, replay: &mut EpisodeReplay, episodes: usize, pay: fn(f32) -> f32) {
         for _ in 0..episodes {
             let mut state = vec![0.0; policy.recurrent_state_size()];
             let mut batch = SampleBatch::new();
@@ -888,13 +1001,13 @@ mod tests {
                         &mut out,
                     )
                     .unwrap();
-                let action = out.i64(fields::ACTIONS).unwrap()[0];
+                let action = first_action(&out);
                 let next = out.f32(fields::STATE_OUT).unwrap().to_vec();
                 let mut row = SampleBatch::new();
                 row.insert_f32(fields::OBS, obs.to_vec(), 2).unwrap();
                 row.insert_f32(fields::NEW_OBS, vec![(t + 1) as f32 / 6.0, 1.0], 2).unwrap();
-                row.insert(fields::ACTIONS, Column::I64 { data: vec![action], width: 1 }).unwrap();
-                row.insert_f32(fields::REWARDS, vec![action as f32], 1).unwrap();
+                row.insert(fields::ACTIONS, out.get(fields::ACTIONS).unwrap().clone()).unwrap();
+                row.insert_f32(fields::REWARDS, vec![pay(action)], 1).unwrap();
                 row.insert_f32(fields::TERMINATEDS, vec![if t == 5 { 1.0 } else { 0.0 }], 1).unwrap();
                 row.insert_f32(fields::TRUNCATEDS, vec![0.0], 1).unwrap();
                 row.insert_f32(fields::STATE_IN, state.clone(), state.len()).unwrap();
@@ -903,6 +1016,24 @@ mod tests {
                 state = next;
             }
             replay.add(&batch, None).unwrap();
+        }
+    }
+
+    /// The greedy action of the walk's first step.
+    fn greedy_first_action(policy: &mut dyn PolicyGraph) -> f32 {
+        let state = vec![0.0; policy.recurrent_state_size()];
+        let mut out = SampleBatch::new();
+        let input = PolicyInput { obs: &[0.0, 1.0], action_mask: None, state: Some(&state), explore: false };
+        policy.compute_actions_from_input(&input, &mut out).unwrap();
+        first_action(&out)
+    }
+
+    /// The first row's action: an index, or a continuous value.
+    fn first_action(out: &SampleBatch) -> f32 {
+        match out.get(fields::ACTIONS).unwrap() {
+            Column::I64 { data, .. } => data[0] as f32,
+            Column::F32 { data, .. } => data[0],
+            other => panic!("actions as {}", other.kind_name()),
         }
     }
 
@@ -917,7 +1048,7 @@ mod tests {
         let mut policy = make_policy(&cfg, &o, &a, 0).unwrap();
         assert_eq!(policy.recurrent_state_size(), 16 + 16 + 2 + 1);
         let mut replay = EpisodeReplay::new(1000, 8).unwrap();
-        walk(policy.as_mut(), &mut replay, 10);
+        walk(policy.as_mut(), &mut replay, 10, |a| a);
         assert_eq!(replay.len(), 70);
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let mut losses = Vec::new();
@@ -944,6 +1075,99 @@ mod tests {
         policy.learn_on_batch(&batch).unwrap();
         restored.learn_on_batch(&batch).unwrap();
         assert_eq!(policy.get_weights(), restored.get_weights());
+    }
+
+    #[test]
+    fn a_continuous_actor_learns_through_the_model_to_take_the_action_that_pays() {
+        // Each step pays the action (in [−2, 2]) over 2: the best greedy
+        // action is 2. The actor learns it in imagination only, through the
+        // reward head and the dynamics, while the world model learns the
+        // walk from the episodes the exploring policy plays.
+        let cfg = DreamerV3Config { world_model_lr: 1e-3, actor_lr: 1e-3, critic_lr: 1e-3, ..tiny() };
+        let (o, _) = spaces();
+        let act = Space::uniform_box(-2.0, 2.0, vec![1]).unwrap();
+        let mut policy = make_policy(&cfg, &o, &act, 0).unwrap();
+        let before = greedy_first_action(policy.as_mut());
+        let mut replay = EpisodeReplay::new(10_000, 8).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        for round in 0..40 {
+            walk(policy.as_mut(), &mut replay, 2, |a| a / 2.0);
+            for _ in 0..10 {
+                let batch = replay.sample(32, 0, &mut rng).unwrap();
+                let stats = policy.learn_on_batch(&batch).unwrap();
+                for key in ["actor_loss", "critic_loss", "entropy", "actor_grad_norm"] {
+                    assert!(stats.get(key).is_some_and(f64::is_finite), "round {round}, {key}: {stats:?}");
+                }
+            }
+        }
+        let after = greedy_first_action(policy.as_mut());
+        assert!(after > 1.5, "the greedy action went from {before} to {after}, not towards 2");
+    }
+
+    #[test]
+    fn the_actor_gradient_through_the_model_matches_finite_differences() {
+        // With one class per categorical the latents are constant (the
+        // straight-through estimate is then exact), and with the continue
+        // head's output at 0 every ĉ is ½, so the weights w_k do not move
+        // with the actor: the objective Σ w_k R_k is then a smooth function
+        // of the actor's weights whose derivative the tape must give.
+        let cfg = DreamerV3Config { entropy_scale: 0.0, horizon_H: 3, ..tiny() };
+        let sizes = Sizes { classes: 1, ..ModelSize::Nano.sizes() };
+        let (o, _) = spaces();
+        let act = Space::uniform_box(-2.0, 2.0, vec![2]).unwrap();
+        let actions = Actions::Continuous(ActionBounds::new(&act, DreamerV3Config::NAME).unwrap());
+        let build = Build { cfg: &cfg, obs: &o, act: &act, input: Input::flat(&o), actions, rng_seed: 3 };
+        let (mut core, dreamer) = build.parts(Cpu::default(), sizes);
+        // Weights at random everywhere (the reward and critic heads start
+        // at 0, which has no gradient), then the continue head's output at 0.
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let random: Vec<f32> = (0..core.num_params()).map(|_| rng.gen_range(-0.5..0.5)).collect();
+        core.params.load(&random).unwrap();
+        let mut named = core.params.named();
+        for (_, _, values) in named.iter_mut().filter(|(name, _, _)| name.starts_with("wm.continue.out")) {
+            values.iter_mut().for_each(|x| *x = 0.0);
+        }
+        core.params.load_named(&named).unwrap();
+        let n = 6;
+        let starts = Starts {
+            h: (0..n * sizes.gru_units).map(|_| rng.gen_range(-1.0..1.0)).collect(),
+            z: vec![1.0; n * sizes.latent()],
+            terminals: vec![0.0; n],
+        };
+        let draws = core.rng.clone();
+        let (dream, trace) = dreamer.imagine::<Cpu, Taped<Cpu>>(&mut core, &starts);
+        assert!(dream.continues[n..].iter().all(|&c| (c - 0.5).abs() < 1e-6));
+        let (grad, _) = dreamer.actor_gradient_through_model(&core, &dream, trace, 1.0).unwrap();
+        let objective = |core: &mut PolicyCore<Cpu>| {
+            core.rng = draws.clone();
+            let (d, _) = dreamer.imagine::<Cpu, NoneTape>(core, &starts);
+            let total: f64 = d.weights.iter().zip(&d.returns).map(|(w, r)| f64::from(w * r)).sum();
+            total / d.returns.len() as f64
+        };
+        let actor = core.range(ACTOR);
+        // The eight largest components, each by central differences.
+        let mut order: Vec<usize> = (0..grad.len()).collect();
+        order.sort_by(|&a, &b| grad[b].abs().total_cmp(&grad[a].abs()));
+        assert!(grad[order[0]].abs() > 1e-3, "no gradient reached the actor: {:?}", &grad[..8]);
+        for &j in &order[..8] {
+            let at = actor.start + j;
+            let mut w = core.params.to_vec();
+            let eps = 1e-2;
+            w[at] += eps;
+            core.params.load(&w).unwrap();
+            let up = objective(&mut core);
+            w[at] -= 2.0 * eps;
+            core.params.load(&w).unwrap();
+            let down = objective(&mut core);
+            w[at] += eps;
+            core.params.load(&w).unwrap();
+            let numeric = (up - down) / (2.0 * eps as f64);
+            let taped = -f64::from(grad[j]);
+            assert!(
+                (numeric - taped).abs() <= 0.05 * taped.abs() + 1e-4,
+                "weight {j} of the actor: taped {taped}, finite differences {numeric}"
+            );
+        }
     }
 
     #[test]

@@ -95,29 +95,35 @@ impl TwoHot {
 
     /// `symexp(Σ_i p_i b_i)`: the value a softmax `probs` over the bins
     /// predicts, in raw units. The learner takes it from the logits
-    /// ([`predict`](Self::predict)); the tests check both against this.
+    /// ([`predict`](Self::predict)); the tests check that against this.
     #[cfg(test)]
     pub fn expectation(&self, probs: &[f32]) -> f32 {
         symexp(probs.iter().zip(&self.bins).map(|(p, b)| p * b).sum())
     }
 
-    /// `symexp(Σ_i p_i b_i)` of the softmax `p` of `logits`, in one pass
-    /// over them (a head's prediction, without a probability tensor).
-    pub fn predict(&self, logits: &[f32]) -> f32 {
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let (mut total, mut weighted) = (0.0f32, 0.0f32);
-        for (l, b) in logits.iter().zip(&self.bins) {
-            let e = (l - max).exp();
-            total += e;
-            weighted += e * b;
-        }
-        symexp(weighted / total)
+    /// `symexp(Σ_i p_i b_i)` of the softmax `p` of every row of `BINS`
+    /// logits: a head's predictions, in raw units, recorded on the tape
+    /// `T` if it is one (the actor of continuous actions learns through
+    /// the reward and value heads).
+    pub fn predict<D: NetDevice, T: Tape<f32, D>>(&self, logits: Matrix<D, T>) -> PerTrajectory<D, T> {
+        let (rows, bins) = *logits.shape();
+        let dev = logits.device().clone();
+        let b =
+            dev.tensor_from_vec(self.bins.clone(), (bins,)).broadcast_like::<(usize, usize), Axis<0>>(&(rows, bins));
+        symexp_of((logits.softmax::<Axis<1>>() * b).sum::<(usize,), Axis<1>>())
     }
+}
 
-    /// [`predict`](Self::predict) of every row of `BINS` logits.
-    pub fn predict_all(&self, logits: &[f32]) -> Vec<f32> {
-        logits.chunks_exact(self.bins.len()).map(|row| self.predict(row)).collect()
-    }
+/// One value for each of a batch of rows (imagined trajectories).
+pub type PerTrajectory<D, T = NoneTape> = Tensor<(usize,), f32, D, T>;
+
+/// [`symexp`] of every entry, recorded on the tape `T` if it is one. `|y|`
+/// is `y` times its sign (a constant), so that the derivative is
+/// `exp(|y|)` at 0 too, where dfdx's `abs` has none.
+pub fn symexp_of<D: NetDevice, T: Tape<f32, D>>(y: PerTrajectory<D, T>) -> PerTrajectory<D, T> {
+    let dev = y.device().clone();
+    let sign = dev.tensor_from_vec(y.as_vec().iter().map(|v| v.signum()).collect(), *y.shape());
+    ((y * sign.clone()).exp() - 1.0) * sign
 }
 
 /// Softmax probabilities of each row of `rows × classes` logits, mixed
@@ -176,35 +182,37 @@ pub fn free_bits(kl: &[f32], free: f32) -> Vec<f32> {
     kl.iter().map(|&k| if k > free { 1.0 } else { 0.0 }).collect()
 }
 
-/// λ-returns of `n` imagined trajectories of `H` steps, time-major (entry
-/// `k · n + i` is trajectory `i` at step `k`). `rewards`, `continues` and
-/// `values` hold `H + 1` steps each (the reward and continue flag are
-/// those predicted at arriving in the step's state, the value that of the
-/// state); the result holds steps `0 … H − 1`:
+/// λ-returns `R_0 … R_{H−1}` of imagined trajectories, from each step's
+/// `(r_{k+1}, c_{k+1}, v_{k+1})`, `k = 0 … H − 1`: the reward and continue
+/// flag predicted on arriving in a state, and the state's value:
 ///
 /// ```text
 /// R_H = v_H
 /// R_k = r_{k+1} + γ c_{k+1} ((1 − λ) v_{k+1} + λ R_{k+1})
 /// ```
-pub fn lambda_returns(
-    rewards: &[f32],
-    continues: &[f32],
-    values: &[f32],
-    n: usize,
+///
+/// Without a tape these are the critic's targets; with one, the actor of
+/// continuous actions learns through them. Every input's tape ends on
+/// `R_0`'s; the others carry none.
+pub fn lambda_returns<D: NetDevice, T: Tape<f32, D>>(
+    steps: Vec<(PerTrajectory<D, T>, PerTrajectory<D, T>, PerTrajectory<D, T>)>,
     gamma: f32,
     lambda: f32,
-) -> Vec<f32> {
-    let steps = values.len() / n.max(1);
-    let horizon = steps.saturating_sub(1);
-    let mut out = vec![0.0; horizon * n];
-    let mut next: Vec<f32> = values[horizon * n..].to_vec();
-    for k in (0..horizon).rev() {
-        for i in 0..n {
-            let at = (k + 1) * n + i;
-            let r = rewards[at] + gamma * continues[at] * ((1.0 - lambda) * values[at] + lambda * next[i]);
-            out[k * n + i] = r;
-            next[i] = r;
-        }
+) -> Vec<PerTrajectory<D, T>> {
+    let mut out = Vec::with_capacity(steps.len());
+    let mut later: Option<PerTrajectory<D, T>> = None;
+    for (r, c, v) in steps.into_iter().rev() {
+        let ahead = match later.take() {
+            None => v,
+            Some(next) => v * (1.0 - lambda) + next * lambda,
+        };
+        let ret = r + c * ahead * gamma;
+        out.push(ret.with_empty_tape());
+        later = Some(ret);
+    }
+    out.reverse();
+    if let Some(first) = later {
+        out[0] = first;
     }
     out
 }
@@ -285,8 +293,15 @@ mod tests {
         let logits: Vec<f32> = (0..255).map(|i| ((i as f32) * 0.37).sin() * 3.0).collect();
         let total: f32 = logits.iter().map(|l| l.exp()).sum();
         let probs: Vec<f32> = logits.iter().map(|l| l.exp() / total).collect();
-        let (a, b) = (th.predict(&logits), th.expectation(&probs));
-        assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+        let b = th.expectation(&probs);
+        // A second row far out: nearly all weight on bin 191 (10.08 in symlog units).
+        let mut far = vec![-50.0f32; 255];
+        far[191] = 50.0;
+        let rows = [logits.clone(), far].concat();
+        let predicted = th.predict(Cpu::default().tensor_from_vec(rows, (2usize, 255usize))).as_vec();
+        assert!((predicted[0] - b).abs() <= 1e-4 * (1.0 + b.abs()), "{predicted:?} vs {b}");
+        let e10 = symexp(th.bins()[191]);
+        assert!((predicted[1] - e10).abs() <= 1e-4 * e10, "{predicted:?} vs {e10}");
         // Beyond the outer bins: all weight on them.
         th.encode(1e12, &mut row);
         assert_eq!(row[254], 1.0);
@@ -339,22 +354,58 @@ mod tests {
         assert_eq!(free_bits(&[0.2, 1.0, 1.5, 7.0], 1.0), vec![0.0, 0.0, 1.0, 1.0]);
     }
 
+    /// λ-returns of `n` trajectories given time-major host values of
+    /// steps `0 … H`, as the host numbers.
+    fn returns_of(rewards: &[f32], continues: &[f32], values: &[f32], n: usize, gamma: f32, lambda: f32) -> Vec<f32> {
+        let dev = Cpu::default();
+        let at = |xs: &[f32], k: usize| dev.tensor_from_vec(xs[k * n..(k + 1) * n].to_vec(), (n,));
+        let steps = (1..values.len() / n).map(|k| (at(rewards, k), at(continues, k), at(values, k))).collect();
+        lambda_returns(steps, gamma, lambda).iter().flat_map(|r| r.as_vec()).collect()
+    }
+
     #[test]
     fn lambda_returns_by_hand() {
         // One trajectory of 2 steps, γ = 0.9, λ = 0.5.
         let (r, c, v) = ([0.0, 1.0, 2.0], [1.0, 1.0, 0.5], [10.0, 4.0, 6.0]);
-        let out = lambda_returns(&r, &c, &v, 1, 0.9, 0.5);
+        let out = returns_of(&r, &c, &v, 1, 0.9, 0.5);
         let r2 = 6.0;
         let r1 = 2.0 + 0.9 * 0.5 * (0.5 * 6.0 + 0.5 * r2);
         let r0 = 1.0 + 0.9 * 1.0 * (0.5 * 4.0 + 0.5 * r1);
         assert_eq!(out.len(), 2);
         assert!((out[1] - r1).abs() < 1e-6 && (out[0] - r0).abs() < 1e-6, "{out:?} vs {r0} {r1}");
         // λ = 1 is the discounted return to the end, bootstrapped once.
-        let out = lambda_returns(&r, &c, &v, 1, 0.9, 1.0);
+        let out = returns_of(&r, &c, &v, 1, 0.9, 1.0);
         assert!((out[0] - (1.0 + 0.9 * (2.0 + 0.9 * 0.5 * 6.0))).abs() < 1e-5);
         // Two trajectories side by side, time-major.
-        let out = lambda_returns(&[0.0, 0.0, 1.0, 2.0], &[1.0; 4], &[0.0, 0.0, 5.0, 7.0], 2, 1.0, 0.0);
+        let out = returns_of(&[0.0, 0.0, 1.0, 2.0], &[1.0; 4], &[0.0, 0.0, 5.0, 7.0], 2, 1.0, 0.0);
         assert_eq!(out, vec![6.0, 9.0]);
+    }
+
+    #[test]
+    fn the_first_lambda_return_carries_the_gradient_of_every_step() {
+        // R_0 = r_1 + γ c_1 ((1 − λ) v_1 + λ (r_2 + γ c_2 v_2)), one trajectory.
+        let (gamma, lambda) = (0.9f32, 0.5f32);
+        let dev = Cpu::default();
+        let leaf = |x: f32| dev.tensor_from_vec(vec![x], (1usize,));
+        let (r1, c1, v1, r2, c2, v2) = (leaf(1.0), leaf(0.8), leaf(4.0), leaf(2.0), leaf(0.5), leaf(6.0));
+        let traced = |t: &PerTrajectory<Cpu>| t.clone().leaky_traced();
+        let steps = vec![(traced(&r1), traced(&c1), traced(&v1)), (traced(&r2), traced(&c2), traced(&v2))];
+        let mut out = lambda_returns(steps, gamma, lambda);
+        assert_eq!(out.len(), 2);
+        let r0 = out.swap_remove(0);
+        let grads = r0.sum::<Rank0, _>().backward();
+        let g = |t: &PerTrajectory<Cpu>| grads.get(t).as_vec()[0];
+        let bootstrap = (1.0 - lambda) * 4.0 + lambda * (2.0 + gamma * 0.5 * 6.0);
+        for (what, got, want) in [
+            ("r_1", g(&r1), 1.0),
+            ("c_1", g(&c1), gamma * bootstrap),
+            ("v_1", g(&v1), gamma * 0.8 * (1.0 - lambda)),
+            ("r_2", g(&r2), gamma * 0.8 * lambda),
+            ("c_2", g(&c2), gamma * 0.8 * lambda * gamma * 6.0),
+            ("v_2", g(&v2), gamma * 0.8 * lambda * gamma * 0.5),
+        ] {
+            assert!((got - want).abs() < 1e-5, "dR_0/d{what}: {got} vs {want}");
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //! mixes in 1 % uniform ([`unimix`]); `z` is sampled with straight-through
 //! gradients ([`straight_through`]).
 
-use super::math::{free_bits, mode_one_hot, sample_one_hot, straight_through, unimix, TwoHot};
+use super::math::{free_bits, mode_one_hot, sample_one_hot, straight_through, unimix, PerTrajectory, TwoHot};
 use super::networks::{DenseStack, NormDense, NormGru};
 use crate::common::deep_policy::Loss;
 use crate::model::device::NetDevice;
@@ -139,12 +139,12 @@ impl WorldModel {
     }
 
     /// `h_t = f(h_{t−1}, z_{t−1}, a_{t−1})` for every row.
-    fn sequence<D: NetDevice, T: Tape<f32, D>>(
+    fn sequence<D: NetDevice, T: Tape<f32, D> + Merge<R>, R: Tape<f32, D>>(
         &self,
         p: &Params<D>,
         h: Matrix<D, T>,
         z: Matrix<D, T>,
-        a: Matrix<D>,
+        a: Matrix<D, R>,
     ) -> Matrix<D, T> {
         self.gru.step(p, self.input.forward(p, (z, a).concat_along(Axis::<1>)), h)
     }
@@ -202,24 +202,32 @@ impl WorldModel {
     }
 
     /// One step of imagination: the next `h`, and a draw of `z` from the
-    /// prior.
-    pub fn imagine_step<D: NetDevice>(
+    /// prior as a straight-through sample. On a tape, the step records
+    /// how both depend on the last state and action (the actor of
+    /// continuous actions learns through it).
+    pub fn imagine_step<D: NetDevice, T: Tape<f32, D>>(
         &self,
         p: &Params<D>,
-        (h, z, a): (Matrix<D>, Matrix<D>, Matrix<D>),
+        (h, z, a): (Matrix<D, T>, Matrix<D, T>, Matrix<D, T>),
         rng: &mut impl Rng,
-    ) -> (Matrix<D>, Vec<f32>) {
+    ) -> (Matrix<D, T>, Matrix<D, T>) {
         let h = self.sequence(p, h, z, a);
-        let logits = self.prior.forward(p, h.clone());
-        let z = sample_one_hot(&self.latent_probs(logits).as_vec(), self.sizes.classes, rng);
-        (h, z)
+        let probs = self.latent_probs(self.prior.forward(p, h.with_empty_tape()));
+        let draw = sample_one_hot(&probs.as_vec(), self.sizes.classes, rng);
+        let rows = h.shape().0;
+        (h, straight_through(probs, &draw).reshape_like(&(rows, self.sizes.latent())))
     }
 
     /// The predicted reward (raw units) and the probability of continuing
-    /// of every row of features `[h, z]`.
-    pub fn reward_and_continue<D: NetDevice>(&self, p: &Params<D>, feats: Matrix<D>) -> (Vec<f32>, Vec<f32>) {
-        let rewards = self.two_hot.predict_all(&self.reward.forward(p, feats.clone()).as_vec());
-        let cont = self.cont.forward(p, feats).sigmoid().as_vec();
+    /// of every row of features `[h, z]`, on the tape `T` if it is one.
+    pub fn reward_and_continue<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        feats: Matrix<D, T>,
+    ) -> (PerTrajectory<D, T>, PerTrajectory<D, T>) {
+        let rows = feats.shape().0;
+        let rewards = self.two_hot.predict(self.reward.forward(p, feats.with_empty_tape()));
+        let cont = self.cont.forward(p, feats).sigmoid().reshape_like(&(rows,));
         (rewards, cont)
     }
 
