@@ -49,9 +49,10 @@
 //! `behaviour_s` (the actor's and critic's losses).
 
 use super::episode_replay::{EpisodeReplay, IS_FIRST, PREV_ACTIONS};
+use super::image::stage_sides;
 use super::math::{lambda_returns, mode_one_hot, sample_one_hot, symlog, unimix, PerTrajectory, ReturnScale, TwoHot};
 use super::networks::DenseStack;
-use super::world_model::{Sequences, Sizes, Starts, WorldModel, UNIMIX};
+use super::world_model::{Observed, Sequences, Sizes, Starts, WorldModel, UNIMIX};
 use crate::common::build_context::{BuildContext, PolicyMaker};
 use crate::common::deep_policy::{join_on_cpu, DeepPolicy, PolicyAlgorithm, PolicyCore};
 use crate::common::distributions::softmax_rows;
@@ -106,18 +107,18 @@ pub enum ModelSize {
 impl ModelSize {
     /// The widths of each size (RLlib's table: `rllib/algorithms/dreamerv3/utils`).
     pub fn sizes(self) -> Sizes {
-        let (units, layers, gru_units, latent) = match self {
-            Self::Nano => (16, 1, 16, 4),
-            Self::Micro => (32, 1, 32, 8),
-            Self::Mini => (64, 1, 64, 16),
-            Self::XXS => (128, 1, 128, 32),
-            Self::XS => (256, 1, 256, 32),
-            Self::S => (512, 2, 512, 32),
-            Self::M => (640, 3, 1024, 32),
-            Self::L => (768, 4, 2048, 32),
-            Self::XL => (1024, 5, 4096, 32),
+        let (units, layers, gru_units, latent, cnn_depth) = match self {
+            Self::Nano => (16, 1, 16, 4, 2),
+            Self::Micro => (32, 1, 32, 8, 4),
+            Self::Mini => (64, 1, 64, 16, 8),
+            Self::XXS => (128, 1, 128, 32, 16),
+            Self::XS => (256, 1, 256, 32, 24),
+            Self::S => (512, 2, 512, 32, 32),
+            Self::M => (640, 3, 1024, 32, 48),
+            Self::L => (768, 4, 2048, 32, 64),
+            Self::XL => (1024, 5, 4096, 32, 96),
         };
-        Sizes { units, layers, gru_units, categoricals: latent, classes: latent }
+        Sizes { units, layers, gru_units, categoricals: latent, classes: latent, cnn_depth }
     }
 }
 
@@ -357,34 +358,39 @@ impl Dreamer {
         self.world.sizes().features() + self.actions.inputs() + 1
     }
 
-    /// Actions from the actor's `head` outputs of `n` rows: the env's
-    /// (an index, or in `[−1, 1]`), the model's inputs, and what the loss
-    /// needs (an index, or the unclipped sample).
-    fn choose(&self, head: &[f32], n: usize, explore: bool, rng: &mut impl Rng) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-        let width = self.actions.head();
+    /// Actions from the actor's outputs `head`: the env's (an index, or
+    /// in `[−1, 1]`), the model's inputs, and what the loss needs (an
+    /// index, or the unclipped sample). Greedy actions are the most
+    /// probable class, or the Gaussian's mean.
+    fn choose<D: NetDevice>(
+        &self,
+        head: Matrix<D>,
+        explore: bool,
+        rng: &mut impl Rng,
+    ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         match &self.actions {
             Actions::Discrete(k) => {
+                let head = head.as_vec();
                 let one_hot = if explore {
-                    let probs = mixed_softmax(head, width);
+                    let probs = mixed_softmax(&head, *k);
                     sample_one_hot(&probs, *k, rng)
                 } else {
                     // The most probable action is the largest logit's.
-                    mode_one_hot(head, *k)
+                    mode_one_hot(&head, *k)
                 };
                 let index: Vec<f32> =
                     one_hot.chunks_exact(*k).map(|o| o.iter().position(|&x| x == 1.0).unwrap_or(0) as f32).collect();
                 (index.clone(), one_hot, index)
             }
             Actions::Continuous(b) => {
-                let a = b.dim();
-                let mut sample = Vec::with_capacity(n * a);
-                for row in head.chunks_exact(width) {
-                    for d in 0..a {
-                        let (mean, std) = (row[d].tanh(), STD_MIN + (1.0 - STD_MIN) * sigmoid(row[a + d] + 2.0));
-                        let eps: f32 = if explore { rng.sample(StandardNormal) } else { 0.0 };
-                        sample.push(mean + std * eps);
-                    }
-                }
+                let (mean, std) = gaussian(head, b.dim());
+                let sample = if explore {
+                    let eps = standard_normal(&std, rng);
+                    mean + std * eps
+                } else {
+                    mean
+                };
+                let sample = sample.as_vec();
                 let clipped: Vec<f32> = sample.iter().map(|x| x.clamp(-1.0, 1.0)).collect();
                 (clipped.clone(), clipped, sample)
             }
@@ -432,8 +438,7 @@ const HALF_LN_2PI: f32 = 0.918_938_5;
 
 /// The mean `tanh(x_μ)` and standard deviation `σ_min + (1 − σ_min) ·
 /// sigmoid(x_σ + 2)` of every row of a continuous actor's outputs `head`
-/// (`[x_μ, x_σ]`, `dims` each), as [`Dreamer::choose`] computes them on
-/// the host.
+/// (`[x_μ, x_σ]`, `dims` each).
 fn gaussian<D: NetDevice, T: Tape<f32, D>>(head: Matrix<D, T>, dims: usize) -> (Matrix<D, T>, Matrix<D, T>) {
     let mean = head.with_empty_tape().slice((.., 0..dims)).tanh();
     let std = ((head.slice((.., dims..2 * dims)) + 2.0).sigmoid() * (1.0 - STD_MIN)) + STD_MIN;
@@ -446,9 +451,12 @@ fn gaussian_entropy<D: NetDevice, T: Tape<f32, D>>(log_std: Matrix<D, T>) -> Per
     log_std.sum::<(usize,), Axis<1>>() + dims * (HALF_LN_2PI + 0.5)
 }
 
-/// `σ(x)`.
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+/// Draws of `N(0, 1)` in the shape of `like`, as constants of the pass
+/// (the reparameterization's `ε`).
+fn standard_normal<D: NetDevice, T: Tape<f32, D>>(like: &Matrix<D, T>, rng: &mut impl Rng) -> Matrix<D> {
+    let shape = *like.shape();
+    let eps = (0..shape.0 * shape.1).map(|_| rng.sample(StandardNormal)).collect();
+    like.device().tensor_from_vec(eps, shape)
 }
 
 /// The softmax of each row of `width` logits mixed with [`UNIMIX`] uniform.
@@ -535,7 +543,7 @@ impl Dreamer {
         for k in 0..=horizon {
             let feat = (h.with_empty_tape(), z.with_empty_tape()).concat_along(Axis::<1>);
             dream.feats.extend(feat.as_vec());
-            let value = self.two_hot.predict(self.critic.forward(p, feat.with_empty_tape()));
+            let value = self.two_hot.predict(self.critic.forward_frozen(p, feat.with_empty_tape()));
             dream.values.extend(value.as_vec());
             if k > 0 {
                 // Step 0's reward is not used and its flag is the replayed one.
@@ -576,7 +584,7 @@ impl Dreamer {
         let (n, dev) = (head.shape().0, head.device().clone());
         match &self.actions {
             Actions::Discrete(k) => {
-                let (_, inputs, taken) = self.choose(&head.as_vec(), n, true, rng);
+                let (_, inputs, taken) = self.choose(head.retaped::<NoneTape>(), true, rng);
                 let probs = unimix(head, UNIMIX);
                 let entropy = (probs.with_empty_tape().ln() * probs).sum::<(usize,), Axis<1>>().negate();
                 (dev.tensor_from_vec(inputs, (n, *k)).retaped::<T>(), taken, entropy)
@@ -584,8 +592,8 @@ impl Dreamer {
             Actions::Continuous(b) => {
                 let (mean, std) = gaussian(head, b.dim());
                 let entropy = gaussian_entropy(std.with_empty_tape().ln());
-                let eps: Vec<f32> = (0..n * b.dim()).map(|_| rng.sample(StandardNormal)).collect();
-                let sample = mean + std * dev.tensor_from_vec(eps, (n, b.dim()));
+                let eps = standard_normal(&std, rng);
+                let sample = mean + std * eps;
                 let taken = sample.as_vec();
                 (sample.clamp(-1.0, 1.0), taken, entropy)
             }
@@ -717,8 +725,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
         let obs = dev.tensor_from_vec(x, (n, self.input.features()));
         let (h, z) = self.world.observe_step(p, (h, z, prev), obs, (input.explore, rng));
         let feat = (h.clone(), dev.tensor_from_vec(z.clone(), (n, latent))).concat_along(Axis::<1>);
-        let head = self.actor.forward(p, feat).as_vec();
-        let (env_actions, inputs, _) = self.choose(&head, n, input.explore, rng);
+        let head = self.actor.forward(p, feat);
+        let (env_actions, inputs, _) = self.choose(head, input.explore, rng);
         let h = h.as_vec();
         let mut next = Vec::with_capacity(n * width);
         for i in 0..n {
@@ -824,7 +832,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
         Ok(PolicyExport {
             normalization: None,
             encoding: self.input.exported()?,
-            body: symlog.into_iter().chain(self.world.exported_encoder(p)).collect(),
+            body: symlog.into_iter().chain(self.world.exported_encoder(p)?).collect(),
             recurrent: Some(Recurrent::Latent(self.world.exported_step(p, self.actions.inputs()))),
             head: self.actor.exported(p),
             value: None,
@@ -847,6 +855,7 @@ struct Build<'a> {
     obs: &'a Space,
     act: &'a Space,
     input: Input,
+    observed: Observed,
     actions: Actions,
     rng_seed: u64,
 }
@@ -854,10 +863,14 @@ struct Build<'a> {
 impl Build<'_> {
     /// The shared core (weights, optimizers, slow critic) and DreamerV3's
     /// part of the policy, with networks of `sizes`.
-    fn parts<D: NetDevice>(self, dev: D, sizes: Sizes) -> (PolicyCore<D>, Dreamer) {
+    ///
+    /// # Errors
+    /// Images too small for the encoder.
+    fn parts<D: NetDevice>(self, dev: D, sizes: Sizes) -> Result<(PolicyCore<D>, Dreamer), BuildError> {
         let mut p = Params::new(dev);
         let world_start = p.next_id();
-        let world = WorldModel::new(&mut p, sizes, self.input.features(), self.actions.inputs());
+        let world = WorldModel::new(&mut p, sizes, self.observed, self.actions.inputs())
+            .map_err(|e| BuildError::Unsupported(format!("{e} ({})", self.obs)))?;
         let actor_start = p.next_id();
         let stack = (sizes.layers, sizes.units);
         let actor = DenseStack::new(&mut p, "actor", sizes.features(), stack, self.actions.head(), false);
@@ -875,7 +888,7 @@ impl Build<'_> {
         for (span, (lr, clip)) in spans.into_iter().zip(rates) {
             core.add_optimizer(span, lr, 1e-8, Some(clip));
         }
-        let is_image = matches!(self.obs, Space::Box { shape, .. } if shape.len() == 3);
+        let is_image = matches!(self.observed, Observed::Images(_));
         let dreamer = Dreamer {
             cfg: cfg.clone(),
             symlog_obs: cfg.symlog_obs.unwrap_or(!is_image),
@@ -887,7 +900,7 @@ impl Build<'_> {
             two_hot: TwoHot::new(),
             scale: ReturnScale::default(),
         };
-        (core, dreamer)
+        Ok((core, dreamer))
     }
 }
 
@@ -896,7 +909,7 @@ impl OnDevice for Build<'_> {
 
     fn run<D: NetDevice>(self, dev: D) -> Result<Self::Output, BuildError> {
         let sizes = self.cfg.model_size.sizes();
-        let (core, dreamer) = self.parts(dev, sizes);
+        let (core, dreamer) = self.parts(dev, sizes)?;
         Ok(Box::new(DeepPolicy::new(core, dreamer)))
     }
 }
@@ -913,11 +926,19 @@ pub fn make_policy(
     act: &Space,
     rng_seed: u64,
 ) -> Result<Box<dyn PolicyGraph>, BuildError> {
-    if matches!(obs, Space::Dict { .. }) {
-        return Err(BuildError::Unsupported(format!(
-            "DreamerV3's encoder takes vectors, discrete values and images (flattened), not a Dict observation ({obs})"
-        )));
-    }
+    let observed = match obs {
+        Space::Dict { .. } => {
+            return Err(BuildError::Unsupported(format!(
+                "DreamerV3's encoder takes vectors, discrete values and images, not a Dict observation ({obs})"
+            )))
+        }
+        Space::Box { shape, .. } if shape.len() == 3 => {
+            let image = (shape[0], shape[1], shape[2]);
+            stage_sides(image.0, image.1).map_err(|e| BuildError::Unsupported(format!("{e} ({obs})")))?;
+            Observed::Images(image)
+        }
+        _ => Observed::Vectors(Input::flat(obs).features()),
+    };
     let actions = match act {
         Space::Discrete { n } => Actions::Discrete(*n as usize),
         Space::Box { .. } => Actions::Continuous(ActionBounds::new(act, DreamerV3Config::NAME)?),
@@ -927,7 +948,7 @@ pub fn make_policy(
             )))
         }
     };
-    let build = Build { cfg, obs, act, input: Input::flat(obs), actions, rng_seed };
+    let build = Build { cfg, obs, act, input: Input::flat(obs), observed, actions, rng_seed };
     on_device(cfg.device, cfg.sampling.seed, build)
 }
 
@@ -986,14 +1007,21 @@ mod tests {
         }
     }
 
-    /// Episodes of a 1-d walk: the observation is the step count, each
-    /// step pays `pay` of the action taken, and episodes end after 6 steps.
-    fn walk(policy: &mut dyn PolicyGraph, replay: &mut EpisodeReplay, episodes: usize, pay: fn(f32) -> f32) {
+    /// Episodes of a 1-d walk: the observation shows the step count
+    /// (`observe`), each step pays `pay` of the action taken, and episodes
+    /// end after 6 steps.
+    fn walk(
+        policy: &mut dyn PolicyGraph,
+        replay: &mut EpisodeReplay,
+        episodes: usize,
+        (observe, pay): (fn(usize) -> Vec<f32>, fn(f32) -> f32),
+    ) {
         for _ in 0..episodes {
             let mut state = vec![0.0; policy.recurrent_state_size()];
             let mut batch = SampleBatch::new();
             for t in 0..6 {
-                let obs = [t as f32 / 6.0, 1.0];
+                let obs = observe(t);
+                let width = obs.len();
                 let mut out = SampleBatch::new();
                 policy
                     .compute_actions_from_input(
@@ -1004,8 +1032,8 @@ mod tests {
                 let action = first_action(&out);
                 let next = out.f32(fields::STATE_OUT).unwrap().to_vec();
                 let mut row = SampleBatch::new();
-                row.insert_f32(fields::OBS, obs.to_vec(), 2).unwrap();
-                row.insert_f32(fields::NEW_OBS, vec![(t + 1) as f32 / 6.0, 1.0], 2).unwrap();
+                row.insert_f32(fields::OBS, obs, width).unwrap();
+                row.insert_f32(fields::NEW_OBS, observe(t + 1), width).unwrap();
                 row.insert(fields::ACTIONS, out.get(fields::ACTIONS).unwrap().clone()).unwrap();
                 row.insert_f32(fields::REWARDS, vec![pay(action)], 1).unwrap();
                 row.insert_f32(fields::TERMINATEDS, vec![if t == 5 { 1.0 } else { 0.0 }], 1).unwrap();
@@ -1017,6 +1045,19 @@ mod tests {
             }
             replay.add(&batch, None).unwrap();
         }
+    }
+
+    /// The walk's step `t` as two features.
+    fn count(t: usize) -> Vec<f32> {
+        vec![t as f32 / 6.0, 1.0]
+    }
+
+    /// The walk's step `t` as a 6 × 6 image of one channel, lit at row and
+    /// column `t` (the step after the last at the top left).
+    fn pixels(t: usize) -> Vec<f32> {
+        let mut image = vec![0.0; 36];
+        image[(t % 6) * 7] = 1.0;
+        image
     }
 
     /// The greedy action of the walk's first step.
@@ -1048,7 +1089,7 @@ mod tests {
         let mut policy = make_policy(&cfg, &o, &a, 0).unwrap();
         assert_eq!(policy.recurrent_state_size(), 16 + 16 + 2 + 1);
         let mut replay = EpisodeReplay::new(1000, 8).unwrap();
-        walk(policy.as_mut(), &mut replay, 10, |a| a);
+        walk(policy.as_mut(), &mut replay, 10, (count, |a| a));
         assert_eq!(replay.len(), 70);
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let mut losses = Vec::new();
@@ -1078,6 +1119,31 @@ mod tests {
     }
 
     #[test]
+    fn the_world_model_learns_the_walk_seen_as_pixels() {
+        // The walk as 6 × 6 images: the convolutional encoder and decoder
+        // learn to predict the lit pixel.
+        let cfg = DreamerV3Config { world_model_lr: 3e-3, ..tiny() };
+        let o = Space::uniform_box(0.0, 1.0, vec![6, 6, 1]).unwrap();
+        let mut policy = make_policy(&cfg, &o, &Space::discrete(2), 0).unwrap();
+        let mut replay = EpisodeReplay::new(1000, 8).unwrap();
+        walk(policy.as_mut(), &mut replay, 10, (pixels, |a| a));
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut losses = Vec::new();
+        for _ in 0..300 {
+            let batch = replay.sample(32, 0, &mut rng).unwrap();
+            losses.push(policy.learn_on_batch(&batch).unwrap().get("decoder_loss").unwrap());
+        }
+        // Predicting every pixel's mean image would leave 5/6.
+        let (first, last) = (losses[..10].iter().sum::<f64>() / 10.0, losses[290..].iter().sum::<f64>() / 10.0);
+        assert!(last < 0.3, "the decoder's loss on the pixels fell only from {first} to {last}");
+        let err = policy.export().unwrap_err().to_string();
+        assert!(err.contains("on images cannot be exported yet"), "{err}");
+        let small = Space::uniform_box(0.0, 1.0, vec![3, 8, 1]).unwrap();
+        let err = make_policy(&cfg, &small, &Space::discrete(2), 0).err().unwrap().to_string();
+        assert!(err.contains("at least 4 × 4 pixels, not 3 × 8 (Box(0, 1, [3, 8, 1]))"), "{err}");
+    }
+
+    #[test]
     fn a_continuous_actor_learns_through_the_model_to_take_the_action_that_pays() {
         // Each step pays the action (in [−2, 2]) over 2: the best greedy
         // action is 2. The actor learns it in imagination only, through the
@@ -1091,7 +1157,7 @@ mod tests {
         let mut replay = EpisodeReplay::new(10_000, 8).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         for round in 0..40 {
-            walk(policy.as_mut(), &mut replay, 2, |a| a / 2.0);
+            walk(policy.as_mut(), &mut replay, 2, (count, |a| a / 2.0));
             for _ in 0..10 {
                 let batch = replay.sample(32, 0, &mut rng).unwrap();
                 let stats = policy.learn_on_batch(&batch).unwrap();
@@ -1116,8 +1182,9 @@ mod tests {
         let (o, _) = spaces();
         let act = Space::uniform_box(-2.0, 2.0, vec![2]).unwrap();
         let actions = Actions::Continuous(ActionBounds::new(&act, DreamerV3Config::NAME).unwrap());
-        let build = Build { cfg: &cfg, obs: &o, act: &act, input: Input::flat(&o), actions, rng_seed: 3 };
-        let (mut core, dreamer) = build.parts(Cpu::default(), sizes);
+        let observed = Observed::Vectors(Input::flat(&o).features());
+        let build = Build { cfg: &cfg, obs: &o, act: &act, input: Input::flat(&o), observed, actions, rng_seed: 3 };
+        let (mut core, dreamer) = build.parts(Cpu::default(), sizes).unwrap();
         // Weights at random everywhere (the reward and critic heads start
         // at 0, which has no gradient), then the continue head's output at 0.
         let mut rng = ChaCha8Rng::seed_from_u64(7);

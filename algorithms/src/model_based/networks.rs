@@ -42,9 +42,15 @@ impl NormDense {
         self.linear.outputs()
     }
 
-    /// The layer on every row of `x`.
-    pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
-        silu(layer_norm(self.linear.forward(p, x)))
+    /// The layer on every row of `x`; its weights get a gradient only
+    /// if `weights_grad` ([`Linear::forward_with`]).
+    pub fn forward<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        x: Matrix<D, T>,
+        weights_grad: bool,
+    ) -> Matrix<D, T> {
+        silu(layer_norm(self.linear.forward_with(p, x, None, weights_grad)))
     }
 
     /// The layer for export.
@@ -94,8 +100,25 @@ impl DenseStack {
 
     /// The stack on every row of `x`.
     pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
-        let h = self.hidden.iter().fold(x, |h, layer| layer.forward(p, h));
-        self.out.forward(p, h)
+        self.forward_with(p, x, true)
+    }
+
+    /// [`forward`](Self::forward) as a function of `x` alone: the weights
+    /// are constants of the pass. The actor of continuous actions learns
+    /// through the world model's heads and the critic this way, and the
+    /// backward pass skips their weight-gradient products (on the CPU).
+    pub fn forward_frozen<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        self.forward_with(p, x, false)
+    }
+
+    fn forward_with<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        x: Matrix<D, T>,
+        weights_grad: bool,
+    ) -> Matrix<D, T> {
+        let h = self.hidden.iter().fold(x, |h, layer| layer.forward(p, h, weights_grad));
+        self.out.forward_with(p, h, None, weights_grad)
     }
 
     /// The stack for export.
@@ -136,14 +159,21 @@ impl NormGru {
         vec![self.gates.exported(p), Layer::LayerNorm { eps: NORM_EPS }]
     }
 
-    /// One step of every row.
+    /// One step of every row; the weights get a gradient only if
+    /// `weights_grad`.
     ///
     /// # Shapes
     /// `x` is `(rows, inputs)`, `h` `(rows, units)`; the result `(rows, units)`.
-    pub fn step<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>, h: Matrix<D, T>) -> Matrix<D, T> {
+    pub fn step<D: NetDevice, T: Tape<f32, D>>(
+        &self,
+        p: &Params<D>,
+        x: Matrix<D, T>,
+        h: Matrix<D, T>,
+        weights_grad: bool,
+    ) -> Matrix<D, T> {
         let k = self.units;
         let joined = (x, h.with_empty_tape()).concat_along(Axis::<1>);
-        let parts = layer_norm(self.gates.forward(p, joined));
+        let parts = layer_norm(self.gates.forward_with(p, joined, None, weights_grad));
         let reset = parts.with_empty_tape().slice((.., 0..k)).sigmoid();
         let candidate = (reset * parts.with_empty_tape().slice((.., k..2 * k))).tanh();
         let update = (parts.slice((.., 2 * k..3 * k)) - 1.0).sigmoid();
@@ -172,14 +202,14 @@ mod tests {
             let h0 = dev.tensor_from_vec(vec![0.2f32, -0.1, 0.4, 0.0, 0.3, -0.5], (2usize, 3usize));
             if taped {
                 let e = stack.forward(p, x.leaky_traced());
-                let h1 = gru.step(p, e.with_empty_tape(), h0.retaped());
-                let h2 = gru.step(p, e, h1.with_empty_tape());
+                let h1 = gru.step(p, e.with_empty_tape(), h0.retaped(), true);
+                let h2 = gru.step(p, e, h1.with_empty_tape(), true);
                 let loss = (h1.square() + h2).sum::<Rank0, _>();
                 (loss.as_vec()[0], Some(loss.backward()))
             } else {
                 let e = stack.forward(p, x);
-                let h1 = gru.step(p, e.clone(), h0);
-                let h2 = gru.step(p, e, h1.clone());
+                let h1 = gru.step(p, e.clone(), h0, true);
+                let h2 = gru.step(p, e, h1.clone(), true);
                 ((h1.square() + h2).sum::<Rank0, _>().as_vec()[0], None)
             }
         };

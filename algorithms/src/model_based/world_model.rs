@@ -25,6 +25,7 @@
 //! mixes in 1 % uniform ([`unimix`]); `z` is sampled with straight-through
 //! gradients ([`straight_through`]).
 
+use super::image::{ImageDecoder, ImageEncoder};
 use super::math::{free_bits, mode_one_hot, sample_one_hot, straight_through, unimix, PerTrajectory, TwoHot};
 use super::networks::{DenseStack, NormDense, NormGru};
 use crate::common::deep_policy::Loss;
@@ -57,6 +58,9 @@ pub struct Sizes {
     pub categoricals: usize,
     /// Classes `K` of each.
     pub classes: usize,
+    /// Channels of the image encoder's first stage, doubling at every
+    /// stage after it ([`super::image`]).
+    pub cnn_depth: usize,
 }
 
 impl Sizes {
@@ -100,37 +104,118 @@ pub struct Starts {
     pub terminals: Vec<f32>,
 }
 
+/// What the world model observes: rows of features, or channels-last
+/// images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// Rows of this many features.
+    Vectors(usize),
+    /// `(height, width, channels)` images.
+    Images((usize, usize, usize)),
+}
+
+impl Observed {
+    /// Features of one observation.
+    pub fn features(self) -> usize {
+        match self {
+            Observed::Vectors(width) => width,
+            Observed::Images((h, w, c)) => h * w * c,
+        }
+    }
+}
+
+/// The encoder of observations: a dense stack for vectors, convolutions
+/// for images ([`super::image`]).
+#[derive(Clone, Debug, PartialEq)]
+enum Encoder {
+    Dense(DenseStack),
+    Conv(ImageEncoder),
+}
+
+impl Encoder {
+    /// Features of an encoded observation.
+    fn outputs(&self) -> usize {
+        match self {
+            Encoder::Dense(stack) => stack.outputs(),
+            Encoder::Conv(conv) => conv.features(),
+        }
+    }
+
+    fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+        match self {
+            Encoder::Dense(stack) => stack.forward(p, x),
+            Encoder::Conv(conv) => conv.forward(p, x),
+        }
+    }
+}
+
+/// The decoder from the model state back to the observation.
+#[derive(Clone, Debug, PartialEq)]
+enum Decoder {
+    Dense(DenseStack),
+    Conv(ImageDecoder),
+}
+
+impl Decoder {
+    fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, feats: Matrix<D, T>) -> Matrix<D, T> {
+        match self {
+            Decoder::Dense(stack) => stack.forward(p, feats),
+            Decoder::Conv(conv) => conv.forward(p, feats),
+        }
+    }
+}
+
 /// The world model's networks (see the module docs).
 pub struct WorldModel {
     sizes: Sizes,
-    encoder: DenseStack,
+    encoder: Encoder,
     input: NormDense,
     gru: NormGru,
     posterior: DenseStack,
     prior: DenseStack,
-    decoder: DenseStack,
+    decoder: Decoder,
     reward: DenseStack,
     cont: DenseStack,
     two_hot: TwoHot,
 }
 
 impl WorldModel {
-    /// The networks for observations of `obs_features` and actions of
-    /// `action_inputs` model inputs, named `wm.…`.
-    pub fn new<D: NetDevice>(p: &mut Params<D>, sizes: Sizes, obs_features: usize, action_inputs: usize) -> Self {
+    /// The networks for `observed` rows and actions of `action_inputs`
+    /// model inputs, named `wm.…`.
+    ///
+    /// # Errors
+    /// Images too small for the encoder ([`super::image::stage_sides`]).
+    pub fn new<D: NetDevice>(
+        p: &mut Params<D>,
+        sizes: Sizes,
+        observed: Observed,
+        action_inputs: usize,
+    ) -> Result<Self, String> {
         let (stack, u, g, f) = ((sizes.layers, sizes.units), sizes.units, sizes.gru_units, sizes.features());
-        Self {
+        let encoder = match observed {
+            Observed::Vectors(width) => Encoder::Dense(DenseStack::new(p, "wm.encoder", width, stack, u, false)),
+            Observed::Images(image) => Encoder::Conv(ImageEncoder::new(p, "wm.encoder", image, sizes.cnn_depth)?),
+        };
+        let input = NormDense::new(p, "wm.gru_input", sizes.latent() + action_inputs, u);
+        let gru = NormGru::new(p, "wm.gru", u, g);
+        let posterior = DenseStack::new(p, "wm.posterior", g + encoder.outputs(), (1, u), sizes.latent(), false);
+        let prior = DenseStack::new(p, "wm.prior", g, (1, u), sizes.latent(), false);
+        let decoder = match &encoder {
+            Encoder::Conv(conv) => Decoder::Conv(ImageDecoder::new(p, "wm.decoder", f, conv)),
+            Encoder::Dense(_) => Decoder::Dense(DenseStack::new(p, "wm.decoder", f, stack, observed.features(), false)),
+        };
+        Ok(Self {
             sizes,
-            encoder: DenseStack::new(p, "wm.encoder", obs_features, stack, u, false),
-            input: NormDense::new(p, "wm.gru_input", sizes.latent() + action_inputs, u),
-            gru: NormGru::new(p, "wm.gru", u, g),
-            posterior: DenseStack::new(p, "wm.posterior", g + u, (1, u), sizes.latent(), false),
-            prior: DenseStack::new(p, "wm.prior", g, (1, u), sizes.latent(), false),
-            decoder: DenseStack::new(p, "wm.decoder", f, stack, obs_features, false),
+            encoder,
+            input,
+            gru,
+            posterior,
+            prior,
+            decoder,
             reward: DenseStack::new(p, "wm.reward", f, stack, TwoHot::BINS, true),
             cont: DenseStack::new(p, "wm.continue", f, stack, 1, false),
             two_hot: TwoHot::new(),
-        }
+        })
     }
 
     /// The widths.
@@ -138,15 +223,16 @@ impl WorldModel {
         self.sizes
     }
 
-    /// `h_t = f(h_{t−1}, z_{t−1}, a_{t−1})` for every row.
+    /// `h_t = f(h_{t−1}, z_{t−1}, a_{t−1})` for every row; the weights
+    /// get a gradient only if `weights_grad`.
     fn sequence<D: NetDevice, T: Tape<f32, D> + Merge<R>, R: Tape<f32, D>>(
         &self,
         p: &Params<D>,
-        h: Matrix<D, T>,
-        z: Matrix<D, T>,
-        a: Matrix<D, R>,
+        (h, z, a): (Matrix<D, T>, Matrix<D, T>, Matrix<D, R>),
+        weights_grad: bool,
     ) -> Matrix<D, T> {
-        self.gru.step(p, self.input.forward(p, (z, a).concat_along(Axis::<1>)), h)
+        let x = self.input.forward(p, (z, a).concat_along(Axis::<1>), weights_grad);
+        self.gru.step(p, x, h, weights_grad)
     }
 
     /// A categorical of every row of `logits` (`rows × latent`), mixed,
@@ -168,7 +254,7 @@ impl WorldModel {
         x: Matrix<D>,
         (explore, rng): (bool, &mut impl Rng),
     ) -> (Matrix<D>, Vec<f32>) {
-        let h = self.sequence(p, h, z, a);
+        let h = self.sequence(p, (h, z, a), true);
         let e = self.encoder.forward(p, x);
         let logits = self.posterior.forward(p, (h.clone(), e).concat_along(Axis::<1>));
         // The mixed probabilities rise with the logits: the mode is the
@@ -183,8 +269,16 @@ impl WorldModel {
     }
 
     /// The encoder's layers, for export.
-    pub fn exported_encoder<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
-        self.encoder.exported(p)
+    ///
+    /// # Errors
+    /// The image encoder: export has no padded convolutions yet.
+    pub fn exported_encoder<D: NetDevice>(&self, p: &Params<D>) -> Result<Vec<Layer>, PolicyError> {
+        match &self.encoder {
+            Encoder::Dense(stack) => Ok(stack.exported(p)),
+            Encoder::Conv(_) => Err(PolicyError::Other(
+                "DreamerV3 on images cannot be exported yet: the exported model has no padded convolutions".into(),
+            )),
+        }
     }
 
     /// [`observe_step`](Self::observe_step) without exploring, for export,
@@ -204,30 +298,33 @@ impl WorldModel {
     /// One step of imagination: the next `h`, and a draw of `z` from the
     /// prior as a straight-through sample. On a tape, the step records
     /// how both depend on the last state and action (the actor of
-    /// continuous actions learns through it).
+    /// continuous actions learns through it); the weights are constants
+    /// of the step, which trains nothing of the world model.
     pub fn imagine_step<D: NetDevice, T: Tape<f32, D>>(
         &self,
         p: &Params<D>,
         (h, z, a): (Matrix<D, T>, Matrix<D, T>, Matrix<D, T>),
         rng: &mut impl Rng,
     ) -> (Matrix<D, T>, Matrix<D, T>) {
-        let h = self.sequence(p, h, z, a);
-        let probs = self.latent_probs(self.prior.forward(p, h.with_empty_tape()));
+        let h = self.sequence(p, (h, z, a), false);
+        let probs = self.latent_probs(self.prior.forward_frozen(p, h.with_empty_tape()));
         let draw = sample_one_hot(&probs.as_vec(), self.sizes.classes, rng);
         let rows = h.shape().0;
         (h, straight_through(probs, &draw).reshape_like(&(rows, self.sizes.latent())))
     }
 
     /// The predicted reward (raw units) and the probability of continuing
-    /// of every row of features `[h, z]`, on the tape `T` if it is one.
+    /// of every row of features `[h, z]`, on the tape `T` if it is one,
+    /// the heads' weights constants of the pass (imagination's, which
+    /// trains nothing of the world model).
     pub fn reward_and_continue<D: NetDevice, T: Tape<f32, D>>(
         &self,
         p: &Params<D>,
         feats: Matrix<D, T>,
     ) -> (PerTrajectory<D, T>, PerTrajectory<D, T>) {
         let rows = feats.shape().0;
-        let rewards = self.two_hot.predict(self.reward.forward(p, feats.with_empty_tape()));
-        let cont = self.cont.forward(p, feats).sigmoid().reshape_like(&(rows,));
+        let rewards = self.two_hot.predict(self.reward.forward_frozen(p, feats.with_empty_tape()));
+        let cont = self.cont.forward_frozen(p, feats).sigmoid().reshape_like(&(rows,));
         (rewards, cont)
     }
 
@@ -263,7 +360,7 @@ impl WorldModel {
             let h_prev = h * keep.clone().broadcast_like::<(usize, usize), Axis<1>>(&(b, g));
             let z_prev = z * keep.broadcast_like::<(usize, usize), Axis<1>>(&(b, latent));
             let a = dev.tensor_from_vec(seqs.prev_actions[at * actions..(at + b) * actions].to_vec(), (b, actions));
-            h = self.sequence(p, h_prev, z_prev, a);
+            h = self.sequence(p, (h_prev, z_prev, a), true);
             let e = embed.clone().retaped::<Taped<D>>().slice((t * b..(t + 1) * b, ..));
             let post = self.posterior.forward(p, (h.with_empty_tape(), e).concat_along(Axis::<1>));
             let probs = self.latent_probs(post.with_empty_tape());
@@ -354,8 +451,8 @@ mod tests {
 
     fn tiny() -> (Params<Cpu>, WorldModel) {
         let mut p = Params::new(Cpu::seed_from_u64(0));
-        let sizes = Sizes { units: 8, layers: 1, gru_units: 6, categoricals: 2, classes: 3 };
-        let wm = WorldModel::new(&mut p, sizes, 3, 2);
+        let sizes = Sizes { units: 8, layers: 1, gru_units: 6, categoricals: 2, classes: 3, cnn_depth: 2 };
+        let wm = WorldModel::new(&mut p, sizes, Observed::Vectors(3), 2).unwrap();
         (p, wm)
     }
 
