@@ -127,6 +127,7 @@ impl Spread {
     /// The spread images of every row of `x` (`rows × h · w · c`).
     fn apply<D: NetDevice, T: Tape<f32, D>>(&self, x: Matrix<D, T>) -> Matrix<D, T> {
         let (rows, len) = (x.shape().0, x.shape().0 * x.shape().1);
+        debug_assert_eq!(x.shape().1, self.image.0 * self.image.1 * self.image.2, "rows of other images");
         let dev = x.device().clone();
         let flat = (x.reshape_like(&(len,)), dev.zeros_like(&(1usize,))).concat_along(Axis::<0>);
         let sources = self.sources(rows);
@@ -161,10 +162,18 @@ impl ConvLayer {
         Self { spread, conv: Conv2d::new(p, name, spread.image.2, channels, KERNEL, stride), out, norm }
     }
 
-    fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
+    /// The layer on every row of `x`; `x` gets a gradient only if
+    /// `input_grad` (the encoder's input, the observation, needs none).
+    fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>, input_grad: bool) -> Matrix<D, T> {
         let rows = x.shape().0;
         let (sh, sw) = self.spread.sides();
-        let y = self.conv.forward(p, self.spread.apply(x), sh, sw, true);
+        let spread = if input_grad {
+            self.spread.apply(x)
+        } else {
+            let (x, tape) = x.split_tape();
+            self.spread.apply(x).put_tape(tape)
+        };
+        let y = self.conv.forward(p, spread, sh, sw, input_grad);
         if !self.norm {
             return y;
         }
@@ -211,7 +220,9 @@ impl ImageEncoder {
 
     /// The encoder on every row of `x` (`rows × height · width · channels`).
     pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
-        self.layers.iter().fold(x, |x, layer| layer.forward(p, x))
+        let mut layers = self.layers.iter();
+        let first = layers.next().expect("at least one stage").forward(p, x, false);
+        layers.fold(first, |x, layer| layer.forward(p, x, true))
     }
 }
 
@@ -246,7 +257,7 @@ impl ImageDecoder {
     /// The decoded images of every row of `feats`, `rows × height · width
     /// · channels`.
     pub fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, feats: Matrix<D, T>) -> Matrix<D, T> {
-        self.layers.iter().fold(self.linear.forward(p, feats), |x, layer| layer.forward(p, x))
+        self.layers.iter().fold(self.linear.forward(p, feats), |x, layer| layer.forward(p, x, true))
     }
 }
 
