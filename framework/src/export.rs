@@ -149,6 +149,29 @@ pub enum Layer {
         /// Added to the variance.
         eps: f32,
     },
+    /// Zero pixels around each row's channels-last image: `before` rows
+    /// above and columns left of it, `after` rows below and columns right
+    /// (a "same" convolution's padding; DreamerV3's image encoder).
+    Pad {
+        /// Input image height.
+        height: usize,
+        /// Input image width.
+        width: usize,
+        /// Channels.
+        channels: usize,
+        /// `[rows above, columns left]`.
+        before: [usize; 2],
+        /// `[rows below, columns right]`.
+        after: [usize; 2],
+    },
+    /// [`LayerNorm`](Layer::LayerNorm) over each run of `channels`
+    /// values: each pixel's channels of a channels-last image.
+    ChannelNorm {
+        /// Values normalized together.
+        channels: usize,
+        /// Added to the variance.
+        eps: f32,
+    },
     /// `sign(x) · ln(1 + |x|)` of each value (DreamerV3's observations).
     Symlog,
 }

@@ -76,6 +76,7 @@ fn exported_models_compute_what_rlx_computes() {
         ("ars_continuous", "ARS", "Pendulum-v1", "{}"),
         ("dreamer_v3", "DreamerV3", "CartPole-v1", DREAMER),
         ("dreamer_v3_continuous", "DreamerV3", "Pendulum-v1", DREAMER),
+        ("dreamer_v3_pixels", "DreamerV3", "MinAtar/Breakout-v1", DREAMER),
     ];
     for (name, algorithm, env, config) in cases {
         let (dir, model) = train_and_export(name, algorithm, env, config, &[]);
@@ -233,6 +234,7 @@ fn onnxruntime_agrees_with_rlx() {
         ("ort_sac", "SAC", "Pendulum-v1", r#"{"learning_starts": 200, "timesteps_per_iteration": 400}"#),
         ("ort_dreamer", "DreamerV3", "CartPole-v1", DREAMER),
         ("ort_dreamer_continuous", "DreamerV3", "Pendulum-v1", DREAMER),
+        ("ort_dreamer_pixels", "DreamerV3", "MinAtar/Breakout-v1", DREAMER),
     ];
     for (name, algorithm, env_name, config) in cases {
         let (dir, model) = train_and_export(name, algorithm, env_name, config, &[]);

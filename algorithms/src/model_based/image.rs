@@ -26,10 +26,11 @@
 //! one gather from the image with a zero appended ([`Spread`]), whose
 //! backward pass is dfdx's scatter-add, on every device.
 
-use super::networks::{layer_norm, silu};
+use super::networks::{layer_norm, silu, NORM_EPS};
 use crate::model::device::NetDevice;
 use crate::model::{Conv2d, Linear, Matrix, Params};
 use dfdx::prelude::*;
+use rlx::export::Layer;
 
 /// Images with a side below this cannot be encoded.
 pub const MIN_SIDE: usize = 4;
@@ -162,6 +163,22 @@ impl ConvLayer {
         Self { spread, conv: Conv2d::new(p, name, spread.image.2, channels, KERNEL, stride), out, norm }
     }
 
+    /// The layer for export: the padding, the convolution, and the
+    /// normalization and SiLU where it has them. Only the encoder's
+    /// layers (which pad, not spread) export.
+    fn exported<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
+        debug_assert_eq!(self.spread.step, 1, "a decoder's layer");
+        let (height, width, channels) = self.spread.image;
+        let (sh, sw) = self.spread.sides();
+        let (before, after) =
+            ([self.spread.before.0, self.spread.before.1], [self.spread.after.0, self.spread.after.1]);
+        let mut layers = vec![Layer::Pad { height, width, channels, before, after }, self.conv.exported(p, sh, sw)];
+        if self.norm {
+            layers.extend([Layer::ChannelNorm { channels: self.out.2, eps: NORM_EPS }, Layer::Silu]);
+        }
+        layers
+    }
+
     /// The layer on every row of `x`; `x` gets a gradient only if
     /// `input_grad` (the encoder's input, the observation, needs none).
     fn forward<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>, input_grad: bool) -> Matrix<D, T> {
@@ -216,6 +233,11 @@ impl ImageEncoder {
     pub fn features(&self) -> usize {
         let (h, w, c) = self.layers.last().expect("at least one stage").out;
         h * w * c
+    }
+
+    /// The encoder for export.
+    pub fn exported<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
+        self.layers.iter().flat_map(|layer| layer.exported(p)).collect()
     }
 
     /// The encoder on every row of `x` (`rows × height · width · channels`).

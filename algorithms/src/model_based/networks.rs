@@ -12,7 +12,7 @@ use dfdx::prelude::*;
 use rlx::export::Layer;
 
 /// Layer normalization's ε (DreamerV3's).
-const NORM_EPS: f32 = 1e-3;
+pub const NORM_EPS: f32 = 1e-3;
 
 /// `x · σ(x)` (SiLU), DreamerV3's nonlinearity.
 pub fn silu<D: NetDevice, T: Tape<f32, D>>(x: Matrix<D, T>) -> Matrix<D, T> {

@@ -269,15 +269,10 @@ impl WorldModel {
     }
 
     /// The encoder's layers, for export.
-    ///
-    /// # Errors
-    /// The image encoder: export has no padded convolutions yet.
-    pub fn exported_encoder<D: NetDevice>(&self, p: &Params<D>) -> Result<Vec<Layer>, PolicyError> {
+    pub fn exported_encoder<D: NetDevice>(&self, p: &Params<D>) -> Vec<Layer> {
         match &self.encoder {
-            Encoder::Dense(stack) => Ok(stack.exported(p)),
-            Encoder::Conv(_) => Err(PolicyError::Other(
-                "DreamerV3 on images cannot be exported yet: the exported model has no padded convolutions".into(),
-            )),
+            Encoder::Dense(stack) => stack.exported(p),
+            Encoder::Conv(conv) => conv.exported(p),
         }
     }
 

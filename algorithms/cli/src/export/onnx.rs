@@ -290,7 +290,17 @@ impl Graph {
                     let s = self.op("Sigmoid", &[&x], vec![]);
                     self.op("Mul", &[&x, &s], vec![])
                 }
-                Layer::LayerNorm { eps } => self.layer_norm(&x, *eps),
+                Layer::LayerNorm { eps } => self.layer_norm(&x, 1, *eps),
+                Layer::Pad { height, width, channels, before, after } => {
+                    self.pad(&x, (*height, *width, *channels), *before, *after)
+                }
+                Layer::ChannelNorm { channels, eps } => {
+                    let groups = self.ints("groups", &[3], vec![0, -1, *channels as i64]);
+                    let grouped = self.op("Reshape", &[&x, &groups], vec![]);
+                    let normed = self.layer_norm(&grouped, 2, *eps);
+                    let rows = self.ints("rows", &[2], vec![0, -1]);
+                    self.op("Reshape", &[&normed, &rows], vec![])
+                }
                 Layer::Symlog => {
                     let sign = self.op("Sign", &[&x], vec![]);
                     let abs = self.op("Abs", &[&x], vec![]);
@@ -304,9 +314,9 @@ impl Graph {
         x
     }
 
-    /// `(x − mean) / sqrt(var + eps)` of each row.
-    fn layer_norm(&mut self, x: &str, eps: f32) -> String {
-        let mean = |g: &mut Self, v: &str| g.op("ReduceMean", &[v], vec![ints("axes", &[1]), int("keepdims", 1)]);
+    /// `(x − mean) / sqrt(var + eps)` along `axis`.
+    fn layer_norm(&mut self, x: &str, axis: i64, eps: f32) -> String {
+        let mean = |g: &mut Self, v: &str| g.op("ReduceMean", &[v], vec![ints("axes", &[axis]), int("keepdims", 1)]);
         let m = mean(self, x);
         let centered = self.op("Sub", &[x, &m], vec![]);
         let squared = self.op("Mul", &[&centered, &centered], vec![]);
@@ -315,6 +325,19 @@ impl Graph {
         let shifted = self.op("Add", &[&var, &eps], vec![]);
         let std = self.op("Sqrt", &[&shifted], vec![]);
         self.op("Div", &[&centered, &std], vec![])
+    }
+
+    /// Zeros around channels-last images: ONNX's `Pad` on NHWC.
+    fn pad(&mut self, x: &str, (h, w, c): (usize, usize, usize), before: [usize; 2], after: [usize; 2]) -> String {
+        let image = self.ints("image", &[4], vec![-1, h as i64, w as i64, c as i64]);
+        let nhwc = self.op("Reshape", &[x, &image], vec![]);
+        let [top, left] = before.map(|p| p as i64);
+        let [bottom, right] = after.map(|p| p as i64);
+        let pads = self.ints("pads", &[8], vec![0, top, left, 0, 0, bottom, right, 0]);
+        let padded = self.op("Pad", &[&nhwc, &pads], vec![]);
+        let width = (h + before[0] + after[0]) * (w + before[1] + after[1]) * c;
+        let rows = self.ints("rows", &[2], vec![-1, width as i64]);
+        self.op("Reshape", &[&padded, &rows], vec![])
     }
 
     /// A convolution on channels-last rows: to NCHW, ONNX's `Conv`, and
