@@ -543,7 +543,7 @@ impl Dreamer {
         for k in 0..=horizon {
             let feat = (h.with_empty_tape(), z.with_empty_tape()).concat_along(Axis::<1>);
             dream.feats.extend(feat.as_vec());
-            let value = self.two_hot.predict(self.critic.forward_frozen(p, feat.with_empty_tape()));
+            let value = self.two_hot.predict(self.critic.forward_with(p, feat.with_empty_tape(), false));
             dream.values.extend(value.as_vec());
             if k > 0 {
                 // Step 0's reward is not used and its flag is the replayed one.

@@ -103,15 +103,12 @@ impl DenseStack {
         self.forward_with(p, x, true)
     }
 
-    /// [`forward`](Self::forward) as a function of `x` alone: the weights
-    /// are constants of the pass. The actor of continuous actions learns
-    /// through the world model's heads and the critic this way, and the
-    /// backward pass skips their weight-gradient products (on the CPU).
-    pub fn forward_frozen<D: NetDevice, T: Tape<f32, D>>(&self, p: &Params<D>, x: Matrix<D, T>) -> Matrix<D, T> {
-        self.forward_with(p, x, false)
-    }
-
-    fn forward_with<D: NetDevice, T: Tape<f32, D>>(
+    /// [`forward`](Self::forward), the weights getting a gradient only if
+    /// `weights_grad`. Without, the stack is a function of `x` alone: the
+    /// actor of continuous actions learns through the world model's heads
+    /// and the critic this way, and the backward pass skips their
+    /// weight-gradient products (on the CPU).
+    pub fn forward_with<D: NetDevice, T: Tape<f32, D>>(
         &self,
         p: &Params<D>,
         x: Matrix<D, T>,

@@ -302,7 +302,7 @@ impl WorldModel {
         rng: &mut impl Rng,
     ) -> (Matrix<D, T>, Matrix<D, T>) {
         let h = self.sequence(p, (h, z, a), false);
-        let probs = self.latent_probs(self.prior.forward_frozen(p, h.with_empty_tape()));
+        let probs = self.latent_probs(self.prior.forward_with(p, h.with_empty_tape(), false));
         let draw = sample_one_hot(&probs.as_vec(), self.sizes.classes, rng);
         let rows = h.shape().0;
         (h, straight_through(probs, &draw).reshape_like(&(rows, self.sizes.latent())))
@@ -318,8 +318,8 @@ impl WorldModel {
         feats: Matrix<D, T>,
     ) -> (PerTrajectory<D, T>, PerTrajectory<D, T>) {
         let rows = feats.shape().0;
-        let rewards = self.two_hot.predict(self.reward.forward_frozen(p, feats.with_empty_tape()));
-        let cont = self.cont.forward_frozen(p, feats).sigmoid().reshape_like(&(rows,));
+        let rewards = self.two_hot.predict(self.reward.forward_with(p, feats.with_empty_tape(), false));
+        let cont = self.cont.forward_with(p, feats, false).sigmoid().reshape_like(&(rows,));
         (rewards, cont)
     }
 
