@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 
 
 def main(out, title, runs):
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     for i, (label, run) in enumerate(runs):
         lines = [json.loads(l) for l in open(f"{run}/result.json")]
         color = f"C{i}"
@@ -29,7 +29,7 @@ def main(out, title, runs):
     ax.set_ylabel("episode return")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
