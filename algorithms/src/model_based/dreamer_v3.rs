@@ -49,7 +49,6 @@
 //! `behaviour_s` (the actor's and critic's losses).
 
 use super::episode_replay::{EpisodeReplay, IS_FIRST, PREV_ACTIONS};
-use super::image::stage_sides;
 use super::math::{lambda_returns, mode_one_hot, sample_one_hot, symlog, unimix, PerTrajectory, ReturnScale, TwoHot};
 use super::networks::DenseStack;
 use super::world_model::{Observed, Sequences, Sizes, Starts, WorldModel, UNIMIX};
@@ -359,15 +358,9 @@ impl Dreamer {
     }
 
     /// Actions from the actor's outputs `head`: the env's (an index, or
-    /// in `[−1, 1]`), the model's inputs, and what the loss needs (an
-    /// index, or the unclipped sample). Greedy actions are the most
+    /// in `[−1, 1]`) and the model's inputs. Greedy actions are the most
     /// probable class, or the Gaussian's mean.
-    fn choose<D: NetDevice>(
-        &self,
-        head: Matrix<D>,
-        explore: bool,
-        rng: &mut impl Rng,
-    ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    fn choose<D: NetDevice>(&self, head: Matrix<D>, explore: bool, rng: &mut impl Rng) -> (Vec<f32>, Vec<f32>) {
         match &self.actions {
             Actions::Discrete(k) => {
                 let head = head.as_vec();
@@ -380,7 +373,7 @@ impl Dreamer {
                 };
                 let index: Vec<f32> =
                     one_hot.chunks_exact(*k).map(|o| o.iter().position(|&x| x == 1.0).unwrap_or(0) as f32).collect();
-                (index.clone(), one_hot, index)
+                (index, one_hot)
             }
             Actions::Continuous(b) => {
                 let (mean, std) = gaussian(head, b.dim());
@@ -390,9 +383,8 @@ impl Dreamer {
                 } else {
                     mean
                 };
-                let sample = sample.as_vec();
-                let clipped: Vec<f32> = sample.iter().map(|x| x.clamp(-1.0, 1.0)).collect();
-                (clipped.clone(), clipped, sample)
+                let clipped = sample.clamp(-1.0, 1.0).as_vec();
+                (clipped.clone(), clipped)
             }
         }
     }
@@ -471,8 +463,8 @@ fn mixed_softmax(logits: &[f32], width: usize) -> Vec<f32> {
 struct Dream {
     /// `[h, z]` of steps `0 … H`.
     feats: Vec<f32>,
-    /// The actions taken at steps `0 … H − 1`: indices, which REINFORCE
-    /// reads, or continuous samples.
+    /// The indices of the discrete actions taken at steps `0 … H − 1`,
+    /// which REINFORCE reads (none for continuous actions).
     actions: Vec<f32>,
     /// Predicted rewards and continue flags of steps `0 … H` (step 0's
     /// continue flag is the real one).
@@ -558,7 +550,7 @@ impl Dreamer {
             }
             let (a, taken, ent) = self.dream_action(self.actor.forward(p, feat), rng);
             dream.actions.extend(taken);
-            entropy.push(ent);
+            entropy.extend(ent);
             (h, z) = self.world.imagine_step(p, (h, z, a), rng);
         }
         let returns = lambda_returns(steps, self.cfg.gamma as f32, self.cfg.gae_lambda as f32);
@@ -572,30 +564,28 @@ impl Dreamer {
     }
 
     /// The actor's action from its outputs `head` in a dream: the model's
-    /// input, what the REINFORCE loss reads (an index, or the unclipped
-    /// sample) and the entropy of each row. A continuous action is the
-    /// reparameterized `tanh(x_μ) + σ ε` (clipped to `[−1, 1]`), so on a
-    /// tape its input to the model depends on the actor's weights.
+    /// input, and what the actor's loss reads. A discrete action gives its
+    /// index (REINFORCE recomputes the probabilities from the stored
+    /// states). A continuous action is the reparameterized `tanh(x_μ) + σ
+    /// ε` (clipped to `[−1, 1]`), so on a tape its input to the model
+    /// depends on the actor's weights; it gives the entropy of each row,
+    /// on that tape.
     fn dream_action<D: NetDevice, T: Tape<f32, D>>(
         &self,
         head: Matrix<D, T>,
         rng: &mut impl Rng,
-    ) -> (Matrix<D, T>, Vec<f32>, PerTrajectory<D, T>) {
+    ) -> (Matrix<D, T>, Vec<f32>, Option<PerTrajectory<D, T>>) {
         let (n, dev) = (head.shape().0, head.device().clone());
         match &self.actions {
             Actions::Discrete(k) => {
-                let (_, inputs, taken) = self.choose(head.retaped::<NoneTape>(), true, rng);
-                let probs = unimix(head, UNIMIX);
-                let entropy = (probs.with_empty_tape().ln() * probs).sum::<(usize,), Axis<1>>().negate();
-                (dev.tensor_from_vec(inputs, (n, *k)).retaped::<T>(), taken, entropy)
+                let (index, inputs) = self.choose(head.retaped::<NoneTape>(), true, rng);
+                (dev.tensor_from_vec(inputs, (n, *k)).retaped::<T>(), index, None)
             }
             Actions::Continuous(b) => {
                 let (mean, std) = gaussian(head, b.dim());
                 let entropy = gaussian_entropy(std.with_empty_tape().ln());
                 let eps = standard_normal(&std, rng);
-                let sample = mean + std * eps;
-                let taken = sample.as_vec();
-                (sample.clamp(-1.0, 1.0), taken, entropy)
+                ((mean + std * eps).clamp(-1.0, 1.0), Vec::new(), Some(entropy))
             }
         }
     }
@@ -726,7 +716,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Dreamer {
         let (h, z) = self.world.observe_step(p, (h, z, prev), obs, (input.explore, rng));
         let feat = (h.clone(), dev.tensor_from_vec(z.clone(), (n, latent))).concat_along(Axis::<1>);
         let head = self.actor.forward(p, feat);
-        let (env_actions, inputs, _) = self.choose(head, input.explore, rng);
+        let (env_actions, inputs) = self.choose(head, input.explore, rng);
         let h = h.as_vec();
         let mut next = Vec::with_capacity(n * width);
         for i in 0..n {
@@ -933,9 +923,8 @@ pub fn make_policy(
             )))
         }
         Space::Box { shape, .. } if shape.len() == 3 => {
-            let image = (shape[0], shape[1], shape[2]);
-            stage_sides(image.0, image.1).map_err(|e| BuildError::Unsupported(format!("{e} ({obs})")))?;
-            Observed::Images(image)
+            // Images too small to encode are refused by the world model.
+            Observed::Images((shape[0], shape[1], shape[2]))
         }
         _ => Observed::Vectors(Input::flat(obs).features()),
     };
