@@ -1,7 +1,9 @@
 //! The CPU's own operations on dfdx's tape, for the layers every network
 //! is made of: a fully connected layer ([`linear_on_cpu`]), `tanh` and
 //! `relu` ([`activation_on_cpu`], `tanh` as [`tanh_approx`]), a
-//! convolution ([`conv2d_on_cpu`]) and its bias ([`add_bias_on_cpu`]).
+//! convolution ([`conv2d_on_cpu`]) and its bias ([`add_bias_on_cpu`]),
+//! and the softmax of rows ([`softmax_rows_on_cpu`],
+//! [`softmax_mean_rows_on_cpu`]).
 //! `device.rs` hands them to the layers as the CPU's `NetDevice` hooks;
 //! this file names only `tensors.rs`.
 //!
@@ -246,6 +248,105 @@ pub(crate) fn activation_on_cpu<S: Shape, T: Tape<f32, Cpu>>(
     out.put_tape(tape)
 }
 
+/// Softmax over each row of `x` on the CPU, or with `log` its logarithm,
+/// with the backward step on the tape from the probabilities `p` kept for
+/// it: `dx = p ⊙ (g − ⟨g, p⟩)` row by row, or `dx = g − p · Σ g`. The
+/// values are dfdx's formulas, `e / Σ e` and `(x − max) − ln Σ e` with `e
+/// = exp(x − max)` ([`exp_approx`]), summed in the same order. dfdx's
+/// softmax is five operations (a max, a broadcast subtraction, `exp`, a
+/// sum and a broadcast division), each through its generic strided
+/// kernels and each with a gradient buffer; over DreamerV3's 255 bins
+/// they were a quarter of its update (the book's DreamerV3 page).
+pub(crate) fn softmax_rows_on_cpu<T: Tape<f32, Cpu>>(x: Matrix<T>, log: bool) -> Matrix<T> {
+    let (x, mut tape) = x.contiguous().split_tape();
+    let (rows, cols) = *x.shape();
+    let width = cols.max(1);
+    let mut y = vec![0.0; rows * cols];
+    x.copy_into(&mut y);
+    let mut probs = y.clone();
+    for (row, p) in y.chunks_exact_mut(width).zip(probs.chunks_exact_mut(width)) {
+        let sum = exp_less_max(p);
+        p.iter_mut().for_each(|p| *p /= sum);
+        if log {
+            let (max, log_sum) = (row_max(row), sum.ln());
+            row.iter_mut().for_each(|v| *v = (*v - max) - log_sum);
+        } else {
+            row.copy_from_slice(p);
+        }
+    }
+    let out = x.device().tensor_from_vec(y, (rows, cols));
+    if T::OWNS_TAPE {
+        let (x, out_ghost) = (x.ghost(), out.ghost());
+        tape.add_backward_op(move |grads| {
+            let g = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
+            let dx = grads.get_or_alloc_mut(&x)?;
+            for ((dx, g), p) in dx.chunks_exact_mut(width).zip(g.chunks_exact(width)).zip(probs.chunks_exact(width)) {
+                if log {
+                    let total: f32 = g.iter().sum();
+                    dx.iter_mut().zip(g).zip(p).for_each(|((d, g), p)| *d += g - p * total);
+                } else {
+                    let dot: f32 = g.iter().zip(p).map(|(g, p)| g * p).sum();
+                    dx.iter_mut().zip(g).zip(p).for_each(|((d, g), p)| *d += p * (g - dot));
+                }
+            }
+            Ok(())
+        });
+    }
+    out.put_tape(tape)
+}
+
+/// `Σ_i softmax(x)_i · support_i` of each row of `x` on the CPU: the mean
+/// of a categorical over fixed values, with its backward step on the
+/// tape, `dx_i = g · p_i (support_i − mean)` from the probabilities `p`
+/// kept for it. One pass, where dfdx's is its softmax's five operations
+/// then a broadcast product and a sum.
+///
+/// # Panics
+/// If `support` is not as long as a row.
+pub(crate) fn softmax_mean_rows_on_cpu<T: Tape<f32, Cpu>>(
+    x: Matrix<T>,
+    support: &[f32],
+) -> Tensor<(usize,), f32, Cpu, T> {
+    let (x, mut tape) = x.contiguous().split_tape();
+    let (rows, cols) = *x.shape();
+    assert_eq!(support.len(), cols, "a support of {} values for rows of {cols}", support.len());
+    let mut p = vec![0.0; rows * cols];
+    x.copy_into(&mut p);
+    let mut means = Vec::with_capacity(rows);
+    for row in p.chunks_exact_mut(cols.max(1)) {
+        let sum = exp_less_max(row);
+        row.iter_mut().for_each(|v| *v /= sum);
+        means.push(row.iter().zip(support).map(|(p, s)| p * s).sum::<f32>());
+    }
+    let kept = T::OWNS_TAPE.then(|| (p, means.clone(), support.to_vec()));
+    let out = x.device().tensor_from_vec(means, (rows,));
+    if let Some((p, means, support)) = kept {
+        let (x, out_ghost) = (x.ghost(), out.ghost());
+        tape.add_backward_op(move |grads| {
+            let g = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
+            let dx = grads.get_or_alloc_mut(&x)?;
+            for (r, (dx, p)) in dx.chunks_exact_mut(cols.max(1)).zip(p.chunks_exact(cols.max(1))).enumerate() {
+                let (g, mean) = (g[r], means[r]);
+                dx.iter_mut().zip(p).zip(&support).for_each(|((d, p), s)| *d += g * p * (s - mean));
+            }
+            Ok(())
+        });
+    }
+    out.put_tape(tape)
+}
+
+/// `row ← exp(row − max(row))`, returning the new row's sum.
+fn exp_less_max(row: &mut [f32]) -> f32 {
+    exp_less(row, row_max(row));
+    row.iter().sum()
+}
+
+/// The largest value of `row` (`−∞` for none; a NaN is skipped, as by
+/// `f32::max`).
+fn row_max(row: &[f32]) -> f32 {
+    row.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+}
+
 /// `y ← act(y)` elementwise.
 pub(crate) fn activate(act: Activation, y: &mut [f32]) {
     match act {
@@ -381,28 +482,60 @@ impl ConvGeometry {
 
 /// `tanh(x)` to within 3e-7 absolute for every `f32` (NaN stays NaN), in a
 /// form the compiler vectorizes: `1 − 2 / (e^{2x} + 1)`, with `e^{2x}`
-/// computed as `2^n · 2^f` (`n` an integer, `|f| ≤ 1/2`, `2^f` by its
-/// degree-7 Taylor polynomial, relative error below 1e-8). glibc's `tanhf`,
-/// which dfdx's CPU kernel calls per element, was 42 % of sampling's time
-/// (see the profile on the book's performance page).
+/// computed as `2^n · 2^f` (`n` an integer, `|f| ≤ 1/2`, [`scaled_exp`]).
+/// glibc's `tanhf`, which dfdx's CPU kernel calls per element, was 42 % of
+/// sampling's time (see the profile on the book's performance page).
 #[inline]
 pub fn tanh_approx(x: f32) -> f32 {
     // tanh(±9) rounds to ±1 in f32; the clamp keeps 2^n a normal float.
     let y = x.clamp(-9.0, 9.0) * (2.0 * std::f32::consts::LOG2_E);
-    // Round to nearest by adding and subtracting 1.5 · 2^23 (|y| < 2^22).
-    const ROUND: f32 = 12_582_912.0;
     let r = y + ROUND;
     let n = r - ROUND;
-    let f = (y - n) * std::f32::consts::LN_2;
-    // e^f for |f| ≤ ln 2 / 2, Horner form.
+    1.0 - 2.0 / (scaled_exp((y - n) * std::f32::consts::LN_2, r) + 1.0)
+}
+
+/// `e^x` to within 3e-7 relative for `x` in `[−87, 88]` (NaN stays NaN),
+/// in a form the compiler vectorizes: `2^n · e^f` with `n` the nearest
+/// integer to `x / ln 2` and `f = x − n ln 2` (ln 2 in two parts, so `f`
+/// keeps its bits for large `|x|`; [`scaled_exp`]). Below −87 it gives
+/// `e^−87` (1.6e-38), where a softmax's terms are lost in its sum anyway.
+/// glibc's `expf`, called per element, was 12 % of DreamerV3's update
+/// once its softmax ops were fused.
+#[inline]
+pub fn exp_approx(x: f32) -> f32 {
+    // ln 2 = LN2_HI + LN2_LO, LN2_HI with few enough bits that n · LN2_HI
+    // is exact for |n| ≤ 127.
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let x = x.clamp(-87.0, 88.0);
+    let r = x * std::f32::consts::LOG2_E + ROUND;
+    let n = r - ROUND;
+    scaled_exp(x - n * LN2_HI - n * LN2_LO, r)
+}
+
+/// Adding and subtracting 1.5 · 2^23 rounds a float below 2^22 in size to
+/// the nearest integer, which the low bits of the sum hold.
+const ROUND: f32 = 12_582_912.0;
+
+/// `2^n · e^f` for `|f| ≤ ln 2 / 2`, `r = n + ROUND` and `|n| ≤ 126`: `e^f`
+/// by its degree-7 Taylor polynomial (relative error below 1e-8), `2^n`
+/// from the low bits of `r` plus the exponent bias, shifted (no branch and
+/// no float-to-int conversion, so loops of it vectorize).
+#[inline(always)]
+fn scaled_exp(f: f32, r: f32) -> f32 {
     let p = 1.0
         + f * (1.0
             + f * (1.0 / 2.0
                 + f * (1.0 / 6.0 + f * (1.0 / 24.0 + f * (1.0 / 120.0 + f * (1.0 / 720.0 + f * (1.0 / 5040.0)))))));
-    // n as an integer is the low bits of r (no float-to-int conversion, so
-    // the loop vectorizes); 2^n is that plus the exponent bias, shifted.
     let two_n = f32::from_bits(r.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
-    1.0 - 2.0 / (two_n * p + 1.0)
+    two_n * p
+}
+
+wide_loop! {
+    /// `y ← exp_approx(y − shift)` elementwise.
+    fn exp_less(y: &mut [f32], shift: f32) {
+        y.iter_mut().for_each(|v| *v = exp_approx(*v - shift));
+    }
 }
 
 wide_loop! {
@@ -470,6 +603,29 @@ mod tests {
     }
 
     #[test]
+    fn exp_approx_is_within_3e7_relative_of_exp_and_the_vector_loop_gives_its_floats() {
+        let mut worst = 0.0f64;
+        let mut x = -87.0f32;
+        while x <= 88.0 {
+            let exact = (x as f64).exp();
+            worst = worst.max(((exp_approx(x) as f64 - exact) / exact).abs());
+            x += 1e-3;
+        }
+        assert!(worst < 3e-7, "worst relative error {worst:e}");
+        assert_eq!(exp_approx(0.0), 1.0);
+        assert!(exp_approx(f32::NAN).is_nan());
+        assert!(exp_approx(f32::NEG_INFINITY) < 2e-38 && exp_approx(-1000.0) >= 0.0);
+        let all: Vec<f32> = (0..1003).map(|i| (i as f32 - 900.0) * 0.0917).chain([f32::NAN, -1e-30, -100.0]).collect();
+        for len in (0..=17).chain([all.len()]) {
+            let mut ys = all[..len].to_vec();
+            exp_less(&mut ys, 0.5);
+            for (x, y) in all.iter().zip(&ys) {
+                assert_eq!(y.to_bits(), exp_approx(*x - 0.5).to_bits(), "exp({x} - 0.5) at length {len}");
+            }
+        }
+    }
+
+    #[test]
     fn the_cpus_taped_tanh_matches_dfdxs_values_and_gradients() {
         // A tanh layer inside a small graph (used twice downstream, so its
         // gradient accumulates), differentiated through the CPU's tanh and
@@ -493,6 +649,67 @@ mod tests {
             assert!((a - b).abs() < 3e-7, "value {a} against dfdx's {b}");
         }
         assert!(exact.iter().any(|g| g.abs() > 0.1), "the check compared vanishing gradients");
+    }
+
+    #[test]
+    fn the_cpus_softmax_ops_match_dfdxs_values_and_gradients() {
+        // Each op with its output used twice downstream (so its gradient
+        // accumulates), through the CPU's op and through dfdx's: the same
+        // values and input gradients, to rounding, on DreamerV3's 255 bins,
+        // one row of which is flat and one far from zero.
+        let dev = Cpu::seed_from_u64(0);
+        let (rows, cols) = (4usize, 255usize);
+        let mut x0: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 97) as f32 / 97.0 * 12.0 - 6.0).collect();
+        x0[cols..2 * cols].fill(0.25);
+        x0[2 * cols..3 * cols].iter_mut().for_each(|v| *v += 900.0);
+        let support: Vec<f32> = (0..cols).map(|i| i as f32 * 0.15 - 19.0).collect();
+        let w = dev.tensor_from_vec((0..rows * cols).map(|i| (i % 5) as f32 - 2.0).collect(), (rows, cols));
+        let close = |fast: &[f32], exact: &[f32], tol: f32, what: &str| {
+            assert_eq!(fast.len(), exact.len());
+            for (a, b) in fast.iter().zip(exact) {
+                assert!((a - b).abs() <= tol * (1.0 + b.abs()), "{what}: {a} against dfdx's {b}");
+            }
+            assert!(exact.iter().any(|v| v.abs() > 1e-3), "{what}: the check compared vanishing numbers");
+        };
+        for log in [false, true] {
+            let run = |fast: bool| {
+                let x = dev.tensor_from_vec(x0.clone(), (rows, cols));
+                let h = x.leaky_trace() * 1.5;
+                let y = match (fast, log) {
+                    (true, log) => softmax_rows_on_cpu(h, log),
+                    (false, false) => h.softmax::<Axis<1>>(),
+                    (false, true) => h.log_softmax::<Axis<1>>(),
+                };
+                let values = y.with_empty_tape().as_vec();
+                let loss = y.with_empty_tape().square().sum() + (y * w.clone()).sum();
+                (values, loss.backward().get(&x).as_vec())
+            };
+            let ((fast, fast_g), (exact, exact_g)) = (run(true), run(false));
+            let what = if log { "log-softmax" } else { "softmax" };
+            close(&fast, &exact, 1e-6, what);
+            close(&fast_g, &exact_g, 1e-5, what);
+            // Without a tape, the same values.
+            let x = dev.tensor_from_vec(x0.clone(), (rows, cols)) * 1.5;
+            let plain = softmax_rows_on_cpu(x, log);
+            assert_eq!(plain.as_vec(), fast, "{what} without a tape");
+        }
+        let run = |fast: bool| {
+            let x = dev.tensor_from_vec(x0.clone(), (rows, cols));
+            let h = x.leaky_trace() * 1.5;
+            let m = if fast {
+                softmax_mean_rows_on_cpu(h, &support)
+            } else {
+                let s = dev.tensor_from_vec(support.clone(), (cols,));
+                (h.softmax::<Axis<1>>() * s.broadcast_like::<(usize, usize), Axis<0>>(&(rows, cols)))
+                    .sum::<(usize,), Axis<1>>()
+            };
+            let values = m.with_empty_tape().as_vec();
+            let loss = m.with_empty_tape().square().sum() + (m * 3.0).sum();
+            (values, loss.backward().get(&x).as_vec())
+        };
+        let ((fast, fast_g), (exact, exact_g)) = (run(true), run(false));
+        close(&fast, &exact, 1e-5, "softmax mean");
+        close(&fast_g, &exact_g, 1e-4, "softmax mean");
     }
 
     #[test]

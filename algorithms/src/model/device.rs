@@ -179,6 +179,36 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
         }
     }
 
+    /// The softmax of each row of `x`, recorded on the tape `T` if it is
+    /// one: dfdx's operations unless the device has a faster way (the
+    /// CPU's `softmax_rows_on_cpu`, one pass with one backward step).
+    fn softmax_rows<T: Tape<f32, Self>>(x: Matrix<Self, T>) -> Matrix<Self, T> {
+        x.softmax::<Axis<1>>()
+    }
+
+    /// The log-softmax of each row of `x`, recorded on the tape `T` if it
+    /// is one: dfdx's operations unless the device has a faster way (the
+    /// CPU's `softmax_rows_on_cpu`).
+    fn log_softmax_rows<T: Tape<f32, Self>>(x: Matrix<Self, T>) -> Matrix<Self, T> {
+        x.log_softmax::<Axis<1>>()
+    }
+
+    /// `Σ_i softmax(x)_i · support_i` of each row of `x`, the mean of a
+    /// categorical over fixed values (a distributional head's
+    /// prediction), recorded on the tape `T` if it is one: dfdx's
+    /// operations unless the device has a faster way (the CPU's
+    /// `softmax_mean_rows_on_cpu`).
+    ///
+    /// # Panics
+    /// If `support` is not as long as a row.
+    fn softmax_mean_rows<T: Tape<f32, Self>>(x: Matrix<Self, T>, support: &[f32]) -> Tensor<(usize,), f32, Self, T> {
+        let (rows, cols) = *x.shape();
+        assert_eq!(support.len(), cols, "a support of {} values for rows of {cols}", support.len());
+        let support = x.device().tensor_from_vec(support.to_vec(), (cols,));
+        (x.softmax::<Axis<1>>() * support.broadcast_like::<(usize, usize), Axis<0>>(&(rows, cols)))
+            .sum::<(usize,), Axis<1>>()
+    }
+
     /// Opens the device `spec` names, seeding dfdx's random initializers.
     ///
     /// # Errors
@@ -311,6 +341,18 @@ unsafe impl NetDevice for dfdx::prelude::Cpu {
         weights_grad: bool,
     ) -> Matrix<Self, T> {
         cpu::linear_on_cpu(x, (w, b), act, weights_grad)
+    }
+
+    fn softmax_rows<T: Tape<f32, Self>>(x: Matrix<Self, T>) -> Matrix<Self, T> {
+        cpu::softmax_rows_on_cpu(x, false)
+    }
+
+    fn log_softmax_rows<T: Tape<f32, Self>>(x: Matrix<Self, T>) -> Matrix<Self, T> {
+        cpu::softmax_rows_on_cpu(x, true)
+    }
+
+    fn softmax_mean_rows<T: Tape<f32, Self>>(x: Matrix<Self, T>, support: &[f32]) -> Tensor<(usize,), f32, Self, T> {
+        cpu::softmax_mean_rows_on_cpu(x, support)
     }
 
     fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::error::BuildError> {

@@ -668,7 +668,7 @@ impl Dreamer {
         let dev = p.device();
         let (returns, weights) = (&dream.returns, &dream.weights);
         let rows = returns.len();
-        let log_p = self.critic.forward(p, self.dreamed_states(dev, dream)).log_softmax::<Axis<1>>();
+        let log_p = D::log_softmax_rows(self.critic.forward(p, self.dreamed_states(dev, dream)));
         let mut targets = self.two_hot.encode_all(returns);
         let slow = self.two_hot.encode_all(&dream.slow_values[..rows]);
         let bins = TwoHot::BINS;

@@ -106,11 +106,7 @@ impl TwoHot {
     /// `T` if it is one (the actor of continuous actions learns through
     /// the reward and value heads).
     pub fn predict<D: NetDevice, T: Tape<f32, D>>(&self, logits: Matrix<D, T>) -> PerTrajectory<D, T> {
-        let (rows, bins) = *logits.shape();
-        let dev = logits.device().clone();
-        let b =
-            dev.tensor_from_vec(self.bins.clone(), (bins,)).broadcast_like::<(usize, usize), Axis<0>>(&(rows, bins));
-        symexp_of((logits.softmax::<Axis<1>>() * b).sum::<(usize,), Axis<1>>())
+        symexp_of(D::softmax_mean_rows(logits, &self.bins))
     }
 }
 
@@ -131,7 +127,7 @@ pub fn symexp_of<D: NetDevice, T: Tape<f32, D>>(y: PerTrajectory<D, T>) -> PerTr
 /// classes` (DreamerV3's "unimix", 1 %).
 pub fn unimix<D: NetDevice, T: Tape<f32, D>>(logits: Matrix<D, T>, mix: f32) -> Matrix<D, T> {
     let classes = logits.shape().1 as f32;
-    logits.softmax::<Axis<1>>() * (1.0 - mix) + mix / classes
+    D::softmax_rows(logits) * (1.0 - mix) + mix / classes
 }
 
 /// One draw per row of the categoricals `probs` (rows of `classes`,

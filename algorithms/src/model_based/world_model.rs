@@ -384,7 +384,7 @@ impl WorldModel {
         let decoded = self.decoder.forward(p, feats.with_empty_tape());
         let l_dec = (decoded - target).square().sum::<(usize,), Axis<1>>().mean();
         let bins = dev.tensor_from_vec(self.two_hot.encode_all(&seqs.rewards), (rows, TwoHot::BINS));
-        let reward_logp = self.reward.forward(p, feats.with_empty_tape()).log_softmax::<Axis<1>>();
+        let reward_logp = D::log_softmax_rows(self.reward.forward(p, feats.with_empty_tape()));
         let l_rew = (reward_logp * bins).sum::<(usize,), Axis<1>>().mean().negate();
         let logit = self.cont.forward(p, feats).reshape_like(&(rows,));
         let continues = dev.tensor_from_vec(seqs.terminals.iter().map(|d| 1.0 - d).collect(), (rows,));
