@@ -261,21 +261,27 @@ pub(crate) fn softmax_rows_on_cpu<T: Tape<f32, Cpu>>(x: Matrix<T>, log: bool) ->
     let (x, mut tape) = x.contiguous().split_tape();
     let (rows, cols) = *x.shape();
     let width = cols.max(1);
-    let mut y = vec![0.0; rows * cols];
-    x.copy_into(&mut y);
-    let mut probs = y.clone();
-    for (row, p) in y.chunks_exact_mut(width).zip(probs.chunks_exact_mut(width)) {
-        let sum = exp_less_max(p);
+    let mut probs = vec![0.0; rows * cols];
+    x.copy_into(&mut probs);
+    let mut logs = if log { probs.clone() } else { Vec::new() };
+    for (r, p) in probs.chunks_exact_mut(width).enumerate() {
+        let max = row_max(p);
+        exp_less(p, max);
+        let sum: f32 = p.iter().sum();
         p.iter_mut().for_each(|p| *p /= sum);
         if log {
-            let (max, log_sum) = (row_max(row), sum.ln());
-            row.iter_mut().for_each(|v| *v = (*v - max) - log_sum);
-        } else {
-            row.copy_from_slice(p);
+            let log_sum = sum.ln();
+            logs[r * cols..(r + 1) * cols].iter_mut().for_each(|v| *v = (*v - max) - log_sum);
         }
     }
-    let out = x.device().tensor_from_vec(y, (rows, cols));
-    if T::OWNS_TAPE {
+    // The values, and the probabilities a tape keeps.
+    let (values, kept) = match (log, T::OWNS_TAPE) {
+        (true, owns) => (logs, owns.then_some(probs)),
+        (false, true) => (probs.clone(), Some(probs)),
+        (false, false) => (probs, None),
+    };
+    let out = x.device().tensor_from_vec(values, (rows, cols));
+    if let Some(probs) = kept {
         let (x, out_ghost) = (x.ghost(), out.ghost());
         tape.add_backward_op(move |grads| {
             let g = grads.get_or_alloc_mut(&out_ghost)?.to_vec();
@@ -312,11 +318,12 @@ pub(crate) fn softmax_mean_rows_on_cpu<T: Tape<f32, Cpu>>(
     assert_eq!(support.len(), cols, "a support of {} values for rows of {cols}", support.len());
     let mut p = vec![0.0; rows * cols];
     x.copy_into(&mut p);
-    let mut means = Vec::with_capacity(rows);
-    for row in p.chunks_exact_mut(cols.max(1)) {
+    // A row of no values has the mean 0, as dfdx's empty sum.
+    let mut means = vec![0.0; rows];
+    for (mean, row) in means.iter_mut().zip(p.chunks_exact_mut(cols.max(1))) {
         let sum = exp_less_max(row);
         row.iter_mut().for_each(|v| *v /= sum);
-        means.push(row.iter().zip(support).map(|(p, s)| p * s).sum::<f32>());
+        *mean = row.iter().zip(support).map(|(p, s)| p * s).sum::<f32>();
     }
     let kept = T::OWNS_TAPE.then(|| (p, means.clone(), support.to_vec()));
     let out = x.device().tensor_from_vec(means, (rows,));
@@ -482,7 +489,7 @@ impl ConvGeometry {
 
 /// `tanh(x)` to within 3e-7 absolute for every `f32` (NaN stays NaN), in a
 /// form the compiler vectorizes: `1 − 2 / (e^{2x} + 1)`, with `e^{2x}`
-/// computed as `2^n · 2^f` (`n` an integer, `|f| ≤ 1/2`, [`scaled_exp`]).
+/// computed as `2^n · 2^f` (`n` an integer, `|f| ≤ 1/2`, `scaled_exp`).
 /// glibc's `tanhf`, which dfdx's CPU kernel calls per element, was 42 % of
 /// sampling's time (see the profile on the book's performance page).
 #[inline]
@@ -498,7 +505,9 @@ pub fn tanh_approx(x: f32) -> f32 {
 /// in a form the compiler vectorizes: `2^n · e^f` with `n` the nearest
 /// integer to `x / ln 2` and `f = x − n ln 2` (ln 2 in two parts, so `f`
 /// keeps its bits for large `|x|`; [`scaled_exp`]). Below −87 it gives
-/// `e^−87` (1.6e-38), where a softmax's terms are lost in its sum anyway.
+/// `e^−87` (1.6e-38) where `e^x` is smaller still or 0: in a softmax that
+/// is lost in the sum (at least 1), and such a term's probability is
+/// about 1e-38 rather than 0.
 /// glibc's `expf`, called per element, was 12 % of DreamerV3's update
 /// once its softmax ops were fused.
 #[inline]
@@ -517,7 +526,7 @@ pub fn exp_approx(x: f32) -> f32 {
 /// the nearest integer, which the low bits of the sum hold.
 const ROUND: f32 = 12_582_912.0;
 
-/// `2^n · e^f` for `|f| ≤ ln 2 / 2`, `r = n + ROUND` and `|n| ≤ 126`: `e^f`
+/// `2^n · e^f` for `|f| ≤ ln 2 / 2`, `r = n + ROUND` and `−126 ≤ n ≤ 127`: `e^f`
 /// by its degree-7 Taylor polynomial (relative error below 1e-8), `2^n`
 /// from the low bits of `r` plus the exponent bias, shifted (no branch and
 /// no float-to-int conversion, so loops of it vectorize).
