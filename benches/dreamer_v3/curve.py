@@ -4,7 +4,8 @@
 
 Reads each `<run dir>/result.json`: the training episodes' mean return
 (thin line) and, where the run evaluated, the greedy evaluation's mean
-(markers), against `timesteps_total`.
+(markers), against `timesteps_total`. A `<label>=<file>.jsonl` is a run
+of rllib_side.py: its greedy evaluations only.
 """
 import json
 import sys
@@ -18,8 +19,13 @@ import matplotlib.pyplot as plt
 def main(out, title, runs):
     fig, ax = plt.subplots(figsize=(9, 4))
     for i, (label, run) in enumerate(runs):
-        lines = [json.loads(l) for l in open(f"{run}/result.json")]
         color = f"C{i}"
+        if run.endswith(".jsonl"):
+            rows = [json.loads(l) for l in open(run)]
+            ax.plot([r["env_steps"] for r in rows], [r["greedy"] for r in rows], "s:", color=color, ms=4,
+                    label=f"{label}, greedy evaluation")
+            continue
+        lines = [json.loads(l) for l in open(f"{run}/result.json")]
         ax.plot([l["timesteps_total"] for l in lines], [l["episode_reward_mean"] for l in lines], color=color, lw=1,
                 label=f"{label}, training")
         evals = [l for l in lines if "evaluation" in l]
