@@ -1,9 +1,16 @@
-"""d3rlpy on the same Parquet files as rlx's offline runs
-(benches/offline/pendulum.sh): BC, CQL and IQL on Pendulum-v1, with
-rlx's settings where both libraries have the key, greedy evaluations of
-20 episodes every 2,000 updates.
+"""d3rlpy on the same Parquet files as rlx's offline runs: BC, CQL and
+IQL, with rlx's settings where both libraries have the key.
+
+Pendulum-v1 (benches/offline/pendulum.sh's data; the defaults): 64x64
+networks, greedy evaluations of 20 episodes every 2,000 updates.
 
     python benches/offline/d3rlpy_side.py <dataset dir> <out dir> [--seeds 1 2 3]
+
+MuJoCo (benches/offline/halfcheetah.sh's data): 256x256 networks, batches
+of 256, a fixed number of updates, evaluations every `--every` updates.
+
+    python benches/offline/d3rlpy_side.py <data> <out> --env HalfCheetah-v5 \
+        --hidden 256 --updates 100000 --every 10000 --trials 10
 
 Writes <out>/d3rlpy-<ALGO>-<seed>.json: every evaluation and the updates
 per second of the run (evaluation excluded). Needs d3rlpy, gymnasium and
@@ -18,6 +25,7 @@ import d3rlpy
 import gymnasium as gym
 import numpy as np
 import pyarrow.parquet as pq
+import torch
 
 
 def load(path):
@@ -47,19 +55,21 @@ def load(path):
     return d3rlpy.dataset.MDPDataset(obs, actions, rewards, terminals, timeouts=timeouts)
 
 
-def config(name):
-    """rlx's defaults where d3rlpy has the key: 64x64 ReLU networks, SAC's
-    learning rates 1e-3 and CQL's weight 5 with 10 drawn actions (fixed,
-    no Lagrange), IQL's paper values; BC's MARWIL batch of 2,000 at 1e-3."""
-    net = d3rlpy.models.encoders.VectorEncoderFactory(hidden_units=[64, 64])
+def config(name, hidden=64, bc_batch=2000, sac_lr=1e-3):
+    """rlx's settings where d3rlpy has the key: ReLU networks of two
+    `hidden`-wide layers, SAC's learning rates (`sac_lr`) and CQL's weight 5
+    with 10 drawn actions (fixed, no Lagrange), IQL's paper values; BC's
+    MARWIL batch (`bc_batch`) at 1e-3. Pendulum's defaults: 64 wide, BC's
+    2,000 rows, 1e-3; MuJoCo's: 256 wide, 256 rows, 3e-4."""
+    net = d3rlpy.models.encoders.VectorEncoderFactory(hidden_units=[hidden, hidden])
     if name == "BC":
-        return d3rlpy.algos.BCConfig(batch_size=2000, learning_rate=1e-3, encoder_factory=net), 100
+        return d3rlpy.algos.BCConfig(batch_size=bc_batch, learning_rate=1e-3, encoder_factory=net), 100
     if name == "CQL":
         return d3rlpy.algos.CQLConfig(
             batch_size=256,
-            actor_learning_rate=1e-3,
-            critic_learning_rate=1e-3,
-            temp_learning_rate=1e-3,
+            actor_learning_rate=sac_lr,
+            critic_learning_rate=sac_lr,
+            temp_learning_rate=sac_lr,
             alpha_learning_rate=0.0,
             initial_alpha=1.0,
             conservative_weight=5.0,
@@ -95,13 +105,20 @@ def speed(dataset, name, seed):
     print(steps / (time.perf_counter() - start))
 
 
-def run(dataset, name, seed, out):
+def run(dataset, name, seed, out, a):
+    """Trains one run with evaluations; the MuJoCo settings where `a.env`
+    is not Pendulum's."""
     d3rlpy.seed(seed)
-    cfg, steps = config(name)
+    if a.env == "Pendulum-v1":
+        cfg, steps = config(name)
+        every = 10 if name == "BC" else 2000
+    else:
+        cfg, _ = config(name, hidden=a.hidden, bc_batch=256, sac_lr=3e-4)
+        steps, every = a.updates, a.every
     algo = cfg.create(device="cpu:0")
-    env = gym.make("Pendulum-v1")
-    evaluator = d3rlpy.metrics.EnvironmentEvaluator(env, n_trials=20)
-    every = 10 if name == "BC" else 2000
+    env = gym.make(a.env)
+    env.reset(seed=seed)
+    evaluator = d3rlpy.metrics.EnvironmentEvaluator(env, n_trials=a.trials)
     evals, train_s = [], 0.0
     done = 0
     while done < steps:
@@ -113,7 +130,7 @@ def run(dataset, name, seed, out):
         done += n
         evals.append((done, float(evaluator(algo, dataset))))
         print(name, seed, evals[-1], flush=True)
-    result = {"library": "d3rlpy " + d3rlpy.__version__, "algorithm": name, "seed": seed,
+    result = {"library": "d3rlpy " + d3rlpy.__version__, "env": a.env, "algorithm": name, "seed": seed,
               "updates": steps, "updates_per_s": steps / train_s, "evaluations": evals}
     with open(os.path.join(out, f"d3rlpy-{name}-{seed}.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -126,7 +143,17 @@ if __name__ == "__main__":
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--algorithms", nargs="+", default=["BC", "CQL", "IQL"])
     p.add_argument("--speed", action="store_true", help="print updates per second only (benches/offline/speed.sh)")
+    p.add_argument("--env", default="Pendulum-v1", help="the Gymnasium env the evaluations run")
+    p.add_argument("--hidden", type=int, default=256, help="width of both hidden layers (not Pendulum)")
+    p.add_argument("--updates", type=int, default=100000, help="updates per run (not Pendulum)")
+    p.add_argument("--every", type=int, default=10000, help="updates between evaluations (not Pendulum)")
+    p.add_argument("--trials", type=int, default=20, help="episodes per evaluation")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch's CPU threads (0: torch's default, one a core). With other work on the cores, "
+                        "give 1: on 2 shared cores BC ran 3 updates a second with torch's 2 and 92 with 1")
     a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     data = load(a.dataset)
     os.makedirs(a.out, exist_ok=True)
     os.chdir(a.out)  # d3rlpy writes its logs under ./d3rlpy_logs
@@ -135,4 +162,4 @@ if __name__ == "__main__":
             if a.speed:
                 speed(data, name, seed)
             else:
-                run(data, name, seed, ".")
+                run(data, name, seed, ".", a)

@@ -1,6 +1,8 @@
 """Greedy evaluations of each run under a results directory of
-benches/offline/pendulum.sh: every evaluation, the mean of the last three,
-and per algorithm the mean over seeds of that."""
+benches/offline/pendulum.sh or halfcheetah.sh: every evaluation, the mean
+of the last three, and per algorithm the mean over seeds of that. d3rlpy's
+runs (`<out>/d3rlpy/d3rlpy-<ALGO>-<seed>.json`) are listed as
+`d3rlpy-<ALGO>`, with their updates per second."""
 import glob
 import json
 import statistics
@@ -22,5 +24,15 @@ for path in sorted(paths):
     last3 = statistics.mean(v for _, v in evals[-3:])
     per_algorithm.setdefault(algorithm, []).append(last3)
     print(f"{run:8} last three {last3:8.1f}  every evaluation: " + ", ".join(f"{v:.0f}" for _, v in evals))
+for path in sorted(glob.glob(f"{out}/d3rlpy/d3rlpy-*.json")):
+    run = json.load(open(path))
+    algorithm = f"d3rlpy-{run['algorithm']}"
+    values = [v for _, v in run["evaluations"]]
+    last3 = statistics.mean(values[-3:])
+    per_algorithm.setdefault(algorithm, []).append(last3)
+    print(
+        f"{algorithm}-{run['seed']} last three {last3:8.1f}  {run['updates_per_s']:.1f} updates/s  every evaluation: "
+        + ", ".join(f"{v:.0f}" for v in values)
+    )
 for algorithm, values in per_algorithm.items():
     print(f"{algorithm:8} mean over seeds of the last three: {statistics.mean(values):8.1f} ({len(values)} seeds)")

@@ -10,6 +10,9 @@ use rlx::PolicyError;
 /// rather than in dfdx because checkpoints must save the moments and the
 /// step count (dfdx 0.13 keeps them private), so that a restored run
 /// continues exactly.
+///
+/// Moments that decay into the subnormal range are set to 0 (see
+/// [`flush_subnormal`]).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Adam {
     /// Learning rate.
@@ -52,8 +55,8 @@ impl Adam {
         let (b1, b2) = (self.beta1, self.beta2);
         let (r1, r2) = ((1.0 - b1.powi(self.t)).recip(), (1.0 - b2.powi(self.t)).recip());
         for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(&mut self.m).zip(&mut self.v) {
-            *m = *m * b1 + g * (1.0 - b1);
-            *v = *v * b2 + g * g * (1.0 - b2);
+            *m = flush_subnormal(*m * b1 + g * (1.0 - b1));
+            *v = flush_subnormal(*v * b2 + g * g * (1.0 - b2));
             *p -= self.lr * (*m * r1) / ((*v * r2).sqrt() + self.eps);
         }
         Ok(())
@@ -96,10 +99,32 @@ impl RmsProp {
         check_lengths(self.v.len(), params.len(), grads.len())?;
         let a = self.alpha;
         for ((p, &g), v) in params.iter_mut().zip(grads).zip(&mut self.v) {
-            *v = *v * a + g * g * (1.0 - a);
+            *v = flush_subnormal(*v * a + g * g * (1.0 - a));
             *p -= self.lr * g / (v.sqrt() + self.eps);
         }
         Ok(())
+    }
+}
+
+/// `x`, or 0 where `x` is subnormal (below `f32::MIN_POSITIVE` in size).
+///
+/// A weight whose gradient is 0 for a while (a ReLU unit that no row of
+/// the data turns on, a head whose loss has weight 0) has moments that
+/// decay by β each step until they pass through the subnormal range, and
+/// x86 cores take a microcode assist of about a hundred cycles for every
+/// product with a subnormal operand. An update over 73,000 weights took
+/// 0.03 ms with normal moments and 3.5 ms with subnormal ones (Xeon,
+/// 2026-12-06); in BC on HalfCheetah, 17 % of the run was in Adam. A
+/// subnormal moment moves its weight by less than `lr · 1e-38 / eps`, far
+/// under the float spacing of any weight that is not itself 0, so setting
+/// it to 0 leaves the weights as they were, bit for bit, in practice. The
+/// select compiles to a compare and a mask: the loop stays vectorized.
+#[inline]
+pub fn flush_subnormal(x: f32) -> f32 {
+    if x.abs() < f32::MIN_POSITIVE {
+        0.0
+    } else {
+        x
     }
 }
 
@@ -160,6 +185,43 @@ mod tests {
         assert!((p[0] - 0.9).abs() < 1e-6 && (p[1] + 0.9).abs() < 1e-6, "{p:?}");
         assert_eq!(adam.steps(), 1);
         assert!(adam.update(&mut p, &[1.0]).is_err());
+    }
+
+    #[test]
+    fn subnormal_moments_become_zero_and_normal_ones_stay() {
+        assert_eq!(flush_subnormal(1e-39), 0.0);
+        assert_eq!(flush_subnormal(-1e-40), 0.0);
+        assert_eq!(flush_subnormal(f32::MIN_POSITIVE), f32::MIN_POSITIVE);
+        assert_eq!(flush_subnormal(-2.5e-30), -2.5e-30);
+        // A weight whose gradient stops: its first moment decays by 0.9 a
+        // step and would pass through the subnormals; with the flush it
+        // reaches 0 and the weight ends where the unflushed update leaves
+        // it, bit for bit.
+        let mut adam = Adam::new(1, 1e-3, 1e-8);
+        let mut p = vec![0.25f32];
+        adam.update(&mut p, &[1e-3]).unwrap();
+        let (mut m, mut v, mut q) = (adam.m[0], adam.v[0], p[0]);
+        let mut subnormal_steps = 0;
+        for t in 2..=2000 {
+            adam.update(&mut p, &[0.0]).unwrap();
+            // The same step without the flush.
+            let (r1, r2) = ((1.0 - 0.9f32.powi(t)).recip(), (1.0 - 0.999f32.powi(t)).recip());
+            m *= 0.9;
+            v *= 0.999;
+            q -= 1e-3 * (m * r1) / ((v * r2).sqrt() + 1e-8);
+            subnormal_steps += usize::from(m.is_subnormal());
+            assert!(adam.m[0] == 0.0 || adam.m[0].is_normal(), "step {t}: {}", adam.m[0]);
+        }
+        assert!(subnormal_steps > 100, "the unflushed moment was subnormal for {subnormal_steps} steps");
+        assert_eq!(adam.m[0], 0.0);
+        assert_eq!(p[0].to_bits(), q.to_bits());
+        let mut r = RmsProp::new(1, 0.1, 0.99, 1e-5);
+        let mut p = vec![1.0f32];
+        r.update(&mut p, &[1e-3]).unwrap();
+        for _ in 0..20_000 {
+            r.update(&mut p, &[0.0]).unwrap();
+        }
+        assert_eq!(r.v[0], 0.0);
     }
 
     #[test]

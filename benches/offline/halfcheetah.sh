@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Offline learning on MuJoCo's HalfCheetah-v5 from a SAC run's episodes (a
+# medium-replay mix: 10,000 random steps, then SAC learning to 40,000),
+# beside d3rlpy on the very same Parquet files: BC, IQL and continuous CQL
+# (SAC with `min_q_weight`), 100,000 updates a run, networks of two
+# 256-wide ReLU layers, batches of 256, greedy evaluations of 10 episodes
+# every 10,000 updates (rlx's IQL and CQL: every 5,000).
+#
+#   bash benches/offline/halfcheetah.sh [rlx binary] [out dir] [python with d3rlpy]
+#
+# ALGORITHMS (default "BC IQL CQL") and SEEDS (default "1 2 3") pick the
+# runs; SIDES (default "rlx d3rlpy") the libraries. Needs RLX_PYTHON (or
+# python3) with gymnasium[mujoco] for rlx's evaluations. d3rlpy's torch
+# gets one thread (D3RLPY_THREADS): with the other side running beside it,
+# torch's default of one a core slowed its BC thirtyfold.
+#
+# Writes <out>/data (the dataset; not kept in git), <out>/<ALGO>-<seed>/
+# (rlx's result.json, evaluation lines only) and <out>/d3rlpy/*.json.
+set -euo pipefail
+RLX=${1:-target/release/rlx}
+OUT=${2:-benches/offline/results/halfcheetah-$(date +%F)}
+PY=${3:-python3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+NET='"model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}'
+EVAL='"evaluation_duration": 10, "evaluation_config": {"explore": false}'
+# The data: every episode of the SAC tuned example's first 40,000 steps
+# (seed 1): 10 random episodes, then 30 of a learning SAC.
+if [ ! -f "$OUT/data/_dataset.json" ]; then
+  "$RLX" train -f tuned_examples/sac-halfcheetah.yaml --seed 1 --stop '{"timesteps_total": 40000}' \
+    --config "{\"output\": \"$OUT/data\", \"output_format\": \"parquet\"}" \
+    --results-dir "$OUT/behaviour" > "$OUT/behaviour.log" 2>&1
+fi
+"$RLX" dataset info "$OUT/data" > "$OUT/dataset-info.txt"
+ROWS=$(awk '/^steps:/ {print $2}' "$OUT/dataset-info.txt")
+
+# Keeps a run's evaluation lines (and its last line): a result line an
+# iteration would make BC's file 100,000 lines long.
+keep_evaluations() {
+  local run=$1 file
+  file=$(ls "$run"/*/result.json)
+  python3 -c "
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+kept = [l for l in lines if 'evaluation' in json.loads(l)] + lines[-1:]
+open(sys.argv[1], 'w').write('\n'.join(dict.fromkeys(kept)) + '\n')" "$file"
+  rm -f "$run"/*/events.out.tfevents.*
+  # progress.csv has a row an iteration (BC: 100,000, 18 MB): keep every 100th.
+  python3 -c "
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline='')))
+it = rows[0].index('training_iteration')
+kept = [rows[0]] + [r for r in rows[1:] if int(r[it]) % 100 == 0]
+csv.writer(open(sys.argv[1], 'w', newline='')).writerows(kept)" "$run"/*/progress.csv
+}
+
+rlx_run() {
+  local algo=$1 seed=$2
+  local run="$OUT/$algo-$seed"
+  rm -rf "$run"
+  case $algo in
+    # MARWIL's Gaussian actor with beta 0: one update of 256 rows an
+    # iteration, at 1e-3 as d3rlpy's BC.
+    BC) "$RLX" train --run BC --env gym:HalfCheetah-v5 --seed "$seed" --stop '{"training_iteration": 100000}' \
+          --config "{\"input\": \"$OUT/data\", \"train_batch_size\": 256, \"lr\": 0.001, $NET, \"evaluation_interval\": 10000, $EVAL}" \
+          --results-dir "$run" > "$run.log" 2>&1 ;;
+    # The whole dataset goes into the replay buffer before the first update
+    # (`learning_starts` = its rows), so that every minibatch is drawn from
+    # all of it, as d3rlpy's are; then one update a row read: 100,000.
+    # (With `learning_starts` 0 the first updates see only the rows read so
+    # far: here the random episodes at the front of the file.)
+    IQL) "$RLX" train --run IQL --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"timesteps_total\": $((ROWS + 100000))}" \
+          --config "{\"input\": \"$OUT/data\", \"learning_starts\": $ROWS, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
+          --results-dir "$run" > "$run.log" 2>&1 ;;
+    CQL) "$RLX" train --run SAC --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"timesteps_total\": $((ROWS + 100000))}" \
+          --config "{\"input\": \"$OUT/data\", \"min_q_weight\": 5.0, \"random_timesteps\": 0, \"learning_starts\": $ROWS, \"actor_lr\": 0.0003, \"critic_lr\": 0.0003, \"alpha_lr\": 0.0003, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
+          --results-dir "$run" > "$run.log" 2>&1 ;;
+  esac
+  keep_evaluations "$run"
+}
+
+for seed in ${SEEDS:-1 2 3}; do
+  for algo in ${ALGORITHMS:-BC IQL CQL}; do
+    for side in ${SIDES:-rlx d3rlpy}; do
+      if [ "$side" = rlx ]; then
+        rlx_run "$algo" "$seed"
+      elif [ "$side" = d3rlpy ]; then
+        "$PY" "$HERE/d3rlpy_side.py" "$OUT/data" "$OUT/d3rlpy" --env HalfCheetah-v5 --hidden 256 \
+          --updates 100000 --every 10000 --trials 10 --threads "${D3RLPY_THREADS:-1}" --seeds "$seed" --algorithms "$algo" > "$OUT/d3rlpy-$algo-$seed.log" 2>&1
+      fi
+    done
+  done
+done
+python3 "$HERE/summary.py" "$OUT" | tee "$OUT/summary.txt"
