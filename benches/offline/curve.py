@@ -21,28 +21,26 @@ import matplotlib.pyplot as plt
 
 def rlx_runs(out, algorithm):
     for path in sorted(glob.glob(f"{out}/{algorithm}-[0-9]/*/result.json")):
-        seed = path.split(f"{algorithm}-")[1][0]
         lines = [json.loads(l) for l in open(path)]
         if algorithm == "BC":
             updates = [l["training_iteration"] for l in lines]
         else:
             starts = json.load(open(path.replace("result.json", "params.json")))["config"]["learning_starts"]
             updates = [l["timesteps_total"] - starts for l in lines]
-        yield seed, [(u, l["evaluation"]["episode_reward_mean"]) for u, l in zip(updates, lines)
+        yield [(u, l["evaluation"]["episode_reward_mean"]) for u, l in zip(updates, lines)
                      if "evaluation" in l and u > 0]
 
 
 def d3rlpy_runs(out, algorithm):
     for path in sorted(glob.glob(f"{out}/d3rlpy/d3rlpy-{algorithm}-*.json")):
-        run = json.load(open(path))
-        yield str(run["seed"]), run["evaluations"]
+        yield json.load(open(path))["evaluations"]
 
 
 def main(out, png, algorithms):
     fig, axes = plt.subplots(1, len(algorithms), figsize=(5 * len(algorithms), 3.8), squeeze=False)
     for ax, algorithm in zip(axes[0], algorithms):
         for library, runs, color in (("rlx", rlx_runs, "C0"), ("d3rlpy", d3rlpy_runs, "C1")):
-            for i, (seed, evals) in enumerate(runs(out, algorithm)):
+            for i, evals in enumerate(runs(out, algorithm)):
                 ax.plot([u for u, _ in evals], [v for _, v in evals], "o-", color=color, ms=3, lw=1,
                         alpha=0.9, label=f"{library}" if i == 0 else None)
         ax.set_title(f"{algorithm}, greedy return (10 episodes)")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Offline learning on MuJoCo's HalfCheetah-v5 from a SAC run's episodes (a
-# medium-replay mix: 10,000 random steps, then SAC learning to 40,000),
+# medium-replay mix: 10,000 random steps, then a learning SAC),
 # beside d3rlpy on the very same Parquet files: BC, IQL and continuous CQL
 # (SAC with `min_q_weight`), 100,000 updates a run, networks of two
 # 256-wide ReLU layers, batches of 256, greedy evaluations of 10 episodes
@@ -14,8 +14,9 @@
 # gets one thread (D3RLPY_THREADS): with the other side running beside it,
 # torch's default of one a core slowed its BC thirtyfold.
 #
-# Writes <out>/data (the dataset; not kept in git), <out>/<ALGO>-<seed>/
-# (rlx's result.json, evaluation lines only) and <out>/d3rlpy/*.json.
+# Writes <out>/data (the dataset, made only where it is missing),
+# <out>/<ALGO>-<seed>/ (rlx's result.json, evaluation lines only) and
+# <out>/d3rlpy/*.json.
 set -euo pipefail
 RLX=${1:-target/release/rlx}
 OUT=${2:-benches/offline/results/halfcheetah-$(date +%F)}
@@ -24,8 +25,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 NET='"model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}'
 EVAL='"evaluation_duration": 10, "evaluation_config": {"explore": false}'
-# The data: every episode of the SAC tuned example's first 40,000 steps
-# (seed 1): 10 random episodes, then 30 of a learning SAC.
+# The data: every episode of the SAC tuned example (seed 1) up to 40,000
+# steps or the example's own 240-s limit, whichever comes first: on
+# 2026-12-06 the limit, at 35,000 steps (10 random episodes, 25 of a
+# learning SAC). A time limit does not repeat, so the files of that run are
+# kept in results/halfcheetah-2026-12-06/data and are the ones to reuse.
 if [ ! -f "$OUT/data/_dataset.json" ]; then
   "$RLX" train -f tuned_examples/sac-halfcheetah.yaml --seed 1 --stop '{"timesteps_total": 40000}' \
     --config "{\"output\": \"$OUT/data\", \"output_format\": \"parquet\"}" \
