@@ -92,13 +92,18 @@ def config(name, hidden=64, bc_batch=2000, sac_lr=1e-3):
     raise ValueError(name)
 
 
-def speed(dataset, name, seed):
-    """Updates per second over the updates rlx's speed runs take (100 for
-    BC, 1,000 for CQL and IQL), without evaluation, the fit timed."""
+def speed(dataset, name, seed, a):
+    """Updates per second over the updates rlx's speed runs take (Pendulum:
+    100 for BC, 1,000 for CQL and IQL; MuJoCo: `a.updates` at its
+    settings), without evaluation, the fit timed."""
     d3rlpy.seed(seed)
-    cfg, _ = config(name)
+    if a.env == "Pendulum-v1":
+        cfg, _ = config(name)
+        steps = 100 if name == "BC" else 1000
+    else:
+        cfg, _ = config(name, hidden=a.hidden, bc_batch=256, sac_lr=3e-4)
+        steps = a.updates
     algo = cfg.create(device="cpu:0")
-    steps = 100 if name == "BC" else 1000
     start = time.perf_counter()
     algo.fit(dataset, n_steps=steps, n_steps_per_epoch=steps, show_progress=False, save_interval=10**9,
              experiment_name=f"speed-{name}-{seed}", with_timestamp=False)
@@ -160,6 +165,6 @@ if __name__ == "__main__":
     for seed in a.seeds:
         for name in a.algorithms:
             if a.speed:
-                speed(data, name, seed)
+                speed(data, name, seed, a)
             else:
                 run(data, name, seed, ".", a)

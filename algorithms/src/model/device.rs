@@ -15,7 +15,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 /// The smallest matrix product, in multiply-adds per block (m·n·k), that
-/// dfdx's CPU matmul (the `gemm` crate) splits over rayon's threads. gemm's
+/// the CPU layers' products and dfdx's CPU matmul (the `gemm` crate, two
+/// versions of it) split over rayon's threads. gemm's
 /// own default, 48·48·256 (590k), splits the 2×64 networks' products at 256
 /// rows, whose 20 µs of work costs less than handing half to a second
 /// thread: on the 2-core machine PPO's update ran 1.3× and SAC's 1.6× faster
@@ -24,11 +25,15 @@ use std::fmt;
 /// take 205 µs against 358 µs for one.
 pub const GEMM_THREADING_THRESHOLD: usize = 4 << 20;
 
-/// Sets [`GEMM_THREADING_THRESHOLD`] for the process, once (the threshold
-/// is gemm's process-wide setting).
+/// Sets [`GEMM_THREADING_THRESHOLD`] for the process, once, in both
+/// versions of gemm (the threshold is each one's process-wide setting):
+/// the CPU layers' (`cpu.rs`) and dfdx's.
 fn tune_cpu_matmul() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| gemm_common::gemm::set_threading_threshold(GEMM_THREADING_THRESHOLD));
+    ONCE.call_once(|| {
+        gemm_common::gemm::set_threading_threshold(GEMM_THREADING_THRESHOLD);
+        dfdx_gemm_common::gemm::set_threading_threshold(GEMM_THREADING_THRESHOLD);
+    });
 }
 
 /// A dfdx device: the CPU, or a CUDA GPU by ordinal.

@@ -33,7 +33,10 @@
 //!
 //! Execution: DDPG's and SAC's replay plan ([`SyncReplayOptimizer`]
 //! (rlx::SyncReplayOptimizer)) over `input`, which is required: one
-//! minibatch per row read, after `learning_starts` rows.
+//! minibatch per row read, after `learning_starts` rows. Rows enter the
+//! buffer in the files' order (shuffled within `input_shuffle_window`), so
+//! to draw from the whole dataset from the first update, set
+//! `learning_starts` to its rows.
 //!
 //! Learner metrics (`learner.*`): `value_loss`, `critic_loss`,
 //! `actor_loss`, `mean_v`, `mean_q`, `mean_target_q`, `mean_td_error`,

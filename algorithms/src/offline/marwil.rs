@@ -24,7 +24,7 @@
 //! evaluation episodes (`evaluation_interval`), which is where the return
 //! is measured: reading files plays no episode.
 //!
-//! Learner metrics: `policy_loss`, `vf_loss`, `entropy`, `grad_norm`,
+//! Learner metrics: `policy_loss`, `vf_loss` (not BC's), `entropy`, `grad_norm`,
 //! `total_loss`, `mean_advantage_weight`, `sqd_adv_norm`.
 
 use crate::common::build_context::BuildContext;
@@ -159,6 +159,12 @@ impl ActorCriticLoss for Marwil {
         }
     }
 
+    /// BC (`beta` 0 and `vf_loss_coeff` 0) reads no value: its pass leaves
+    /// the value network out.
+    fn uses_values(&self) -> bool {
+        self.cfg.beta != 0.0 || self.cfg.actor_critic.vf_loss_coeff != 0.0
+    }
+
     /// Discounted returns `G_t`, as `value_targets`.
     fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
         let returns = AdvantageEstimator::DiscountedReturns { gamma: self.cfg.learning.gamma as f32 };
@@ -188,8 +194,14 @@ impl ActorCriticLoss for Marwil {
         stats.set("mean_advantage_weight", weights.iter().map(|&w| f64::from(w)).sum::<f64>() / weights.len() as f64);
         let weights = dev.tensor_from_vec(weights, (mb.len(),));
         let policy_loss = rows.mean(logp * weights).negate();
-        let vf_loss = rows.mean((values - returns).square()) * 0.5;
-        Ok((weighted_sum(&self.cfg.actor_critic, policy_loss, vf_loss, rows.mean(entropy), &mut stats), stats))
+        let uses_values = self.uses_values();
+        // Without values (BC) the value loss is 0, and not reported.
+        let vf_loss = if uses_values { rows.mean((values - returns).square()) * 0.5 } else { rows.mean(values) };
+        let total = weighted_sum(&self.cfg.actor_critic, policy_loss, vf_loss, rows.mean(entropy), &mut stats);
+        if !uses_values {
+            stats.0.remove("vf_loss");
+        }
+        Ok((total, stats))
     }
 }
 

@@ -70,7 +70,8 @@ pub struct Forward<D: NetDevice> {
     pub logp: TapedRows<D>,
     /// The entropy of `π(·|s)` of every row, on the tape.
     pub entropy: TapedRows<D>,
-    /// `V(s)` of every row, on the tape.
+    /// `V(s)` of every row, on the tape; zeros off the network where the
+    /// loss does not use them ([`ActorCriticLoss::uses_values`]).
     pub values: TapedRows<D>,
     /// `V(s')` of the next observation with the current weights (no
     /// gradient) at the last row of every trajectory fragment (`traj_ends`),
@@ -145,6 +146,14 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// Whether a synchronous step standardizes `advantages` over the batch
     /// first ([`sync_trainer`]).
     const STANDARDIZES_ADVANTAGES: bool = true;
+
+    /// Whether the loss reads [`Forward::values`]. Where it does not (BC:
+    /// no value loss, no advantage weights), the learner leaves the value
+    /// network out of the forward and backward pass and `values` holds
+    /// zeros: the value weights' gradient is 0, as a weight of 0 made it.
+    fn uses_values(&self) -> bool {
+        true
+    }
 
     /// The sections the learner reads: loss weights and learning rate;
     /// γ, gradient clip, network and device; and the sampling section (for
@@ -420,11 +429,15 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         let obs = mb.values(fields::OBS)?;
         let next_values = if L::NEEDS_NEXT_VALUES { Some(self.values_at_ends(p, mb)?) } else { None };
         let features = self.net.pi.learn(p, obs, seqs)?;
-        let vf_features = match &self.net.vf {
-            Some(torso) => torso.forward(p, torso.input().encode(dev, obs)?.leaky_traced()),
-            None => features.with_empty_tape(),
+        let values = if !self.loss_fn.uses_values() {
+            dev.zeros_like(&(n,)).leaky_traced()
+        } else {
+            let vf_features = match &self.net.vf {
+                Some(torso) => torso.forward(p, torso.input().encode(dev, obs)?.leaky_traced()),
+                None => features.with_empty_tape(),
+            };
+            self.net.vf_head.forward(p, vf_features).reshape_like(&(n,))
         };
-        let values = self.net.vf_head.forward(p, vf_features).reshape_like(&(n,));
         let logits = self.net.pi_head.forward(p, features);
         // The network's tape goes with whichever of the two the loss uses
         // (both reach the logits' gradient; `Forward::log_probs` is only

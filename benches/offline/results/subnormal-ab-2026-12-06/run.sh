@@ -22,7 +22,7 @@ same() {  # name, then the train arguments
   for side in OLD NEW; do
     "${!side}" train "$@" --results-dir "$W/$name-$side" > /dev/null 2>&1
   done
-  python3 "$here/compare.py" "$W/$name-OLD" "$W/$name-NEW" "$name"
+  python3 "$here/../../compare_runs.py" "$W/$name-OLD" "$W/$name-NEW" "$name"
 }
 {
 same PPO-CartPole --run PPO --env CartPole-v1 --seed 1 --stop '{"timesteps_total": 40000}'
