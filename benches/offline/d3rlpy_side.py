@@ -92,17 +92,25 @@ def config(name, hidden=64, bc_batch=2000, sac_lr=1e-3):
     raise ValueError(name)
 
 
+def settings(name, a):
+    """The config, the updates of a run and the updates between
+    evaluations: Pendulum's where `a.env` is Pendulum, else MuJoCo's (256
+    rows, `a.hidden` wide, SAC's rates 3e-4, `a.updates` and `a.every`)."""
+    if a.env == "Pendulum-v1":
+        cfg, steps = config(name)
+        return cfg, steps, 10 if name == "BC" else 2000
+    cfg, _ = config(name, hidden=a.hidden, bc_batch=256, sac_lr=3e-4)
+    return cfg, a.updates, a.every
+
+
 def speed(dataset, name, seed, a):
     """Updates per second over the updates rlx's speed runs take (Pendulum:
     100 for BC, 1,000 for CQL and IQL; MuJoCo: `a.updates` at its
     settings), without evaluation, the fit timed."""
     d3rlpy.seed(seed)
+    cfg, steps, _ = settings(name, a)
     if a.env == "Pendulum-v1":
-        cfg, _ = config(name)
         steps = 100 if name == "BC" else 1000
-    else:
-        cfg, _ = config(name, hidden=a.hidden, bc_batch=256, sac_lr=3e-4)
-        steps = a.updates
     algo = cfg.create(device="cpu:0")
     start = time.perf_counter()
     algo.fit(dataset, n_steps=steps, n_steps_per_epoch=steps, show_progress=False, save_interval=10**9,
@@ -114,12 +122,7 @@ def run(dataset, name, seed, out, a):
     """Trains one run with evaluations; the MuJoCo settings where `a.env`
     is not Pendulum's."""
     d3rlpy.seed(seed)
-    if a.env == "Pendulum-v1":
-        cfg, steps = config(name)
-        every = 10 if name == "BC" else 2000
-    else:
-        cfg, _ = config(name, hidden=a.hidden, bc_batch=256, sac_lr=3e-4)
-        steps, every = a.updates, a.every
+    cfg, steps, every = settings(name, a)
     algo = cfg.create(device="cpu:0")
     env = gym.make(a.env)
     env.reset(seed=seed)
