@@ -68,9 +68,9 @@ type Matrix<T = NoneTape> = super::tensors::Matrix<Cpu, T>;
 /// weights are constants of the pass: a loss that differentiates through a
 /// network it does not train, such as an actor's loss through its critic,
 /// skips the weight-gradient product of each of that network's layers,
-/// half of its backward products. The products are dfdx's `gemm` calls,
-/// operand for operand, the bias is added after the product as
-/// [`add_bias_on_cpu`] adds it, and the nonlinearities are those of
+/// half of its backward products. The products take the operands dfdx's
+/// `gemm` calls take, in the same order, the bias is added after the
+/// product as [`add_bias_on_cpu`] adds it, and the nonlinearities are those of
 /// [`activation_on_cpu`], so the values are the ones the separate
 /// operations give up to the products' rounding: gemm 0.19 (here) and 0.15
 /// (dfdx's) add a sum's terms in different orders on a CPU with AVX-512,
