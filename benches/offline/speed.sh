@@ -28,6 +28,8 @@ PY=${3:-python3}
 HERE=$(dirname "$0")
 WORK=$(mktemp -d)
 ENV=${ENV:-Pendulum-v1}
+# MuJoCo: the dataset's rows, IQL's and CQL's `learning_starts`.
+[ "$ENV" = Pendulum-v1 ] || ROWS=$("$RLX" dataset info "$DATA" | awk '/^steps:/ {print $2}')
 
 # Pendulum: the whole process timed, `$4` updates.
 rlx_pendulum() {
@@ -62,15 +64,14 @@ rlx_rate() {  # binary, algorithm
     esac
     return
   fi
-  local rows net='"model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}'
-  rows=$("$bin" dataset info "$DATA" | awk '/^steps:/ {print $2}')
+  local net='"model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}'
   case $algo in
     BC) rlx_mujoco "$bin" BC '{"training_iteration": 5000}' \
           "{\"input\": \"$DATA\", \"train_batch_size\": 256, \"lr\": 0.001, $net}" ;;
-    IQL) rlx_mujoco "$bin" IQL "{\"timesteps_total\": $((rows + 3000))}" \
-          "{\"input\": \"$DATA\", \"learning_starts\": $rows, \"timesteps_per_iteration\": 500, $net}" ;;
-    CQL) rlx_mujoco "$bin" SAC "{\"timesteps_total\": $((rows + 300))}" \
-          "{\"input\": \"$DATA\", \"min_q_weight\": 5.0, \"random_timesteps\": 0, \"learning_starts\": $rows, \"actor_lr\": 0.0003, \"critic_lr\": 0.0003, \"alpha_lr\": 0.0003, \"timesteps_per_iteration\": 50, $net}" ;;
+    IQL) rlx_mujoco "$bin" IQL "{\"timesteps_total\": $((ROWS + 3000))}" \
+          "{\"input\": \"$DATA\", \"learning_starts\": $ROWS, \"timesteps_per_iteration\": 500, $net}" ;;
+    CQL) rlx_mujoco "$bin" SAC "{\"timesteps_total\": $((ROWS + 300))}" \
+          "{\"input\": \"$DATA\", \"min_q_weight\": 5.0, \"random_timesteps\": 0, \"learning_starts\": $ROWS, \"actor_lr\": 0.0003, \"critic_lr\": 0.0003, \"alpha_lr\": 0.0003, \"timesteps_per_iteration\": 50, $net}" ;;
   esac
 }
 

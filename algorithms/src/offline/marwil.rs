@@ -175,7 +175,6 @@ impl ActorCriticLoss for Marwil {
 
     /// The advantage-weighted log-likelihood plus the value loss.
     fn loss<D: NetDevice>(&self, fwd: Forward<D>, mb: &SampleBatch, dev: &D) -> LossOutput<D> {
-        let returns = column(dev, mb, fields::VALUE_TARGETS)?;
         let Forward { logp, entropy, values, rows, .. } = fwd;
         let mut stats = LearnerStats::default();
         let beta = self.cfg.beta as f32;
@@ -196,7 +195,11 @@ impl ActorCriticLoss for Marwil {
         let policy_loss = rows.mean(logp * weights).negate();
         let uses_values = self.uses_values();
         // Without values (BC) the value loss is 0, and not reported.
-        let vf_loss = if uses_values { rows.mean((values - returns).square()) * 0.5 } else { rows.mean(values) };
+        let vf_loss = if uses_values {
+            rows.mean((values - column(dev, mb, fields::VALUE_TARGETS)?).square()) * 0.5
+        } else {
+            rows.mean(values)
+        };
         let total = weighted_sum(&self.cfg.actor_critic, policy_loss, vf_loss, rows.mean(entropy), &mut stats);
         if !uses_values {
             stats.0.remove("vf_loss");
