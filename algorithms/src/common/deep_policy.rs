@@ -101,7 +101,8 @@ unsafe impl<D: NetDevice> Send for PolicyCore<D> {}
 /// calling thread runs it and then waits for the other only if that is
 /// still running. (`rayon::join` called from outside rayon's pool would
 /// hand both to the pool and put the caller to sleep until they finish,
-/// which cost 10–25 µs per update on the 2-core machine.) A macro rather
+/// which cost 10–25 µs per update on the 2-core machine.) Each half keeps
+/// its matrix products on its own thread ([`side_by_side`](crate::model::side_by_side)). A macro rather
 /// than a function because each expression is generic in the device and is
 /// instantiated once for `Cpu` and once for `D`; on the CPU each runs
 /// inside a closure, so neither may use `?` or `return` (apply `?` to the
@@ -113,8 +114,8 @@ macro_rules! join_on_cpu {
             Some($c) => {
                 let mut b = None;
                 let a = rayon::in_place_scope(|scope| {
-                    scope.spawn(|_| b = Some($b));
-                    $a
+                    scope.spawn(|_| b = Some($crate::model::side_by_side(|| $b)));
+                    $crate::model::side_by_side(|| $a)
                 });
                 (a, b.expect("a scope returns after its spawned work"))
             }

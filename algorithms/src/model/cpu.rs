@@ -138,11 +138,37 @@ struct Dims {
     n: usize,
 }
 
+thread_local! {
+    /// Whether this thread runs one of two computations side by side
+    /// ([`side_by_side`]).
+    static SIDE_BY_SIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f()`, with the products it makes on this thread kept on this thread:
+/// for each half of two computations run side by side (`join_on_cpu!`),
+/// which already keep the cores busy. Splitting a product over rayon's
+/// threads there made the whole update slower, on the 2-core machine, even
+/// for CQL's 7,936-row products, which split alone run 1.9× faster: CQL on
+/// HalfCheetah made 16–17 updates a second with its products split, 19
+/// with none split; SAC 1.35× more (the book's performance page,
+/// "Products on one thread or two").
+pub(crate) fn side_by_side<R>(f: impl FnOnce() -> R) -> R {
+    /// Puts the flag back as it was, also when `f` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SIDE_BY_SIDE.set(self.0);
+        }
+    }
+    let _restore = Restore(SIDE_BY_SIDE.replace(true));
+    f()
+}
+
 /// `dst ← a · b`, or `dst += a · b` when `accumulate`, each operand a
 /// slice with its `[row, column]` strides, through the `gemm` crate as
-/// dfdx's CPU `matmul` calls it (its rayon threads for products of at
+/// dfdx's CPU `matmul` calls it: on rayon's threads for products of at
 /// least [`GEMM_THREADING_THRESHOLD`](crate::model::device::GEMM_THREADING_THRESHOLD)
-/// multiply-adds). `gemm` 0.19, whose AVX-512 kernels ran 256-wide
+/// multiply-adds, except inside [`side_by_side`]. `gemm` 0.19, whose AVX-512 kernels ran 256-wide
 /// layers' products 1.7–1.9× faster than dfdx's gemm 0.15 (the workspace's
 /// `Cargo.toml`); the floats differ from dfdx's in the last bits where the
 /// CPU has AVX-512.
@@ -190,7 +216,11 @@ fn product(
             false,
             false,
             false,
-            gemm::Parallelism::Rayon(rayon::current_num_threads()),
+            if SIDE_BY_SIDE.get() {
+                gemm::Parallelism::None
+            } else {
+                gemm::Parallelism::Rayon(rayon::current_num_threads())
+            },
         );
     }
 }
@@ -406,7 +436,7 @@ pub(crate) fn add_bias_on_cpu<T: Tape<f32, Cpu>>(y: Matrix<T>, b: Tensor<(usize,
 /// A convolution plus bias on the CPU, with its own backward step on dfdx's
 /// tape (as [`activation_on_cpu`]). The patches are cut with slice copies (no
 /// index vector, no gather) and multiplied with the filters in one matrix
-/// product; the backward step is two matrix products, the filters'
+/// product ([`product`], as [`linear_on_cpu`]'s); the backward step is two matrix products, the filters'
 /// gradient `Gᵀ·P` and, only when `input_grad`, the patches' `G·W`, whose
 /// rows are added back onto their pixels. The bias is
 /// [`add_bias_on_cpu`]'s. The generic path (`NetDevice::conv2d`'s default)
@@ -442,19 +472,31 @@ pub(crate) fn conv2d_on_cpu<T: Tape<f32, Cpu>>(
         debug_assert_eq!(cut.len(), i * run);
         cut.extend_from_slice(&image[at..at + run]);
     });
-    let patches = dev.tensor_from_vec(cut, (n, g.patch()));
-    let w_t = filters.clone().permute::<(usize, usize), Axes2<1, 0>>();
-    let y = patches.clone().matmul(w_t);
+    let (patch, channels) = (g.patch(), g.out_channels);
+    let mut w = vec![0.0; channels * patch];
+    filters.clone().contiguous().copy_into(&mut w);
+    // Y (n × channels) = P (n × patch) · Wᵀ (patch × channels).
+    let mut y = vec![0.0; n * channels];
+    product(Dims { m: n, k: patch, n: channels }, (&cut, [patch, 1]), (&w, [1, patch]), (&mut y, [channels, 1]), false);
+    let y = dev.tensor_from_vec(y, (n, channels));
     if T::OWNS_TAPE {
-        let (x_ghost, y_ghost) = (x.ghost(), y.ghost());
-        let (w_ghost, filters) = (filters.ghost(), filters.clone());
+        let (x_ghost, y_ghost, w_ghost) = (x.ghost(), y.ghost(), filters.ghost());
         tape.add_backward_op(move |grads| {
             let g_y = grads.get_or_alloc_mut(&y_ghost)?.to_vec();
-            let g_y = dev.tensor_from_vec(g_y, (n, g.out_channels));
-            let g_w = g_y.clone().permute::<(usize, usize), Axes2<1, 0>>().matmul(patches).as_vec();
-            grads.get_or_alloc_mut(&w_ghost)?.iter_mut().zip(g_w).for_each(|(g, d)| *g += d);
+            // dW (channels × patch) += Gᵀ (channels × n) · P (n × patch).
+            let dims = Dims { m: channels, k: n, n: patch };
+            product(
+                dims,
+                (&g_y, [1, channels]),
+                (&cut, [patch, 1]),
+                (grads.get_or_alloc_mut(&w_ghost)?, [patch, 1]),
+                true,
+            );
             if input_grad {
-                let g_patches = g_y.matmul(filters).as_vec();
+                // dP (n × patch) = G (n × channels) · W (channels × patch).
+                let mut g_patches = vec![0.0; n * patch];
+                let dims = Dims { m: n, k: channels, n: patch };
+                product(dims, (&g_y, [channels, 1]), (&w, [patch, 1]), (&mut g_patches, [patch, 1]), false);
                 let g_x = grads.get_or_alloc_mut(&x_ghost)?;
                 g.for_each_run(|i, at| {
                     g_x[at..at + run].iter_mut().zip(&g_patches[i * run..(i + 1) * run]).for_each(|(g, d)| *g += d)

@@ -15,24 +15,32 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 /// The smallest matrix product, in multiply-adds per block (m·n·k), that
-/// the CPU layers' products and dfdx's CPU matmul (the `gemm` crate, two
-/// versions of it) split over rayon's threads. gemm's
-/// own default, 48·48·256 (590k), splits the 2×64 networks' products at 256
-/// rows, whose 20 µs of work costs less than handing half to a second
-/// thread: on the 2-core machine PPO's update ran 1.3× and SAC's 1.6× faster
-/// unsplit (book: Performance, "The learner against the machine's limit").
-/// A 256-wide layer at 256 rows (16.8M) still splits, where two threads
-/// take 205 µs against 358 µs for one.
-pub const GEMM_THREADING_THRESHOLD: usize = 4 << 20;
+/// the CPU layers' products (`cpu.rs`, gemm 0.19) split over rayon's
+/// threads. Measured on the 2-core machine with gemm 0.19's AVX-512
+/// kernels (2026-12-06), two threads were slower than one on a 256-wide
+/// layer at 256 rows (16.8M: 226 µs against 196 µs) and at 64 × 1,600 ×
+/// 128 (13M), and faster from about 32M up (512 rows: 1.36×; 2,048 rows:
+/// 1.74×). Inside an update's two halves run side by side nothing is split
+/// ([`side_by_side`](crate::model::side_by_side)).
+pub const GEMM_THREADING_THRESHOLD: usize = 32 << 20;
 
-/// Sets [`GEMM_THREADING_THRESHOLD`] for the process, once, in both
-/// versions of gemm (the threshold is each one's process-wide setting):
-/// the CPU layers' (`cpu.rs`) and dfdx's.
+/// The same for dfdx's own CPU matmul (gemm 0.15, AVX2 kernels), which
+/// the LSTM layer still uses.
+/// gemm's default, 48·48·256 (590k), split the 2×64 networks' products at
+/// 256 rows, whose 20 µs of work costs less than handing half to a second
+/// thread: on the 2-core machine PPO's update ran 1.3× and SAC's 1.6×
+/// faster unsplit (book: Performance, "The learner against the machine's
+/// limit"); a 256-wide layer at 256 rows took 205 µs on two threads
+/// against 358 µs on one.
+pub const DFDX_GEMM_THREADING_THRESHOLD: usize = 4 << 20;
+
+/// Sets the two thresholds for the process, once (each is its gemm
+/// version's process-wide setting).
 fn tune_cpu_matmul() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         gemm_common::gemm::set_threading_threshold(GEMM_THREADING_THRESHOLD);
-        dfdx_gemm_common::gemm::set_threading_threshold(GEMM_THREADING_THRESHOLD);
+        dfdx_gemm_common::gemm::set_threading_threshold(DFDX_GEMM_THREADING_THRESHOLD);
     });
 }
 
@@ -42,8 +50,8 @@ pub enum DeviceSpec {
     /// dfdx's `Cpu` device: products of at least
     /// `GEMM_THREADING_THRESHOLD` multiply-adds are split over rayon's
     /// threads, and an off-policy update runs one of its two halves on one
-    /// of them (`join_on_cpu!` in `policy_core.rs`); the rest runs on the
-    /// calling thread.
+    /// of them (`join_on_cpu!` in `common/deep_policy.rs`, whose halves
+    /// split no product); the rest runs on the calling thread.
     #[default]
     Cpu,
     /// dfdx's `Cuda` device on GPU `N` (`"cuda"` is `"cuda:0"`).

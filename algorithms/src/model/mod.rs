@@ -31,6 +31,7 @@ pub mod sequences;
 mod tensors;
 mod torso;
 
+pub(crate) use cpu::side_by_side;
 pub use cpu::tanh_approx;
 pub use custom::{CustomInput, CustomModel, CustomNetwork};
 pub use host::HostNet;

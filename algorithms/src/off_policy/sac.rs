@@ -288,16 +288,23 @@ impl Sac {
         if self.cfg.min_q_weight == 0.0 {
             return Ok(None);
         }
-        let (rows, n, a, f) = (batch.len(), self.cfg.num_actions, self.bounds.dim(), self.input.features());
+        let (rows, n, a) = (batch.len(), self.cfg.num_actions, self.bounds.dim());
         let p = &core.params;
         let dev = p.device();
         let mut policy = Vec::new();
-        for (field, eps) in [(fields::OBS, &draws.now), (fields::NEW_OBS, &draws.next)] {
-            let s = self.input.encode_host(batch.values(field)?)?;
+        // The actor's outputs once per row, each repeated for the row's
+        // `n` draws (its pass over `n` copies of every row cost a tenth of
+        // an update at 256-wide layers).
+        let repeat = |m: Matrix<D>| {
+            let width = m.shape().1;
             let repeated: Vec<f32> =
-                s.chunks_exact(f).flat_map(|row| std::iter::repeat_n(row, n).flatten()).copied().collect();
-            let (mean, raw) = self.actor.forward(p, dev.tensor_from_vec(repeated, (rows * n, f)));
-            let (u, logp) = squashed_sample(dev, mean, raw, eps);
+                m.as_vec().chunks_exact(width).flat_map(|row| std::iter::repeat_n(row, n).flatten()).copied().collect();
+            dev.tensor_from_vec(repeated, (rows * n, width))
+        };
+        for (field, eps) in [(fields::OBS, &draws.now), (fields::NEW_OBS, &draws.next)] {
+            let s = self.input.encode(dev, batch.values(field)?)?;
+            let (mean, raw) = self.actor.forward(p, s);
+            let (u, logp) = squashed_sample(dev, repeat(mean), repeat(raw), eps);
             policy.push((u.as_vec(), logp.as_vec()));
         }
         let uniform_density = -(a as f32) * std::f32::consts::LN_2;
