@@ -150,7 +150,7 @@ thread_local! {
 /// threads there made the whole update slower, on the 2-core machine, even
 /// for CQL's 7,936-row products, which split alone run 1.9× faster: CQL on
 /// HalfCheetah made 16–17 updates a second with its products split, 19
-/// with none split; SAC 1.35× more (the book's performance page,
+/// with none split; SAC 1.39× the updates (the book's performance page,
 /// "Products on one thread or two").
 pub(crate) fn side_by_side<R>(f: impl FnOnce() -> R) -> R {
     /// Puts the flag back as it was, also when `f` panics.

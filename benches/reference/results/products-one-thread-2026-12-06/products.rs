@@ -4,7 +4,9 @@
 // layers; threading threshold 0. Build: a fresh cargo project with
 //   gemm = { version = "0.19", default-features = false, features = ["std", "rayon", "x86-v4"] }
 //   gemm-common = (the same), rayon = "1.10"
-// and this file as src/main.rs; cargo run --release. Output: products.txt.
+// and this file as src/main.rs; cargo run --release. Output: products.txt, whose
+// first block came from a first run with the shapes listed there (this file holds
+// the second run's list).
 use std::time::Instant;
 fn prod(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], dst: &mut [f32], par: gemm::Parallelism) {
     unsafe { gemm::gemm(m, n, k, dst.as_mut_ptr(), 1, n as isize, false, a.as_ptr(), 1, k as isize, b.as_ptr(), 1, n as isize, 0.0, 1.0, false, false, false, par) }
