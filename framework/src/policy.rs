@@ -63,8 +63,20 @@ impl LearnerStats {
 
 /// The global L2 norm of a flat gradient (summed in `f64`), as reported in
 /// `grad_norm` and used for clipping.
+///
+/// Eight running sums, added at the end: one sum is a chain of dependent
+/// additions, one every four cycles, and over BC's 142,000 weights on
+/// HalfCheetah that chain was 4 % of an update. The order changes the
+/// `f64` in its last bits, far below the `f32` that clipping uses.
 pub fn global_norm(grad: &[f32]) -> f64 {
-    grad.iter().map(|&g| (g as f64) * (g as f64)).sum::<f64>().sqrt()
+    let square = |g: &f32| f64::from(*g) * f64::from(*g);
+    let mut lanes = [0.0f64; 8];
+    let rows = grad.chunks_exact(lanes.len());
+    let tail: f64 = rows.remainder().iter().map(square).sum();
+    for row in rows {
+        lanes.iter_mut().zip(row).for_each(|(lane, g)| *lane += square(g));
+    }
+    (lanes.iter().sum::<f64>() + tail).sqrt()
 }
 
 /// Errors from a policy graph.
@@ -408,4 +420,23 @@ pub trait PolicyGraph: Send + 'static {
 /// If the fragment has no `terminateds` column.
 pub fn bootstrap_needed(traj: &SampleBatch) -> Result<bool, BatchError> {
     Ok(traj.f32(fields::TERMINATEDS)?.last().is_none_or(|&t| t == 0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::global_norm;
+
+    #[test]
+    fn global_norm_is_the_l2_norm_whatever_the_length() {
+        assert_eq!(global_norm(&[]), 0.0);
+        assert_eq!(global_norm(&[3.0, -4.0]), 5.0);
+        // Lengths around the eight running sums, against one plain sum.
+        for n in [7, 8, 9, 17, 1001] {
+            let grad: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.01).collect();
+            let plain = grad.iter().map(|&g| f64::from(g) * f64::from(g)).sum::<f64>().sqrt();
+            let norm = global_norm(&grad);
+            assert!((norm - plain).abs() <= 1e-12 * plain, "{n}: {norm} vs {plain}");
+            assert_eq!(norm as f32, plain as f32, "{n}: the f32 clipping uses");
+        }
+    }
 }

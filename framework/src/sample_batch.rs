@@ -338,7 +338,9 @@ impl<'a> Values<'a> {
     /// If a row is out of range.
     pub fn gather(&self, width: usize, rows: &[usize]) -> Column {
         fn pick<T: Copy>(v: &[T], width: usize, rows: &[usize]) -> Vec<T> {
-            rows.iter().flat_map(|&r| v[r * width..(r + 1) * width].iter().copied()).collect()
+            let mut out = Vec::with_capacity(rows.len() * width);
+            rows.iter().for_each(|&r| out.extend_from_slice(&v[r * width..(r + 1) * width]));
+            out
         }
         match self {
             Values::F32(v) => Column::F32 { data: pick(v, width, rows), width },
@@ -652,6 +654,7 @@ impl SampleBatch {
             .iter()
             .map(|(k, c)| {
                 let mut out = c.empty_like();
+                out.reserve_rows(rows.len());
                 for &r in rows {
                     assert!(r < self.len, "row {r} of a batch of {} rows", self.len);
                     out.push_row(c, r);

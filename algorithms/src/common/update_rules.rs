@@ -54,12 +54,24 @@ impl Adam {
         self.t += 1;
         let (b1, b2) = (self.beta1, self.beta2);
         let (r1, r2) = ((1.0 - b1.powi(self.t)).recip(), (1.0 - b2.powi(self.t)).recip());
-        for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(&mut self.m).zip(&mut self.v) {
+        let rates = [b1, b2, r1, r2, self.lr, self.eps];
+        adam_step(params, grads, &mut self.m, &mut self.v, rates);
+        Ok(())
+    }
+}
+
+crate::model::wide_loop! {
+    /// Adam's loop over the weights: the moments, then the step, with
+    /// `[β1, β2, 1/(1−β1ᵗ), 1/(1−β2ᵗ), lr, eps]`. Compiled 8 wide where
+    /// the CPU has AVX2 (the same floats): 4 wide, it was 10 % of BC's
+    /// update on HalfCheetah's 256-wide networks.
+    fn adam_step(params: &mut [f32], grads: &[f32], m: &mut [f32], v: &mut [f32], rates: [f32; 6]) {
+        let [b1, b2, r1, r2, lr, eps] = rates;
+        for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(m).zip(v) {
             *m = flush_subnormal(*m * b1 + g * (1.0 - b1));
             *v = flush_subnormal(*v * b2 + g * g * (1.0 - b2));
-            *p -= self.lr * (*m * r1) / ((*v * r2).sqrt() + self.eps);
+            *p -= lr * (*m * r1) / ((*v * r2).sqrt() + eps);
         }
-        Ok(())
     }
 }
 

@@ -88,11 +88,12 @@ pub(crate) fn linear_on_cpu<T: Tape<f32, Cpu>>(
     x.copy_into(&mut xs);
     w.clone().contiguous().copy_into(&mut ws);
     b.copy_into(&mut bias);
-    let mut out = vec![0.0; rows * outputs];
-    // out (rows × outputs) = X (rows × inputs) · Wᵀ (inputs × outputs), then + b.
+    // out (rows × outputs) starts as b in every row, then += X (rows ×
+    // inputs) · Wᵀ (inputs × outputs): no zeroed buffer and no pass of its
+    // own for the bias.
+    let mut out = bias.repeat(rows);
     let dims = Dims { m: rows, k: inputs, n: outputs };
-    product(dims, (&xs, [inputs, 1]), (&ws, [1, inputs]), (&mut out, [outputs, 1]), false);
-    add_to_rows(&mut out, &bias);
+    product(dims, (&xs, [inputs, 1]), (&ws, [1, inputs]), (&mut out, [outputs, 1]), true);
     if let Some(act) = act {
         activate(act, &mut out);
     }
@@ -162,6 +163,17 @@ pub(crate) fn side_by_side<R>(f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(SIDE_BY_SIDE.replace(true));
     f()
+}
+
+/// `a` on this thread and `b` on one of rayon's, side by side, each in
+/// [`side_by_side`]: the two halves of an update that can run at once.
+pub(crate) fn side_by_side_pair<A, B: Send>(a: impl FnOnce() -> A, b: impl FnOnce() -> B + Send) -> (A, B) {
+    let mut second = None;
+    let first = rayon::in_place_scope(|scope| {
+        scope.spawn(|_| second = Some(side_by_side(b)));
+        side_by_side(a)
+    });
+    (first, second.expect("a scope returns after its spawned work"))
 }
 
 /// `dst ← a · b`, or `dst += a · b` when `accumulate`, each operand a

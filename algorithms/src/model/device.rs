@@ -21,7 +21,7 @@ use std::fmt;
 /// layer at 256 rows (16.8M: 226 µs against 196 µs) and at 64 × 1,600 ×
 /// 128 (13M), and faster from about 32M up (512 rows: 1.36×; 2,048 rows:
 /// 1.74×). Inside an update's two halves run side by side nothing is split
-/// ([`side_by_side`](crate::model::side_by_side)).
+/// ([`side_by_side_pair`](crate::model::side_by_side_pair)).
 pub const GEMM_THREADING_THRESHOLD: usize = 32 << 20;
 
 /// The same for dfdx's own CPU matmul (gemm 0.15, AVX2 kernels), which
@@ -228,6 +228,17 @@ pub unsafe trait NetDevice: dfdx::prelude::Device<f32> + 'static {
     /// [`crate::error::BuildError::Unsupported`] if `spec` names another kind of
     /// device or it cannot be opened.
     fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::error::BuildError>;
+
+    /// Appends `t`'s gradient in `grads` to `out` (zeros where the loss
+    /// did not reach `t`): dfdx's `Gradients::get`, a copy on the device,
+    /// then to the host, unless the device reads its buffer directly (the
+    /// CPU, one copy).
+    fn append_gradient(grads: &mut Gradients<f32, Self>, t: &Flat<Self>, out: &mut Vec<f32>) {
+        grads.get_or_alloc_mut(t).expect("allocating a gradient buffer");
+        let at = out.len();
+        out.resize(at + t.shape().0, 0.0);
+        grads.get(t).copy_into(&mut out[at..]);
+    }
 }
 
 impl Activation {
@@ -366,6 +377,10 @@ unsafe impl NetDevice for dfdx::prelude::Cpu {
 
     fn softmax_mean_rows<T: Tape<f32, Self>>(x: Matrix<Self, T>, support: &[f32]) -> Tensor<(usize,), f32, Self, T> {
         cpu::softmax_mean_rows_on_cpu(x, support)
+    }
+
+    fn append_gradient(grads: &mut Gradients<f32, Self>, t: &Flat<Self>, out: &mut Vec<f32>) {
+        out.extend_from_slice(grads.get_or_alloc_mut(t).expect("allocating a gradient buffer"));
     }
 
     fn open(spec: DeviceSpec, seed: u64) -> Result<Self, crate::error::BuildError> {

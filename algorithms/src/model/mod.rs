@@ -31,8 +31,8 @@ pub mod sequences;
 mod tensors;
 mod torso;
 
-pub(crate) use cpu::side_by_side;
 pub use cpu::tanh_approx;
+pub(crate) use cpu::{side_by_side_pair, wide_loop};
 pub use custom::{CustomInput, CustomModel, CustomNetwork};
 pub use host::HostNet;
 pub use layers::{Conv2d, Linear, Lstm};

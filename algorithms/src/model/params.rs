@@ -142,13 +142,8 @@ impl<D: NetDevice> Params<D> {
 
     /// The scalars of `range` (whole tensors).
     pub fn read(&self, range: Range<usize>) -> Vec<f32> {
-        let mut out = vec![0.0; range.len()];
-        for (i, t) in self.tensors.iter().enumerate() {
-            let at = self.offsets[i];
-            if at >= range.start && at < range.end {
-                t.copy_into(&mut out[at - range.start..self.offsets[i + 1] - range.start]);
-            }
-        }
+        let mut out = Vec::new();
+        self.read_into(range, &mut out);
         out
     }
 
@@ -180,15 +175,26 @@ impl<D: NetDevice> Params<D> {
     /// like [`read`](Self::read); zeros for a tensor the loss did not
     /// reach.
     pub fn grads(&self, grads: &mut Gradients<f32, D>, range: Range<usize>) -> Vec<f32> {
-        let mut out = vec![0.0; range.len()];
+        let mut out = Vec::with_capacity(range.len());
+        for (i, t) in self.tensors.iter().enumerate() {
+            if (range.start..range.end).contains(&self.offsets[i]) {
+                D::append_gradient(grads, t, &mut out);
+            }
+        }
+        debug_assert_eq!(out.len(), range.len(), "a range of whole tensors");
+        out
+    }
+
+    /// [`read`](Self::read) into `out`, which keeps its allocation from
+    /// one call to the next.
+    pub fn read_into(&self, range: Range<usize>, out: &mut Vec<f32>) {
+        out.resize(range.len(), 0.0);
         for (i, t) in self.tensors.iter().enumerate() {
             let at = self.offsets[i];
             if at >= range.start && at < range.end {
-                grads.get_or_alloc_mut(t).expect("allocating a gradient buffer");
-                grads.get(t).copy_into(&mut out[at - range.start..self.offsets[i + 1] - range.start]);
+                t.copy_into(&mut out[at - range.start..self.offsets[i + 1] - range.start]);
             }
         }
-        out
     }
 
     /// Moves every tensor towards `online`'s by Polyak averaging

@@ -598,7 +598,9 @@ pub(crate) fn critic_gradient<D: NetDevice>(
     if let Some(penalty) = each.first().and_then(|(.., penalty)| *penalty) {
         stats.set("cql_penalty", penalty as f64);
     }
-    Ok((each.into_iter().flat_map(|(_, grad, ..)| grad).collect(), stats))
+    let mut grad = Vec::with_capacity(each.iter().map(|(_, g, ..)| g.len()).sum());
+    each.iter().for_each(|(_, g, ..)| grad.extend_from_slice(g));
+    Ok((grad, stats))
 }
 
 /// One critic's loss on the rows `x` (normalized actions, their width,
@@ -678,6 +680,22 @@ pub(crate) fn step_group<D: NetDevice>(
     let range = core.range(group);
     let norm = core.step(group, &mut grad[range])?;
     stats.set(key, norm as f64);
+    Ok(())
+}
+
+/// [`step_group`] for several groups, each with its statistic's key, side
+/// by side where they are large enough ([`PolicyCore::step_groups`]).
+pub(crate) fn step_groups<D: NetDevice>(
+    core: &mut PolicyCore<D>,
+    groups: &[(usize, &str)],
+    grad: &mut [f32],
+    stats: &mut LearnerStats,
+) -> Result<(), PolicyError> {
+    let which: Vec<usize> = groups.iter().map(|&(group, _)| group).collect();
+    let norms = core.step_groups(&which, grad)?;
+    for (&(_, key), norm) in groups.iter().zip(norms) {
+        stats.set(key, norm as f64);
+    }
     Ok(())
 }
 

@@ -47,7 +47,7 @@ use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, ParamId, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
-    soft_update_target, squash_log_std, squashed_log_std, step_group, ActionBounds, Conservative, ContinuousBuild,
+    soft_update_target, squash_log_std, squashed_log_std, step_groups, ActionBounds, Conservative, ContinuousBuild,
     ContinuousLearning, ContinuousPolicy, Critic, Networks, Sections,
 };
 use dfdx::prelude::*;
@@ -460,8 +460,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Sac {
     /// then the target critics move by `tau`.
     fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
         let mut stats = LearnerStats::default();
-        step_group(core, CRITICS, grad, "critic_grad_norm", &mut stats)?;
-        step_group(core, ACTOR, grad, "actor_grad_norm", &mut stats)?;
+        step_groups(core, &[(CRITICS, "critic_grad_norm"), (ACTOR, "actor_grad_norm")], grad, &mut stats)?;
         if self.cfg.tune_alpha {
             let range = core.range(ALPHA);
             core.step(ALPHA, &mut grad[range])?;

@@ -51,7 +51,7 @@ use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Matrix, Mlp, ModelConfig, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, continuous_algorithm, critic_gradient, min_q, replay_trainer, soft_update_target,
-    squashed_log_std, step_group, tanh_actor_export, ActionBounds, ContinuousBuild, ContinuousLearning,
+    squashed_log_std, step_groups, tanh_actor_export, ActionBounds, ContinuousBuild, ContinuousLearning,
     ContinuousPolicy, Critic, Networks, Sections,
 };
 use crate::offline::marwil::require_input;
@@ -183,6 +183,20 @@ impl Iql {
         Ok(self.value.forward(p, s).as_vec())
     }
 
+    /// The critics' loss and gradient (their span) against `r + γ V(s')`:
+    /// `V(s')` is computed here, on the critics' side of the update, which
+    /// is otherwise the lighter one.
+    fn critic_half<E: NetDevice>(
+        &self,
+        core: &PolicyCore<E>,
+        batch: &SampleBatch,
+    ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
+        let next_v = self.values(&core.params, batch, fields::NEW_OBS)?;
+        let targets = bellman_targets(batch, &next_v)?;
+        let spaces = (&self.input, &self.bounds);
+        critic_gradient(core, &self.critics, spaces, batch, &targets, (core.range(CRITICS), false), None)
+    }
+
     /// The value loss and its gradient (the value network's span):
     /// expectile regression of `V(s)` on the target critics' `q_target`.
     fn value_gradient<D: NetDevice>(
@@ -294,8 +308,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Iql {
 
     /// The three gradients, in the weights' layout. The target critics'
     /// `min_j Q'_j(s, a)` and `V(s)` feed the value and the actor losses,
-    /// `V(s')` the critics' targets; the critics' half runs beside the
-    /// value's and the actor's on the CPU ([`join_on_cpu`]).
+    /// `V(s')` the critics' targets; the critics' half (with `V(s')`) runs
+    /// beside the value's and the actor's on the CPU ([`join_on_cpu`]).
     fn gradient(
         &mut self,
         core: &mut PolicyCore<D>,
@@ -305,14 +319,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Iql {
         let u = self.bounds.to_normalized(batch.f32(fields::ACTIONS)?);
         let s = self.input.encode_host(batch.values(fields::OBS)?)?;
         let q_target = min_q(&self.critics, target, (&u, self.bounds.dim(), &s, self.input.features()), true)?;
-        let next_v = self.values(&core.params, batch, fields::NEW_OBS)?;
-        let targets = bellman_targets(batch, &next_v)?;
-        let spaces = (&self.input, &self.bounds);
-        let (critics, value_and_actor) = join_on_cpu!(
-            &*core,
-            |c| critic_gradient(c, &self.critics, spaces, batch, &targets, (c.range(CRITICS), false), None),
-            self.value_and_actor_gradients(c, batch, &q_target)
-        );
+        let (critics, value_and_actor) =
+            join_on_cpu!(&*core, |c| self.critic_half(c, batch), self.value_and_actor_gradients(c, batch, &q_target));
         let ((critic_grad, mut stats), (mut grad, value_grad, value_stats)) = (critics?, value_and_actor?);
         stats.merge(value_stats);
         grad.extend(critic_grad);
@@ -324,9 +332,8 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Iql {
     /// target critics move by `tau`.
     fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
         let mut stats = LearnerStats::default();
-        step_group(core, CRITICS, grad, "critic_grad_norm", &mut stats)?;
-        step_group(core, VALUE, grad, "value_grad_norm", &mut stats)?;
-        step_group(core, ACTOR, grad, "actor_grad_norm", &mut stats)?;
+        let groups = [(CRITICS, "critic_grad_norm"), (VALUE, "value_grad_norm"), (ACTOR, "actor_grad_norm")];
+        step_groups(core, &groups, grad, &mut stats)?;
         soft_update_target(core, self.cfg.continuous.tau);
         Ok(stats)
     }

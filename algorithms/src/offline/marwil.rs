@@ -165,6 +165,12 @@ impl ActorCriticLoss for Marwil {
         self.cfg.beta != 0.0 || self.cfg.actor_critic.vf_loss_coeff != 0.0
     }
 
+    /// With `beta` 0 (BC) every row's loss is its own; MARWIL's weights
+    /// read the batch's moving average of squared advantages.
+    fn rows_independent(&self) -> bool {
+        self.cfg.beta == 0.0
+    }
+
     /// Discounted returns `G_t`, as `value_targets`.
     fn postprocess(&self, traj: &mut SampleBatch, bootstrap: f32) -> Result<(), PolicyError> {
         let returns = AdvantageEstimator::DiscountedReturns { gamma: self.cfg.learning.gamma as f32 };
@@ -269,13 +275,40 @@ pub(crate) async fn learn_from_input(
 mod tests {
     use super::*;
 
-    /// Ten rows of CartPole-like observations, actions and returns.
-    fn batch() -> SampleBatch {
+    /// `rows` rows of CartPole-like observations, actions and returns.
+    fn batch_of(rows: usize) -> SampleBatch {
         let mut b = SampleBatch::new();
-        b.insert_f32(fields::OBS, (0..40).map(|i| ((i as f32) * 0.37).sin()).collect(), 4).unwrap();
-        b.insert_i64(fields::ACTIONS, (0..10).map(|i| i % 2).collect(), 1).unwrap();
-        b.insert_f32(fields::VALUE_TARGETS, (0..10).map(|i| i as f32 * 0.5).collect(), 1).unwrap();
+        b.insert_f32(fields::OBS, (0..4 * rows).map(|i| ((i as f32) * 0.37).sin()).collect(), 4).unwrap();
+        b.insert_i64(fields::ACTIONS, (0..rows as i64).map(|i| (i * 7 / 3) % 2).collect(), 1).unwrap();
+        b.insert_f32(fields::VALUE_TARGETS, (0..rows).map(|i| (i % 10) as f32 * 0.5).collect(), 1).unwrap();
         b
+    }
+
+    fn batch() -> SampleBatch {
+        batch_of(10)
+    }
+
+    /// BC's minibatch of 300 rows is taken as two halves side by side on
+    /// the CPU: its gradient is the halves' gradients weighted by their
+    /// rows, to the bit (and so the whole batch's up to rounding, as the
+    /// chunks' test shows for one thread).
+    #[test]
+    fn halves_side_by_side_give_the_halves_weighted_gradient() {
+        use crate::policy_gradient::actor_critic::SIDE_BY_SIDE_ROWS;
+        let (obs, act) = (Space::uniform_box(-1.0, 1.0, vec![4]).unwrap(), Space::discrete(2));
+        let rows = 300;
+        assert!(rows >= SIDE_BY_SIDE_ROWS && rows / 2 < SIDE_BY_SIDE_ROWS);
+        let cfg = crate::offline::bc::BcConfig::default().0;
+        let mut policy = make_policy(&cfg, &obs, &act, 7).unwrap();
+        let batch = batch_of(rows);
+        let (whole, stats) = policy.compute_gradients(&batch).unwrap();
+        let (first, first_stats) = policy.compute_gradients(&batch.slice(0..150)).unwrap();
+        let (second, second_stats) = policy.compute_gradients(&batch.slice(150..300)).unwrap();
+        let halves: Vec<f32> = first.iter().zip(&second).map(|(a, b)| a * 0.5 + b * 0.5).collect();
+        assert!(whole.iter().any(|g| g.abs() > 1e-3), "a gradient to compare");
+        assert_eq!(whole, halves);
+        let loss = |s: &LearnerStats| s.get("policy_loss").unwrap();
+        assert_eq!(loss(&stats), 0.5 * loss(&first_stats) + 0.5 * loss(&second_stats));
     }
 
     /// Learning a batch in chunks of 3, 3, 3 and 1 rows takes the

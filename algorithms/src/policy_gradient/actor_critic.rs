@@ -135,6 +135,34 @@ impl LearnerSettings {
 /// learner metrics it measured.
 pub type LossOutput<D> = Result<(Loss<D>, LearnerStats), PolicyError>;
 
+/// The fewest rows a minibatch needs for a loss whose rows are independent
+/// ([`ActorCriticLoss::rows_independent`]) to be taken in two halves side
+/// by side on the CPU.
+pub const SIDE_BY_SIDE_ROWS: usize = 256;
+
+/// The gradient and statistics of a batch of `rows` rows from those of
+/// its parts (each with its row count): their sum, each weighted by its
+/// share of the rows. The first part's gradient becomes the sum.
+fn weighted_sum_of_parts(
+    parts: impl IntoIterator<Item = ((Vec<f32>, LearnerStats), usize)>,
+    rows: usize,
+) -> (Vec<f32>, LearnerStats) {
+    let (mut total, mut stats) = (Vec::new(), LearnerStats::default());
+    for (i, ((grad, part_stats), part_rows)) in parts.into_iter().enumerate() {
+        let share = part_rows as f64 / rows as f64;
+        if i == 0 {
+            total = grad;
+            total.iter_mut().for_each(|t| *t *= share as f32);
+        } else {
+            total.iter_mut().zip(&grad).for_each(|(t, g)| *t += g * share as f32);
+        }
+        for (key, value) in part_stats.0 {
+            stats.set(&key, stats.get(&key).unwrap_or(0.0) + value * share);
+        }
+    }
+    (total, stats)
+}
+
 /// An algorithm's part of an actor-critic policy.
 pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// Whether [`Forward::next_values`] must be computed.
@@ -153,6 +181,15 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// zeros: the value weights' gradient is 0, as a weight of 0 made it.
     fn uses_values(&self) -> bool {
         true
+    }
+
+    /// Whether the loss is a mean over rows that read nothing of each
+    /// other (BC). Where it is, on the CPU, a minibatch of at least
+    /// [`SIDE_BY_SIDE_ROWS`] rows is taken as two halves, one on each of
+    /// two threads, their gradients summed with weights by their rows:
+    /// the batch's gradient up to rounding. By default `false`.
+    fn rows_independent(&self) -> bool {
+        false
     }
 
     /// The sections the learner reads: loss weights and learning rate;
@@ -475,10 +512,21 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         seqs: Option<Vec<std::ops::Range<usize>>>,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         match seqs {
-            None => match self.loss_fn.learner().chunk_rows.filter(|&c| c < batch.len()) {
-                None => self.backward(core, batch, None),
-                Some(chunk) => self.backward_in_chunks(core, batch, chunk),
-            },
+            None => {
+                let n = batch.len();
+                let cpu = (self as &dyn std::any::Any).downcast_ref::<ActorCritic<L, Cpu>>().zip(core.as_cpu());
+                match cpu.filter(|_| self.loss_fn.rows_independent() && n >= SIDE_BY_SIDE_ROWS) {
+                    Some((policy, core)) => {
+                        let (first, second) = (batch.slice(0..n / 2), batch.slice(n / 2..n));
+                        let (a, b) = crate::model::side_by_side_pair(
+                            || policy.backward_in_chunks(core, &first),
+                            || policy.backward_in_chunks(core, &second),
+                        );
+                        Ok(weighted_sum_of_parts([(a?, first.len()), (b?, second.len())], n))
+                    }
+                    None => self.backward_in_chunks(core, batch),
+                }
+            }
             Some(seqs) => {
                 let padded = sequences::pad(batch, &seqs, TRAJ_ENDS)?;
                 let layout = crate::model::SeqLayout {
@@ -491,28 +539,23 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         }
     }
 
-    /// The gradient of `batch` taken `chunk` rows at a time (see
-    /// [`LearnerSettings::chunk_rows`]); its statistics are the chunks'
-    /// weighted by their rows.
+    /// The gradient of `batch`, taken [`LearnerSettings::chunk_rows`]
+    /// rows at a time where that is fewer than the batch's.
     fn backward_in_chunks(
         &self,
         core: &PolicyCore<D>,
         batch: &SampleBatch,
-        chunk: usize,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let n = batch.len();
-        let (mut total, mut stats) = (Vec::new(), LearnerStats::default());
+        let Some(chunk) = self.loss_fn.learner().chunk_rows.filter(|&c| c < n) else {
+            return self.backward(core, batch, None);
+        };
+        let mut parts = Vec::new();
         for start in (0..n).step_by(chunk.max(1)) {
             let part = batch.slice(start..(start + chunk).min(n));
-            let share = part.len() as f64 / n as f64;
-            let (grad, part_stats) = self.backward(core, &part, None)?;
-            total.resize(grad.len(), 0.0);
-            total.iter_mut().zip(&grad).for_each(|(t, g)| *t += g * share as f32);
-            for (key, value) in part_stats.0 {
-                stats.set(&key, stats.get(&key).unwrap_or(0.0) + value * share);
-            }
+            parts.push((self.backward(core, &part, None)?, part.len()));
         }
-        Ok((total, stats))
+        Ok(weighted_sum_of_parts(parts, n))
     }
 
     /// The batch's sequences for an LSTM (`None` without one).

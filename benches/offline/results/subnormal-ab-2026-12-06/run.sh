@@ -17,13 +17,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 DATA=$here/../halfcheetah-2026-12-06/data
 W=$(mktemp -d)
 NET='"model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}'
-same() {  # name, then the train arguments
-  local name=$1; shift
-  for side in OLD NEW; do
-    "${!side}" train "$@" --results-dir "$W/$name-$side" > /dev/null 2>&1
-  done
-  python3 "$here/../../compare_runs.py" "$W/$name-OLD" "$W/$name-NEW" "$name"
-}
+# shellcheck source=../../same.sh
+source "$here/../../same.sh"
 {
 same PPO-CartPole --run PPO --env CartPole-v1 --seed 1 --stop '{"timesteps_total": 40000}'
 same SAC-Pendulum --run SAC --env Pendulum-v1 --seed 1 --stop '{"timesteps_total": 3000}'
