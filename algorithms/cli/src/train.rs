@@ -250,6 +250,9 @@ async fn train_experiment(
         let was_interrupted = interrupted.load(Ordering::SeqCst) > 0;
         let periodic = exp.checkpoint_freq > 0 && result.training_iteration % exp.checkpoint_freq == 0;
         if periodic || was_interrupted || (stopping && exp.checkpoint_at_end) {
+            // The results' lines reach the disk before the checkpoint that
+            // holds their iterations.
+            writer.sync()?;
             let path = checkpoint::save(&mut trainer, &dir, &info).await?;
             progress.note(&format!("checkpoint: {}", path.display()));
             last_checkpoint = Some(path);

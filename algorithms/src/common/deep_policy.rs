@@ -237,6 +237,7 @@ impl<D: NetDevice> PolicyCore<D> {
         for (i, g) in by_start {
             let (group, weights) = named[g].take().expect("each group named once");
             let span = group.range.clone();
+            assert!(span.start >= at, "optimizer groups over overlapping weights: {span:?} starts before {at}");
             let (_, tail) = std::mem::take(&mut rest).split_at_mut(span.start - at);
             let (grad, tail) = tail.split_at_mut(span.len());
             (rest, at) = (tail, span.end);
@@ -254,7 +255,9 @@ impl<D: NetDevice> PolicyCore<D> {
         for &g in groups {
             self.params.write(self.groups[g].range.clone(), &self.stepped[g]);
         }
-        std::iter::once(first).chain(others?.into_iter().map(Ok)).collect()
+        let mut norms = vec![first?];
+        norms.extend(others?);
+        Ok(norms)
     }
 
     /// Every optimizer steps on its span of `grad` (the whole weights'

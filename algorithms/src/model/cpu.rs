@@ -88,12 +88,11 @@ pub(crate) fn linear_on_cpu<T: Tape<f32, Cpu>>(
     x.copy_into(&mut xs);
     w.clone().contiguous().copy_into(&mut ws);
     b.copy_into(&mut bias);
-    // out (rows × outputs) starts as b in every row, then += X (rows ×
-    // inputs) · Wᵀ (inputs × outputs): no zeroed buffer and no pass of its
-    // own for the bias.
-    let mut out = bias.repeat(rows);
+    let mut out = vec![0.0; rows * outputs];
+    // out (rows × outputs) = X (rows × inputs) · Wᵀ (inputs × outputs), then + b.
     let dims = Dims { m: rows, k: inputs, n: outputs };
-    product(dims, (&xs, [inputs, 1]), (&ws, [1, inputs]), (&mut out, [outputs, 1]), true);
+    product(dims, (&xs, [inputs, 1]), (&ws, [1, inputs]), (&mut out, [outputs, 1]), false);
+    add_to_rows(&mut out, &bias);
     if let Some(act) = act {
         activate(act, &mut out);
     }

@@ -181,7 +181,7 @@ impl<D: NetDevice> Params<D> {
                 D::append_gradient(grads, t, &mut out);
             }
         }
-        debug_assert_eq!(out.len(), range.len(), "a range of whole tensors");
+        assert_eq!(out.len(), range.len(), "{range:?} is not a range of whole tensors");
         out
     }
 

@@ -330,14 +330,14 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
     /// `policy_delay`-th update.
     fn apply(&mut self, core: &mut PolicyCore<D>, grad: &mut [f32]) -> Result<LearnerStats, PolicyError> {
         let mut stats = LearnerStats::default();
-        self.state.updates += 1;
-        if self.state.updates.is_multiple_of(self.cfg.policy_delay) {
+        if self.actor_due() {
             step_groups(core, &[(CRITICS, "critic_grad_norm"), (ACTOR, "actor_grad_norm")], grad, &mut stats)?;
             soft_update_target(core, self.cfg.continuous.tau);
             self.state.actor_updates += 1;
         } else {
             step_group(core, CRITICS, grad, "critic_grad_norm", &mut stats)?;
         }
+        self.state.updates += 1;
         stats.set("num_actor_updates", self.state.actor_updates as f64);
         Ok(stats)
     }

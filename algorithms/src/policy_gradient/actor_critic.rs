@@ -187,7 +187,9 @@ pub trait ActorCriticLoss: Clone + Send + Sync + 'static {
     /// other (BC). Where it is, on the CPU, a minibatch of at least
     /// [`SIDE_BY_SIDE_ROWS`] rows is taken as two halves, one on each of
     /// two threads, their gradients summed with weights by their rows:
-    /// the batch's gradient up to rounding. By default `false`.
+    /// the batch's gradient up to rounding (not where
+    /// [`LearnerSettings::chunk_rows`] cuts it in chunks: those keep one
+    /// chunk's activations alive at a time). By default `false`.
     fn rows_independent(&self) -> bool {
         false
     }
@@ -515,7 +517,9 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
             None => {
                 let n = batch.len();
                 let cpu = (self as &dyn std::any::Any).downcast_ref::<ActorCritic<L, Cpu>>().zip(core.as_cpu());
-                match cpu.filter(|_| self.loss_fn.rows_independent() && n >= SIDE_BY_SIDE_ROWS) {
+                // Not with chunks: they bound the activations alive at once.
+                let chunked = self.loss_fn.learner().chunk_rows.is_some_and(|c| c < n);
+                match cpu.filter(|_| self.loss_fn.rows_independent() && n >= SIDE_BY_SIDE_ROWS && !chunked) {
                     Some((policy, core)) => {
                         let (first, second) = (batch.slice(0..n / 2), batch.slice(n / 2..n));
                         let (a, b) = crate::model::side_by_side_pair(
