@@ -3,8 +3,8 @@
 //! - `params.json`: the run's configuration, written once, atomically.
 //! - `result.json`: one JSON object per iteration ([`TrainResult`]), handed
 //!   to the operating system as it is written, so a killed run keeps every
-//!   finished iteration, and flushed to disk at an iteration's end once
-//!   [`DISK_SYNC_INTERVAL`] has passed since the last flush, before every
+//!   finished iteration, and flushed to disk at an iteration's end once a
+//!   line has waited [`DISK_SYNC_INTERVAL`] unsynced, before every
 //!   checkpoint and at the end.
 //! - `progress.csv`: the same results as a table, like Ray Tune's: a header
 //!   row, then one row per iteration, one column per scalar field. Nested
@@ -38,12 +38,12 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How long `result.json` and `progress.csv` go, at the most, between
-/// flushes to disk (`fsync`) that an iteration's end makes. Every
-/// iteration is written to the files as it ends; syncing each one too
-/// cost BC on HalfCheetah, at about 500 one-update iterations a second,
-/// 12 % of its run. They are also synced before every checkpoint, at the
-/// end of the run, and when the writer is dropped.
+/// How long a line of `result.json` and `progress.csv` waits, once
+/// written, before an iteration's end flushes the files to disk (`fsync`).
+/// Every iteration is written to the files as it ends; syncing each one
+/// too cost BC on HalfCheetah, at about 500 one-update iterations a
+/// second, 12 % of its run. The files are also synced before every
+/// checkpoint, at the end of the run, and when the writer is dropped.
 pub const DISK_SYNC_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often [`ResultsWriter`] redraws `learning_curve.png` unless told otherwise.
@@ -62,8 +62,9 @@ pub struct ResultsWriter {
     progress: ProgressCsv,
     curve: LearningCurve,
     events: EventWriter,
-    /// When the results were last flushed to disk.
-    synced: Instant,
+    /// Since when the files have held lines not yet flushed to disk
+    /// (`None`: everything written is on disk).
+    unsynced_since: Option<Instant>,
 }
 
 impl ResultsWriter {
@@ -103,7 +104,7 @@ impl ResultsWriter {
             }
         }
         let events = EventWriter::create(dir)?;
-        Ok(Self { dir: dir.to_path_buf(), results, progress, curve, events, synced: Instant::now() })
+        Ok(Self { dir: dir.to_path_buf(), results, progress, curve, events, unsynced_since: None })
     }
 
     /// Redraws `learning_curve.png` at most once per `interval` (the first
@@ -133,9 +134,9 @@ impl ResultsWriter {
     }
 
     /// Appends one iteration's result as a line of `result.json` and a row
-    /// of `progress.csv`, flushes both to disk if [`DISK_SYNC_INTERVAL`] has
-    /// passed since they last were, and redraws the learning curve if it is
-    /// due.
+    /// of `progress.csv`, flushes both to disk if they have held unsynced
+    /// lines for [`DISK_SYNC_INTERVAL`], and redraws the learning curve if
+    /// it is due.
     ///
     /// # Errors
     /// If writing `result.json` or `progress.csv` fails. A failure to draw
@@ -145,7 +146,7 @@ impl ResultsWriter {
         line.push(b'\n');
         self.results.write_all(&line)?;
         self.progress.append(&line)?;
-        if self.synced.elapsed() >= DISK_SYNC_INTERVAL {
+        if self.unsynced_since.get_or_insert_with(Instant::now).elapsed() >= DISK_SYNC_INTERVAL {
             self.sync()?;
         }
         self.events.scalars(result.timesteps_total, &serde_json::to_value(result).map_err(io::Error::other)?)?;
@@ -156,16 +157,18 @@ impl ResultsWriter {
         Ok(())
     }
 
-    /// Flushes `result.json` and `progress.csv` to disk now: before a
-    /// checkpoint, so that no checkpoint is on disk without the lines of
-    /// the iterations it holds.
+    /// Flushes `result.json` and `progress.csv` to disk now, if they hold
+    /// lines that are not there yet: before a checkpoint, so that no
+    /// checkpoint is on disk without the lines of the iterations it holds.
     ///
     /// # Errors
     /// If flushing either file fails.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.results.sync_data()?;
-        self.progress.sync_data()?;
-        self.synced = Instant::now();
+        if self.unsynced_since.is_some() {
+            self.results.sync_data()?;
+            self.progress.sync_data()?;
+            self.unsynced_since = None;
+        }
         Ok(())
     }
 
@@ -177,7 +180,9 @@ impl ResultsWriter {
     pub fn finish(&mut self) -> io::Result<()> {
         self.curve.draw();
         self.results.sync_all()?;
-        self.progress.sync_all()
+        self.progress.sync_all()?;
+        self.unsynced_since = None;
+        Ok(())
     }
 }
 

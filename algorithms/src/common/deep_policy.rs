@@ -116,7 +116,8 @@ unsafe impl<D: NetDevice> Send for PolicyCore<D> {}
 /// still running. (`rayon::join` called from outside rayon's pool would
 /// hand both to the pool and put the caller to sleep until they finish,
 /// which cost 10–25 µs per update on the 2-core machine.) Each half keeps
-/// its matrix products on its own thread ([`side_by_side_pair`](crate::model::side_by_side_pair)). A macro rather
+/// its matrix products on its own thread
+/// ([`side_by_side_pair`](crate::model::side_by_side_pair)). A macro rather
 /// than a function because each expression is generic in the device and is
 /// instantiated once for `Cpu` and once for `D`; on the CPU each runs
 /// inside a closure, so neither may use `?` or `return` (apply `?` to the

@@ -177,7 +177,7 @@ impl<D: NetDevice> Params<D> {
     pub fn grads(&self, grads: &mut Gradients<f32, D>, range: Range<usize>) -> Vec<f32> {
         let mut out = Vec::with_capacity(range.len());
         for (i, t) in self.tensors.iter().enumerate() {
-            if (range.start..range.end).contains(&self.offsets[i]) {
+            if range.contains(&self.offsets[i]) {
                 D::append_gradient(grads, t, &mut out);
             }
         }
@@ -191,7 +191,7 @@ impl<D: NetDevice> Params<D> {
         out.resize(range.len(), 0.0);
         for (i, t) in self.tensors.iter().enumerate() {
             let at = self.offsets[i];
-            if at >= range.start && at < range.end {
+            if range.contains(&at) {
                 t.copy_into(&mut out[at - range.start..self.offsets[i + 1] - range.start]);
             }
         }

@@ -523,8 +523,8 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
                     Some((policy, core)) => {
                         let (first, second) = (batch.slice(0..n / 2), batch.slice(n / 2..n));
                         let (a, b) = crate::model::side_by_side_pair(
-                            || policy.backward_in_chunks(core, &first),
-                            || policy.backward_in_chunks(core, &second),
+                            || policy.backward(core, &first, None),
+                            || policy.backward(core, &second, None),
                         );
                         Ok(weighted_sum_of_parts([(a?, first.len()), (b?, second.len())], n))
                     }
