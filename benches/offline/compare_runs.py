@@ -1,4 +1,5 @@
-"""Whether two rlx runs' result lines hold the same numbers, times left out.
+"""Whether two rlx runs' result lines hold the same numbers, times left out
+(keys with `time` or `per_s` in them, or ending in `_s`: seconds).
 
     python compare_runs.py <run dir A> <run dir B> <name>
 
@@ -8,6 +9,10 @@ named, not counted as different.
 import glob
 import json
 import sys
+
+
+def is_time(key):
+    return "time" in key or "per_s" in key or key.endswith("_s")
 
 
 def numbers(run):
@@ -20,7 +25,7 @@ def numbers(run):
             for k, v in d.items():
                 if isinstance(v, dict):
                     walk(v, prefix + k + "/")
-                elif isinstance(v, (int, float)) and "time" not in k and "per_s" not in k:
+                elif isinstance(v, (int, float)) and not is_time(k):
                     flat[prefix + k] = v
 
         walk(json.loads(line), "")

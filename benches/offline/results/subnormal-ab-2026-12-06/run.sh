@@ -12,17 +12,11 @@
 #   OLD=/tmp/rlx-base NEW=target/release/rlx bash run.sh
 set -euo pipefail
 OLD=${OLD:-/tmp/rlx-base}
-NEW=${NEW:-target/release/rlx}
 here=$(cd "$(dirname "$0")" && pwd)
-DATA=$here/../halfcheetah-2026-12-06/data
-W=$(mktemp -d)
-NET='"model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}'
 # shellcheck source=../../same.sh
 source "$here/../../same.sh"
 {
-same PPO-CartPole --run PPO --env CartPole-v1 --seed 1 --stop '{"timesteps_total": 40000}'
-same SAC-Pendulum --run SAC --env Pendulum-v1 --seed 1 --stop '{"timesteps_total": 3000}'
-same DQN-CartPole --run DQN --env CartPole-v1 --seed 1 --stop '{"timesteps_total": 10000}'
+same_ppo_sac_dqn
 same A2C-CartPole --run A2C --env CartPole-v1 --seed 1 --stop '{"timesteps_total": 20000}' --config '{"optimizer": "rmsprop"}'
 same BC-HalfCheetah --run BC --env gym:HalfCheetah-v5 --seed 1 --stop '{"training_iteration": 3000}' \
   --config "{\"input\": \"$DATA\", \"train_batch_size\": 256, \"lr\": 0.001, $NET, \"evaluation_interval\": 3000, \"evaluation_duration\": 2}"
