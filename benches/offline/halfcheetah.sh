@@ -74,11 +74,20 @@ rlx_run() {
     # all of it, as d3rlpy's are; then one update a row read: 100,000.
     # (With `learning_starts` 0 the first updates see only the rows read so
     # far: here the random episodes at the front of the file.)
+    # `buffer_size` is the dataset's rows: the reader goes on through the
+    # file pass after pass, and a larger buffer (IQL's default 1,000,000,
+    # SAC's 100,000) kept the extra copies, up to a pass's worth of rows
+    # twice as often as the others. At the dataset's size each window of
+    # rows read replaces the same rows' earlier copies (one file, its
+    # episodes read in the same order each pass; while a window's shuffled
+    # rows are read, some of its rows are held twice and some not yet), so
+    # minibatches are drawn from the dataset about evenly, as d3rlpy's are. The IQL and CQL runs of 2026-12-06 before `IQLuniform`
+    # ran with the default buffers.
     IQL) "$RLX" train --run IQL --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"timesteps_total\": $((ROWS + 100000))}" \
-          --config "{\"input\": \"$OUT/data\", \"learning_starts\": $ROWS, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
+          --config "{\"input\": \"$OUT/data\", \"learning_starts\": $ROWS, \"buffer_size\": $ROWS, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
           --results-dir "$run" > "$run.log" 2>&1 ;;
     CQL) "$RLX" train --run SAC --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"timesteps_total\": $((ROWS + 100000))}" \
-          --config "{\"input\": \"$OUT/data\", \"min_q_weight\": 5.0, \"random_timesteps\": 0, \"learning_starts\": $ROWS, \"actor_lr\": 0.0003, \"critic_lr\": 0.0003, \"alpha_lr\": 0.0003, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
+          --config "{\"input\": \"$OUT/data\", \"min_q_weight\": 5.0, \"random_timesteps\": 0, \"learning_starts\": $ROWS, \"buffer_size\": $ROWS, \"actor_lr\": 0.0003, \"critic_lr\": 0.0003, \"alpha_lr\": 0.0003, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
           --results-dir "$run" > "$run.log" 2>&1 ;;
   esac
   keep_evaluations "$run"
