@@ -230,9 +230,9 @@ impl<D: NetDevice> PolicyCore<D> {
         }
         // Each named group with its weights and its span of `grad`, taken
         // apart in the weights' order, then put in `groups`' order.
-        let mut named: Vec<_> = self.groups.iter_mut().zip(&mut self.stepped).map(Some).collect();
         let mut by_start: Vec<(usize, usize)> = groups.iter().enumerate().map(|(i, &g)| (i, g)).collect();
-        by_start.sort_by_key(|&(_, g)| named[g].as_ref().map_or(0, |(group, _)| group.range.start));
+        by_start.sort_by_key(|&(_, g)| self.groups[g].range.start);
+        let mut named: Vec<_> = self.groups.iter_mut().zip(&mut self.stepped).map(Some).collect();
         let (mut rest, mut at) = (grad, 0);
         let mut parts = Vec::with_capacity(groups.len());
         for (i, g) in by_start {

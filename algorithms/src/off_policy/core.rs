@@ -665,26 +665,12 @@ fn one_critic_gradient<D: NetDevice>(
     Ok((loss, grad, q_host, Some(penalty)))
 }
 
-/// One Adam step of optimizer `group` on its span of `grad`, with its
-/// gradient norm (before clipping) recorded as `key`.
+/// One step of each of `groups` on its span of `grad` (the whole weights'
+/// gradient), each norm before clipping recorded under its key; side by
+/// side where they are large enough ([`PolicyCore::step_groups`]).
 ///
 /// # Errors
-/// A non-finite gradient.
-pub(crate) fn step_group<D: NetDevice>(
-    core: &mut PolicyCore<D>,
-    group: usize,
-    grad: &mut [f32],
-    key: &str,
-    stats: &mut LearnerStats,
-) -> Result<(), PolicyError> {
-    let range = core.range(group);
-    let norm = core.step(group, &mut grad[range])?;
-    stats.set(key, norm as f64);
-    Ok(())
-}
-
-/// [`step_group`] for several groups, each with its statistic's key, side
-/// by side where they are large enough ([`PolicyCore::step_groups`]).
+/// A non-finite gradient, or one of the wrong length.
 pub(crate) fn step_groups<D: NetDevice>(
     core: &mut PolicyCore<D>,
     groups: &[(usize, &str)],

@@ -56,7 +56,7 @@ use crate::model::device::NetDevice;
 use crate::model::{to_vec, Input, Linear, Mlp, ModelConfig, Params};
 use crate::off_policy::core::{
     self as core, bellman_targets, continuous_algorithm, critic_gradient, critic_input_taped, min_q, replay_trainer,
-    soft_update_target, step_group, step_groups, tanh_actor_export, ActionBounds, ContinuousBuild, ContinuousLearning,
+    soft_update_target, step_groups, tanh_actor_export, ActionBounds, ContinuousBuild, ContinuousLearning,
     ContinuousPolicy, Critic, Networks, Sections,
 };
 use dfdx::prelude::*;
@@ -335,7 +335,7 @@ impl<D: NetDevice> PolicyAlgorithm<D> for Ddpg {
             soft_update_target(core, self.cfg.continuous.tau);
             self.state.actor_updates += 1;
         } else {
-            step_group(core, CRITICS, grad, "critic_grad_norm", &mut stats)?;
+            step_groups(core, &[(CRITICS, "critic_grad_norm")], grad, &mut stats)?;
         }
         self.state.updates += 1;
         stats.set("num_actor_updates", self.state.actor_updates as f64);

@@ -516,11 +516,13 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         match seqs {
             None => {
                 let n = batch.len();
+                let chunk = self.loss_fn.learner().chunk_rows.filter(|&c| c < n);
                 let cpu = (self as &dyn std::any::Any).downcast_ref::<ActorCritic<L, Cpu>>().zip(core.as_cpu());
                 // Not with chunks: they bound the activations alive at once.
-                let chunked = self.loss_fn.learner().chunk_rows.is_some_and(|c| c < n);
-                match cpu.filter(|_| self.loss_fn.rows_independent() && n >= SIDE_BY_SIDE_ROWS && !chunked) {
-                    Some((policy, core)) => {
+                let halves =
+                    cpu.filter(|_| chunk.is_none() && self.loss_fn.rows_independent() && n >= SIDE_BY_SIDE_ROWS);
+                match (halves, chunk) {
+                    (Some((policy, core)), _) => {
                         let (first, second) = (batch.slice(0..n / 2), batch.slice(n / 2..n));
                         let (a, b) = crate::model::side_by_side_pair(
                             || policy.backward(core, &first, None),
@@ -528,7 +530,8 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
                         );
                         Ok(weighted_sum_of_parts([(a?, first.len()), (b?, second.len())], n))
                     }
-                    None => self.backward_in_chunks(core, batch),
+                    (None, Some(chunk)) => self.backward_in_chunks(core, batch, chunk),
+                    (None, None) => self.backward(core, batch, None),
                 }
             }
             Some(seqs) => {
@@ -543,17 +546,16 @@ impl<L: ActorCriticLoss, D: NetDevice> ActorCritic<L, D> {
         }
     }
 
-    /// The gradient of `batch`, taken [`LearnerSettings::chunk_rows`]
-    /// rows at a time where that is fewer than the batch's.
+    /// The gradient of `batch` taken `chunk` rows at a time (see
+    /// [`LearnerSettings::chunk_rows`]); its statistics are the chunks'
+    /// weighted by their rows.
     fn backward_in_chunks(
         &self,
         core: &PolicyCore<D>,
         batch: &SampleBatch,
+        chunk: usize,
     ) -> Result<(Vec<f32>, LearnerStats), PolicyError> {
         let n = batch.len();
-        let Some(chunk) = self.loss_fn.learner().chunk_rows.filter(|&c| c < n) else {
-            return self.backward(core, batch, None);
-        };
         let mut parts = Vec::new();
         for start in (0..n).step_by(chunk.max(1)) {
             let part = batch.slice(start..(start + chunk).min(n));
