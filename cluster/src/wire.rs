@@ -117,6 +117,9 @@ pub enum WireReply {
         filter_delta: Option<RunningStat>,
         /// Env shard restarts during the call.
         env_shard_restarts: u64,
+        /// The batch's last rows a dataset gave in an earlier pass.
+        #[serde(default)]
+        repeated_rows: usize,
     },
     /// For `SampleAndComputeGradients`.
     Gradients {
@@ -146,9 +149,9 @@ impl WireReply {
     /// A batch too large for the codec.
     pub fn new(reply: EvalReply) -> Result<Self, CodecError> {
         Ok(match reply {
-            EvalReply::Rollout(Rollout { batch, episodes, filter_delta, env_shard_restarts }) => {
+            EvalReply::Rollout(Rollout { batch, episodes, filter_delta, env_shard_restarts, repeated_rows }) => {
                 let batch = serde_bytes::ByteBuf::from(codec::encode(&batch)?);
-                Self::Rollout { batch, episodes, filter_delta, env_shard_restarts }
+                Self::Rollout { batch, episodes, filter_delta, env_shard_restarts, repeated_rows }
             }
             EvalReply::Gradients(GradientRollout { grads, stats, steps, episodes, env_shard_restarts }) => {
                 Self::Gradients { grads, stats, steps, episodes, env_shard_restarts }
@@ -166,9 +169,9 @@ impl WireReply {
     /// An undecodable batch, or one over the limit.
     pub fn into_reply(self, limit: usize) -> Result<EvalReply, CodecError> {
         Ok(match self {
-            Self::Rollout { batch, episodes, filter_delta, env_shard_restarts } => {
+            Self::Rollout { batch, episodes, filter_delta, env_shard_restarts, repeated_rows } => {
                 let batch = codec::decode_within(&batch, limit)?;
-                EvalReply::Rollout(Rollout { batch, episodes, filter_delta, env_shard_restarts })
+                EvalReply::Rollout(Rollout { batch, episodes, filter_delta, env_shard_restarts, repeated_rows })
             }
             Self::Gradients { grads, stats, steps, episodes, env_shard_restarts } => {
                 EvalReply::Gradients(GradientRollout { grads, stats, steps, episodes, env_shard_restarts })
@@ -503,7 +506,13 @@ mod tests {
         batch.insert_f32("obs", (0..40).map(|i| i as f32).collect(), 4).unwrap();
         batch.insert_i64("actions", (0..10).collect(), 1).unwrap();
         let episode = EpisodeSummary { episode_return: 12.5, length: 13, truncated: false, agent: None };
-        let rollout = Rollout { batch, episodes: vec![episode], filter_delta: Some(stat), env_shard_restarts: 1 };
+        let rollout = Rollout {
+            batch,
+            episodes: vec![episode],
+            filter_delta: Some(stat),
+            env_shard_restarts: 1,
+            repeated_rows: 4,
+        };
         let gradients = GradientRollout {
             grads: vec![0.5; 32],
             stats: LearnerStats::default(),

@@ -45,6 +45,10 @@ pub struct Rollout {
     /// Env shards found restarted during this call (each cost its copies
     /// one step and their episodes in progress); 0 without shards.
     pub env_shard_restarts: u64,
+    /// How many of `batch`'s last rows a dataset (`input`) gave before, in
+    /// an earlier pass over it; 0 for an env's rows. A replay buffer that
+    /// still holds every row it was given does not store them twice.
+    pub repeated_rows: usize,
 }
 
 /// What [`PolicyEvaluator::sample`] runs instead of stepping the envs: an
@@ -415,7 +419,8 @@ impl PolicyEvaluator {
                 policy.postprocess_trajectory(b).map_err(EvaluatorError::from)
             })?;
             self.steps_sampled += batch.len() as u64;
-            return Ok(Rollout { batch, episodes: Vec::new(), filter_delta: None, env_shard_restarts: 0 });
+            let repeated_rows = input.repeated_rows();
+            return Ok(Rollout { batch, repeated_rows, ..Rollout::default() });
         }
         let n = self.env.num_envs();
         let d = self.env.obs_dim();
@@ -541,6 +546,7 @@ impl PolicyEvaluator {
             episodes: self.env.drain_finished(),
             filter_delta: self.filter.as_mut().map(MeanStdFilter::take_delta),
             env_shard_restarts: self.shard_restarts() - restarts_before,
+            repeated_rows: 0,
         })
     }
 

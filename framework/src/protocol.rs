@@ -138,6 +138,9 @@ impl EvalReply {
                         }
                     }
                 }
+                if r.repeated_rows > r.batch.len() {
+                    return Err(format!("{} repeated rows in a batch of {}", r.repeated_rows, r.batch.len()));
+                }
                 for (name, column) in r.batch.columns() {
                     if let Column::F32 { data, width } = column {
                         if let Some(i) = data.iter().position(|x| !x.is_finite()) {
@@ -244,7 +247,7 @@ mod tests {
         batch.insert_f32(fields::OBS, vec![value; 2 * obs_width], obs_width).unwrap();
         batch.insert_i64(fields::ACTIONS, vec![0, 1], 1).unwrap();
         let episodes = vec![EpisodeSummary { episode_return: 1.0, length: 2, truncated: false, agent: None }];
-        EvalReply::Rollout(Rollout { batch, episodes, filter_delta: None, env_shard_restarts: 0 })
+        EvalReply::Rollout(Rollout { batch, episodes, ..Rollout::default() })
     }
 
     /// What a remote node's reply is checked for before the driver uses it.
@@ -252,6 +255,10 @@ mod tests {
     fn a_reply_with_wrong_widths_lengths_or_non_finite_numbers_is_refused() {
         let shape = RowShape { obs: 4, actions: 1, packed: None };
         assert_eq!(rollout(4, 0.5).check(None, Some(shape.clone())), Ok(()));
+        let EvalReply::Rollout(mut repeats) = rollout(4, 0.5) else { unreachable!() };
+        repeats.repeated_rows = 3;
+        let err = EvalReply::Rollout(repeats).check(None, Some(shape.clone())).unwrap_err();
+        assert!(err.contains("3 repeated rows in a batch of 2"), "{err}");
         let err = rollout(3, 0.5).check(None, Some(shape.clone())).unwrap_err();
         assert!(err.contains("`obs` is 3 wide") && err.contains('4'), "{err}");
         assert!(rollout(4, f32::NAN).check(None, Some(shape)).unwrap_err().contains("`obs` holds NaN"));
@@ -267,7 +274,7 @@ mod tests {
             let mut batch = SampleBatch::new();
             batch.insert(fields::OBS, Column::U8 { data: bytes, width: 6 }).unwrap();
             batch.insert_i64(fields::ACTIONS, vec![0, 1], 1).unwrap();
-            EvalReply::Rollout(Rollout { batch, episodes: vec![], filter_delta: None, env_shard_restarts: 0 })
+            EvalReply::Rollout(Rollout { batch, ..Rollout::default() })
         };
         let shape = RowShape::of(&space, &crate::Space::discrete(2));
         assert_eq!((shape.obs, shape.packed.is_some()), (3, true));

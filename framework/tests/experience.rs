@@ -297,6 +297,7 @@ fn input_hands_out_every_row_once_an_epoch_shuffled_and_postprocessed_per_episod
             first_rows = batch.f32(fields::REWARDS).unwrap().to_vec();
         }
         assert!(batch.f32("postprocessed").is_ok());
+        assert_eq!(input.repeated_rows(), 0, "the first pass repeats nothing");
         taken += batch.len();
     }
     assert_eq!(episodes_seen, written.len(), "each episode postprocessed once in the first epoch");
@@ -315,7 +316,14 @@ fn input_hands_out_every_row_once_an_epoch_shuffled_and_postprocessed_per_episod
     assert_ne!(first_rows, first_episode[..32]);
     // The next rows start the second pass.
     input.next_rows(1, |_: &mut SampleBatch| -> Result<(), ExperienceError> { Ok(()) }).unwrap();
-    assert_eq!(input.epochs(), 1);
+    assert_eq!((input.epochs(), input.repeated_rows()), (1, 1));
+    // A call across a pass's end: the next pass's rows are its last ones.
+    let reader = ExperienceReader::open(&InputSpec::One(dir.display().to_string())).unwrap();
+    let mut input = InputSource::new(reader, 100, 7);
+    let none = |_: &mut SampleBatch| -> Result<(), ExperienceError> { Ok(()) };
+    input.next_rows(total - 5, none).unwrap();
+    assert_eq!(input.next_rows(12, none).unwrap().len(), 12);
+    assert_eq!((input.epochs(), input.repeated_rows()), (1, 7));
 
     // A window stops at its byte cap, whatever its rows (256 MiB by
     // default: image rows): capped below one episode, each window is one.

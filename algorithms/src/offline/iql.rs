@@ -427,6 +427,48 @@ mod tests {
         assert!(log_std.iter().all(|&l| l == log_std[0]), "σ does not depend on the state: {log_std:?}");
     }
 
+    #[test]
+    fn the_actor_gradient_matches_finite_differences_through_both_paths_of_log_sigma() {
+        // log σ reaches the loss twice: in z = (u − μ)/σ (through
+        // `with_empty_tape`) and as −log σ. Without the first path the
+        // log-σ bias's gradient would be that of the second alone.
+        let mut p = policy(IqlConfig::default());
+        let b = batch();
+        let weights = vec![1.0, 2.0, 0.5, 4.0];
+        let (core, iql) = p.parts_mut();
+        let (grad, _) = iql.actor_gradient(core, &b, weights.clone()).unwrap();
+        let actor = core.range(ACTOR);
+        let loss = |core: &PolicyCore<Cpu>| -> f64 {
+            iql.actor_gradient(core, &b, weights.clone()).unwrap().1.get("actor_loss").unwrap()
+        };
+        let last = grad.len() - 1;
+        for j in [last, last / 2, 0] {
+            let (at, eps) = (actor.start + j, 1e-2);
+            let mut w = core.params.to_vec();
+            w[at] += eps;
+            core.params.load(&w).unwrap();
+            let up = loss(core);
+            w[at] -= 2.0 * eps;
+            core.params.load(&w).unwrap();
+            let down = loss(core);
+            w[at] += eps;
+            core.params.load(&w).unwrap();
+            let numeric = (up - down) / (2.0 * f64::from(eps));
+            let taped = f64::from(grad[j]);
+            assert!(
+                (numeric - taped).abs() <= 0.02 * taped.abs() + 1e-4,
+                "weight {j} of the actor: taped {taped}, finite differences {numeric}"
+            );
+        }
+        // The −log σ path alone: −mean(w) · d log σ/d bias. The whole
+        // gradient differs from it, so the z path carried its share.
+        let (lo, hi) = (crate::off_policy::core::LOG_STD_MIN, crate::off_policy::core::LOG_STD_MAX);
+        let raw = core.params.to_vec()[actor.start + last];
+        let dlog_std = 0.5 * (hi - lo) * (1.0 - raw.tanh().powi(2));
+        let second_path_only = weights.iter().sum::<f32>() / 4.0 * dlog_std;
+        assert!((grad[last] - second_path_only).abs() > 0.05, "{} vs {second_path_only}", grad[last]);
+    }
+
     /// One state, two logged actions, each ending its episode: −2 paid 0
     /// and +2 paid 1.
     fn two_actions() -> SampleBatch {

@@ -264,7 +264,7 @@ impl Sampler for SelfPlaySampler {
         };
         let episodes = std::mem::take(&mut positions.games);
         let batch = positions.into_batch(self.player.game.as_ref()).map_err(|e| EvaluatorError::Policy(e.into()))?;
-        Ok(Rollout { batch, episodes, filter_delta: None, env_shard_restarts: 0 })
+        Ok(Rollout { batch, episodes, ..Rollout::default() })
     }
 
     /// A new stream for the draws after the snapshot, from the rows

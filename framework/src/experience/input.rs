@@ -22,6 +22,10 @@ pub const MAX_WINDOW_BYTES: usize = 256 << 20;
 /// order, and the window refilled when it is used up. Memory holds at
 /// most two windows' rows (while a window is shuffled) plus one episode,
 /// or one piece of a long one, whatever the dataset's size.
+///
+/// Rows of the second and later passes are told apart
+/// ([`repeated_rows`](Self::repeated_rows)): a replay buffer that still
+/// holds the first pass whole need not store them again.
 pub struct InputSource {
     reader: ExperienceReader,
     episodes: Episodes,
@@ -31,6 +35,11 @@ pub struct InputSource {
     next: usize,
     rng: ChaCha8Rng,
     epochs: u64,
+    /// The pass the window's rows were read in (0: the first).
+    window_pass: u64,
+    /// Of the rows the last [`next_rows`](Self::next_rows) gave, those of
+    /// a pass after the first.
+    repeated: usize,
 }
 
 impl InputSource {
@@ -40,7 +49,8 @@ impl InputSource {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let episodes = Self::pass(&reader, &mut rng);
         let (window, max_window_bytes) = (window.max(1), MAX_WINDOW_BYTES);
-        Self { reader, episodes, window, max_window_bytes, rows: SampleBatch::new(), next: 0, rng, epochs: 0 }
+        let rows = SampleBatch::new();
+        Self { reader, episodes, window, max_window_bytes, rows, next: 0, rng, epochs: 0, window_pass: 0, repeated: 0 }
     }
 
     /// A window that stops growing at `bytes` rather than
@@ -62,6 +72,14 @@ impl InputSource {
         self.epochs
     }
 
+    /// How many of the rows the last [`next_rows`](Self::next_rows) gave
+    /// were read in a pass after the first: always its last rows (a call
+    /// that crosses into the next pass gives the first pass's rows
+    /// first), each one a row the dataset gave before.
+    pub fn repeated_rows(&self) -> usize {
+        self.repeated
+    }
+
     /// The next `n` rows, each episode completed by `postprocess` when it
     /// is read; past the end of a pass, the next pass's rows.
     ///
@@ -75,11 +93,15 @@ impl InputSource {
     ) -> Result<SampleBatch, E> {
         let mut out: Option<SampleBatch> = None;
         let mut taken = 0;
+        self.repeated = 0;
         while taken < n {
             if self.next >= self.rows.len() {
                 self.refill(&mut postprocess)?;
             }
             let k = (n - taken).min(self.rows.len() - self.next);
+            if self.window_pass > 0 {
+                self.repeated += k;
+            }
             let piece = self.rows.slice(self.next..self.next + k);
             self.next += k;
             taken += k;
@@ -131,6 +153,8 @@ impl InputSource {
         order.shuffle(&mut self.rng);
         self.rows = all.gather(&order);
         self.next = 0;
+        // A window never mixes passes: a pass's end closes it.
+        self.window_pass = self.epochs;
         Ok(())
     }
 

@@ -8,11 +8,21 @@
 //! prioritized replay gets each minibatch's new TD errors as priorities,
 //! and the new weights go to every evaluator before the next round.
 //!
+//! Learning from a dataset (`input`) alone, the reader goes through the
+//! files pass after pass. While the buffer still holds every row it was
+//! given, a row a later pass gives again is counted (it owes its updates)
+//! but not stored twice: a dataset that fits in the buffer is held once,
+//! and minibatches are drawn from it evenly, as an offline library that
+//! loads the whole dataset draws them. (Stored again, the rows of the pass
+//! under way would be held twice as often as the others.) Once the buffer
+//! has had to drop rows, repeats are stored like any row.
+//!
 //! The target network is the policy's business (it counts its own updates),
 //! so this optimizer runs any off-policy [`PolicyGraph`](crate::PolicyGraph)
 //! that learns from single transitions.
 
 use super::{summarize_updates, OptimizerError, PolicyOptimizer, StepStats};
+use crate::evaluator::Rollout;
 use crate::evaluator_set::Evaluators;
 use crate::operators;
 use crate::policy::LearnerStats;
@@ -54,6 +64,12 @@ pub struct SyncReplayOptimizer<R = Replay> {
     steps_sampled: u64,
     /// Fractional minibatches owed to `training_intensity`.
     owed_updates: f64,
+    /// Rows given to the buffer (repeats left out): while at most
+    /// `buffer_size`, the buffer holds every one of them.
+    rows_stored: u64,
+    /// Some repeats were left out: the buffer holds whole datasets, and
+    /// learning starts even below `learning_starts`.
+    holds_inputs_whole: bool,
 }
 
 impl SyncReplayOptimizer<Replay> {
@@ -98,12 +114,33 @@ impl<R: ReplayStore> SyncReplayOptimizer<R> {
             )));
         }
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
-        Ok(Self { config, replay, rng, steps_sampled: 0, owed_updates: 0.0 })
+        Ok(Self { config, replay, rng, steps_sampled: 0, owed_updates: 0.0, rows_stored: 0, holds_inputs_whole: false })
     }
 
     /// The replay buffer.
     pub fn replay(&self) -> &R {
         &self.replay
+    }
+
+    /// The rows of `rollouts`, concatenated, that go into the buffer: all
+    /// (`None`) unless some are a dataset's repeats and the buffer still
+    /// holds every row it was given, new ones included; then the others.
+    fn rows_to_store(&mut self, rollouts: &[Rollout]) -> Option<Vec<usize>> {
+        let rows: usize = rollouts.iter().map(|r| r.batch.len()).sum();
+        let repeated: usize = rollouts.iter().map(|r| r.repeated_rows.min(r.batch.len())).sum();
+        let fits = self.rows_stored + (rows - repeated) as u64 <= self.config.buffer_size as u64;
+        if repeated == 0 || !fits {
+            return None;
+        }
+        self.holds_inputs_whole = true;
+        let mut fresh = Vec::with_capacity(rows - repeated);
+        let mut start = 0;
+        for r in rollouts {
+            let len = r.batch.len();
+            fresh.extend(start..start + len - r.repeated_rows.min(len));
+            start += len;
+        }
+        Some(fresh)
     }
 
     /// One replayed minibatch: learn, and re-prioritize its rows by the
@@ -150,16 +187,21 @@ impl<R: ReplayStore> PolicyOptimizer for SyncReplayOptimizer<R> {
         let mut learner = Vec::new();
         while out.steps_sampled < self.config.timesteps_per_iteration as u64 {
             let rollouts = operators::parallel_rollouts(evaluators).await?;
-            let (mut batch, episodes) = operators::concat_rollouts(rollouts)?;
-            // Evaluators that computed TD errors give initial priorities.
-            let td_errors = take_td_errors(&mut batch)?;
-            self.replay.add(&batch, td_errors.as_deref())?;
+            let fresh = self.rows_to_store(&rollouts);
+            let (batch, episodes) = operators::concat_rollouts(rollouts)?;
             let rows = batch.len() as u64;
+            let mut stored = match fresh {
+                Some(fresh) => batch.gather(&fresh),
+                None => batch,
+            };
+            // Evaluators that computed TD errors give initial priorities.
+            let td_errors = take_td_errors(&mut stored)?;
+            self.replay.add(&stored, td_errors.as_deref())?;
+            self.rows_stored += stored.len() as u64;
             (self.steps_sampled, out.steps_sampled) = (self.steps_sampled + rows, out.steps_sampled + rows);
             out.episodes.extend(episodes);
-            if self.replay.len() >= self.config.learning_starts
-                && self.learn_owed(evaluators, rows, &mut out, &mut learner)?
-            {
+            let ready = self.replay.len() >= self.config.learning_starts || self.holds_inputs_whole;
+            if ready && self.learn_owed(evaluators, rows, &mut out, &mut learner)? {
                 operators::broadcast_weights(evaluators).await?;
             }
         }
