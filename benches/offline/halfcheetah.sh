@@ -82,7 +82,10 @@ rlx_run() {
     # episodes read in the same order each pass; while a window's shuffled
     # rows are read, some of its rows are held twice and some not yet), so
     # minibatches are drawn from the dataset about evenly, as d3rlpy's are. The IQL and CQL runs of 2026-12-06 before `IQLuniform`
-    # ran with the default buffers.
+    # ran with the default buffers. Builds from dad98b8 on hold a dataset
+    # that fits in the buffer exactly once whatever `buffer_size` (later
+    # passes' rows are not stored again); the setting stays so that runs
+    # of older builds compare.
     IQL) "$RLX" train --run IQL --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"timesteps_total\": $((ROWS + 100000))}" \
           --config "{\"input\": \"$OUT/data\", \"learning_starts\": $ROWS, \"buffer_size\": $ROWS, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
           --results-dir "$run" > "$run.log" 2>&1 ;;

@@ -419,7 +419,10 @@ impl PolicyEvaluator {
                 policy.postprocess_trajectory(b).map_err(EvaluatorError::from)
             })?;
             self.steps_sampled += batch.len() as u64;
-            let repeated_rows = input.repeated_rows();
+            // Repeats are told apart only when the dataset is all there is:
+            // beside the env's rows, each pass is stored again so that the
+            // buffer keeps the sources' weights.
+            let repeated_rows = if transitions_only { 0 } else { input.repeated_rows() };
             return Ok(Rollout { batch, repeated_rows, ..Rollout::default() });
         }
         let n = self.env.num_envs();

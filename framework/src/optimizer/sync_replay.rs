@@ -15,7 +15,9 @@
 //! and minibatches are drawn from it evenly, as an offline library that
 //! loads the whole dataset draws them. (Stored again, the rows of the pass
 //! under way would be held twice as often as the others.) Once the buffer
-//! has had to drop rows, repeats are stored like any row.
+//! has had to drop rows, repeats are stored like any row. A round that
+//! stores nothing new, every row a repeat, means the buffer holds the
+//! whole dataset: learning starts then, even below `learning_starts`.
 //!
 //! The target network is the policy's business (it counts its own updates),
 //! so this optimizer runs any off-policy [`PolicyGraph`](crate::PolicyGraph)
@@ -67,8 +69,8 @@ pub struct SyncReplayOptimizer<R = Replay> {
     /// Rows given to the buffer (repeats left out): while at most
     /// `buffer_size`, the buffer holds every one of them.
     rows_stored: u64,
-    /// Some repeats were left out: the buffer holds whole datasets, and
-    /// learning starts even below `learning_starts`.
+    /// A round's rows were all repeats, left out: the buffer holds the
+    /// whole dataset, and learning starts even below `learning_starts`.
     holds_inputs_whole: bool,
 }
 
@@ -132,7 +134,10 @@ impl<R: ReplayStore> SyncReplayOptimizer<R> {
         if repeated == 0 || !fits {
             return None;
         }
-        self.holds_inputs_whole = true;
+        // Every evaluator past its first pass: the dataset is all in.
+        // (Shares of the files differ in size: one evaluator's repeats
+        // alone do not say so.)
+        self.holds_inputs_whole |= repeated == rows;
         let mut fresh = Vec::with_capacity(rows - repeated);
         let mut start = 0;
         for r in rollouts {
@@ -221,5 +226,47 @@ impl<R: ReplayStore> PolicyOptimizer for SyncReplayOptimizer<R> {
             gaps.push("prioritized replay's β schedule restarts from its initial value".into());
         }
         gaps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SampleBatch;
+
+    fn optimizer(buffer_size: usize) -> SyncReplayOptimizer {
+        let config = SyncReplayConfig {
+            buffer_size,
+            prioritized: None,
+            learning_starts: buffer_size,
+            train_batch_size: 4,
+            training_intensity: 4.0,
+            timesteps_per_iteration: 10,
+            seed: 0,
+        };
+        SyncReplayOptimizer::new(config).unwrap()
+    }
+
+    fn rollout(rows: usize, repeated_rows: usize) -> Rollout {
+        let mut batch = SampleBatch::new();
+        batch.insert_f32("x", vec![0.0; rows], 1).unwrap();
+        Rollout { batch, repeated_rows, ..Rollout::default() }
+    }
+
+    #[test]
+    fn repeats_are_left_out_while_everything_given_is_held() {
+        let mut o = optimizer(20);
+        // No repeats: all rows, nothing gathered.
+        assert_eq!(o.rows_to_store(&[rollout(3, 0), rollout(4, 0)]), None);
+        // Three evaluators' batches, end to end: each one's last rows are
+        // its repeats.
+        let kept = o.rows_to_store(&[rollout(3, 1), rollout(4, 0), rollout(2, 2)]);
+        assert_eq!(kept, Some(vec![0, 1, 3, 4, 5, 6]));
+        assert!(!o.holds_inputs_whole, "one evaluator repeating says nothing of another's share");
+        assert_eq!(o.rows_to_store(&[rollout(3, 3), rollout(2, 2)]), Some(vec![]));
+        assert!(o.holds_inputs_whole, "a round of repeats only: the dataset is all in");
+        // Once the new rows would not fit, repeats are stored too.
+        o.rows_stored = 18;
+        assert_eq!(o.rows_to_store(&[rollout(4, 1)]), None);
     }
 }
