@@ -13,7 +13,8 @@ of 256, a fixed number of updates, evaluations every `--every` updates.
         --hidden 256 --updates 100000 --every 10000 --trials 10
 
 Writes <out>/d3rlpy-<ALGO>-<seed>.json: every evaluation and the updates
-per second of the run (evaluation excluded). Needs d3rlpy, gymnasium and
+per second of the run (evaluation excluded), rewritten after each
+evaluation (`updates`: how many the run had made). Needs d3rlpy, gymnasium and
 pyarrow (pip install d3rlpy gymnasium pyarrow).
 """
 import argparse
@@ -138,10 +139,14 @@ def run(dataset, name, seed, out, a):
         done += n
         evals.append((done, float(evaluator(algo, dataset))))
         print(name, seed, evals[-1], flush=True)
-    result = {"library": "d3rlpy " + d3rlpy.__version__, "env": a.env, "algorithm": name, "seed": seed,
-              "updates": steps, "updates_per_s": steps / train_s, "evaluations": evals}
-    with open(os.path.join(out, f"d3rlpy-{name}-{seed}.json"), "w") as f:
-        json.dump(result, f, indent=1)
+        # Written after every evaluation, so that a run stopped part way
+        # keeps its evaluations (`updates` says how far it got).
+        result = {"library": "d3rlpy " + d3rlpy.__version__, "env": a.env, "algorithm": name, "seed": seed,
+                  "updates": done, "updates_per_s": done / train_s, "evaluations": evals}
+        path = os.path.join(out, f"d3rlpy-{name}-{seed}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ for path in sorted(glob.glob(f"{out}/d3rlpy/d3rlpy-*.json")):
     last3 = statistics.mean(values[-3:])
     per_algorithm.setdefault(algorithm, []).append(last3)
     print(
-        f"{algorithm}-{run['seed']} last three {last3:8.1f}  {run['updates_per_s']:.1f} updates/s  every evaluation: "
+        f"{algorithm}-{run['seed']} last three {last3:8.1f}  {run['updates']} updates at {run['updates_per_s']:.1f}/s  every evaluation: "
         + ", ".join(f"{v:.0f}" for v in values)
     )
 for algorithm, values in per_algorithm.items():
