@@ -14,8 +14,13 @@ of 256, a fixed number of updates, evaluations every `--every` updates.
 
 Writes <out>/d3rlpy-<ALGO>-<seed>.json: every evaluation and the updates
 per second of the run (evaluation excluded), rewritten after each
-evaluation (`updates`: how many the run had made). Needs d3rlpy, gymnasium and
-pyarrow (pip install d3rlpy gymnasium pyarrow).
+evaluation (`updates`: how many the run had made). With `--resume` it
+also keeps the learner's state as of the last evaluation
+(<out>/d3rlpy-<ALGO>-<seed>-at-<updates>.d3, named in the result as
+`state`), and a second call goes on from there (`resumed_at` lists where).
+Needs d3rlpy, gymnasium with MuJoCo and pyarrow; on 2026-12-07: pip
+install d3rlpy==2.8.1 mujoco imageio pyarrow (d3rlpy 2.8.1 pins its own
+gymnasium, so `gymnasium[mujoco]==1.4.0` cannot go beside it).
 """
 import argparse
 import json
@@ -129,7 +134,17 @@ def run(dataset, name, seed, out, a):
     env.reset(seed=seed)
     evaluator = d3rlpy.metrics.EnvironmentEvaluator(env, n_trials=a.trials)
     evals, train_s = [], 0.0
-    done = 0
+    done, resumed_at = 0, []
+    path = os.path.join(out, f"d3rlpy-{name}-{seed}.json")
+    saved = json.load(open(path)) if a.resume and os.path.exists(path) else {}
+    if saved.get("state") and os.path.exists(os.path.join(out, saved["state"])):
+        # The weights and optimizer states as of the last evaluation; the
+        # minibatches drawn from here on differ from an unbroken run's.
+        algo = d3rlpy.load_learnable(os.path.join(out, saved["state"]), device="cpu:0")
+        evals, done = [tuple(e) for e in saved["evaluations"]], saved["updates"]
+        train_s = done / saved["updates_per_s"]
+        resumed_at = saved.get("resumed_at", []) + [done]
+        print(name, seed, "resumed at", done, "updates", flush=True)
     while done < steps:
         n = min(every, steps - done)
         start = time.perf_counter()
@@ -143,10 +158,20 @@ def run(dataset, name, seed, out, a):
         # keeps its evaluations (`updates` says how far it got).
         result = {"library": "d3rlpy " + d3rlpy.__version__, "env": a.env, "algorithm": name, "seed": seed,
                   "updates": done, "updates_per_s": done / train_s, "evaluations": evals}
-        path = os.path.join(out, f"d3rlpy-{name}-{seed}.json")
+        if resumed_at:
+            result["resumed_at"] = resumed_at
+        if a.resume:
+            # Named by its updates, and named in the result only once
+            # written whole: the result never points at a later state.
+            result["state"] = f"d3rlpy-{name}-{seed}-at-{done}.d3"
+            algo.save(os.path.join(out, result["state"]))
         with open(path + ".tmp", "w") as f:
             json.dump(result, f, indent=1)
         os.replace(path + ".tmp", path)
+        old = os.path.join(out, saved.get("state") or "")
+        if saved.get("state") and saved["state"] != result.get("state") and os.path.exists(old):
+            os.remove(old)
+        saved = result
 
 
 if __name__ == "__main__":
@@ -161,6 +186,9 @@ if __name__ == "__main__":
     p.add_argument("--updates", type=int, default=100000, help="updates per run (not Pendulum)")
     p.add_argument("--every", type=int, default=10000, help="updates between evaluations (not Pendulum)")
     p.add_argument("--trials", type=int, default=20, help="episodes per evaluation")
+    p.add_argument("--resume", action="store_true",
+                   help="save the learner's state (<out>/d3rlpy-<algo>-<seed>.d3) after every evaluation and "
+                        "go on from it where a stopped run left one: a run longer than a sitting")
     p.add_argument("--threads", type=int, default=0,
                    help="torch's CPU threads (0: torch's default, one a core). With other work on the cores, "
                         "give 1: on 2 shared cores BC ran 3 updates a second with torch's 2 and 92 with 1")

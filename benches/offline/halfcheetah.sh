@@ -102,8 +102,12 @@ for seed in ${SEEDS:-1 2 3}; do
       if [ "$side" = rlx ]; then
         rlx_run "$algo" "$seed"
       elif [ "$side" = d3rlpy ]; then
-        "$PY" "$HERE/d3rlpy_side.py" "$OUT/data" "$OUT/d3rlpy" --env HalfCheetah-v5 --hidden 256 \
-          --updates 100000 --every 10000 --trials 10 --threads "${D3RLPY_THREADS:-1}" --seeds "$seed" --algorithms "$algo" > "$OUT/d3rlpy-$algo-$seed.log" 2>&1
+        # --resume: a run stopped part way (a session's end) goes on from
+        # its last evaluation's state when the script is run again; the
+        # log is appended to, so no earlier sitting's lines are lost.
+        echo "== $(date -u +%FT%TZ)" >> "$OUT/d3rlpy-$algo-$seed.log"
+        "$PY" "$HERE/d3rlpy_side.py" "$OUT/data" "$OUT/d3rlpy" --env HalfCheetah-v5 --hidden 256 --resume \
+          --updates 100000 --every 10000 --trials 10 --threads "${D3RLPY_THREADS:-1}" --seeds "$seed" --algorithms "$algo" >> "$OUT/d3rlpy-$algo-$seed.log" 2>&1
       fi
     done
   done
