@@ -136,7 +136,10 @@ def run(dataset, name, seed, out, a):
     evals, train_s = [], 0.0
     done, resumed_at = 0, []
     path = os.path.join(out, f"d3rlpy-{name}-{seed}.json")
-    saved = json.load(open(path)) if a.resume and os.path.exists(path) else {}
+    saved = {}
+    if a.resume and os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
     if saved.get("state") and os.path.exists(os.path.join(out, saved["state"])):
         # The weights and optimizer states as of the last evaluation; the
         # minibatches drawn from here on differ from an unbroken run's.
@@ -168,9 +171,9 @@ def run(dataset, name, seed, out, a):
         with open(path + ".tmp", "w") as f:
             json.dump(result, f, indent=1)
         os.replace(path + ".tmp", path)
-        old = os.path.join(out, saved.get("state") or "")
-        if saved.get("state") and saved["state"] != result.get("state") and os.path.exists(old):
-            os.remove(old)
+        previous = saved.get("state")
+        if previous and previous != result.get("state") and os.path.exists(os.path.join(out, previous)):
+            os.remove(os.path.join(out, previous))
         saved = result
 
 
@@ -187,7 +190,7 @@ if __name__ == "__main__":
     p.add_argument("--every", type=int, default=10000, help="updates between evaluations (not Pendulum)")
     p.add_argument("--trials", type=int, default=20, help="episodes per evaluation")
     p.add_argument("--resume", action="store_true",
-                   help="save the learner's state (<out>/d3rlpy-<algo>-<seed>.d3) after every evaluation and "
+                   help="save the learner's state (<out>/d3rlpy-<algo>-<seed>-at-<updates>.d3) after every evaluation and "
                         "go on from it where a stopped run left one: a run longer than a sitting")
     p.add_argument("--threads", type=int, default=0,
                    help="torch's CPU threads (0: torch's default, one a core). With other work on the cores, "
