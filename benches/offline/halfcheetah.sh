@@ -9,7 +9,10 @@
 #   bash benches/offline/halfcheetah.sh [rlx binary] [out dir] [python with d3rlpy]
 #
 # ALGORITHMS (default "BC IQL CQL") and SEEDS (default "1 2 3") pick the
-# runs; SIDES (default "rlx d3rlpy") the libraries. Needs RLX_PYTHON (or
+# runs; SIDES (default "rlx d3rlpy") the libraries; UPDATES (default
+# 100,000) the updates a run, EVERY (default 5,000) the updates between
+# rlx's IQL and CQL evaluations and TRIALS (default 10) their episodes
+# (smaller values check the script itself). Needs RLX_PYTHON (or
 # python3) with gymnasium[mujoco] for rlx's evaluations. d3rlpy's torch
 # gets one thread (D3RLPY_THREADS): with the other side running beside it,
 # torch's default of one a core slowed its BC thirtyfold.
@@ -17,6 +20,16 @@
 # Writes <out>/data (the dataset, made only where it is missing),
 # <out>/<ALGO>-<seed>/ (rlx's result.json, evaluation lines only) and
 # <out>/d3rlpy/*.json.
+#
+# A run a sitting stopped goes on when the script is run again: d3rlpy's
+# from its state after its last evaluation (`--resume`), rlx's CQL from its
+# newest checkpoint (one every EVERY updates, and one where Ctrl-C stops
+# it). The stopped run's directory moves to <out>/CQL-<seed>/stopped/; the
+# resumed run's result.json holds the whole history. Its replay buffer is
+# not in the checkpoint: the resumed run first reads the dataset again
+# (ROWS env steps without updates, evaluated like the first run's start),
+# so its stop is moved by the dataset's rows. Not an exact resume: the
+# minibatches drawn after it differ from an unbroken run's.
 set -euo pipefail
 RLX=${1:-target/release/rlx}
 OUT=${2:-benches/offline/results/halfcheetah-$(date +%F)}
@@ -24,7 +37,9 @@ PY=${3:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 NET='"model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}'
-EVAL='"evaluation_duration": 10, "evaluation_config": {"explore": false}'
+UPDATES=${UPDATES:-100000}
+EVERY=${EVERY:-5000}
+EVAL='"evaluation_duration": '"${TRIALS:-10}"', "evaluation_config": {"explore": false}'
 # The data: every episode of the SAC tuned example (seed 1) up to 40,000
 # steps or the example's own 240-s limit, whichever comes first: on
 # 2026-12-06 the limit, at 35,000 steps (10 random episodes, 25 of a
@@ -48,7 +63,7 @@ import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 kept = [l for l in lines if 'evaluation' in json.loads(l)] + lines[-1:]
 open(sys.argv[1], 'w').write('\n'.join(dict.fromkeys(kept)) + '\n')" "$file"
-  rm -f "$run"/*/events.out.tfevents.*
+  rm -rf "$run"/*/events.out.tfevents.* "$run"/*/checkpoint_* "$run"/stopped/*/events.out.tfevents.* "$run"/stopped/*/checkpoint_*
   # progress.csv has a row an iteration (BC: 100,000, 18 MB): keep every
   # 100th of a long one (IQL's and CQL's 27 rows stay).
   python3 -c "
@@ -59,16 +74,50 @@ kept = rows if len(rows) <= 1001 else [rows[0]] + [r for r in rows[1:] if int(r[
 csv.writer(open(sys.argv[1], 'w', newline='')).writerows(kept)" "$run"/*/progress.csv
 }
 
+# The env steps at which a stopped CQL run, resumed from checkpoint $1,
+# has made UPDATES updates: the checkpoint's steps, the dataset read again
+# into the empty buffer, then the updates still owed (one a row; the
+# updates made so far are the rows trained on over the batch of 256, read
+# from the result line of the checkpoint's iteration).
+resumed_stop() {
+  python3 - "$1" "$ROWS" "$UPDATES" <<'EOF'
+import json, sys
+ckpt, rows, updates = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+meta = json.load(open(f"{ckpt}/metadata.json"))
+lines = []
+for text in open(f"{ckpt}/../result.json"):
+    try:
+        lines.append(json.loads(text))
+    except ValueError:
+        pass  # a line torn by the kill: the checkpoint's line came before it
+line = next(r for r in lines if r["training_iteration"] == meta["training_iteration"])
+done = line["num_env_steps_trained"] // 256
+print(meta["timesteps_total"] + rows + max(updates - done, 0))
+EOF
+}
+
 rlx_run() {
   local algo=$1 seed=$2
-  local run="$OUT/$algo-$seed"
-  rm -rf "$run"
+  local run="$OUT/$algo-$seed" stop=$((ROWS + UPDATES)) from=() ckpt trial
+  ckpt=$(ls -d "$run"/*/checkpoint_* 2>/dev/null | sort | tail -n 1 || true)
+  if [ "$algo" = CQL ] && [ -n "$ckpt" ]; then
+    trial=$(dirname "$ckpt")
+    mkdir -p "$run/stopped"
+    mv "$trial" "$run/stopped/"
+    ckpt="$run/stopped/$(basename "$trial")/$(basename "$ckpt")"
+    stop=$(resumed_stop "$ckpt")
+    from=(--restore "$ckpt")
+    echo "== $(date -u +%FT%TZ) resumed from $ckpt, to $stop env steps" >> "$run.log"
+  else
+    rm -rf "$run"
+    : > "$run.log"
+  fi
   case $algo in
     # MARWIL's Gaussian actor with beta 0: one update of 256 rows an
     # iteration, at 1e-3 as d3rlpy's BC.
-    BC) "$RLX" train --run BC --env gym:HalfCheetah-v5 --seed "$seed" --stop '{"training_iteration": 100000}' \
-          --config "{\"input\": \"$OUT/data\", \"train_batch_size\": 256, \"lr\": 0.001, $NET, \"evaluation_interval\": 10000, $EVAL}" \
-          --results-dir "$run" > "$run.log" 2>&1 ;;
+    BC) "$RLX" train --run BC --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"training_iteration\": $UPDATES}" \
+          --config "{\"input\": \"$OUT/data\", \"train_batch_size\": 256, \"lr\": 0.001, $NET, \"evaluation_interval\": $((UPDATES / 10)), $EVAL}" \
+          --results-dir "$run" >> "$run.log" 2>&1 ;;
     # The whole dataset goes into the replay buffer before the first update
     # (`learning_starts` = its rows), so that every minibatch is drawn from
     # all of it, as d3rlpy's are; then one update a row read: 100,000.
@@ -86,12 +135,14 @@ rlx_run() {
     # that fits in the buffer exactly once whatever `buffer_size` (later
     # passes' rows are not stored again); the setting stays so that runs
     # of older builds compare.
-    IQL) "$RLX" train --run IQL --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"timesteps_total\": $((ROWS + 100000))}" \
-          --config "{\"input\": \"$OUT/data\", \"learning_starts\": $ROWS, \"buffer_size\": $ROWS, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
-          --results-dir "$run" > "$run.log" 2>&1 ;;
-    CQL) "$RLX" train --run SAC --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"timesteps_total\": $((ROWS + 100000))}" \
-          --config "{\"input\": \"$OUT/data\", \"min_q_weight\": 5.0, \"random_timesteps\": 0, \"learning_starts\": $ROWS, \"buffer_size\": $ROWS, \"actor_lr\": 0.0003, \"critic_lr\": 0.0003, \"alpha_lr\": 0.0003, \"timesteps_per_iteration\": 5000, $NET, \"evaluation_interval\": 1, $EVAL}" \
-          --results-dir "$run" > "$run.log" 2>&1 ;;
+    IQL) "$RLX" train --run IQL --env gym:HalfCheetah-v5 --seed "$seed" --stop "{\"timesteps_total\": $stop}" \
+          --config "{\"input\": \"$OUT/data\", \"learning_starts\": $ROWS, \"buffer_size\": $ROWS, \"timesteps_per_iteration\": $EVERY, $NET, \"evaluation_interval\": 1, $EVAL}" \
+          --results-dir "$run" >> "$run.log" 2>&1 ;;
+    # A checkpoint every iteration, the newest kept: a run a sitting
+    # stopped goes on from it (above).
+    CQL) "$RLX" train --run SAC --env gym:HalfCheetah-v5 --seed "$seed" "${from[@]}" --checkpoint-freq 1 --keep-checkpoints-num 1 --stop "{\"timesteps_total\": $stop}" \
+          --config "{\"input\": \"$OUT/data\", \"min_q_weight\": 5.0, \"random_timesteps\": 0, \"learning_starts\": $ROWS, \"buffer_size\": $ROWS, \"actor_lr\": 0.0003, \"critic_lr\": 0.0003, \"alpha_lr\": 0.0003, \"timesteps_per_iteration\": $EVERY, $NET, \"evaluation_interval\": 1, $EVAL}" \
+          --results-dir "$run" >> "$run.log" 2>&1 ;;
   esac
   keep_evaluations "$run"
 }
@@ -107,7 +158,7 @@ for seed in ${SEEDS:-1 2 3}; do
         # log is appended to, so no earlier sitting's lines are lost.
         echo "== $(date -u +%FT%TZ)" >> "$OUT/d3rlpy-$algo-$seed.log"
         "$PY" "$HERE/d3rlpy_side.py" "$OUT/data" "$OUT/d3rlpy" --env HalfCheetah-v5 --hidden 256 --resume \
-          --updates 100000 --every 10000 --trials 10 --threads "${D3RLPY_THREADS:-1}" --seeds "$seed" --algorithms "$algo" >> "$OUT/d3rlpy-$algo-$seed.log" 2>&1
+          --updates "$UPDATES" --every $((UPDATES / 10)) --trials "${TRIALS:-10}" --threads "${D3RLPY_THREADS:-1}" --seeds "$seed" --algorithms "$algo" >> "$OUT/d3rlpy-$algo-$seed.log" 2>&1
       fi
     done
   done
