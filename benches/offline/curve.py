@@ -5,9 +5,12 @@ algorithm, as a PNG.
     python benches/offline/curve.py <results dir> <out.png> [ALGO ...]
 
 rlx's updates: BC makes one an iteration (`training_iteration`); IQL and
-CQL one a row read after `learning_starts` (`timesteps_total` less the
-run's `learning_starts`; evaluations before the first update are left
-out). d3rlpy's runs record their updates.
+CQL one a row read once the buffer holds the dataset, counted as the
+rows trained on over the batch size (`num_env_steps_trained` /
+`train_batch_size`): a resumed run's re-reading of the dataset adds
+none. An evaluation where the updates have not moved since the last one
+plotted (before the first update, or while a resumed run refills its
+buffer) is left out. d3rlpy's runs record their updates.
 """
 import glob
 import json
@@ -25,10 +28,14 @@ def rlx_runs(out, algorithm):
         if algorithm == "BC":
             updates = [l["training_iteration"] for l in lines]
         else:
-            starts = json.load(open(path.replace("result.json", "params.json")))["config"]["learning_starts"]
-            updates = [l["timesteps_total"] - starts for l in lines]
-        yield [(u, l["evaluation"]["episode_reward_mean"]) for u, l in zip(updates, lines)
-                     if "evaluation" in l and u > 0]
+            batch = json.load(open(path.replace("result.json", "params.json")))["config"]["train_batch_size"]
+            updates = [l["num_env_steps_trained"] // batch for l in lines]
+        evals, last = [], 0
+        for u, l in zip(updates, lines):
+            if "evaluation" in l and u > last:
+                evals.append((u, l["evaluation"]["episode_reward_mean"]))
+                last = u
+        yield evals
 
 
 def d3rlpy_runs(out, algorithm):
