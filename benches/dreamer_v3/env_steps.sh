@@ -13,6 +13,11 @@
 # summary (env steps and wall seconds to the criterion, per run) goes to
 # OUT_DIR/summary.tsv. Nothing else should run on the machine: the wall
 # times are only comparable between runs of one session.
+#
+# RATIO sets DreamerV3's training_ratio (default: the example's), BUDGET
+# the env steps a run may take (default above), SIDES which runs to make
+# (default "dreamerv3 <baseline>"), and JOBS how many seeds run side by
+# side (default 1; a DreamerV3 run keeps one core busy).
 set -euo pipefail
 rlx=$1 out=$2 task=$3 seeds=${4:-1 2 3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,16 +26,20 @@ case "$task" in
     cartpole) example=dreamerv3-cartpole.yaml baseline=PPO env=CartPole-v1 goal=475 budget=30000 ;;
     *) echo "task: pendulum or cartpole, not $task" >&2; exit 2 ;;
 esac
+budget=${BUDGET:-$budget}
 stop="{\"evaluation/episode_reward_mean\": $goal, \"timesteps_total\": $budget}"
 every='"evaluation_interval": 1, "evaluation_duration": 10'
+ratio=""
+[ -n "${RATIO:-}" ] && ratio=", \"training_ratio\": $RATIO"
 mkdir -p "$out"
-for seed in $seeds; do
-    for side in dreamerv3 "$baseline"; do
+run_seed() {
+    local seed=$1 side dir extra
+    for side in ${SIDES:-dreamerv3 $baseline}; do
         dir="$out/$side-seed$seed"
         rm -rf "$dir"
         if [ "$side" = dreamerv3 ]; then
             "$rlx" train -f "$here/../../tuned_examples/$example" --seed "$seed" --stop "$stop" \
-                --config "{$every, \"timesteps_per_iteration\": 1000}" --results-dir "$dir" > "$dir.log" 2>&1
+                --config "{$every, \"timesteps_per_iteration\": 1000$ratio}" --results-dir "$dir" > "$dir.log" 2>&1
         else
             # PPO's iterations are its train batches (1,024 steps by
             # default); SAC's are timesteps_per_iteration.
@@ -40,7 +49,17 @@ for seed in $seeds; do
                 --config "{$every$extra}" --results-dir "$dir" > "$dir.log" 2>&1
         fi
     done
+}
+running=0
+for seed in $seeds; do
+    run_seed "$seed" &
+    running=$((running + 1))
+    if [ "$running" -ge "${JOBS:-1}" ]; then
+        wait
+        running=0
+    fi
 done
+wait
 python3 - "$out" "$goal" > "$out/summary.tsv" <<'PY'
 import glob, json, os, sys
 out, goal = sys.argv[1], float(sys.argv[2])

@@ -242,10 +242,14 @@ impl ReplayStore for EpisodeReplay {
                 let (ep, i) = (&self.episodes[e], t * b_len + b);
                 let is_first = at == 0 || t == 0;
                 obs[i * o..(i + 1) * o].copy_from_slice(&ep.obs[at * o..(at + 1) * o]);
+                // A window that starts inside an episode starts the model
+                // from its initial state and no action, but its first step
+                // still has the reward that led to it (an episode's own
+                // first step has none).
                 if !is_first {
                     prev[i * a..(i + 1) * a].copy_from_slice(&ep.prev_actions[at * a..(at + 1) * a]);
-                    rewards[i] = ep.rewards[at];
                 }
+                rewards[i] = ep.rewards[at];
                 terminals[i] = ep.terminals[at];
                 first[i] = if is_first { 1.0 } else { 0.0 };
                 at += 1;
@@ -337,10 +341,14 @@ mod tests {
         for _ in 0..20 {
             let b = replay.sample(12, 0, &mut rng).unwrap();
             let (obs, first) = (b.f32(fields::OBS).unwrap(), b.f32(IS_FIRST).unwrap());
-            let prev = b.f32(PREV_ACTIONS).unwrap();
+            let (prev, rewards) = (b.f32(PREV_ACTIONS).unwrap(), b.f32(fields::REWARDS).unwrap());
             for w in 0..3 {
                 assert_eq!(first[w], 1.0, "a window starts from the initial state");
                 assert_eq!(prev[w], 0.0);
+                // Every transition of `fragment` pays 1; an episode's
+                // first observation has no reward, a later one keeps it.
+                let episode_start = obs[w] % 100.0 == 0.0;
+                assert_eq!(rewards[w], if episode_start { 0.0 } else { 1.0 }, "window {w} starts at {}", obs[w]);
                 for t in 1..4 {
                     let (now, before) = (obs[t * 3 + w], obs[(t - 1) * 3 + w]);
                     let next_in_episode = now == before + 1.0 && first[t * 3 + w] == 0.0;

@@ -308,19 +308,22 @@ impl WorldModel {
         (h, straight_through(probs, &draw).reshape_like(&(rows, self.sizes.latent())))
     }
 
-    /// The predicted reward (raw units) and the probability of continuing
-    /// of every row of features `[h, z]`, on the tape `T` if it is one,
-    /// the heads' weights constants of the pass (imagination's, which
-    /// trains nothing of the world model).
+    /// The predicted reward (raw units) of every row of features `[h, z]`,
+    /// on the tape `T` if it is one, the head's weights constants of the
+    /// pass (imagination's, which trains nothing of the world model); and
+    /// the probability that each row goes on, a constant: on the tape it
+    /// would let the actor raise its returns by steering to where the
+    /// head is unsure whether the episode ends. (The paper's first code
+    /// and RLlib take the head's most likely flag, 1 or 0; on CartPole
+    /// that needed more env steps on two seeds of three, see the book.)
     pub fn reward_and_continue<D: NetDevice, T: Tape<f32, D>>(
         &self,
         p: &Params<D>,
         feats: Matrix<D, T>,
-    ) -> (PerTrajectory<D, T>, PerTrajectory<D, T>) {
-        let rows = feats.shape().0;
-        let rewards = self.two_hot.predict(self.reward.forward_with(p, feats.with_empty_tape(), false));
-        let cont = self.cont.forward_with(p, feats, false).sigmoid().reshape_like(&(rows,));
-        (rewards, cont)
+    ) -> (PerTrajectory<D, T>, Vec<f32>) {
+        let logits = self.cont.forward_with(p, feats.retaped::<NoneTape>(), false).as_vec();
+        let goes_on = logits.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect();
+        (self.two_hot.predict(self.reward.forward_with(p, feats, false)), goes_on)
     }
 
     /// The world model's loss on `seqs` (see the module docs), the
