@@ -26,7 +26,7 @@
 //!    continuous ones through the model (the paper's choice for them, and
 //!    RLlib's): their actions are reparameterized samples, imagination is
 //!    recorded on a tape, and the actor ascends the advantages themselves,
-//!    `L_actor = −Σ_k w_k ((R^λ_k − v(s_k)) / max(1, S) + η H[π(· | s_k)])`.
+//!    `L_actor = −Σ_k w_k ((R^λ_k − v(s_k)) / max(1, S) + η H[π(· | sg(s_k))])`.
 //!    As in the paper's code, the actor sees each imagined state as a
 //!    constant (`π(· | sg(s_k))`: the gradient reaches it through the
 //!    rewards and values its actions lead to, not through its own
@@ -592,7 +592,11 @@ impl Dreamer {
                 None => state,
             };
             let head = self.actor.forward(p, dev.tensor_from_vec(seen, (n, f)).retaped::<T>());
-            let held_shrink = held.map(|d| d.shrink.chunks_exact(d.shrink.len() / horizon).nth(k).unwrap_or(&[]));
+            // Step k's factors (continuous actions only).
+            let held_shrink = held.filter(|d| !d.shrink.is_empty()).map(|d| {
+                let per = d.shrink.len() / horizon;
+                &d.shrink[k * per..(k + 1) * per]
+            });
             let (a, taken, ent) = self.dream_action(head, held_shrink, &mut dream.shrink, rng);
             dream.actions.extend(taken);
             entropy.extend(ent);
