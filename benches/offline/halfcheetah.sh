@@ -77,8 +77,8 @@ csv.writer(open(sys.argv[1], 'w', newline='')).writerows(kept)" "$run"/*/progres
 # The env steps at which a stopped CQL run, resumed from checkpoint $1,
 # has made UPDATES updates: the checkpoint's steps, the dataset read again
 # into the empty buffer, then the updates still owed (one a row; the
-# updates made so far are the rows trained on over the batch of 256, read
-# from the result line of the checkpoint's iteration).
+# updates made so far are the rows trained on over the run's batch size,
+# read from the result line of the checkpoint's iteration).
 resumed_stop() {
   python3 - "$1" "$ROWS" "$UPDATES" <<'EOF'
 import json, sys
@@ -91,7 +91,7 @@ for text in open(f"{ckpt}/../result.json"):
     except ValueError:
         pass  # a line torn by the kill: the checkpoint's line came before it
 line = next(r for r in lines if r["training_iteration"] == meta["training_iteration"])
-done = line["num_env_steps_trained"] // 256
+done = line["num_env_steps_trained"] // meta["config"]["train_batch_size"]
 print(meta["timesteps_total"] + rows + max(updates - done, 0))
 EOF
 }

@@ -565,11 +565,12 @@ impl Dreamer {
             let state = feat.as_vec();
             dream.feats.extend_from_slice(&state);
             let value = self.two_hot.predict(self.critic.forward_with(p, feat.with_empty_tape(), false));
-            dream.values.extend(value.as_vec());
+            let value_now = value.as_vec();
+            dream.values.extend_from_slice(&value_now);
             if k < horizon {
                 // The actor's baseline; step 0's is a constant (a replayed state).
                 values.push(if k == 0 {
-                    dev.tensor_from_vec(value.as_vec(), (n,)).retaped::<T>()
+                    dev.tensor_from_vec(value_now, (n,)).retaped::<T>()
                 } else {
                     value.with_empty_tape()
                 });

@@ -321,8 +321,7 @@ impl WorldModel {
         p: &Params<D>,
         feats: Matrix<D, T>,
     ) -> (PerTrajectory<D, T>, Vec<f32>) {
-        let logits = self.cont.forward_with(p, feats.retaped::<NoneTape>(), false).as_vec();
-        let goes_on = logits.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect();
+        let goes_on = self.cont.forward_with(p, feats.retaped::<NoneTape>(), false).sigmoid().as_vec();
         (self.two_hot.predict(self.reward.forward_with(p, feats, false)), goes_on)
     }
 
