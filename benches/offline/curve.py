@@ -8,9 +8,10 @@ rlx's updates: BC makes one an iteration (`training_iteration`); IQL and
 CQL one a row read once the buffer holds the dataset, counted as the
 rows trained on over the batch size (`num_env_steps_trained` /
 `train_batch_size`): a resumed run's re-reading of the dataset adds
-none. An evaluation where the updates have not moved since the last one
-plotted (before the first update, or while a resumed run refills its
-buffer) is left out. d3rlpy's runs record their updates.
+none. An evaluation where the updates have moved by at most one since the
+last one plotted (before the first update, or while a resumed run
+refills its buffer, whose first iteration of learning makes a single
+update) is left out. d3rlpy's runs record their updates.
 """
 import glob
 import json
@@ -32,7 +33,7 @@ def rlx_runs(out, algorithm):
             updates = [l["num_env_steps_trained"] // batch for l in lines]
         evals, last = [], 0
         for u, l in zip(updates, lines):
-            if "evaluation" in l and u > last:
+            if "evaluation" in l and u > last + 1:
                 evals.append((u, l["evaluation"]["episode_reward_mean"]))
                 last = u
         yield evals
