@@ -14,7 +14,8 @@
 # OUT_DIR/summary.tsv. Nothing else should run on the machine: the wall
 # times are only comparable between runs of one session.
 #
-# RATIO sets DreamerV3's training_ratio (default: the example's), BUDGET
+# RATIO sets DreamerV3's training_ratio (default: the example's), CONFIG
+# more keys for DreamerV3's --config (e.g. '"model_size": "mini"'), BUDGET
 # the env steps a run may take (default above), SIDES which runs to make
 # (default "dreamerv3 <baseline>"), and JOBS how many seeds run side by
 # side (default 1; a DreamerV3 run keeps one core busy).
@@ -29,8 +30,9 @@ esac
 budget=${BUDGET:-$budget}
 stop="{\"evaluation/episode_reward_mean\": $goal, \"timesteps_total\": $budget}"
 every='"evaluation_interval": 1, "evaluation_duration": 10'
-ratio=""
-[ -n "${RATIO:-}" ] && ratio=", \"training_ratio\": $RATIO"
+more=""
+[ -n "${RATIO:-}" ] && more=", \"training_ratio\": $RATIO"
+[ -n "${CONFIG:-}" ] && more="$more, $CONFIG"
 mkdir -p "$out"
 run_seed() {
     local seed=$1 side dir extra
@@ -39,7 +41,7 @@ run_seed() {
         rm -rf "$dir"
         if [ "$side" = dreamerv3 ]; then
             "$rlx" train -f "$here/../../tuned_examples/$example" --seed "$seed" --stop "$stop" \
-                --config "{$every, \"timesteps_per_iteration\": 1000$ratio}" --results-dir "$dir" > "$dir.log" 2>&1
+                --config "{$every, \"timesteps_per_iteration\": 1000$more}" --results-dir "$dir" > "$dir.log" 2>&1
         else
             # PPO's iterations are its train batches (1,024 steps by
             # default); SAC's are timesteps_per_iteration.
