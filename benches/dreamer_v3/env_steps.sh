@@ -22,6 +22,7 @@
 set -euo pipefail
 rlx=$1 out=$2 task=$3 seeds=${4:-1 2 3}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../scripts/live_run.sh"
 case "$task" in
     pendulum) example=dreamerv3-pendulum.yaml baseline=SAC env=Pendulum-v1 goal=-200 budget=20000 ;;
     cartpole) example=dreamerv3-cartpole.yaml baseline=PPO env=CartPole-v1 goal=475 budget=30000 ;;
@@ -38,6 +39,10 @@ run_seed() {
     local seed=$1 side dir extra
     for side in ${SIDES:-dreamerv3 $baseline}; do
         dir="$out/$side-seed$seed"
+        if live_run "$dir"; then
+            echo "$dir: a run is still writing there; not starting $side seed $seed again" >&2
+            continue
+        fi
         rm -rf "$dir"
         if [ "$side" = dreamerv3 ]; then
             "$rlx" train -f "$here/../../tuned_examples/$example" --seed "$seed" --stop "$stop" \

@@ -35,6 +35,7 @@ RLX=${1:-target/release/rlx}
 OUT=${2:-benches/offline/results/halfcheetah-$(date +%F)}
 PY=${3:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../scripts/live_run.sh"
 mkdir -p "$OUT"
 NET='"model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}'
 UPDATES=${UPDATES:-100000}
@@ -99,6 +100,10 @@ EOF
 rlx_run() {
   local algo=$1 seed=$2
   local run="$OUT/$algo-$seed" stop=$((ROWS + UPDATES)) from=() ckpt trial
+  if live_run "$run"; then
+    echo "$run: a run is still writing there; not starting $algo seed $seed again" >&2
+    return 0
+  fi
   ckpt=$(ls -d "$run"/*/checkpoint_* 2>/dev/null | sort | tail -n 1 || true)
   if [ "$algo" = CQL ] && [ -n "$ckpt" ]; then
     trial=$(dirname "$ckpt")
