@@ -8,14 +8,15 @@ rlx's updates: BC makes one an iteration (`training_iteration`); IQL and
 CQL one a row read once the buffer holds the dataset, counted as the
 rows trained on over the batch size (`num_env_steps_trained` /
 `train_batch_size`): a resumed run's re-reading of the dataset adds
-none. An evaluation where the updates have moved by at most one since the
-last one plotted (before the first update, or while a resumed run
-refills its buffer, whose first iteration of learning makes a single
-update) is left out. d3rlpy's runs record their updates.
+none. Evaluations before the first update, and repeats of an unchanged
+policy (`evaluations.py`: while a resumed run refills its buffer), are
+left out. d3rlpy's runs record their updates.
 """
 import glob
 import json
 import sys
+
+from evaluations import new_policy_evaluations
 
 import matplotlib
 
@@ -25,18 +26,13 @@ import matplotlib.pyplot as plt
 
 def rlx_runs(out, algorithm):
     for path in sorted(glob.glob(f"{out}/{algorithm}-[0-9]/*/result.json")):
-        lines = [json.loads(l) for l in open(path)]
+        lines = new_policy_evaluations(json.loads(l) for l in open(path))
         if algorithm == "BC":
             updates = [l["training_iteration"] for l in lines]
         else:
             batch = json.load(open(path.replace("result.json", "params.json")))["config"]["train_batch_size"]
             updates = [l["num_env_steps_trained"] // batch for l in lines]
-        evals, last = [], 0
-        for u, l in zip(updates, lines):
-            if "evaluation" in l and u > last + 1:
-                evals.append((u, l["evaluation"]["episode_reward_mean"]))
-                last = u
-        yield evals
+        yield [(u, l["evaluation"]["episode_reward_mean"]) for u, l in zip(updates, lines) if u > 0]
 
 
 def d3rlpy_runs(out, algorithm):

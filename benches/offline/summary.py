@@ -8,6 +8,8 @@ import json
 import statistics
 import sys
 
+from evaluations import new_policy_evaluations
+
 out = sys.argv[1]
 per_algorithm = {}
 # A run's result.json under <algorithm>-<seed>/<run dir>/ as pendulum.sh
@@ -17,21 +19,7 @@ for path in sorted(paths):
     run = next(part for part in path.split("/") if part[-2:-1] == "-" and part[-1].isdigit())
     algorithm = run.rsplit("-", 1)[0]
     rows = [r for r in map(json.loads, open(path)) if "evaluation" in r]
-    # An evaluation after (almost) no updates since the one before it
-    # evaluates the same policy again: the first iterations before
-    # `learning_starts`, and those of a resumed CQL run while it reads the
-    # dataset again. Only the first of them counts, so that "last three"
-    # means the last three policies. (Under 1 % of the largest step in
-    # `num_env_steps_trained` between two evaluations: a resumed run's
-    # first iteration of learning makes a single update.)
-    trained = [r.get("num_env_steps_trained") for r in rows]
-    steps = [b - a for a, b in zip(trained, trained[1:]) if a is not None and b is not None]
-    least = max(steps, default=0) / 100
-    evals = [
-        (r["timesteps_total"], r["evaluation"]["episode_reward_mean"])
-        for i, r in enumerate(rows)
-        if i == 0 or trained[i] is None or trained[i - 1] is None or trained[i] - trained[i - 1] > least
-    ]
+    evals = [(r["timesteps_total"], r["evaluation"]["episode_reward_mean"]) for r in new_policy_evaluations(rows)]
     repeats = len(rows) - len(evals)
     last3 = statistics.mean(v for _, v in evals[-3:])
     per_algorithm.setdefault(algorithm, []).append(last3)
