@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Env steps to a greedy criterion: DreamerV3's tuned example against an
 # rlx baseline with its defaults, seeds one after the other, both sides
-# evaluated greedily (10 episodes) every 1,000 env steps.
+# evaluated greedily (10 episodes) every 1,000 env steps (EVERY sets it).
 #
 #   bash benches/dreamer_v3/env_steps.sh RLX OUT_DIR pendulum|cartpole [SEEDS]
 #
@@ -18,7 +18,9 @@
 # more keys for DreamerV3's --config (e.g. '"model_size": "mini"'), BUDGET
 # the env steps a run may take (default above), SIDES which runs to make
 # (default "dreamerv3 <baseline>"), and JOBS how many seeds run side by
-# side (default 1; a DreamerV3 run keeps one core busy).
+# side (default 1; a DreamerV3 run keeps one core busy). EVERY sets the
+# env steps between greedy evaluations on both sides (default 1000; PPO
+# still evaluates once per train batch).
 set -euo pipefail
 rlx=$1 out=$2 task=$3 seeds=${4:-1 2 3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +33,7 @@ esac
 budget=${BUDGET:-$budget}
 stop="{\"evaluation/episode_reward_mean\": $goal, \"timesteps_total\": $budget}"
 every='"evaluation_interval": 1, "evaluation_duration": 10'
+iter_steps=${EVERY:-1000}
 more=""
 [ -n "${RATIO:-}" ] && more=", \"training_ratio\": $RATIO"
 [ -n "${CONFIG:-}" ] && more="$more, $CONFIG"
@@ -46,12 +49,12 @@ run_seed() {
         rm -rf "$dir"
         if [ "$side" = dreamerv3 ]; then
             "$rlx" train -f "$here/../../tuned_examples/$example" --seed "$seed" --stop "$stop" \
-                --config "{$every, \"timesteps_per_iteration\": 1000$more}" --results-dir "$dir" > "$dir.log" 2>&1
+                --config "{$every, \"timesteps_per_iteration\": $iter_steps$more}" --results-dir "$dir" > "$dir.log" 2>&1
         else
             # PPO's iterations are its train batches (1,024 steps by
             # default); SAC's are timesteps_per_iteration.
             extra=""
-            [ "$side" = SAC ] && extra=', "timesteps_per_iteration": 1000'
+            [ "$side" = SAC ] && extra=", \"timesteps_per_iteration\": $iter_steps"
             "$rlx" train --run "$side" --env "$env" --seed "$seed" --stop "$stop" \
                 --config "{$every$extra}" --results-dir "$dir" > "$dir.log" 2>&1
         fi
