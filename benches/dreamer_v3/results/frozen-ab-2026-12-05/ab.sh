@@ -7,7 +7,7 @@ for round in 1 2; do
   for side in old new; do
     bin=/work/bin-7141e61/rlx; [ $side = new ] && bin=/work/ab-frozen/rlx-new
     $bin train -f /work/main/tuned_examples/dreamerv3-pendulum.yaml --seed 1 \
-      --stop '{"timesteps_total": 1500}' --config '{"timesteps_per_iteration": 100, "evaluation_interval": 100, "training_ratio": 256, "model_size": "micro"}' \
+      --stop '{"timesteps_total": 1500}' --config '{"timesteps_per_iteration": 100, "evaluation_interval": 100, "training_ratio": 256, "model_size": "micro", "learning_starts": 1024}' \
       --results-dir /work/ab-frozen/$side-$round > /work/ab-frozen/$side-$round.log 2>&1
   done
 done

@@ -20,4 +20,4 @@
 # lost its first three iterations (result.json has them).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-RATIO=512 CONFIG='"model_size": "mini"' BUDGET=6000 SIDES=dreamerv3 JOBS=${JOBS:-1} bash "$here/../../env_steps.sh" "${RLX:-target/release/rlx}" "$here" pendulum "${SEEDS:-1 2 3}"
+RATIO=512 CONFIG='"model_size": "mini", "learning_starts": 1024' BUDGET=6000 SIDES=dreamerv3 JOBS=${JOBS:-1} bash "$here/../../env_steps.sh" "${RLX:-target/release/rlx}" "$here" pendulum "${SEEDS:-1 2 3}"

@@ -13,4 +13,4 @@
 # env_steps.sh's own summary code after the script was stopped.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-RATIO=1024 CONFIG='"model_size": "micro"' BUDGET=6000 SIDES=dreamerv3 JOBS=1 bash "$here/../../env_steps.sh" "${RLX:-target/release/rlx}" "$here" pendulum "${SEEDS:-1 2 3}"
+RATIO=1024 CONFIG='"model_size": "micro", "learning_starts": 1024' BUDGET=6000 SIDES=dreamerv3 JOBS=1 bash "$here/../../env_steps.sh" "${RLX:-target/release/rlx}" "$here" pendulum "${SEEDS:-1 2 3}"

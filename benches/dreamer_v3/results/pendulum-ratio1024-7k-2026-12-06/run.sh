@@ -15,6 +15,6 @@ for seed in ${SEEDS:-3 1 2}; do
   rm -rf dreamerv3-seed$seed
   nice -n 10 "$RLX" train -f ../../../../tuned_examples/dreamerv3-pendulum.yaml --seed $seed \
     --stop '{"evaluation/episode_reward_mean": -200, "timesteps_total": 7000}' \
-    --config '{"evaluation_interval": 1, "evaluation_duration": 10, "timesteps_per_iteration": 1000, "training_ratio": 1024, "model_size": "micro"}' \
+    --config '{"evaluation_interval": 1, "evaluation_duration": 10, "timesteps_per_iteration": 1000, "training_ratio": 1024, "model_size": "micro", "learning_starts": 1024}' \
     --results-dir dreamerv3-seed$seed > dreamerv3-seed$seed.log 2>&1
 done

@@ -14,7 +14,7 @@ for seed in ${SEEDS:-1 2 3}; do
   rm -rf dreamerv3-seed$seed
   "$RLX" train -f ../../../../tuned_examples/dreamerv3-pendulum.yaml --seed $seed \
     --stop '{"evaluation/episode_reward_mean": -200, "timesteps_total": 6000}' \
-    --config '{"evaluation_interval": 1, "evaluation_duration": 10, "timesteps_per_iteration": 1000, "training_ratio": 512, "model_size": "micro"}' \
+    --config '{"evaluation_interval": 1, "evaluation_duration": 10, "timesteps_per_iteration": 1000, "training_ratio": 512, "model_size": "micro", "learning_starts": 1024}' \
     --results-dir dreamerv3-seed$seed > dreamerv3-seed$seed.log 2>&1
 done
 # SAC's defaults on the same evaluation, seeds 1-3, same binary and

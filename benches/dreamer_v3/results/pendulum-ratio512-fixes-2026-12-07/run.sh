@@ -14,4 +14,4 @@
 # by side, then seed 3.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-RATIO=512 CONFIG='"model_size": "micro"' BUDGET=6000 SIDES=dreamerv3 JOBS=2 bash "$here/../../env_steps.sh" "${RLX:-target/release/rlx}" "$here" pendulum
+RATIO=512 CONFIG='"model_size": "micro", "learning_starts": 1024' BUDGET=6000 SIDES=dreamerv3 JOBS=2 bash "$here/../../env_steps.sh" "${RLX:-target/release/rlx}" "$here" pendulum

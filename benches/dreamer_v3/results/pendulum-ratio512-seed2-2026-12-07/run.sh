@@ -5,4 +5,4 @@
 # its wall time is not comparable with the other runs'.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-RATIO=512 CONFIG='"model_size": "micro"' BUDGET=6000 SIDES=dreamerv3 JOBS=1 bash "$here/../../env_steps.sh" "${RLX:-target/release/rlx}" "$here" pendulum "2"
+RATIO=512 CONFIG='"model_size": "micro", "learning_starts": 1024' BUDGET=6000 SIDES=dreamerv3 JOBS=1 bash "$here/../../env_steps.sh" "${RLX:-target/release/rlx}" "$here" pendulum "2"

@@ -15,7 +15,7 @@ for round in ${ROUNDS:-1 2}; do
     for task in pendulum cartpole; do
       dir="$out/$task-$side-$round"; rm -rf "$dir"
       if [ $task = pendulum ]; then
-        stop='{"timesteps_total": 1600}'; extra=', "training_ratio": 256, "model_size": "micro"'
+        stop='{"timesteps_total": 1600}'; extra=', "training_ratio": 256, "model_size": "micro", "learning_starts": 1024'
       else
         stop='{"timesteps_total": 2000}'; extra=', "training_ratio": 512'
       fi
