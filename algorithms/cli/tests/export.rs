@@ -59,7 +59,7 @@ fn restore(dir: &Path) -> (Box<dyn PolicyGraph>, Option<MeanStdFilter>, Box<dyn 
 /// A DreamerV3 run small enough for a test: the export reads the actor
 /// and the acting half of the world model, whatever the batches they
 /// learned from. 75 updates of 4 × 16 rows (the defaults' 300 updates of
-/// 16 × 64 took about a minute a run, seven runs in this file).
+/// 16 × 64 took about 130 s a run on shared cores, seven runs here).
 const DREAMER: &str = r#"{"model_size": "nano", "batch_size_B": 4, "batch_length_T": 16, "horizon_H": 5,
     "training_ratio": 16, "learning_starts": 100, "timesteps_per_iteration": 200}"#;
 
