@@ -1352,7 +1352,11 @@ impl RemoteEvaluator {
     /// noticed by the request that follows).
     async fn hand_over(&self) {
         let Ok(_alone) = self.requests.try_write() else { return };
-        let Some((new, from)) = lock(&self.prepared).take() else { return };
+        // The slot stays filled until the move ends, however it ends: while
+        // it is filled, `rebalance` starts no second home for this index,
+        // which the node would take as the newer copy and stop this one for.
+        let Some((new, from)) = lock(&self.prepared).clone() else { return };
+        let _emptied = EmptyOnDrop(&self.prepared);
         // If this call is dropped part-way (a round that stops waiting for
         // slow evaluators), the home that was not kept is still stopped.
         let mut unused = RetireOnDrop { shared: self.shared.clone(), index: self.index, home: Some(new.clone()) };
@@ -1413,6 +1417,15 @@ impl RemoteEvaluator {
 
     fn config_error(&self, message: String) -> HandleError {
         self_config(self.index, message)
+    }
+}
+
+/// Empties a move's slot on drop, however the move ends.
+struct EmptyOnDrop<'a>(&'a Mutex<Option<(Home, u64)>>);
+
+impl Drop for EmptyOnDrop<'_> {
+    fn drop(&mut self) {
+        *lock(self.0) = None;
     }
 }
 
