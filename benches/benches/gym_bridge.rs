@@ -4,7 +4,8 @@
 //! `VectorEnv` as an evaluator steps them; and PPO's policies sampling
 //! them: the default on `gym:CartPole-v1` (1024 rows per sample, one
 //! process), a CNN on Breakout (512 rows from 8 copies in 1 or 2 processes,
-//! or 512 from each of 2 evaluator actors with 8 copies each).
+//! or 512 from each of 2 evaluator actors with 8 copies each; 64 rows
+//! instead of 512 in quick mode).
 //!
 //! Breakout runs both ways a worker process can host its copies: in
 //! ale-py's C++ vector env (the default, `atari.vectorized`; one process,
@@ -98,8 +99,15 @@ fn gym_bridge(c: &mut Criterion) {
             format!("ppo_default_policy/{label}")
         } else {
             config["model"] = model;
-            // 512 rows per sample from each sampler.
-            config["train_batch_size"] = (512 * workers.max(1)).into();
+            // 512 rows per sample from each sampler; 64 in quick mode,
+            // where a CNN sample of 512 took over a second a time and the
+            // five variants about a minute of CI.
+            let rows = if rlx_benches::quick() { 64 } else { 512 };
+            config["train_batch_size"] = (rows * workers.max(1)).into();
+            if rlx_benches::quick() {
+                // Only sampling is timed; the minibatch must fit the batch.
+                config["sgd_minibatch_size"] = rows.into();
+            }
             if workers == 0 {
                 format!("ppo_cnn_policy/{label}/{how}{processes}_processes")
             } else {
