@@ -178,8 +178,10 @@ pub struct DreamerV3Config {
     /// Rows (observations) the episode replay holds; the oldest episodes
     /// leave first.
     pub buffer_size: usize,
-    /// Rows stored before learning starts.
-    pub learning_starts: usize,
+    /// Rows stored before learning starts; `null` (the default): one
+    /// batch, `batch_size_B × batch_length_T` rows, as RLlib samples before
+    /// its first update.
+    pub learning_starts: Option<usize>,
     /// Env steps of every env copy each evaluator samples per round.
     pub rollout_fragment_length: usize,
     /// Env steps sampled per training iteration (one line of results).
@@ -210,7 +212,7 @@ impl Default for DreamerV3Config {
             actor_grad_clip_by_global_norm: 100.0,
             symlog_obs: None,
             buffer_size: 1_000_000,
-            learning_starts: 1024,
+            learning_starts: None,
             rollout_fragment_length: 1,
             timesteps_per_iteration: 1000,
             device: DeviceSpec::Cpu,
@@ -271,11 +273,26 @@ impl Validate for DreamerV3Config {
             self.buffer_size >= self.batch_length_T,
             &format!("must hold one sequence of batch_length_T = {} rows", self.batch_length_T),
         )?;
-        let ls = self.learning_starts;
-        check("learning_starts", ls, ls <= self.buffer_size, "must be <= buffer_size (or learning never starts)")?;
+        let ls = self.learning_starts();
+        let why = match self.learning_starts {
+            Some(_) => "must be <= buffer_size (or learning never starts)".to_string(),
+            None => format!(
+                "(by default batch_size_B × batch_length_T = {batch} rows) must be <= buffer_size (or learning \
+                 never starts): set learning_starts or a larger buffer_size"
+            ),
+        };
+        check("learning_starts", ls, ls <= self.buffer_size, &why)?;
         check_count("rollout_fragment_length", self.rollout_fragment_length, 1, limits::MAX_BATCH_ROWS)?;
         check_count("timesteps_per_iteration", self.timesteps_per_iteration, 1, limits::MAX_BATCH_ROWS)?;
         self.device.check_available()
+    }
+}
+
+impl DreamerV3Config {
+    /// Rows stored before the first update: `learning_starts`, or one
+    /// `batch_size_B × batch_length_T` batch.
+    pub fn learning_starts(&self) -> usize {
+        self.learning_starts.unwrap_or(self.batch_size_B * self.batch_length_T)
     }
 }
 
@@ -1036,7 +1053,7 @@ pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: DreamerV3Config) 
     let config = SyncReplayConfig {
         buffer_size: cfg.buffer_size,
         prioritized: None,
-        learning_starts: cfg.learning_starts,
+        learning_starts: cfg.learning_starts(),
         train_batch_size: cfg.batch_size_B * cfg.batch_length_T,
         training_intensity: cfg.training_ratio,
         timesteps_per_iteration: cfg.timesteps_per_iteration,
@@ -1335,5 +1352,21 @@ mod tests {
                 .to_string();
             assert!(e.contains(key) && e.contains(says), "{key}: {e}");
         }
+    }
+
+    /// Unset, `learning_starts` is one `B × T` batch, RLlib's rule: 1,024
+    /// rows at the default `16 × 64`, 512 at `16 × 32`; a buffer smaller
+    /// than that batch is refused by naming the default it came from.
+    #[test]
+    fn learning_starts_is_one_batch_unless_set() {
+        let at = |json: serde_json::Value| {
+            rlx::config::merge_json(&DreamerV3Config::default(), &json).map(|c: DreamerV3Config| c.learning_starts())
+        };
+        assert_eq!(at(serde_json::json!({})).unwrap(), 1024);
+        assert_eq!(at(serde_json::json!({"batch_length_T": 32})).unwrap(), 512);
+        assert_eq!(at(serde_json::json!({"batch_length_T": 32, "learning_starts": 100})).unwrap(), 100);
+        assert_eq!(at(serde_json::json!({"learning_starts": null})).unwrap(), 1024);
+        let e = at(serde_json::json!({"buffer_size": 600})).unwrap_err().to_string();
+        assert!(e.contains("learning_starts") && e.contains("batch_size_B × batch_length_T = 1024"), "{e}");
     }
 }
