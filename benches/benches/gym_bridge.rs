@@ -102,9 +102,10 @@ fn gym_bridge(c: &mut Criterion) {
             // 512 rows per sample from each sampler; 64 in quick mode,
             // where a CNN sample of 512 took over a second a time and the
             // five variants about a minute of CI.
-            let rows = if rlx_benches::quick() { 64 } else { 512 };
+            let quick = rlx_benches::quick();
+            let rows = if quick { 64 } else { 512 };
             config["train_batch_size"] = (rows * workers.max(1)).into();
-            if rlx_benches::quick() {
+            if quick {
                 // Only sampling is timed; the minibatch must fit the batch.
                 config["sgd_minibatch_size"] = rows.into();
             }

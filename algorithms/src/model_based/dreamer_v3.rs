@@ -229,7 +229,7 @@ impl Validate for DreamerV3Config {
         check_count("batch_size_B", self.batch_size_B, 1, 1 << 16)?;
         check_count("batch_length_T", self.batch_length_T, 1, 1 << 16)?;
         check_count("horizon_H", self.horizon_H, 1, 10_000)?;
-        let batch = self.batch_size_B * self.batch_length_T;
+        let batch = self.batch_rows();
         let ratio = self.training_ratio;
         check("training_ratio", ratio, ratio > 0.0 && ratio.is_finite(), "must be > 0")?;
         check(
@@ -289,10 +289,15 @@ impl Validate for DreamerV3Config {
 }
 
 impl DreamerV3Config {
+    /// Rows in one update's batch: `batch_size_B × batch_length_T`.
+    pub fn batch_rows(&self) -> usize {
+        self.batch_size_B * self.batch_length_T
+    }
+
     /// Rows stored before the first update: `learning_starts`, or one
-    /// `batch_size_B × batch_length_T` batch.
+    /// batch ([`batch_rows`](Self::batch_rows)).
     pub fn learning_starts(&self) -> usize {
-        self.learning_starts.unwrap_or(self.batch_size_B * self.batch_length_T)
+        self.learning_starts.unwrap_or(self.batch_rows())
     }
 }
 
@@ -430,7 +435,7 @@ impl Dreamer {
 
     /// The sequences of a replayed batch (`B · T` rows, time-major).
     fn sequences(&self, batch: &SampleBatch) -> Result<Sequences, PolicyError> {
-        let expected = self.cfg.batch_size_B * self.cfg.batch_length_T;
+        let expected = self.cfg.batch_rows();
         if batch.len() != expected {
             return Err(PolicyError::WrongLength {
                 what: "replayed rows (batch_size_B × batch_length_T)",
@@ -1054,7 +1059,7 @@ pub async fn build(ctx: BuildContext, make_env: EnvMaker, cfg: DreamerV3Config) 
         buffer_size: cfg.buffer_size,
         prioritized: None,
         learning_starts: cfg.learning_starts(),
-        train_batch_size: cfg.batch_size_B * cfg.batch_length_T,
+        train_batch_size: cfg.batch_rows(),
         training_intensity: cfg.training_ratio,
         timesteps_per_iteration: cfg.timesteps_per_iteration,
         seed: cfg.sampling.seed,
