@@ -748,6 +748,12 @@ impl Shared {
                 continue;
             }
             let one_at_a_time = self.placing.lock().await;
+            // An evaluator being re-placed is left alone until it has its
+            // new home: between `place` and storing that home, the old one
+            // would be read here, and a second copy started beside the new
+            // one would make its node stop the new one. Held until the
+            // prepared home is stored.
+            let Ok(_not_replacing) = e.replacing.try_lock() else { continue };
             let (home, placement) = lock(&e.home).clone();
             let from = match &home {
                 Home::Local(_) => None,
